@@ -1,0 +1,377 @@
+"""The scalar formula of every elementwise op: ONE table, ``FORMULAS[op_name]``.
+
+A formula is ``fn(e, args, out, attrs) -> value``: ``e`` an ``Emitter`` (LLVM or C),
+``args`` typed operands (``TV``), ``out`` the step's result dtype. The same table drives
+``codegen.llvm_ir`` and ``codegen.c_source``. float16/bfloat16 compute in float32 and are
+rounded (to nearest even) only on explicit casts, promotions into them, and stores.
+
+    >>> sorted(FORMULAS)[:3]
+    ['abs', 'add', 'atan2']
+"""
+from __future__ import annotations
+
+import math
+import struct
+from typing import Callable, NamedTuple, Sequence
+
+from codegen import vmath
+from codegen.emitter import Emitter, Num, V, compute_dtype
+from codegen.kernel import Imm, KernelSpec
+from ir import dtypes as D
+from ir.dtypes import DType
+
+
+class TV(NamedTuple):
+    """A typed operand: emitted value, semantic dtype, and the Python value of an Imm."""
+
+    v: V
+    dt: DType
+    imm: bool | int | float | None = None
+
+
+Formula = Callable[[Emitter, Sequence[TV], DType, dict], V]
+HALF = (D.float16, D.bfloat16)
+
+
+# ---- conversions ------------------------------------------------------------------------
+def round_bf16(e: Emitter, v: V) -> V:
+    """Round a float32 value to the nearest bfloat16 (ties to even), kept as float32."""
+    i32 = D.int32
+    b = e.bitcast(v, D.float32, i32)
+    lsb = e.bits("and", e.bits("lshr", b, e.const(16, i32), i32), e.const(1, i32), i32)
+    r = e.arith("add", e.arith("add", b, e.const(0x7FFF, i32), i32), lsb, i32)
+    r = e.bits("and", r, e.const(-65536, i32), i32)
+    out = e.bitcast(r, i32, D.float32)
+    return e.select(e.cmp("ne", v, v, D.float32), e.const(math.nan, D.float32), out, D.float32)
+
+
+def round_to(e: Emitter, v: V, dt: DType) -> V:
+    """Round a float32 compute value to a half dtype's precision (identity otherwise)."""
+    if dt is D.float16:
+        return e.round_half(v)
+    if dt is D.bfloat16:
+        return round_bf16(e, v)
+    return v
+
+
+def imm_value(value: bool | int | float, dt: DType) -> bool | int | float:
+    """A Python constant converted to ``dt`` (halves rounded to nearest even)."""
+    if dt is D.bool_:
+        return bool(value)
+    if dt.category == D.INT:
+        v = int(value) & ((1 << dt.bits) - 1)
+        return v - (1 << dt.bits) if dt.signed and v >= 1 << (dt.bits - 1) else v
+    f = float(value)
+    if dt is D.float16 and math.isfinite(f):
+        return struct.unpack("<e", struct.pack("<e", f))[0] if abs(f) < 65520.0 else math.copysign(math.inf, f)
+    if dt is D.bfloat16 and not math.isnan(f):
+        b = struct.unpack("<I", struct.pack("<f", f))[0]
+        b = ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000) & 0xFFFFFFFF
+        return struct.unpack("<f", struct.pack("<I", b))[0]
+    if dt is D.float32 and math.isfinite(f):
+        return struct.unpack("<f", struct.pack("<f", f))[0] if abs(f) < 3.4028235677973366e38 else math.copysign(math.inf, f)
+    return f
+
+
+def to(e: Emitter, a: TV, dt: DType) -> V:
+    """Operand ``a`` converted to ``dt`` (rounded when ``dt`` is a half type)."""
+    if a.dt is dt:
+        return a.v
+    if a.imm is not None:
+        return e.const(imm_value(a.imm, dt), compute_dtype(dt))
+    src, dst = compute_dtype(a.dt), compute_dtype(dt)
+    v = a.v if src is dst else e.convert(a.v, src, dst)
+    return round_to(e, v, dt) if dt in HALF and a.dt is not D.float16 else v
+
+
+def _all(e: Emitter, args: Sequence[TV], dt: DType) -> list[V]:
+    return [to(e, a, dt) for a in args]
+
+
+def _common(args: Sequence[TV]) -> DType:
+    out = args[0].dt
+    for a in args[1:]:
+        out = D.promote_types(out, a.dt)
+    return out
+
+
+def _need(cond: bool, op: str, dt: DType) -> None:
+    if not cond:
+        raise TypeError(f"codegen: {op} is not defined for dtype {dt.name}")
+
+
+# ---- unary ------------------------------------------------------------------------------
+def _float_unary(fn: Callable[[Num, V], V]) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        _need(out.is_floating_point, fn.__name__, out)
+        return fn(Num(e, out), to(e, args[0], out))
+    return formula
+
+
+def _neg(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    _need(out is not D.bool_, "neg", out)
+    return e.neg(to(e, args[0], out), compute_dtype(out))
+
+
+def _abs(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    x, dt = to(e, args[0], out), compute_dtype(out)
+    if out.is_floating_point:
+        return e.call("fabs", [x], dt)
+    if out is D.bool_ or not out.signed:
+        return x
+    return e.select(e.cmp("lt", x, e.const(0, dt), dt), e.neg(x, dt), x, dt)
+
+
+def _sign(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    x, dt = to(e, args[0], out), compute_dtype(out)
+    if out is D.bool_:
+        return x
+    zero, one = e.const(0, dt), e.const(1, dt)
+    pos = e.select(e.cmp("gt", x, zero, dt), one, x if out.is_floating_point else zero, dt)
+    return e.select(e.cmp("lt", x, zero, dt), e.const(-1, dt), pos, dt)
+
+
+def _relu(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    x, dt = to(e, args[0], out), compute_dtype(out)
+    if out is D.bool_:
+        return x
+    return e.select(e.cmp("lt", x, e.const(0, dt), dt), e.const(0, dt), x, dt)
+
+
+def _rounding(fn: str) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        x = to(e, args[0], out)
+        return e.call(fn, [x], compute_dtype(out)) if out.is_floating_point else x
+    return formula
+
+
+def _reciprocal(m: Num, x: V) -> V:
+    return m.div(m.c(1.0), x)
+
+
+# ---- binary arithmetic --------------------------------------------------------------------
+def _arith(op: str, bool_op: str | None) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        a, b = _all(e, args, out)
+        if out is D.bool_:
+            _need(bool_op is not None, op, out)
+            return e.bits(bool_op, a, b, out)
+        return e.arith(op, a, b, compute_dtype(out))
+    return formula
+
+
+def _div(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    _need(out.is_floating_point, "div", out)
+    a, b = _all(e, args, out)
+    return e.arith("div", a, b, compute_dtype(out))
+
+
+def _int_divmod(e: Emitter, a: V, b: V, dt: DType) -> tuple[V, V]:
+    """Floor quotient and remainder of ints; b == 0 gives (a, 0) instead of a trap."""
+    zero, one = e.const(0, dt), e.const(1, dt)
+    unsafe = e.cmp("eq", b, zero, dt)
+    if dt.signed:
+        minus1 = e.cmp("eq", b, e.const(-1, dt), dt)
+        unsafe = e.bits("or", unsafe, minus1, D.bool_)
+    bs = e.select(unsafe, one, b, dt)
+    q, r = e.arith("div", a, bs, dt), e.arith("rem", a, bs, dt)
+    if not dt.signed:
+        return q, r
+    q = e.select(minus1, e.neg(a, dt), q, dt)
+    fix = e.bits("and", e.cmp("ne", r, zero, dt),
+                 e.bits("xor", e.cmp("lt", r, zero, dt), e.cmp("lt", bs, zero, dt), D.bool_),
+                 D.bool_)
+    q = e.select(fix, e.arith("sub", q, one, dt), q, dt)
+    return q, e.select(fix, e.arith("add", r, bs, dt), r, dt)
+
+
+def _float_mod(m: Num, a: V, b: V) -> V:
+    """Python-style remainder (sign of b); exact while |a/b| < 2**mantissa_bits."""
+    r = m.fma(m.neg(m.call("floor", m.div(a, b))), b, a)
+    wrong = m.both(m.cmp("ne", r, m.c(0.0)),
+                   m.e.bits("xor", m.cmp("lt", r, m.c(0.0)), m.cmp("lt", b, m.c(0.0)), D.bool_))
+    return m.sel(wrong, m.add(r, b), r)
+
+
+def _floor_divide(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    a, b = _all(e, args, out)
+    if not out.is_floating_point:
+        _need(out is not D.bool_, "floor_divide", out)
+        return _int_divmod(e, a, b, out)[0]
+    m = Num(e, out)
+    mod = m.fma(m.neg(m.call("trunc", m.div(a, b))), b, a)              # fmod(a, b)
+    div = m.div(m.sub(a, mod), b)
+    wrong = m.both(m.cmp("ne", mod, m.c(0.0)),
+                   e.bits("xor", m.cmp("lt", b, m.c(0.0)), m.cmp("lt", mod, m.c(0.0)), D.bool_))
+    div = m.sel(wrong, m.sub(div, m.c(1.0)), div)
+    fl = m.call("floor", div)
+    fl = m.sel(m.cmp("gt", m.sub(div, fl), m.c(0.5)), m.add(fl, m.c(1.0)), fl)
+    fl = m.sel(m.cmp("eq", div, m.c(0.0)), m.call("copysign", m.c(0.0), m.div(a, b)), fl)
+    return m.sel(m.cmp("eq", b, m.c(0.0)), m.div(a, b), fl)
+
+
+def _remainder(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    a, b = _all(e, args, out)
+    if out.is_floating_point:
+        return _float_mod(Num(e, out), a, b)
+    _need(out is not D.bool_, "remainder", out)
+    return _int_divmod(e, a, b, out)[1]
+
+
+def _pow(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    base, ex = args
+    m = Num(e, out)
+    x = to(e, base, out)
+    if ex.imm is not None and float(ex.imm).is_integer() and abs(ex.imm) <= 64:
+        if out.is_floating_point or ex.imm >= 0:
+            return vmath.powi(m, x, int(ex.imm))
+    if ex.imm is not None and out.is_floating_point and ex.imm in (0.5, -0.5):
+        return vmath.sqrt(m, x) if ex.imm > 0 else vmath.rsqrt(m, x)
+    if out.is_floating_point:
+        return vmath.pow(m, x, to(e, ex, out))
+    _need(out is not D.bool_, "pow", out)
+    return _int_pow(e, x, to(e, ex, out), compute_dtype(out))
+
+
+def _int_pow(e: Emitter, x: V, n: V, dt: DType) -> V:
+    """Integer power by square-and-multiply over every exponent bit; n < 0 as in Python's
+    int(x ** n) truncated: 1 for x == 1, +-1 for x == -1, else 0."""
+    one, zero = e.const(1, dt), e.const(0, dt)
+    r, base, k = one, x, n
+    for _ in range(dt.bits - (1 if dt.signed else 0)):
+        odd = e.cmp("ne", e.bits("and", k, one, dt), zero, dt)
+        r = e.select(odd, e.arith("mul", r, base, dt), r, dt)
+        base = e.arith("mul", base, base, dt)
+        k = e.bits("lshr", k, one, dt)
+    if not dt.signed:
+        return r
+    odd_n = e.cmp("ne", e.bits("and", n, one, dt), zero, dt)
+    neg_res = e.select(e.cmp("eq", x, one, dt), one, zero, dt)
+    neg_res = e.select(e.cmp("eq", x, e.const(-1, dt), dt),
+                       e.select(odd_n, e.const(-1, dt), one, dt), neg_res, dt)
+    return e.select(e.cmp("lt", n, zero, dt), neg_res, r, dt)
+
+
+def _extremum(which: str) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        a, b = _all(e, args, out)
+        dt = compute_dtype(out)
+        if out is D.bool_:
+            return e.bits("or" if which == "gt" else "and", a, b, dt)
+        r = e.select(e.cmp(which, a, b, dt), a, b, dt)
+        if out.is_floating_point:                              # NaN propagates from either side
+            r = e.select(e.cmp("ne", b, b, dt), b, r, dt)
+            r = e.select(e.cmp("ne", a, a, dt), a, r, dt)
+        return r
+    return formula
+
+
+def _atan2(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    a, b = _all(e, args, out)
+    return vmath.atan2(Num(e, out), a, b)
+
+
+# ---- comparisons, logic, bits -----------------------------------------------------------------
+def _compare(op: str) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        dt = _common(args)
+        a, b = _all(e, args, dt)
+        return e.cmp(op, a, b, compute_dtype(dt))
+    return formula
+
+
+def _logical(op: str) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        vals = _all(e, args, D.bool_)
+        if op == "not":
+            return e.bits("xor", vals[0], e.const(True, D.bool_), D.bool_)
+        return e.bits(op, vals[0], vals[1], D.bool_)
+    return formula
+
+
+def _isclass(kind: str) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        a = args[0]
+        if not a.dt.is_floating_point:
+            return e.const(False, D.bool_)
+        dt = compute_dtype(a.dt)
+        if kind == "nan":
+            return e.cmp("ne", a.v, a.v, dt)
+        return e.cmp("eq", e.call("fabs", [a.v], dt), e.const(math.inf, dt), dt)
+    return formula
+
+
+def _bitwise(op: str) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        _need(not out.is_floating_point, f"bitwise_{op}", out)
+        vals = _all(e, args, out)
+        if op == "not":
+            return e.bits("xor", vals[0], e.const(True if out is D.bool_ else -1, out), out)
+        return e.bits(op, vals[0], vals[1], out)
+    return formula
+
+
+# ---- selection, clamp, cast ---------------------------------------------------------------------
+def _where(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    cond = to(e, args[0], D.bool_)
+    a, b = _all(e, args[1:], out)
+    return e.select(cond, a, b, compute_dtype(out))
+
+
+def _clamp(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    x, dt = to(e, args[0], out), compute_dtype(out)
+    lo, hi = attrs.get("min"), attrs.get("max")
+    if lo is not None:
+        lv = e.const(imm_value(lo if out.is_floating_point else math.ceil(lo), out), dt)
+        x = e.select(e.cmp("lt", x, lv, dt), lv, x, dt)
+    if hi is not None:
+        hv = e.const(imm_value(hi if out.is_floating_point else math.floor(hi), out), dt)
+        x = e.select(e.cmp("gt", x, hv, dt), hv, x, dt)
+    return x
+
+
+def _cast(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    target = attrs.get("dtype", out)
+    target = D.BY_NAME[target] if isinstance(target, str) else target
+    return to(e, args[0], target)
+
+
+FORMULAS: dict[str, Formula] = {
+    "neg": _neg, "abs": _abs, "sign": _sign, "relu": _relu,
+    "floor": _rounding("floor"), "ceil": _rounding("ceil"), "round": _rounding("rint"),
+    "trunc": _rounding("trunc"),
+    "exp": _float_unary(vmath.exp), "log": _float_unary(vmath.log),
+    "log1p": _float_unary(vmath.log1p), "expm1": _float_unary(vmath.expm1),
+    "sqrt": _float_unary(vmath.sqrt), "rsqrt": _float_unary(vmath.rsqrt),
+    "sin": _float_unary(vmath.sin), "cos": _float_unary(vmath.cos),
+    "tanh": _float_unary(vmath.tanh), "sigmoid": _float_unary(vmath.sigmoid),
+    "erf": _float_unary(vmath.erf), "erfc": _float_unary(vmath.erfc),
+    "reciprocal": _float_unary(_reciprocal), "log2": _float_unary(vmath.log2),
+    "exp2": _float_unary(vmath.exp2),
+    "add": _arith("add", "or"), "sub": _arith("sub", None), "mul": _arith("mul", "and"),
+    "div": _div, "floor_divide": _floor_divide, "remainder": _remainder, "pow": _pow,
+    "maximum": _extremum("gt"), "minimum": _extremum("lt"), "atan2": _atan2,
+    "eq": _compare("eq"), "ne": _compare("ne"), "lt": _compare("lt"), "le": _compare("le"),
+    "gt": _compare("gt"), "ge": _compare("ge"),
+    "logical_and": _logical("and"), "logical_or": _logical("or"),
+    "logical_xor": _logical("xor"), "logical_not": _logical("not"),
+    "isnan": _isclass("nan"), "isinf": _isclass("inf"),
+    "bitwise_and": _bitwise("and"), "bitwise_or": _bitwise("or"),
+    "bitwise_xor": _bitwise("xor"), "bitwise_not": _bitwise("not"),
+    "where": _where, "clamp": _clamp, "cast": _cast,
+}
+
+
+def lower_steps(e: Emitter, spec: KernelSpec, inputs: Sequence[V]) -> list[V]:
+    """Emit every step of ``spec`` given the loaded input values; returns the outputs,
+    each converted to its ``out_dtype`` (compute type, half types already rounded)."""
+    vals = [TV(v, s.dtype) for v, s in zip(inputs, spec.inputs)]
+    for step in spec.ops:
+        fn = FORMULAS.get(step.op)
+        if fn is None:
+            raise NotImplementedError(f"codegen: no scalar formula for op {step.op!r}")
+        args = [TV(None, a.dtype, a.value) if isinstance(a, Imm) else vals[a] for a in step.args]
+        args = [TV(e.const(imm_value(a.imm, a.dt), compute_dtype(a.dt)), a.dt, a.imm)
+                if a.imm is not None else a for a in args]
+        vals.append(TV(fn(e, args, step.dtype, step.attrs), step.dtype))
+    return [to(e, vals[o], d) for o, d in zip(spec.outputs, spec.out_dtypes)]

@@ -1,0 +1,188 @@
+"""A small, typed description of one fused elementwise kernel (the fusion pass's output).
+
+Values are numbered: inputs first (``0 .. len(inputs)-1``), then one value per ``OpStep``.
+An argument is a value index or an ``Imm`` constant::
+
+    >>> from ir import dtypes as D
+    >>> spec = KernelSpec(
+    ...     inputs=[InputSpec(D.float32, "contiguous"), InputSpec(D.float32, "strided", inner=1)],
+    ...     ops=[OpStep("mul", (0, 1), {}, D.float32),
+    ...          OpStep("add", (2, Imm(1.0, D.float32)), {}, D.float32)],
+    ...     outputs=[3], out_dtypes=[D.float32], rank=2)
+    >>> len(spec.key())    # sha256 of the text form: stable across processes
+    64
+
+Kernel ABI (shared by the LLVM and C renderers): the output index space is the flat,
+C-ordered index of the (contiguous) outputs. ``meta`` is an int64 array holding the output
+shape (``rank`` entries) then, for each ``strided`` input in order, its element strides
+(``rank`` entries, 0 on broadcast dims). ``KernelSpec.meta`` builds it.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Sequence, Union
+
+from ir import dtypes as D
+from ir.dtypes import DType
+
+KINDS = ("contiguous", "strided", "scalar")
+
+
+@dataclass(frozen=True)
+class Imm:
+    """An immediate scalar constant argument (folded into the generated code)."""
+
+    value: Union[bool, int, float]
+    dtype: DType
+
+    def text(self) -> str:
+        return f"{self.dtype.name}({self.value!r})"
+
+
+Arg = Union[int, Imm]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One kernel input.
+
+    ``kind``: ``contiguous`` (same shape as the output, C order: indexed by the flat index),
+    ``strided`` (any element strides from ``meta``; broadcast dims have stride 0) or
+    ``scalar`` (one element, read once). ``inner``: the innermost stride when the fusion
+    pass knows it statically (1 or 0); ``None`` reads it from ``meta``.
+    """
+
+    dtype: DType
+    kind: str = "contiguous"
+    inner: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"InputSpec: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.inner not in (None, 0, 1):
+            raise ValueError(f"InputSpec: inner must be None, 0 or 1, got {self.inner!r}")
+
+    def text(self) -> str:
+        inner = "" if self.inner is None else f":{self.inner}"
+        return f"{self.dtype.name}:{self.kind}{inner}"
+
+
+@dataclass(frozen=True)
+class OpStep:
+    """``value = op(*args, **attrs)`` with result dtype ``dtype``."""
+
+    op: str
+    args: tuple[Arg, ...]
+    attrs: dict = field(default_factory=dict, hash=False, compare=False)
+    dtype: DType = D.float32
+
+    def text(self) -> str:
+        args = ", ".join(a.text() if isinstance(a, Imm) else f"%{a}" for a in self.args)
+        attrs = "".join(f", {k}={_attr_text(v)}" for k, v in sorted(self.attrs.items()))
+        return f"{self.dtype.name} {self.op}({args}{attrs})"
+
+
+def _attr_text(v: object) -> str:
+    return v.name if isinstance(v, DType) else repr(v)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A fused elementwise kernel: inputs, ops in topological order, outputs, output rank."""
+
+    inputs: tuple[InputSpec, ...]
+    ops: tuple[OpStep, ...]
+    outputs: tuple[int, ...]
+    out_dtypes: tuple[DType, ...]
+    rank: int = 1
+
+    def __init__(self, inputs: Sequence[InputSpec], ops: Sequence[OpStep],
+                 outputs: Sequence[int], out_dtypes: Sequence[DType], rank: int = 1) -> None:
+        object.__setattr__(self, "inputs", tuple(inputs))
+        object.__setattr__(self, "ops", tuple(ops))
+        object.__setattr__(self, "outputs", tuple(outputs))
+        object.__setattr__(self, "out_dtypes", tuple(out_dtypes))
+        object.__setattr__(self, "rank", int(rank))
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the step whose argument is not an earlier value."""
+        n = len(self.inputs)
+        for i, step in enumerate(self.ops):
+            for a in step.args:
+                if not isinstance(a, Imm) and not 0 <= a < n + i:
+                    raise ValueError(f"KernelSpec: step {i} ({step.op}) uses %{a}, "
+                                     f"expected an index below {n + i}")
+        for o in self.outputs:
+            if not 0 <= o < n + len(self.ops):
+                raise ValueError(f"KernelSpec: output %{o} does not exist")
+        if len(self.out_dtypes) != len(self.outputs):
+            raise ValueError("KernelSpec: one out_dtype per output expected")
+        if self.rank < 0:
+            raise ValueError(f"KernelSpec: rank must be >= 0, got {self.rank}")
+
+    def dtype_of(self, value: int) -> DType:
+        """The dtype of value ``%value``."""
+        n = len(self.inputs)
+        return self.inputs[value].dtype if value < n else self.ops[value - n].dtype
+
+    @property
+    def strided(self) -> list[int]:
+        """Indices of the inputs that read strides from ``meta``."""
+        return [i for i, s in enumerate(self.inputs) if s.kind == "strided"]
+
+    def text(self) -> str:
+        """A stable, human-readable text form (the basis of ``key``)."""
+        lines = [f"kernel rank={self.rank}"]
+        lines += [f"  %{i} = input {s.text()}" for i, s in enumerate(self.inputs)]
+        base = len(self.inputs)
+        lines += [f"  %{base + i} = {s.text()}" for i, s in enumerate(self.ops)]
+        outs = ", ".join(f"%{o}:{d.name}" for o, d in zip(self.outputs, self.out_dtypes))
+        return "\n".join(lines + [f"  return {outs}"])
+
+    def key(self) -> str:
+        """sha256 hex digest of ``text()``: equal specs give equal keys in any process."""
+        return hashlib.sha256(self.text().encode()).hexdigest()
+
+    def __hash__(self) -> int:
+        return hash(self.text())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KernelSpec) and self.text() == other.text()
+
+    def meta(self, out_shape: Sequence[int],
+             in_strides: Sequence[Sequence[int] | None]) -> list[int]:
+        """The int64 ``meta`` array: output shape, then each strided input's element strides.
+
+        ``in_strides[i]``: element strides of input ``i`` already broadcast to ``out_shape``
+        (0 on broadcast dims); ignored for contiguous and scalar inputs.
+        """
+        if len(out_shape) != self.rank:
+            raise ValueError(f"meta: expected an output shape of rank {self.rank}, "
+                             f"got {tuple(out_shape)}")
+        out = [int(s) for s in out_shape]
+        for i in self.strided:
+            st = in_strides[i]
+            if st is None or len(st) != self.rank:
+                raise ValueError(f"meta: input {i} needs {self.rank} strides, got {st!r}")
+            out += [int(s) for s in st]
+        return out
+
+
+def broadcast_strides(shape: Sequence[int], elem_strides: Sequence[int],
+                      out_shape: Sequence[int]) -> list[int]:
+    """Element strides of an array of ``shape`` viewed as ``out_shape`` (NumPy broadcasting).
+
+    >>> broadcast_strides((4096,), (1,), (16, 4096))
+    [0, 1]
+    """
+    pad = len(out_shape) - len(shape)
+    if pad < 0:
+        raise ValueError(f"broadcast: shape {tuple(shape)} has more dims than {tuple(out_shape)}")
+    out = [0] * pad
+    for dim, st, od in zip(shape, elem_strides, out_shape[pad:]):
+        if dim not in (1, od):
+            raise ValueError(f"broadcast: cannot broadcast {tuple(shape)} to {tuple(out_shape)}")
+        out.append(0 if dim == 1 and od != 1 else int(st))
+    return out

@@ -1,0 +1,250 @@
+"""``.code``: a graph as readable Python (valid syntax; not meant to be executed as is).
+
+Ops read ``ops.sm.add(a, b)`` with attributes as keywords, tensor constants read
+``CONSTANTS.c0``, dtypes ``dtypes.float32``; pure values used once are inlined into their
+user, control flow becomes ``if``/``for``/``while``, fusion groups become functions.
+
+    >>> print(python_code(g))     # doctest: +SKIP
+    def forward(self, x: Tensor) -> Tensor:
+        return ops.sm.add(ops.sm.neg(x), x)
+"""
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Any
+
+from ir import schema as S
+from ir.dtypes import DType
+from ir.graph import Block, Graph, Node, Prim, Value
+from ir.printer import _shown_attrs, subgraphs, tensor_constants
+from ir.types import (AnyType, BoolType, DeviceType, DTypeType, FloatType, IntType, ListType,
+                      ModuleType, NoneType, NumberType, OptionalType, StrType, TensorType,
+                      TupleType, Type)
+
+INDENT = "    "
+_RESERVED = {"ops", "CONSTANTS", "dtypes", "print", "range", "float", "Tensor", "List", "Tuple",
+             "Optional", "Any", "True", "False", "None"}
+_SIMPLE_TYPES: dict[Type, str] = {IntType: "int", FloatType: "float", BoolType: "bool",
+                                  StrType: "str", NoneType: "None", DeviceType: "Device",
+                                  DTypeType: "dtype", NumberType: "number", AnyType: "Any"}
+_PURE_PRIMS = {Prim.LIST_CONSTRUCT, Prim.TUPLE_CONSTRUCT, Prim.TUPLE_INDEX}
+
+
+def annotation(t: Type) -> str:
+    """A Python annotation for an IR type (``Tensor``, ``List[int]``, ``Tuple[...]``)."""
+    if isinstance(t, TensorType):
+        return "Tensor"
+    if isinstance(t, ListType):
+        return f"List[{annotation(t.element)}]"
+    if isinstance(t, TupleType):
+        return f"Tuple[{', '.join(annotation(e) for e in t.elements) or '()'}]"
+    if isinstance(t, OptionalType):
+        return f"Optional[{annotation(t.element)}]"
+    if isinstance(t, ModuleType):
+        return t.class_name.split(".")[-1]
+    return _SIMPLE_TYPES.get(t, "Any")
+
+
+def literal(value: Any) -> str:
+    """Python source for an attribute or constant value."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return f'float("{value}")'
+    if isinstance(value, DType):
+        return f"dtypes.{value.name}"
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(literal(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
+class PyNamer:
+    """Valid, unique Python identifiers from debug names (``x.1`` -> ``x_1``)."""
+
+    def __init__(self) -> None:
+        self.names: dict[Value, str] = {}
+        self._taken: set[str] = set(_RESERVED)
+        self._counter = 0
+
+    def define(self, v: Value) -> str:
+        self.names[v] = self.fresh(v.debug_name)
+        return self.names[v]
+
+    def fresh(self, base: str | None) -> str:
+        """A new unique identifier (numbered when ``base`` is None)."""
+        if base is None:
+            name = f"_{self._counter}"
+            self._counter += 1
+        else:
+            name = re.sub(r"\W", "_", base)
+            name = name + "_" if keyword.iskeyword(name) else name
+        stem, k = name, 0
+        while name in self._taken:
+            k += 1
+            name = f"{stem}_{k}"
+        self._taken.add(name)
+        return name
+
+
+class CodePrinter:
+    def __init__(self, graph: Graph, constants: dict[Node, str], fusions: list[Graph]) -> None:
+        self.graph = graph
+        self.constants = constants
+        self.fusions = fusions
+        self.names = PyNamer()
+        self.exprs: dict[Value, str] = {}
+        self.lines: list[str] = []
+        self.mutates = any(n.kind in (Prim.SET_ATTR, Prim.CALL_METHOD) for n in graph.walk())
+
+    def ref(self, v: Value) -> str:
+        return self.exprs.get(v) or self.names.names.get(v) or self.names.define(v)
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append(INDENT * depth + text)
+
+    def function(self, name: str) -> list[str]:
+        params = []
+        for i, v in enumerate(self.graph.inputs):
+            pname = self.names.define(v)
+            is_self = i == 0 and isinstance(v.type, ModuleType)
+            params.append(pname if is_self else f"{pname}: {annotation(v.type)}")
+        outs = self.graph.outputs
+        ret = annotation(outs[0].type) if len(outs) == 1 else \
+            "None" if not outs else f"Tuple[{', '.join(annotation(v.type) for v in outs)}]"
+        self.emit(0, f"def {name}({', '.join(params)}) -> {ret}:")
+        self.block(self.graph.block, 1)
+        values = ", ".join(self.ref(v) for v in outs)
+        self.emit(1, f"return {values}" if outs else "return None")
+        return self.lines
+
+    def block(self, block: Block, depth: int) -> None:
+        for node in block:
+            self.statement(node, depth)
+
+    def inlinable(self, node: Node) -> bool:
+        if len(node.outputs) != 1 or len(node.output.uses) != 1 or node.blocks:
+            return False
+        user = node.output.uses[0].user
+        if user.owning_block is not node.owning_block:
+            return False
+        if node.is_op and node.op_name in S.REGISTRY:
+            return not S.REGISTRY[node.op_name].has(S.IMPURE)
+        return node.kind in _PURE_PRIMS or (node.kind == Prim.GET_ATTR and not self.mutates)
+
+    def statement(self, node: Node, depth: int) -> None:
+        if node.kind == Prim.IF:
+            return self.if_(node, depth)
+        if node.kind == Prim.LOOP:
+            return self.loop(node, depth)
+        if node.kind == Prim.CONSTANT and node not in self.constants:
+            self.exprs[node.output] = literal(node.attrs.get("value"))
+            return None
+        text = self.expression(node)
+        if text is None:
+            return None
+        if node.kind in (Prim.SET_ATTR, Prim.RAISE):
+            self.emit(depth, text)
+        elif len(node.outputs) == 1 and self.inlinable(node):
+            self.exprs[node.output] = text
+        elif not node.outputs:
+            self.emit(depth, text)
+        else:
+            self.emit(depth, f"{self.targets(node)} = {text}")
+        return None
+
+    def targets(self, node: Node) -> str:
+        names = [self.names.define(v) for v in node.outputs]
+        unpack = node.kind in (Prim.TUPLE_UNPACK, Prim.LIST_UNPACK) and len(names) == 1
+        return names[0] + "," if unpack else ", ".join(names)
+
+    def expression(self, node: Node) -> str | None:
+        a = [self.ref(v) for v in node.inputs]
+        k = node.kind
+        if k == Prim.CONSTANT:
+            return f"CONSTANTS.{self.constants[node]}"
+        if k == Prim.GET_ATTR:
+            return f"{a[0]}.{node.attrs['name']}"
+        if k == Prim.SET_ATTR:
+            return f"{a[0]}.{node.attrs['name']} = {a[1]}"
+        if k == Prim.CALL_METHOD:
+            return f"{a[0]}.{node.attrs['name']}({', '.join(a[1:])})"
+        if k == Prim.LIST_CONSTRUCT:
+            return f"[{', '.join(a)}]"
+        if k == Prim.TUPLE_CONSTRUCT:
+            return f"({a[0]},)" if len(a) == 1 else f"({', '.join(a)})"
+        if k == Prim.TUPLE_INDEX:
+            return f"{a[0]}[{node.attrs['index']}]"
+        if k in (Prim.TUPLE_UNPACK, Prim.LIST_UNPACK):
+            return a[0]
+        if k == Prim.RAISE:
+            return f"raise {node.attrs.get('kind', 'RuntimeError')}({node.attrs.get('message', '')!r})"
+        if k == Prim.PRINT:
+            return f"print({', '.join(a)})"
+        if k == Prim.FUSION_GROUP:
+            index = next(i for i, g in enumerate(self.fusions) if g is node.attrs["subgraph"])
+            return f"FusionGroup_{index}({', '.join(a)})"
+        kwargs = [f"{n}={literal(v)}" for n, v in _shown_attrs(node)]
+        return f"ops.{node.namespace}.{node.op_name}({', '.join(a + kwargs)})"
+
+    def assign(self, depth: int, targets: list[str], values: list[str]) -> None:
+        if targets:
+            self.emit(depth, f"{', '.join(targets)} = {', '.join(values)}")
+
+    def if_(self, node: Node, depth: int) -> None:
+        cond = self.ref(node.inputs[0])
+        outs = [self.names.define(v) for v in node.outputs]
+        for i, b in enumerate(node.blocks):
+            self.emit(depth, f"if {cond}:" if i == 0 else "else:")
+            start = len(self.lines)
+            self.block(b, depth + 1)
+            self.assign(depth + 1, outs, [self.ref(v) for v in b.outputs])
+            if len(self.lines) == start:
+                self.emit(depth + 1, "pass")
+
+    def loop(self, node: Node, depth: int) -> None:
+        body = node.blocks[0]
+        trip, cond = self.ref(node.inputs[0]), self.ref(node.inputs[1])
+        params = [self.names.define(p) for p in body.params]
+        self.assign(depth, params[1:], [self.ref(v) for v in node.inputs[2:]])
+        simple = cond == "True" and _is_true(body.outputs[0])
+        if simple:
+            self.emit(depth, f"for {params[0]} in range({trip}):")
+        else:
+            flag = self.names.fresh("_continue")
+            self.emit(depth, f"{flag}, {params[0]} = {cond}, 0")
+            self.emit(depth, f"while {flag} and {params[0]} < {trip}:")
+        start = len(self.lines)
+        self.block(body, depth + 1)
+        outs = [self.ref(v) for v in body.outputs]
+        if simple:
+            self.assign(depth + 1, params[1:], outs[1:])
+        else:
+            self.assign(depth + 1, [flag] + params[1:] + [params[0]], outs + [f"{params[0]} + 1"])
+        if len(self.lines) == start:
+            self.emit(depth + 1, "pass")
+        self.assign(depth, [self.names.define(v) for v in node.outputs], params[1:])
+
+
+def _is_true(v: Value) -> bool:
+    return v.node.kind == Prim.CONSTANT and v.node.attrs.get("value") is True
+
+
+def code_with_constants(graph: Graph, name: str = "forward") -> tuple[str, dict[str, Any]]:
+    """``(code, {"c0": payload, ...})``: the Python view and the tensor constants it names.
+
+        >>> text, consts = code_with_constants(g)    # doctest: +SKIP
+    """
+    nodes = tensor_constants(graph)
+    names = {n: f"c{i}" for i, n in enumerate(nodes)}
+    fusions = subgraphs(graph)
+    lines = CodePrinter(graph, names, fusions).function(name)
+    for i, sub in enumerate(fusions):
+        lines += [""] + CodePrinter(sub, names, fusions).function(f"FusionGroup_{i}")
+    return "\n".join(lines) + "\n", {names[n]: n.attrs["value"] for n in nodes}
+
+
+def python_code(graph: Graph, name: str = "forward") -> str:
+    """The graph as a Python function (see the module docstring); ``graph.code`` calls this."""
+    return code_with_constants(graph, name)[0]

@@ -1,0 +1,79 @@
+"""Linear algebra and neural-network primitives (those that are not decompositions)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ir.ops import rules as R
+from ir.schema import IMPURE, op
+from ir.types import Dim, Shape
+
+
+def matmul_shape(a: Shape | None, b: Shape | None) -> Shape | None:
+    if a is None or b is None:
+        return None
+    if len(a) == 0 or len(b) == 0:
+        raise ValueError("matmul: both arguments need at least 1 dimension, got 0-dim tensor")
+    a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
+    b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
+    k1, k2 = a2[-1], b2[-2]
+    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+        raise ValueError(f"matmul: shapes {tuple(a)} and {tuple(b)} cannot be multiplied "
+                         f"({k1} != {k2})")
+    batch = R.broadcast_shapes(a2[:-2], b2[:-2]) or ()
+    out = tuple(batch) + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def _matmul(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    return matmul_shape(ops[0][1], ops[1][1])
+
+
+def _out_size(size: Dim, k: int, s: int, p: int, d: int, ceil: bool = False) -> Dim:
+    if not isinstance(size, int):
+        return None
+    span = size + 2 * p - d * (k - 1) - 1
+    n = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (n - 1) * s >= size + p:   # last window must start inside the input
+        n -= 1
+    return n
+
+
+def _conv2d(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    x, w = ops[0][1], ops[1][1]
+    if x is None or w is None:
+        return None
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (w[2], w[3]), attrs["stride"], attrs["padding"], attrs["dilation"]
+    return (x[0], w[0], _out_size(x[2], kh, sh, ph, dh), _out_size(x[3], kw, sw, pw, dw))
+
+
+def _pool2d(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    x = ops[0][1]
+    if x is None:
+        return None
+    (kh, kw), (sh, sw), (ph, pw) = attrs["kernel_size"], attrs["stride"], attrs["padding"]
+    dh, dw = attrs.get("dilation", (1, 1))
+    c = attrs["ceil_mode"]
+    return tuple(x[:-2]) + (_out_size(x[-2], kh, sh, ph, dh, c), _out_size(x[-1], kw, sw, pw, dw, c))
+
+
+def _embedding(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    w, idx = ops[0][1], ops[1][1]
+    return None if w is None or idx is None else tuple(idx) + (w[1],)
+
+
+op("matmul(Tensor self, Tensor other) -> Tensor", R.promote, _matmul)
+op("conv2d(Tensor input, Tensor weight, Tensor? bias, *, int[] stride=(1, 1), int[] padding=(0, 0), "
+   "int[] dilation=(1, 1), int groups=1) -> Tensor", R.same, _conv2d)
+op("max_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
+   "int[] dilation=(1, 1), bool ceil_mode=False) -> Tensor", R.same, _pool2d)
+op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
+   "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d)
+op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.same, _embedding)
+op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE)
+op("batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight, "
+   "Tensor? bias, bool training, *, float momentum=0.1, float eps=1e-05) -> Tensor",
+   R.same, R.same_shape, IMPURE)

@@ -1,0 +1,199 @@
+"""Shape and data-movement ops. Shapes given as ``int[]`` inputs may hold symbolic dims."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ir.ops import rules as R
+from ir.schema import FACTORY, IMPURE, NONDIFF, VIEW, op
+from ir.types import Dim, Shape
+
+
+def _numel(s: Sequence[Dim]) -> Dim:
+    n: Dim = 1
+    for d in s:
+        if not isinstance(d, int) or not isinstance(n, int):
+            return None
+        n *= d
+    return n
+
+
+def infer_reshape(src: Shape | None, shape: Sequence[Dim] | None) -> Shape | None:
+    """Resolve one -1 in ``shape`` against ``src``; symbolic when it cannot be computed."""
+    if shape is None:
+        return None
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise ValueError("reshape: only one dimension can be inferred (-1)")
+    if -1 in shape:
+        i = shape.index(-1)
+        rest = shape[:i] + shape[i + 1:]
+        total, known = (_numel(src) if src is not None else None), _numel(rest)
+        if isinstance(total, int) and isinstance(known, int):
+            if known == 0 or total % known:
+                raise ValueError(f"reshape: shape {tuple(shape)} is invalid for input of size {total}")
+            shape[i] = total // known
+        elif src is not None:   # cancel equal symbolic factors: (B, 4, 8) -> (B, -1) gives 32
+            left = [d for d in src]
+            for d in rest:
+                if d in left:
+                    left.remove(d)
+                else:
+                    left = None
+                    break
+            shape[i] = _numel(left) if left is not None else None
+        else:
+            shape[i] = None
+    elif src is not None:
+        a, b = _numel(src), _numel(shape)
+        if isinstance(a, int) and isinstance(b, int) and a != b:
+            raise ValueError(f"reshape: shape {tuple(shape)} is invalid for input of size {a}")
+    return tuple(shape)
+
+
+def _reshape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    return infer_reshape(ops[0][1], values[1])
+
+
+def _permute(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    s = ops[0][1]
+    if s is None:
+        return None
+    dims = [R.norm_dim(d, len(s), "permute") for d in attrs["dims"]]
+    if sorted(dims) != list(range(len(s))):
+        raise ValueError(f"permute: dims {tuple(attrs['dims'])} are not a permutation of {len(s)} dims")
+    return tuple(s[d] for d in dims)
+
+
+def _transpose(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    s = ops[0][1]
+    if s is None:
+        return None
+    s = list(s)
+    a, b = R.norm_dim(attrs["dim0"], len(s), "transpose"), R.norm_dim(attrs["dim1"], len(s), "transpose")
+    s[a], s[b] = s[b], s[a]
+    return tuple(s)
+
+
+def _unsqueeze(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    s = ops[0][1]
+    if s is None:
+        return None
+    d = R.norm_dim(attrs["dim"], len(s) + 1, "unsqueeze")
+    return tuple(s[:d]) + (1,) + tuple(s[d:])
+
+
+def _squeeze(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    s = ops[0][1]
+    if s is None:
+        return None
+    dims = attrs.get("dim")
+    if dims is None:
+        return tuple(d for d in s if d != 1)
+    dims = {R.norm_dim(d, len(s), "squeeze") for d in ((dims,) if isinstance(dims, int) else dims)}
+    return tuple(d for i, d in enumerate(s) if not (i in dims and d == 1))
+
+
+def _expand(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    s, size = ops[0][1], values[1]
+    if s is None or size is None:
+        return None
+    if len(size) < len(s):
+        raise ValueError(f"expand: the number of sizes provided ({len(size)}) must be greater "
+                         f"or equal to the number of dimensions in the tensor ({len(s)})")
+    lead = len(size) - len(s)
+    out = list(size[:lead])
+    for have, want in zip(s, size[lead:]):
+        if want == -1:
+            out.append(have)
+        elif have == 1 or have == want or not isinstance(have, int) or not isinstance(want, int):
+            out.append(want)
+        else:
+            raise ValueError(f"expand: size {have} cannot be expanded to {want}")
+    return tuple(out)
+
+
+def _cat(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    shapes = [o[1] for o in ops]
+    if any(s is None for s in shapes):
+        return None
+    shapes = [s for s in shapes if s != (0,)] or shapes[:1]   # torch skips legacy empty (0,)
+    rank = len(shapes[0])
+    d = R.norm_dim(attrs["dim"], rank, "cat")
+    for s in shapes:
+        if len(s) != rank or any(a != b and isinstance(a, int) and isinstance(b, int)
+                                 for i, (a, b) in enumerate(zip(s, shapes[0])) if i != d):
+            raise ValueError(f"cat: sizes of tensors must match except in dimension {d}; "
+                             f"got {[tuple(x) for x in shapes]}")
+    sizes = [s[d] for s in shapes]
+    total = sum(sizes) if all(isinstance(x, int) for x in sizes) else None
+    return tuple(shapes[0][:d]) + (total,) + tuple(shapes[0][d + 1:])
+
+
+def _stack(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    s = ops[0][1]
+    if s is None:
+        return None
+    for o in ops:
+        if o[1] is not None and len(o[1]) == len(s) and any(
+                a != b and isinstance(a, int) and isinstance(b, int) for a, b in zip(o[1], s)):
+            raise ValueError(f"stack: expects each tensor to be equal size, got {[o[1] for o in ops]}")
+    d = R.norm_dim(attrs["dim"], len(s) + 1, "stack")
+    return tuple(s[:d]) + (len(ops),) + tuple(s[d:])
+
+
+def _narrow(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    s = ops[0][1]
+    if s is None:
+        return None
+    d = R.norm_dim(attrs["dim"], len(s), "narrow")
+    return tuple(s[:d]) + (attrs["length"],) + tuple(s[d + 1:])
+
+
+def _index_shape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    return None   # computed exactly by the runtime; the IR keeps the rank unknown
+
+
+def _gather(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    return ops[1][1]
+
+
+def _factory(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    return None if values[0] is None else tuple(values[0])
+
+
+def _arange(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    import math
+    n = math.ceil((attrs["end"] - attrs["start"]) / attrs["step"])
+    return (max(n, 0),)
+
+
+op("reshape(Tensor self, int[] shape) -> Tensor", R.same, _reshape, VIEW)
+op("expand(Tensor self, int[] size) -> Tensor", R.same, _expand, VIEW)
+op("permute(Tensor self, *, int[] dims) -> Tensor", R.same, _permute, VIEW)
+op("transpose(Tensor self, *, int dim0, int dim1) -> Tensor", R.same, _transpose, VIEW)
+op("unsqueeze(Tensor self, *, int dim) -> Tensor", R.same, _unsqueeze, VIEW)
+op("squeeze(Tensor self, *, int[]? dim=None) -> Tensor", R.same, _squeeze, VIEW)
+op("narrow(Tensor self, *, int dim, int start, int length) -> Tensor", R.same, _narrow, VIEW)
+op("contiguous(Tensor self) -> Tensor", R.same, R.same_shape)
+op("clone(Tensor self) -> Tensor", R.same, R.same_shape)
+op("cat(Tensor... tensors, *, int dim=0) -> Tensor", R.promote, _cat)
+op("stack(Tensor... tensors, *, int dim=0) -> Tensor", R.promote, _stack)
+op("gather(Tensor self, Tensor index, *, int dim) -> Tensor", R.same, _gather)
+op("index(Tensor self, Tensor... indices, *, Any spec) -> Tensor", R.same, _index_shape)
+op("index_put(Tensor self, Tensor values, Tensor... indices, *, Any spec, bool accumulate=False) -> Tensor",
+   R.same, R.same_shape)
+op("to_device(Tensor self, *, Device device) -> Tensor", R.same, R.same_shape)
+op("size(Tensor self, *, int dim) -> int", R.no_dtype, R.scalar_shape, NONDIFF)
+
+# factories: shapes as int[] inputs so that they can follow symbolic input sizes
+_F = "ScalarType? dtype=None, Device device='cpu'"
+op(f"full(int[] size, Scalar fill_value, *, {_F}) -> Tensor", R.from_attr("default"), _factory, FACTORY, NONDIFF)
+op(f"rand(int[] size, *, {_F}) -> Tensor", R.from_attr(), _factory, FACTORY, NONDIFF, IMPURE)
+op(f"randn(int[] size, *, {_F}) -> Tensor", R.from_attr(), _factory, FACTORY, NONDIFF, IMPURE)
+op(f"randint(int[] size, *, int low, int high, {_F}) -> Tensor",
+   lambda ops, attrs: attrs.get("dtype") or R.to_int64(ops, attrs), _factory, FACTORY, NONDIFF, IMPURE)
+op(f"arange(*, float start, float end, float step=1, {_F}) -> Tensor",
+   R.from_attr(), _arange, FACTORY, NONDIFF)
+op(f"linspace(*, float start, float end, int steps, {_F}) -> Tensor",
+   R.from_attr(), lambda o, a, v: (a["steps"],), FACTORY, NONDIFF)
+op(f"eye(*, int n, int m, {_F}) -> Tensor", R.from_attr(), lambda o, a, v: (a["n"], a["m"]), FACTORY, NONDIFF)

@@ -1,0 +1,123 @@
+"""Algebraic simplifications that the value types prove: ``x*1``, ``x+0``, ``x-0``, ``x/1``,
+``neg(neg(x))``, transpose of transpose, permute of permute, cast to the same dtype, reshape
+or expand to the same shape.
+
+Identity rewrites need the result type to equal ``x``'s type exactly (dtype, shape, device),
+so promotion or broadcasting by the constant keeps the op. ``x + 0`` turns ``-0.0`` into
+``0.0`` in IEEE arithmetic; like TorchScript we treat it as an identity.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ir import schema as S
+from ir.builder import Builder
+from ir.graph import Graph, Node, Prim, Value
+from ir.types import TensorType
+
+Rule = Callable[[Node], "Value | None"]
+
+
+def canonicalize(graph: Graph) -> Graph:
+    """Apply the rewrite rules to a fixpoint; rewritten nodes are removed.
+
+        >>> canonicalize(g)    # doctest: +SKIP
+    """
+    changed = True
+    while changed:
+        changed = False
+        for node in list(graph.walk()):
+            if node.owning_block is None or not node.is_op:
+                continue
+            rule = RULES.get(node.op_name)
+            new = rule(node) if rule is not None else None
+            if new is not None:
+                node.output.replace_all_uses_with(new)
+                node.destroy()
+                changed = True
+    return graph
+
+
+def _same_type(result: Value, x: Value) -> bool:
+    t = x.type
+    return (isinstance(t, TensorType) and t == result.type and t.dtype is not None
+            and t.shape is not None and all(d is not None for d in t.shape))
+
+
+def _scalar(v: Value) -> object:
+    n = v.node
+    value = n.attrs.get("value") if n.kind == Prim.CONSTANT else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _identity_with(unit: float, commutative: bool) -> Rule:
+    def rule(node: Node) -> Value | None:
+        a, b = node.inputs
+        candidates = [(a, b), (b, a)] if commutative else [(a, b)]
+        for x, c in candidates:
+            if _scalar(c) == unit and _same_type(node.output, x):
+                return x
+        return None
+    return rule
+
+
+def _double_neg(node: Node) -> Value | None:
+    inner = node.inputs[0].node
+    if inner.kind == node.kind:
+        x = inner.inputs[0]
+        return x if _same_type(node.output, x) else None
+    return None
+
+
+def _double_transpose(node: Node) -> Value | None:
+    inner = node.inputs[0].node
+    rank = getattr(node.output.type, "rank", None)
+    if inner.kind != node.kind or rank is None:
+        return None
+    dims = [{d % rank for d in (n.attrs["dim0"], n.attrs["dim1"])} for n in (node, inner)]
+    x = inner.inputs[0]
+    return x if dims[0] == dims[1] and _same_type(node.output, x) else None
+
+
+def _double_permute(node: Node) -> Value | None:
+    inner = node.inputs[0].node
+    rank = getattr(node.output.type, "rank", None)
+    if inner.kind != node.kind or rank is None:
+        return None
+    p = [d % rank for d in inner.attrs["dims"]]
+    q = [d % rank for d in node.attrs["dims"]]
+    composed = [p[i] for i in q]
+    x = inner.inputs[0]
+    if composed == list(range(rank)):
+        return x if _same_type(node.output, x) else None
+    with Builder(node.graph, node.source).insert_before(node) as b:
+        out = b.op("permute", x, dims=composed)
+    out.type = node.output.type
+    return out
+
+
+def _same_dtype_cast(node: Node) -> Value | None:
+    x = node.inputs[0]
+    if getattr(x.type, "dtype", None) is node.attrs["dtype"] and _same_type(node.output, x):
+        return x
+    return None
+
+
+def _same_shape(node: Node) -> Value | None:
+    x = node.inputs[0]
+    return x if _same_type(node.output, x) else None
+
+
+RULES: dict[str, Rule] = {
+    "mul": _identity_with(1, commutative=True),
+    "add": _identity_with(0, commutative=True),
+    "sub": _identity_with(0, commutative=False),
+    "div": _identity_with(1, commutative=False),
+    "neg": _double_neg,
+    "transpose": _double_transpose,
+    "permute": _double_permute,
+    "cast": _same_dtype_cast,
+    "reshape": _same_shape,
+    "expand": _same_shape,
+}
+assert all(name in S.REGISTRY for name in RULES)

@@ -1,0 +1,58 @@
+"""Common subexpression elimination for pure nodes, scoped by blocks."""
+from __future__ import annotations
+
+from collections import ChainMap
+from typing import Any, Hashable
+
+from ir import schema as S
+from ir.dtypes import DType
+from ir.graph import Block, Graph, Node, Prim
+from ir.passes.effects import is_pure, mutates_modules
+from ir.printer import is_payload
+
+
+def eliminate_common_subexpressions(graph: Graph) -> Graph:
+    """Merge equal pure nodes (same kind, inputs, attributes and types); a node only reuses
+    one that dominates it (earlier in its block or in an enclosing block). Inputs of
+    commutative ops are compared as a set.
+
+        >>> eliminate_common_subexpressions(g)    # doctest: +SKIP
+    """
+    _cse_block(graph.block, ChainMap(), mutates_modules(graph))
+    return graph
+
+
+def _cse_block(block: Block, table: ChainMap, mutating: bool) -> None:
+    for node in block:
+        for b in node.blocks:
+            _cse_block(b, table.new_child(), mutating)
+        if not is_pure(node) or (mutating and node.kind == Prim.GET_ATTR):
+            continue
+        key = node_key(node)
+        earlier = table.get(key)
+        if earlier is None:
+            table[key] = node
+            continue
+        for mine, theirs in zip(node.outputs, earlier.outputs):
+            mine.replace_all_uses_with(theirs)
+        node.destroy()
+
+
+def node_key(node: Node) -> Hashable:
+    """What makes two pure nodes interchangeable."""
+    inputs = [id(v) for v in node.inputs]
+    if node.is_op and S.REGISTRY[node.op_name].has(S.COMMUTATIVE):
+        inputs.sort()
+    attrs = tuple(sorted((k, freeze(v)) for k, v in node.attrs.items()))
+    return node.kind, tuple(inputs), attrs, tuple(repr(v.type) for v in node.outputs)
+
+
+def freeze(value: Any) -> Hashable:
+    """A hashable stand-in that tells 1, 1.0 and True apart (and -0.0 from 0.0)."""
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__, tuple(freeze(v) for v in value)
+    if isinstance(value, float):
+        return "float", repr(value)
+    if isinstance(value, DType) or is_payload(value):
+        return "object", id(value)
+    return type(value).__name__, value

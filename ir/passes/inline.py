@@ -1,0 +1,49 @@
+"""Inlining of ``prim::CallMethod``: the callee's body replaces the call."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ir.graph import Block, Graph, IRError, Node, Prim, clone_node
+from ir.printer import describe
+
+Resolver = Callable[[Node], "Graph | None"]
+MAX_DEPTH = 64
+
+
+def inline_calls(graph: Graph, resolve: Resolver, max_depth: int = MAX_DEPTH) -> Graph:
+    """Inline every ``prim::CallMethod`` for which ``resolve(call_node)`` returns the callee
+    graph (its first input is the module); calls it returns None for are kept. Callees are
+    copied, never changed, and inlined recursively.
+
+        >>> inline_calls(g, lambda call: graphs[call.attrs["name"]])   # doctest: +SKIP
+    """
+    _inline_block(graph.block, resolve, max_depth)
+    return graph
+
+
+def _inline_block(block: Block, resolve: Resolver, depth: int) -> None:
+    for node in block:
+        for b in node.blocks:
+            _inline_block(b, resolve, depth)
+        if node.kind == Prim.CALL_METHOD:
+            callee = resolve(node)
+            if callee is not None:
+                _inline_one(node, callee, resolve, depth)
+
+
+def _inline_one(call: Node, callee: Graph, resolve: Resolver, depth: int) -> None:
+    if depth <= 0:
+        raise IRError(f"inline_calls: calls nest deeper than {MAX_DEPTH} (recursion?)\n"
+                      f"    {describe(call)}")
+    body = callee.copy()
+    _inline_block(body.block, resolve, depth - 1)
+    if len(body.inputs) != len(call.inputs) or len(body.outputs) != len(call.outputs):
+        raise IRError(f"inline_calls: callee takes {len(body.inputs)} input(s) and returns "
+                      f"{len(body.outputs)}, the call has {len(call.inputs)} and "
+                      f"{len(call.outputs)}\n    {describe(call)}")
+    env = dict(zip(body.inputs, call.inputs))
+    for n in body.block:
+        clone_node(n, call.graph, env).insert_before(call)
+    for out, ret in zip(call.outputs, body.outputs):
+        out.replace_all_uses_with(env[ret])
+    call.destroy()

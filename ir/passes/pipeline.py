@@ -1,0 +1,76 @@
+"""One runner for pass lists: verify after each pass (debug) and log the graph after each
+pass when ``SCRIPTMOD_LOG`` contains ``passes``."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence, Union
+
+from ir import log as irlog
+from ir.graph import Graph
+from ir.passes.canonicalize import canonicalize
+from ir.passes.cse import eliminate_common_subexpressions
+from ir.passes.dce import eliminate_dead_code
+from ir.passes.fold import fold_constants
+from ir.passes.inline import inline_calls
+from ir.passes.shapes import propagate_shapes
+from ir.verify import IRVerifyError, verify as verify_graph
+
+Pass = Callable[..., Graph]
+PassEntry = Union[str, Pass, tuple]
+
+PASSES: dict[str, Pass] = {
+    "inline_calls": inline_calls,
+    "fold_constants": fold_constants,
+    "eliminate_dead_code": eliminate_dead_code,
+    "eliminate_common_subexpressions": eliminate_common_subexpressions,
+    "canonicalize": canonicalize,
+    "propagate_shapes": propagate_shapes,
+}
+
+
+def register_pass(name: str, fn: Pass) -> None:
+    """Make ``fn(graph, **options) -> graph`` runnable by name (e.g. fusion, from its layer)."""
+    PASSES[name] = fn
+
+
+def _resolve(entry: PassEntry, options: dict[str, dict[str, Any]]) -> tuple[str, Pass, dict]:
+    if isinstance(entry, tuple):
+        target, kwargs = entry
+        name, fn, _ = _resolve(target, {})
+        return name, fn, dict(kwargs)
+    if callable(entry):
+        name = getattr(entry, "__name__", repr(entry))
+        return name, entry, dict(options.get(name, {}))
+    if entry not in PASSES:
+        raise KeyError(f"run_pipeline: unknown pass {entry!r}; known: {sorted(PASSES)}")
+    return entry, PASSES[entry], dict(options.get(entry, {}))
+
+
+def run_pipeline(graph: Graph, passes: Sequence[PassEntry], verify: bool = False,
+                 log: Callable[[str], None] | None = None,
+                 options: dict[str, dict[str, Any]] | None = None) -> Graph:
+    """Run ``passes`` in order on ``graph`` (in place) and return it.
+
+    An entry is a pass name, a function ``f(graph, **kw)``, or ``(name_or_function, kwargs)``;
+    ``options`` maps pass names to keyword arguments. ``verify=True`` checks the graph after
+    every pass and names the pass that broke it.
+
+        >>> run_pipeline(g, ["inline_calls", "canonicalize", "eliminate_dead_code"],
+        ...              verify=True, options={"inline_calls": {"resolve": r}})  # doctest: +SKIP
+    """
+    for entry in passes:
+        name, fn, kwargs = _resolve(entry, options or {})
+        start = time.perf_counter()
+        fn(graph, **kwargs)
+        ms = (time.perf_counter() - start) * 1e3
+        if verify:
+            try:
+                verify_graph(graph)
+            except IRVerifyError as e:
+                raise IRVerifyError(f"after pass {name}: {e}") from None
+        message = f"after {name} ({ms:.2f} ms):\n{graph}"
+        if log is not None:
+            log(message)
+        else:
+            irlog.log("passes", message)
+    return graph

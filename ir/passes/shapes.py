@@ -1,0 +1,137 @@
+"""Shape (type) propagation: specialize a graph's types for given input types."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ir import schema as S
+from ir.builder import infer_op_types, join_types
+from ir.graph import Block, Graph, Node, Prim
+from ir.printer import describe
+from ir.types import AnyType, ListType, TensorType, TupleType, Type
+
+MAX_LOOP_ROUNDS = 32
+
+
+class ShapePropagationError(ValueError):
+    """An op's type rule rejects the propagated input types; cites the node."""
+
+
+def propagate_shapes(graph: Graph, input_types: Sequence[Type | None],
+                     keep_symbolic: bool = False) -> Graph:
+    """Re-type every value from ``input_types`` (None: keep that input's type) through ops,
+    blocks and fusion subgraphs, using the op schemas' type rules.
+
+    With ``keep_symbolic`` a symbolic dim of a declared input type (``B``) stays symbolic
+    even where ``input_types`` gives a size for it, so the graph stays general in it.
+
+        >>> propagate_shapes(g, [TensorType(float32, (8, 4))])    # doctest: +SKIP
+    """
+    if len(input_types) != len(graph.inputs):
+        raise ValueError(f"propagate_shapes: the graph takes {len(graph.inputs)} input(s), "
+                         f"got {len(input_types)} input type(s)")
+    for v, t in zip(graph.inputs, input_types):
+        if t is not None:
+            v.type = _merge_input(v.type, t, keep_symbolic)
+    propagate_block(graph.block)
+    return graph
+
+
+def _merge_input(declared: Type, given: Type, keep_symbolic: bool) -> Type:
+    if not (keep_symbolic and isinstance(declared, TensorType) and isinstance(given, TensorType)
+            and declared.shape is not None and given.shape is not None
+            and len(declared.shape) == len(given.shape)):
+        return given
+    dims = tuple(d if isinstance(d, str) else g for d, g in zip(declared.shape, given.shape))
+    return given.with_(shape=dims)
+
+
+def propagate_block(block: Block) -> None:
+    for node in block:
+        HANDLERS.get(node.kind, _keep)(node)
+
+
+def _keep(node: Node) -> None:
+    if node.is_op:
+        _op(node)
+
+
+def _op(node: Node) -> None:
+    try:
+        types = infer_op_types(S.get(node.kind), node.inputs, node.attrs)
+    except (TypeError, ValueError, IndexError) as e:
+        where = f"{node.source}: " if node.source else ""
+        raise ShapePropagationError(f"{where}{e}\n    {describe(node)}") from None
+    for v, t in zip(node.outputs, types):
+        v.type = t
+
+
+def _if(node: Node) -> None:
+    for b in node.blocks:
+        propagate_block(b)
+    for i, v in enumerate(node.outputs):
+        v.type = join_types(node.blocks[0].outputs[i].type, node.blocks[1].outputs[i].type)
+
+
+def _loop(node: Node) -> None:
+    body = node.blocks[0]
+    params = body.params[1:]
+    for p, init in zip(params, node.inputs[2:]):
+        p.type = init.type
+    for _ in range(MAX_LOOP_ROUNDS):
+        propagate_block(body)
+        joined = [join_types(p.type, o.type) for p, o in zip(params, body.outputs[1:])]
+        if all(j == p.type for j, p in zip(joined, params)):
+            break
+        for p, j in zip(params, joined):
+            p.type = j
+    else:
+        raise ShapePropagationError(f"loop types do not settle\n    {describe(node)}")
+    for v, p in zip(node.outputs, params):
+        v.type = p.type
+
+
+def _fusion_group(node: Node) -> None:
+    sub = node.attrs["subgraph"]
+    propagate_shapes(sub, [v.type for v in node.inputs])
+    for v, o in zip(node.outputs, sub.outputs):
+        v.type = o.type
+
+
+def _tuple_construct(node: Node) -> None:
+    node.output.type = TupleType(tuple(v.type for v in node.inputs))
+
+
+def _tuple_unpack(node: Node) -> None:
+    t = node.inputs[0].type
+    if isinstance(t, TupleType) and len(t.elements) == len(node.outputs):
+        for v, e in zip(node.outputs, t.elements):
+            v.type = e
+
+
+def _tuple_index(node: Node) -> None:
+    t = node.inputs[0].type
+    if isinstance(t, TupleType):
+        node.output.type = t.elements[node.attrs["index"]]
+
+
+def _list_construct(node: Node) -> None:
+    types = [v.type for v in node.inputs]
+    if types:
+        elem = types[0]
+        for t in types[1:]:
+            elem = join_types(elem, t)
+        node.output.type = ListType(elem)
+
+
+def _list_unpack(node: Node) -> None:
+    t = node.inputs[0].type
+    for v in node.outputs:
+        v.type = t.element if isinstance(t, ListType) else AnyType
+
+
+HANDLERS: dict[str, Callable[[Node], None]] = {
+    Prim.IF: _if, Prim.LOOP: _loop, Prim.FUSION_GROUP: _fusion_group,
+    Prim.TUPLE_CONSTRUCT: _tuple_construct, Prim.TUPLE_UNPACK: _tuple_unpack,
+    Prim.TUPLE_INDEX: _tuple_index, Prim.LIST_CONSTRUCT: _list_construct,
+    Prim.LIST_UNPACK: _list_unpack,
+}

@@ -1,0 +1,1 @@
+"""scriptmod's runtime: array backends, reference kernels, interpreter, native execution."""

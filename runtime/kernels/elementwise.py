@@ -1,0 +1,151 @@
+"""Reference kernels of the elementwise ops. Inputs arrive already cast to the compute
+dtype by ``run_kernel``; half types compute in float32."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import numpy as np
+
+from runtime.backend import NP_DTYPE
+from runtime.kernels import kernel
+from ir import dtypes as D
+
+
+def _quiet(fn: Callable) -> Callable:
+    """IEEE results (inf, nan) without NumPy's RuntimeWarnings, as PyTorch gives them."""
+    @functools.wraps(fn)
+    def wrapper(xp: Any, *args: Any, **kw: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(xp, *args, **kw)
+    return wrapper
+
+
+def _erf(xp: Any, x: Any) -> Any:
+    return _special(xp).erf(x)
+
+
+def _erfc(xp: Any, x: Any) -> Any:
+    return _special(xp).erfc(x)
+
+
+def _special(xp: Any) -> Any:
+    if xp is np:
+        import scipy.special as sp
+    else:
+        import cupyx.scipy.special as sp  # type: ignore
+    return sp
+
+
+kernel("neg")(lambda xp, x: -x if x.dtype != bool else _bool_neg(x))
+kernel("abs")(lambda xp, x: xp.abs(x))
+kernel("sign")(lambda xp, x: xp.sign(x) if x.dtype != bool else x.copy())
+kernel("relu")(lambda xp, x: xp.maximum(x, 0).astype(x.dtype, copy=False) if x.dtype != bool else x.copy())
+kernel("floor")(lambda xp, x: xp.floor(x) if x.dtype.kind == "f" else x.copy())
+kernel("ceil")(lambda xp, x: xp.ceil(x) if x.dtype.kind == "f" else x.copy())
+kernel("round")(lambda xp, x: xp.round(x) if x.dtype.kind == "f" else x.copy())
+kernel("trunc")(lambda xp, x: xp.trunc(x) if x.dtype.kind == "f" else x.copy())
+
+
+def _bool_neg(x: Any) -> Any:
+    raise TypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
+                    "use `~` or logical_not() instead")
+
+
+kernel("exp")(_quiet(lambda xp, x: xp.exp(x)))
+kernel("log")(_quiet(lambda xp, x: xp.log(x)))
+kernel("log1p")(_quiet(lambda xp, x: xp.log1p(x)))
+kernel("expm1")(_quiet(lambda xp, x: xp.expm1(x)))
+kernel("sqrt")(_quiet(lambda xp, x: xp.sqrt(x)))
+kernel("rsqrt")(_quiet(lambda xp, x: 1 / xp.sqrt(x)))
+kernel("sin")(lambda xp, x: xp.sin(x))
+kernel("cos")(lambda xp, x: xp.cos(x))
+kernel("tanh")(lambda xp, x: xp.tanh(x))
+kernel("erf")(_erf)
+kernel("erfc")(_erfc)
+kernel("reciprocal")(_quiet(lambda xp, x: 1 / x))
+kernel("log2")(_quiet(lambda xp, x: xp.log2(x)))
+kernel("exp2")(_quiet(lambda xp, x: xp.exp2(x)))
+
+
+@kernel("sigmoid")
+@_quiet
+def _sigmoid(xp: Any, x: Any) -> Any:
+    # 1/(1+exp(-x)) overflows harmlessly to 0 for very negative x; stays exact elsewhere
+    return 1 / (1 + xp.exp(-x))
+
+
+kernel("add")(lambda xp, a, b: a + b)
+kernel("sub")(lambda xp, a, b: a - b)
+kernel("mul")(lambda xp, a, b: a * b)
+kernel("div")(_quiet(lambda xp, a, b: a / b))
+kernel("floor_divide")(_quiet(lambda xp, a, b: xp.floor_divide(a, b)))
+kernel("remainder")(_quiet(lambda xp, a, b: xp.remainder(a, b)))
+kernel("maximum")(lambda xp, a, b: xp.maximum(a, b))
+kernel("minimum")(lambda xp, a, b: xp.minimum(a, b))
+kernel("atan2")(lambda xp, a, b: xp.arctan2(a, b))
+
+
+@kernel("pow")
+@_quiet
+def _pow(xp: Any, a: Any, b: Any) -> Any:
+    # integer powers lower to multiplies: np.power(x, 3) costs ~100x x*x*x
+    if type(b) in (int, float) and hasattr(a, "dtype"):
+        if b == 2:
+            return a * a
+        if b == 3:
+            return a * a * a
+        if b == 1:
+            return a.copy()
+        if b == 0.5 and a.dtype.kind in "fc":
+            return xp.sqrt(a)
+        if b == -1 and a.dtype.kind in "fc":
+            return 1 / a
+        if a.dtype.kind in "iu" and b < 0:
+            raise ValueError("pow: integers to negative integer powers are not allowed")
+    elif hasattr(b, "dtype") and b.dtype.kind in "iu" and hasattr(a, "dtype") and a.dtype.kind in "iu":
+        if (b < 0).any():
+            raise ValueError("pow: integers to negative integer powers are not allowed")
+    return xp.power(a, b)
+
+
+for _name, _fn in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
+                   ("gt", "greater"), ("ge", "greater_equal"), ("logical_and", "logical_and"),
+                   ("logical_or", "logical_or"), ("logical_xor", "logical_xor"),
+                   ("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"),
+                   ("bitwise_xor", "bitwise_xor")):
+    kernel(_name)(lambda xp, a, b, _f=_fn: getattr(xp, _f)(a, b))
+kernel("logical_not")(lambda xp, x: xp.logical_not(x))
+kernel("isnan")(lambda xp, x: xp.isnan(x))
+kernel("isinf")(lambda xp, x: xp.isinf(x))
+
+
+@kernel("bitwise_not")
+def _bitwise_not(xp: Any, x: Any) -> Any:
+    if x.dtype.kind == "f":
+        raise TypeError(f"bitwise_not: expected an integer or bool tensor, got {x.dtype}")
+    return xp.logical_not(x) if x.dtype == bool else xp.invert(x)
+
+
+@kernel("where")
+def _where(xp: Any, cond: Any, a: Any, b: Any) -> Any:
+    if getattr(cond, "dtype", None) != bool:
+        raise TypeError(f"where: expected condition to be a bool tensor, got {cond.dtype}")
+    return xp.where(cond, a, b)
+
+
+@kernel("clamp")
+def _clamp(xp: Any, x: Any, min: float | None = None, max: float | None = None) -> Any:
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    out = x
+    if min is not None:   # NaN propagates, as in PyTorch (np.clip would too; be explicit)
+        out = xp.maximum(out, xp.asarray(min, dtype=x.dtype))
+    if max is not None:
+        out = xp.minimum(out, xp.asarray(max, dtype=x.dtype))
+    return out if out is not x else x.copy()
+
+
+@kernel("cast")
+def _cast(xp: Any, x: Any, dtype: D.DType) -> Any:
+    return x.astype(NP_DTYPE[dtype])

@@ -1,0 +1,157 @@
+"""Reference kernels of reductions and normalizations along a dim."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ir import dtypes as D
+from ir.ops.rules import norm_dim, reduce_dims
+from runtime.backend import NP_DTYPE
+from runtime.kernels import kernel
+
+
+def _axes(x: Any, dim: Any) -> tuple[int, ...]:
+    return reduce_dims({"dim": dim}, x.ndim)
+
+
+def _np(d: Any) -> Any:
+    return None if d is None else NP_DTYPE[d]
+
+
+def _acc(x: Any, dtype: Any) -> Any:
+    """Accumulation dtype: ints and bools sum in int64 unless a dtype is asked for."""
+    if dtype is not None:
+        return NP_DTYPE[dtype] if NP_DTYPE[dtype].kind != "f" or x.dtype.kind != "f" else None
+    return np.int64 if x.dtype.kind in "biu" else None
+
+
+def _nonempty(x: Any, axes: tuple[int, ...], op: str) -> None:
+    if any(x.shape[a] == 0 for a in axes) or (not axes and x.size == 0):
+        raise IndexError(f"{op}(): expected a non-empty tensor along the reduced dim(s) "
+                         f"{axes}, got shape {tuple(x.shape)}")
+
+
+@kernel("sum")
+def _sum(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+    if dtype is not None:
+        x = x.astype(NP_DTYPE[dtype] if dtype not in (D.float16, D.bfloat16) else np.float32)
+    return xp.sum(x, axis=_axes(x, dim), keepdims=keepdim, dtype=_acc(x, None))
+
+
+@kernel("prod")
+def _prod(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+    if dtype is not None:
+        x = x.astype(NP_DTYPE[dtype] if dtype not in (D.float16, D.bfloat16) else np.float32)
+    return xp.prod(x, axis=_axes(x, dim), keepdims=keepdim, dtype=_acc(x, None))
+
+
+@kernel("mean")
+def _mean(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+    if dtype is not None:
+        x = x.astype(NP_DTYPE[dtype] if dtype not in (D.float16, D.bfloat16) else np.float32)
+    with np.errstate(all="ignore"):   # mean of nothing is nan, as in PyTorch
+        return xp.mean(x, axis=_axes(x, dim), keepdims=keepdim)
+
+
+@kernel("var")
+def _var(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, correction: float = 1) -> Any:
+    with np.errstate(all="ignore"):   # n <= correction gives inf/nan, as in PyTorch
+        return xp.var(x, axis=_axes(x, dim), keepdims=keepdim, ddof=correction)
+
+
+@kernel("amax")
+def _amax(xp: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    axes = _axes(x, dim)
+    _nonempty(x, axes, "amax")
+    return xp.max(x, axis=axes, keepdims=keepdim)
+
+
+@kernel("amin")
+def _amin(xp: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    axes = _axes(x, dim)
+    _nonempty(x, axes, "amin")
+    return xp.min(x, axis=axes, keepdims=keepdim)
+
+
+@kernel("logsumexp")
+def _logsumexp(xp: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    axes = _axes(x, dim)
+    if x.size == 0:
+        return xp.log(xp.sum(xp.exp(x), axis=axes, keepdims=keepdim))
+    m = xp.max(x, axis=axes, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0)
+    with np.errstate(all="ignore"):
+        out = xp.log(xp.sum(xp.exp(x - m), axis=axes, keepdims=True)) + m
+    return out if keepdim else xp.squeeze(out, axis=axes)
+
+
+def _arg(xp: Any, x: Any, dim: int, keepdim: bool, fn: str) -> tuple[Any, Any]:
+    d = norm_dim(dim, x.ndim, fn)
+    xx = x.reshape(1) if x.ndim == 0 else x
+    _nonempty(xx, (d,), fn)
+    idx = getattr(xp, "arg" + fn)(xx, axis=d)
+    idx = xp.expand_dims(idx, d)
+    val = xp.take_along_axis(xx, idx, axis=d)
+    if not keepdim or x.ndim == 0:
+        idx, val = xp.squeeze(idx, axis=d), xp.squeeze(val, axis=d)
+    if x.ndim == 0:
+        idx, val = idx.reshape(()), val.reshape(())
+    return val, idx
+
+
+kernel("max_dim")(lambda xp, x, dim, keepdim=False: _arg(xp, x, dim, keepdim, "max"))
+kernel("min_dim")(lambda xp, x, dim, keepdim=False: _arg(xp, x, dim, keepdim, "min"))
+
+
+def _argext(xp: Any, x: Any, dim: Any, keepdim: bool, fn: str) -> Any:
+    if dim is None:
+        _nonempty(x, (), fn)
+        flat = getattr(xp, fn)(x.reshape(-1))
+        return flat.reshape((1,) * x.ndim) if keepdim else flat
+    return _arg(xp, x, dim, keepdim, fn[3:])[1]
+
+
+kernel("argmax")(lambda xp, x, dim=None, keepdim=False: _argext(xp, x, dim, keepdim, "argmax"))
+kernel("argmin")(lambda xp, x, dim=None, keepdim=False: _argext(xp, x, dim, keepdim, "argmin"))
+kernel("any")(lambda xp, x, dim=None, keepdim=False: xp.any(x, axis=_axes(x, dim), keepdims=keepdim))
+kernel("all")(lambda xp, x, dim=None, keepdim=False: xp.all(x, axis=_axes(x, dim), keepdims=keepdim))
+
+
+def _cast_for(x: Any, dtype: Any) -> Any:
+    if dtype is None:
+        return x
+    return x.astype(NP_DTYPE[dtype] if dtype not in (D.float16, D.bfloat16) else np.float32)
+
+
+@kernel("softmax")
+def _softmax(xp: Any, x: Any, dim: int, dtype: Any = None) -> Any:
+    x = _cast_for(x, dtype)
+    d = norm_dim(dim, x.ndim, "softmax")
+    if x.ndim == 0:
+        return xp.ones_like(x)
+    m = xp.max(x, axis=d, keepdims=True) if x.size else x
+    with np.errstate(all="ignore"):
+        e = xp.exp(x - m)
+        return e / xp.sum(e, axis=d, keepdims=True)
+
+
+@kernel("log_softmax")
+def _log_softmax(xp: Any, x: Any, dim: int, dtype: Any = None) -> Any:
+    x = _cast_for(x, dtype)
+    d = norm_dim(dim, x.ndim, "log_softmax")
+    if x.ndim == 0:
+        return xp.zeros_like(x)
+    m = xp.max(x, axis=d, keepdims=True) if x.size else x
+    with np.errstate(all="ignore"):
+        s = x - m
+        return s - xp.log(xp.sum(xp.exp(s), axis=d, keepdims=True))
+
+
+@kernel("cumsum")
+def _cumsum(xp: Any, x: Any, dim: int, dtype: Any = None) -> Any:
+    x = _cast_for(x, dtype)
+    d = norm_dim(dim, x.ndim, "cumsum")
+    if x.ndim == 0:
+        return x.astype(np.int64) if x.dtype.kind in "biu" else x.copy()
+    return xp.cumsum(x, axis=d, dtype=np.int64 if x.dtype.kind in "biu" else None)

@@ -1,0 +1,232 @@
+"""Reference kernels of shape, data-movement, indexing and factory ops."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ir import dtypes as D
+from ir.ops.rules import broadcast_shapes, norm_dim
+from ir.ops.shape import infer_reshape
+from runtime import backend
+from runtime import random as rng
+from runtime.backend import NP_DTYPE
+from runtime.kernels import kernel
+
+
+@kernel("reshape")
+def _reshape(xp: Any, x: Any, shape: Sequence[int]) -> Any:
+    return xp.reshape(x, infer_reshape(tuple(x.shape), [int(s) for s in shape]))
+
+
+@kernel("expand")
+def _expand(xp: Any, x: Any, size: Sequence[int]) -> Any:
+    from ir.ops.shape import _expand as rule
+    target = rule([(None, tuple(x.shape))], {}, [None, [int(s) for s in size]])
+    return xp.broadcast_to(x, target)
+
+
+kernel("permute")(lambda xp, x, dims: xp.transpose(x, [norm_dim(d, x.ndim, "permute") for d in dims]))
+
+
+@kernel("transpose")
+def _transpose(xp: Any, x: Any, dim0: int, dim1: int) -> Any:
+    if x.ndim == 0:
+        return x
+    return xp.swapaxes(x, norm_dim(dim0, x.ndim, "transpose"), norm_dim(dim1, x.ndim, "transpose"))
+
+
+kernel("unsqueeze")(lambda xp, x, dim: xp.expand_dims(x, norm_dim(dim, x.ndim + 1, "unsqueeze")))
+
+
+@kernel("squeeze")
+def _squeeze(xp: Any, x: Any, dim: Any = None) -> Any:
+    if x.ndim == 0:
+        return x
+    dims = range(x.ndim) if dim is None else [norm_dim(d, x.ndim, "squeeze")
+                                              for d in ((dim,) if isinstance(dim, int) else dim)]
+    axes = tuple(d for d in dims if x.shape[d] == 1)
+    return xp.squeeze(x, axis=axes) if axes else x
+
+
+@kernel("narrow")
+def _narrow(xp: Any, x: Any, dim: int, start: int, length: int) -> Any:
+    d = norm_dim(dim, x.ndim, "narrow")
+    n = x.shape[d]
+    s = start + n if start < 0 else start
+    if not 0 <= s <= n or length < 0 or s + length > n:
+        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
+                         f"({n}) of dim {dim}")
+    idx = (slice(None),) * d + (slice(s, s + length),)
+    return x[idx]
+
+
+kernel("contiguous")(lambda xp, x: xp.ascontiguousarray(x))
+kernel("clone")(lambda xp, x: x.copy())
+
+
+def _common(xp: Any, tensors: Sequence[Any]) -> list[Any]:
+    dt = np.result_type(*tensors) if len({t.dtype for t in tensors}) > 1 else tensors[0].dtype
+    return [t.astype(dt, copy=False) for t in tensors]
+
+
+@kernel("cat")
+def _cat(xp: Any, *tensors: Any, dim: int = 0) -> Any:
+    if not tensors:
+        raise ValueError("cat: expected a non-empty list of tensors")
+    ts = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or list(tensors[:1])
+    if any(t.ndim == 0 for t in ts):
+        raise ValueError("cat: zero-dimensional tensors cannot be concatenated")
+    d = norm_dim(dim, ts[0].ndim, "cat")
+    for i, t in enumerate(ts):
+        if t.ndim != ts[0].ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if k != d):
+            raise ValueError(f"cat: sizes of tensors must match except in dimension {d}; expected "
+                             f"{tuple(ts[0].shape)} (except dim {d}) but got {tuple(t.shape)} for tensor {i}")
+    return xp.concatenate(_common(xp, ts), axis=d)
+
+
+@kernel("stack")
+def _stack(xp: Any, *tensors: Any, dim: int = 0) -> Any:
+    if not tensors:
+        raise ValueError("stack: expected a non-empty list of tensors")
+    for i, t in enumerate(tensors):
+        if t.shape != tensors[0].shape:
+            raise ValueError(f"stack: expects each tensor to be equal size, but got "
+                             f"{tuple(tensors[0].shape)} at entry 0 and {tuple(t.shape)} at entry {i}")
+    return xp.stack(_common(xp, tensors), axis=norm_dim(dim, tensors[0].ndim + 1, "stack"))
+
+
+@kernel("gather")
+def _gather(xp: Any, x: Any, index: Any, dim: int) -> Any:
+    d = norm_dim(dim, max(x.ndim, 1), "gather")
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"gather: expected an int64 index tensor, got {index.dtype}")
+    if index.ndim != x.ndim:
+        raise ValueError(f"gather: index tensor must have the same number of dimensions as "
+                         f"input ({x.ndim}), got {index.ndim}")
+    for k in range(x.ndim):
+        if k != d and index.shape[k] > x.shape[k]:
+            raise ValueError(f"gather: size of index {tuple(index.shape)} must not exceed input "
+                             f"{tuple(x.shape)} in dimension {k}")
+    if index.size and (index.min() < -x.shape[d] or index.max() >= x.shape[d]):
+        raise IndexError(f"gather: index out of range for dimension {d} with size {x.shape[d]}")
+    src = x[tuple(slice(0, index.shape[k]) if k != d else slice(None) for k in range(x.ndim))]
+    return xp.take_along_axis(src, index.astype(np.int64, copy=False), axis=d)
+
+
+def build_index(spec: Sequence[tuple], tensors: Sequence[Any], shape: Sequence[int]) -> tuple:
+    """An index ``spec`` (see ``ir.ops.shape``) plus its tensor operands -> a NumPy index."""
+    out: list[Any] = []
+    for entry in spec:
+        kind = entry[0]
+        if kind == "int":
+            out.append(entry[1])
+        elif kind == "slice":
+            out.append(slice(*entry[1:]))
+        elif kind == "none":
+            out.append(None)
+        elif kind == "ellipsis":
+            out.append(Ellipsis)
+        elif kind == "tensor":
+            t = tensors[entry[1]]
+            if t.dtype.kind not in "biu":
+                raise IndexError(f"tensors used as indices must be long, int, byte or bool "
+                                 f"tensors, got {t.dtype}")
+            out.append(t)
+        else:
+            raise ValueError(f"index: unknown index entry {entry!r}")
+    return tuple(out)
+
+
+@kernel("index")
+def _index(xp: Any, x: Any, *tensors: Any, spec: Sequence[tuple]) -> Any:
+    idx = build_index(spec, tensors, x.shape)
+    try:
+        out = x[idx]
+    except IndexError as e:
+        raise IndexError(f"index: {e} (tensor of shape {tuple(x.shape)})") from None
+    return out if hasattr(out, "shape") else xp.asarray(out)
+
+
+@kernel("index_put")
+def _index_put(xp: Any, x: Any, values: Any, *tensors: Any, spec: Sequence[tuple],
+               accumulate: bool = False) -> Any:
+    idx = build_index(spec, tensors, x.shape)
+    out = x.copy()
+    vals = values.astype(x.dtype, copy=False)
+    try:
+        if accumulate:
+            xp.add.at(out, idx, vals) if xp is np else out.__setitem__(idx, out[idx] + vals)
+        else:
+            out[idx] = vals
+    except (IndexError, ValueError) as e:
+        raise type(e)(f"index_put: {e} (tensor of shape {tuple(x.shape)}, values of shape "
+                      f"{tuple(values.shape)})") from None
+    return out
+
+
+kernel("to_device")(lambda xp, x, device: backend.to_device(x, device))
+
+
+@kernel("size")
+def _size(xp: Any, x: Any, dim: int) -> int:
+    return int(x.shape[norm_dim(dim, x.ndim, "size")])
+
+
+def _dt(dtype: Any) -> Any:
+    return NP_DTYPE[dtype if dtype is not None else D.get_default_dtype()]
+
+
+def _shape(size: Sequence[int]) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"negative dimension in size {shape}")
+    return shape
+
+
+@kernel("full")
+def _full(xp: Any, size: Sequence[int], fill_value: Any, dtype: Any = None, device: str = "cpu") -> Any:
+    return xp.full(_shape(size), fill_value, dtype=_dt(dtype))
+
+
+@kernel("rand")
+def _rand(xp: Any, size: Sequence[int], dtype: Any = None, device: str = "cpu") -> Any:
+    return rng.generator(device).random(_shape(size), dtype=np.float64).astype(_dt(dtype))
+
+
+@kernel("randn")
+def _randn(xp: Any, size: Sequence[int], dtype: Any = None, device: str = "cpu") -> Any:
+    return rng.generator(device).standard_normal(_shape(size)).astype(_dt(dtype))
+
+
+@kernel("randint")
+def _randint(xp: Any, size: Sequence[int], low: int, high: int, dtype: Any = None,
+             device: str = "cpu") -> Any:
+    if high <= low:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    out = rng.generator(device).integers(low, high, _shape(size))
+    return out.astype(NP_DTYPE[dtype or D.int64])
+
+
+@kernel("arange")
+def _arange(xp: Any, start: float, end: float, step: float = 1, dtype: Any = None,
+            device: str = "cpu") -> Any:
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign "
+                         f"(start={start}, end={end}, step={step})")
+    import math
+    n = max(math.ceil((end - start) / step), 0)
+    return (start + step * xp.arange(n, dtype=np.float64)).astype(_dt(dtype))
+
+
+@kernel("linspace")
+def _linspace(xp: Any, start: float, end: float, steps: int, dtype: Any = None,
+              device: str = "cpu") -> Any:
+    if steps < 0:
+        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    return xp.linspace(start, end, steps, dtype=np.float64).astype(_dt(dtype))
+
+
+kernel("eye")(lambda xp, n, m, dtype=None, device="cpu": xp.eye(n, m, dtype=_dt(dtype)))

@@ -1,0 +1,71 @@
+"""scriptmod: PyTorch-style modules, traced or scripted into our own IR and compiled.
+
+    >>> import scriptmod as sm
+    >>> x = sm.randn(2, 3)
+    >>> (x * 2).sum(dim=1).shape
+    scriptmod.Size([2])
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ir.dtypes import (DType as dtype, bfloat16, complex64, complex128, float16, float32,  # noqa: F401
+                       float64, get_default_dtype, int8, int16, int32, int64, promote_types,
+                       set_default_dtype, uint8)
+from ir.dtypes import bool_ as bool  # noqa: A001
+from scriptmod._device import device  # noqa: F401
+from scriptmod.tensor import Size, Tensor  # noqa: F401
+from scriptmod import _tensor_ops  # noqa: F401  (methods)
+from scriptmod._creation import (Generator, arange, as_tensor, empty, empty_like, eye,  # noqa: F401
+                                 from_dlpack, from_numpy, full, full_like, initial_seed,
+                                 linspace, manual_seed, ones, ones_like, rand, rand_like, randint,
+                                 randint_like, randn, randn_like, seed, tensor, zeros, zeros_like)
+from scriptmod._shape_ops import cat, concat, concatenate, stack  # noqa: F401
+from scriptmod._tensor_ops import floor_divide, where  # noqa: F401
+from scriptmod import autograd  # noqa: F401
+from scriptmod.autograd import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
+                                no_grad, set_grad_enabled)
+from scriptmod.autograd.derivatives import DERIVATIVES as _DERIVATIVES
+from scriptmod._dispatch import set_derivatives as _set_derivatives
+
+_set_derivatives(_DERIVATIVES)
+
+half, float, double = float16, float32, float64  # noqa: A001
+cfloat, cdouble = complex64, complex128
+short, int, long = int16, int32, int64  # noqa: A001
+bool_ = bool
+float_ = float32
+
+
+def _install_functions() -> None:
+    from scriptmod._tensor_ops import _FN_TABLE
+    g = globals()
+    for name, fn in _FN_TABLE.items():
+        g.setdefault(name, fn)
+
+
+_install_functions()
+
+
+def is_tensor(obj: object) -> builtins_bool:  # type: ignore[name-defined]  # noqa: F821
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> int:
+    return input.numel()
+
+
+def result_type(a: object, b: object) -> dtype:
+    from ir.ops.rules import promote
+    from runtime.kernels import operand
+    ops = [(x.dtype, tuple(x.shape)) if isinstance(x, Tensor) else type(x) for x in (a, b)]
+    return promote(ops, {})
+
+
+def can_cast(from_: dtype, to: dtype) -> builtins_bool:  # type: ignore[name-defined]  # noqa: F821
+    return from_.category <= to.category
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_bool = _builtins.bool

@@ -1,0 +1,253 @@
+"""Tensor factories: ``tensor``, ``zeros``, ``arange``, ``randn``, ``*_like``, DLPack interop.
+
+Shape-making factories go through ``dispatch`` so that a tracer records them (their sizes
+may follow an input's symbolic batch size); ``tensor(data)`` makes a constant.
+
+    >>> zeros(2, 3).shape
+    scriptmod.Size([2, 3])
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ir import dtypes as D
+from ir.dtypes import DType
+from runtime import backend
+from runtime import random as rng
+from scriptmod import _device
+from scriptmod._dispatch import dispatch
+from scriptmod.tensor import Tensor, _dtype_arg, wrap
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(arr: np.ndarray, from_python: bool) -> DType:
+    if not from_python:
+        return backend.from_np_dtype(arr.dtype)
+    kind = arr.dtype.kind
+    if kind == "b":
+        return D.bool_
+    if kind in "iu":
+        return D.int64
+    if kind == "f":
+        return D.get_default_dtype()
+    if kind == "c":
+        return D.complex128 if D.get_default_dtype() is D.float64 else D.complex64
+    raise TypeError(f"tensor(): could not infer a dtype from data of kind {arr.dtype!r}; "
+                    "expected numbers, bools, nested lists of them, or arrays")
+
+
+def _to_host_array(data: Any) -> tuple[Any, bool]:
+    """(array, came_from_python_numbers)"""
+    if isinstance(data, Tensor):
+        return data._data, False
+    if backend.is_cupy(data) or isinstance(data, np.ndarray):
+        return data, False
+    if isinstance(data, np.generic):
+        return np.asarray(data), False
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+        data = _untensor(data)
+    try:
+        arr = np.asarray(data)
+    except ValueError as e:
+        raise ValueError(f"tensor(): data must be a (nested) list of equal-length sequences; {e}") from None
+    if arr.dtype == object:
+        raise TypeError(f"tensor(): could not convert data of type {type(data).__name__} to a tensor")
+    return arr, True
+
+
+def _flat(x: Any) -> Any:
+    for v in x:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _untensor(x: Any) -> Any:
+    if isinstance(x, (list, tuple)):
+        return [_untensor(v) for v in x]
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (numbers, nested lists, arrays, tensors).
+
+    >>> tensor([1, 2]).dtype, tensor([1.0]).dtype
+    (scriptmod.int64, scriptmod.float32)
+    """
+    arr, from_py = _to_host_array(data)
+    dt = _dtype_arg(dtype) if dtype is not None else _infer_dtype(arr, from_py)
+    xp = backend.array_module(arr)
+    out = xp.array(arr, dtype=backend.NP_DTYPE[dt], copy=True)
+    dev = _device.canonical(device) if device is not None else backend.device_of(out)
+    return _finish(wrap(backend.to_device(out, dev)), requires_grad)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Like ``tensor`` but shares memory with ``data`` when dtype and device already match."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype) if (dtype or device) else data
+    if isinstance(data, np.ndarray) or backend.is_cupy(data):
+        dt = _dtype_arg(dtype) if dtype is not None else backend.from_np_dtype(data.dtype)
+        arr = data if data.dtype == backend.NP_DTYPE[dt] else data.astype(backend.NP_DTYPE[dt])
+        dev = _device.canonical(device) if device is not None else backend.device_of(arr)
+        return wrap(backend.to_device(arr, dev))
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A tensor sharing memory with NumPy array ``arr``."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray, got {type(arr).__name__}")
+    backend.from_np_dtype(arr.dtype)
+    return wrap(arr)
+
+
+def from_dlpack(ext: Any) -> Tensor:
+    """Import any DLPack-capable array (NumPy, CuPy, PyTorch...) without a copy."""
+    if isinstance(ext, Tensor):
+        return ext
+    dev_type = ext.__dlpack_device__()[0] if hasattr(ext, "__dlpack_device__") else 1
+    if dev_type == 1:
+        return wrap(np.from_dlpack(ext))
+    backend.require_cuda("cuda")
+    return wrap(backend.cupy.from_dlpack(ext))  # type: ignore[union-attr]
+
+
+def _size_args(size: Sequence[Any]) -> list[Any]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    for s in size:
+        if not isinstance(s, (int, np.integer)) and not (isinstance(s, Tensor) and s.numel() == 1):
+            raise TypeError(f"size must be a sequence of ints, got element {s!r} of type "
+                            f"{type(s).__name__}")
+    return [s if not isinstance(s, (Tensor, np.integer)) else int(s) for s in size]
+
+
+def _attrs(dtype: Any, device: Any, default: DType | None = None) -> dict[str, Any]:
+    dt = _dtype_arg(dtype) if dtype is not None else (default or D.get_default_dtype())
+    return {"dtype": dt, "device": _device.canonical(device)}
+
+
+def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    default = {bool: D.bool_, int: D.int64, complex: D.complex64}.get(type(fill_value))
+    size = _size_args(size if isinstance(size, (tuple, list)) else (size,))
+    out = dispatch("full", (size, fill_value), _attrs(dtype, device, default))
+    return _finish(out, requires_grad)
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _finish(dispatch("full", (_size_args(size), 0), _attrs(dtype, device)), requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _finish(dispatch("full", (_size_args(size), 1), _attrs(dtype, device)), requires_grad)
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Contents are unspecified (here: zeros, so results never depend on stale memory)."""
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _finish(dispatch("rand", (_size_args(size),), _attrs(dtype, device)), requires_grad)
+
+
+def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _finish(dispatch("randn", (_size_args(size),), _attrs(dtype, device)), requires_grad)
+
+
+def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
+            device: Any = None) -> Tensor:
+    """``randint(high, size)`` or ``randint(low, high, size)``: ints in [low, high)."""
+    if size is None:
+        low, high, size = 0, low, high
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    attrs = _attrs(dtype, device, D.int64)
+    attrs.update(low=int(low), high=int(high))
+    return dispatch("randint", (_size_args(size if isinstance(size, (list, tuple)) else (size,)),), attrs)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """``arange(end)`` or ``arange(start, end, step)``; int64 when every bound is an int."""
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    is_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals)
+    attrs = _attrs(dtype, device, D.int64 if is_int else None)
+    attrs.update(start=float(vals[0]), end=float(vals[1]), step=float(vals[2]))
+    return _finish(dispatch("arange", (), attrs), requires_grad)
+
+
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    attrs = _attrs(dtype, device)
+    attrs.update(start=float(start), end=float(end), steps=int(steps))
+    return _finish(dispatch("linspace", (), attrs), requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
+    attrs = _attrs(dtype, device)
+    attrs.update(n=int(n), m=int(n if m is None else m))
+    return _finish(dispatch("eye", (), attrs), requires_grad)
+
+
+def _like(fn: Any) -> Any:
+    def like(input: Tensor, *args: Any, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+        kw = dict(dtype=dtype or input.dtype, device=device or input.device,
+                  requires_grad=requires_grad)
+        return fn(list(input.shape), *args, **kw)
+    like.__name__ = fn.__name__ + "_like"
+    return like
+
+
+zeros_like, ones_like, empty_like = _like(zeros), _like(ones), _like(empty)
+rand_like, randn_like, full_like = _like(rand), _like(randn), _like(full)
+
+
+def randint_like(input: Tensor, low: int, high: Any = None, *, dtype: Any = None,
+                 device: Any = None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, list(input.shape), dtype=dtype or input.dtype,
+                   device=device or input.device)
+
+
+class Generator:
+    """The default generator's handle, as ``manual_seed`` returns it."""
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed every device's generator: the same seed gives the same numbers."""
+    rng.manual_seed(int(seed))
+    return Generator(int(seed))
+
+
+def seed() -> int:
+    s = int(np.random.SeedSequence().entropy % (2 ** 63))
+    rng.manual_seed(s)
+    return s
+
+
+def initial_seed() -> int:
+    return rng.initial_seed()

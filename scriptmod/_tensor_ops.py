@@ -1,0 +1,365 @@
+"""Tensor methods and their ``scriptmod.*`` function forms, all thin calls into ``dispatch``.
+
+The elementwise vocabulary is table-driven: one name in ``UNARY`` gives ``Tensor.exp``,
+``Tensor.exp_`` and ``scriptmod.exp``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ir import dtypes as D
+from scriptmod._dispatch import TRACERS, dispatch, unary
+from scriptmod.autograd import grad_mode
+from scriptmod.tensor import MinMax, Size, Tensor, _dtype_arg
+
+_gstate = grad_mode._state
+_NUMBER = (int, float, bool, complex)
+
+UNARY = ("neg", "abs", "sign", "relu", "floor", "ceil", "round", "trunc", "exp", "log", "log1p",
+         "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "erfc", "reciprocal",
+         "log2", "exp2", "logical_not", "isnan", "isinf", "bitwise_not")
+BINARY = ("sub", "mul", "floor_divide", "remainder", "pow", "maximum", "minimum", "atan2",
+          "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+          "bitwise_and", "bitwise_or", "bitwise_xor")
+_ALIASES = {"negative": "neg", "absolute": "abs", "multiply": "mul", "subtract": "sub",
+            "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+            "not_equal": "ne", "fmax": "maximum", "fmin": "minimum", "arctan2": "atan2"}
+
+
+def _operand(x: Any) -> Any:
+    """A tensor op's other operand: Tensors and Python numbers; NumPy arrays become tensors."""
+    if isinstance(x, (Tensor,) + _NUMBER):
+        return x
+    if isinstance(x, (np.ndarray, np.generic)):
+        from scriptmod._creation import tensor
+        return tensor(x)
+    raise TypeError(f"expected a Tensor or a number as operand, got {type(x).__name__}")
+
+
+def _binary(name: str) -> Any:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return dispatch(name, (self, _operand(other)))
+    method.__name__ = name
+    return method
+
+
+for _n in UNARY:
+    setattr(Tensor, _n, unary(_n))
+for _n in BINARY:
+    setattr(Tensor, _n, _binary(_n))
+for _alias, _n in _ALIASES.items():
+    setattr(Tensor, _alias, getattr(Tensor, _n))
+
+
+def _add(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    other = _operand(other)
+    return dispatch("add", (self, other if alpha == 1 else other * alpha))
+
+
+def _sub(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    other = _operand(other)
+    return dispatch("sub", (self, other if alpha == 1 else other * alpha))
+
+
+def _div(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    other = _operand(other)
+    if rounding_mode is None:
+        return dispatch("div", (self, other))
+    if rounding_mode == "floor":
+        return dispatch("floor_divide", (self, other))
+    if rounding_mode == "trunc":
+        q = dispatch("div", (self, other)).trunc()
+        return q if self.dtype.category == D.FLOAT else q.to(self.dtype)
+    raise ValueError(f"div: expected rounding_mode to be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+Tensor.add, Tensor.sub, Tensor.div = _add, _sub, _div
+Tensor.subtract = _sub
+Tensor.divide = Tensor.true_divide = _div
+
+
+def _reflect(name: str) -> Any:
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, (Tensor, np.ndarray) + _NUMBER):
+            return NotImplemented
+        return dispatch(name, (_operand(other), self))
+    return method
+
+
+def _forward(name: str) -> Any:
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, (Tensor, np.ndarray) + _NUMBER):
+            return NotImplemented
+        return dispatch(name, (self, _operand(other)))
+    return method
+
+
+for _dunder, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"),
+                     ("floordiv", "floor_divide"), ("mod", "remainder"), ("pow", "pow"),
+                     ("matmul", "matmul"), ("and", "bitwise_and"), ("or", "bitwise_or"),
+                     ("xor", "bitwise_xor")):
+    setattr(Tensor, f"__{_dunder}__", _forward(_op))
+    setattr(Tensor, f"__r{_dunder}__", _reflect(_op))
+for _dunder, _op in (("eq", "eq"), ("ne", "ne"), ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge")):
+    setattr(Tensor, f"__{_dunder}__", _forward(_op))
+Tensor.__neg__ = unary("neg")
+Tensor.__abs__ = unary("abs")
+Tensor.__invert__ = unary("bitwise_not")
+Tensor.__pos__ = lambda self: self
+
+
+# ---- in-place forms ------------------------------------------------------------------
+def _assign(self: Tensor, out: Tensor) -> Tensor:
+    """Write ``out`` into ``self``'s storage and take over its autograd history."""
+    if tuple(out.shape) != tuple(self.shape):
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
+                           f"shape {list(out.shape)}")
+    if out.dtype is not self.dtype and out.dtype.category > self.dtype.category:
+        raise RuntimeError(f"result type {out.dtype.short} can't be cast to the desired output "
+                           f"type {self.dtype.short}")
+    arr = out._data if out.dtype is self.dtype else out._data.astype(self._data.dtype)
+    try:
+        self._data[...] = arr
+    except ValueError as e:
+        raise RuntimeError(f"in-place write into this tensor is not possible ({e}); it is an "
+                           "expanded or read-only view — call .clone() first") from None
+    self._vc[0] += 1
+    if out.grad_fn is not None:
+        self._set_grad_fn(out.grad_fn, out._output_nr)
+    if TRACERS:
+        TRACERS[-1].on_inplace(self, out)
+    return self
+
+
+def _check_leaf(self: Tensor) -> None:
+    if _gstate.enabled and self._requires_grad and self.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+
+
+def _inplace_of(method_name: str) -> Any:
+    method = getattr(Tensor, method_name)
+
+    def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        _check_leaf(self)
+        return _assign(self, method(self, *args, **kwargs))
+    inplace.__name__ = method_name + "_"
+    return inplace
+
+
+def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
+    _check_leaf(self)
+    src = _operand(src)
+    if not isinstance(src, Tensor):
+        from scriptmod._creation import tensor
+        src = tensor(src, dtype=self.dtype, device=self.device)
+    out = src.to(device=self.device, dtype=self.dtype)
+    if tuple(out.shape) != tuple(self.shape):
+        out = out.expand(self.shape)
+    if out._data is self._data:
+        return self
+    return _assign(self, out if out.grad_fn is not None or not self._requires_grad else out.detach())
+
+
+def fill_(self: Tensor, value: Any) -> Tensor:
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.dim()} dimensions.")
+    return copy_(self, value)
+
+
+def zero_(self: Tensor) -> Tensor:
+    return fill_(self, 0)
+
+
+Tensor.copy_, Tensor.fill_, Tensor.zero_ = copy_, fill_, zero_
+
+# ---- reductions ----------------------------------------------------------------------
+
+
+def _dim_attr(dim: Any) -> Any:
+    if dim is None:
+        return None
+    if isinstance(dim, (list, tuple)):
+        return [int(d) for d in dim]
+    return [int(dim)]
+
+
+def _sum(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    return dispatch("sum", (self,), {"dim": _dim_attr(dim), "keepdim": keepdim,
+                                     "dtype": None if dtype is None else _dtype_arg(dtype)})
+
+
+def _mean(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    return dispatch("mean", (self,), {"dim": _dim_attr(dim), "keepdim": keepdim,
+                                      "dtype": None if dtype is None else _dtype_arg(dtype)})
+
+
+def _prod(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    return dispatch("prod", (self,), {"dim": _dim_attr(dim), "keepdim": keepdim,
+                                      "dtype": None if dtype is None else _dtype_arg(dtype)})
+
+
+def _var_args(dim: Any, unbiased: Any, keepdim: bool, correction: Any) -> dict[str, Any]:
+    if isinstance(dim, bool):           # var(unbiased) legacy form
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return {"dim": _dim_attr(dim), "keepdim": keepdim, "correction": float(correction)}
+
+
+def _var(self: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+         correction: Any = None) -> Tensor:
+    return dispatch("var", (self,), _var_args(dim, unbiased, keepdim, correction))
+
+
+def _std(self: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+         correction: Any = None) -> Tensor:
+    return _var(self, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+def _extreme(name: str) -> Any:
+    def method(self: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+        if isinstance(dim, Tensor):
+            return dispatch("maximum" if name == "max" else "minimum", (self, dim))
+        if dim is None:
+            return dispatch("a" + name, (self,))
+        values, indices = dispatch(name + "_dim", (self,), {"dim": int(dim), "keepdim": keepdim})
+        return MinMax(values, indices)
+    method.__name__ = name
+    return method
+
+
+def _amax(self: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    return dispatch("amax", (self,), {"dim": _dim_attr(dim), "keepdim": keepdim})
+
+
+def _amin(self: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    return dispatch("amin", (self,), {"dim": _dim_attr(dim), "keepdim": keepdim})
+
+
+def _arg(name: str) -> Any:
+    def method(self: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return dispatch(name, (self,), {"dim": None if dim is None else int(dim), "keepdim": keepdim})
+    return method
+
+
+def _bool_reduce(name: str) -> Any:
+    def method(self: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return dispatch(name, (self,), {"dim": _dim_attr(dim), "keepdim": keepdim})
+    return method
+
+
+def _logsumexp(self: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    return dispatch("logsumexp", (self,), {"dim": _dim_attr(dim), "keepdim": keepdim})
+
+
+def _along(name: str) -> Any:
+    def method(self: Tensor, dim: int, dtype: Any = None) -> Tensor:
+        return dispatch(name, (self,), {"dim": int(dim), "dtype": None if dtype is None else _dtype_arg(dtype)})
+    method.__name__ = name
+    return method
+
+
+Tensor.sum, Tensor.mean, Tensor.prod, Tensor.var, Tensor.std = _sum, _mean, _prod, _var, _std
+Tensor.max, Tensor.min = _extreme("max"), _extreme("min")
+Tensor.amax, Tensor.amin = _amax, _amin
+Tensor.argmax, Tensor.argmin = _arg("argmax"), _arg("argmin")
+Tensor.any, Tensor.all = _bool_reduce("any"), _bool_reduce("all")
+Tensor.logsumexp = _logsumexp
+Tensor.softmax, Tensor.log_softmax, Tensor.cumsum = _along("softmax"), _along("log_softmax"), _along("cumsum")
+
+# ---- elementwise with attributes ------------------------------------------------------
+
+
+def _clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = self
+        if min is not None:
+            out = dispatch("maximum", (out, _operand(min)))
+        if max is not None:
+            out = dispatch("minimum", (out, _operand(max)))
+        return out
+    return dispatch("clamp", (self,), {"min": None if min is None else float(min),
+                                       "max": None if max is None else float(max)})
+
+
+def _where(self: Tensor, condition: Any, other: Any) -> Tensor:
+    return where(condition, self, other)
+
+
+def _masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
+    if isinstance(value, Tensor):
+        value = value.to(self.dtype)
+    elif self.dtype.category < D.FLOAT and isinstance(value, float):
+        value = type(self._data.dtype.type(0).item())(value)
+    out = where(mask, value, self)
+    return out if out.dtype is self.dtype else out.to(self.dtype)
+
+
+Tensor.clamp = Tensor.clip = _clamp
+Tensor.clamp_min = lambda self, min: _clamp(self, min=min)
+Tensor.clamp_max = lambda self, max: _clamp(self, max=max)
+Tensor.where = _where
+Tensor.masked_fill = _masked_fill
+Tensor.square = lambda self: self * self
+
+for _n in UNARY + BINARY + ("add", "sub", "div", "clamp", "clip", "clamp_min", "clamp_max",
+                             "masked_fill", "square"):
+    if _n not in ("logical_not", "isnan", "isinf"):
+        setattr(Tensor, _n + "_", _inplace_of(_n))
+Tensor.__iadd__ = lambda self, o: _inplace_of("add")(self, o)
+Tensor.__isub__ = lambda self, o: _inplace_of("sub")(self, o)
+Tensor.__imul__ = lambda self, o: _inplace_of("mul")(self, o)
+Tensor.__itruediv__ = lambda self, o: _inplace_of("div")(self, o)
+Tensor.__ipow__ = lambda self, o: _inplace_of("pow")(self, o)
+Tensor.__iand__ = lambda self, o: _inplace_of("bitwise_and")(self, o)
+Tensor.__ior__ = lambda self, o: _inplace_of("bitwise_or")(self, o)
+
+from scriptmod._shape_ops import *  # noqa: E402,F401,F403
+from scriptmod._shape_ops import cat, index, index_put  # noqa: E402,F401
+
+
+# ---- function forms (scriptmod.exp(x), scriptmod.add(a, b), ...) --------------------
+def _as_tensor(x: Any) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    from scriptmod._creation import tensor
+    return tensor(x)
+
+
+def where(condition: Any, input: Any = None, other: Any = None) -> Any:
+    """``where(cond, x, y)``: x where cond else y; ``where(cond)``: indices of True."""
+    if input is None or other is None:
+        raise TypeError("where(condition, input, other): the one-argument form (indices of "
+                        "True) has a data-dependent shape and is not supported; use "
+                        "(cond).tolist() or numpy.nonzero on .numpy()")
+    return dispatch("where", (_as_tensor(condition), _operand(input), _operand(other)))
+
+
+def floor_divide(input: Any, other: Any) -> Tensor:
+    return dispatch("floor_divide", (_operand(input), _operand(other)))
+
+
+def _function(name: str) -> Any:
+    def fn(input: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(input, _NUMBER) and name in BINARY + ("add", "sub", "div") and args:
+            return dispatch(name if name != "div" else "div", (input, _operand(args[0])))
+        return getattr(_as_tensor(input), name)(*args, **kwargs)
+    fn.__name__ = name
+    fn.__doc__ = f"Function form of ``Tensor.{name}``."
+    return fn
+
+
+FUNCTIONS = (UNARY + BINARY + tuple(_ALIASES) +
+             ("add", "div", "true_divide", "divide", "clamp", "clip", "sum", "mean", "prod",
+              "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "any", "all",
+              "logsumexp", "softmax", "log_softmax", "cumsum", "masked_fill", "square",
+              "reshape", "permute", "transpose", "t", "unsqueeze", "squeeze", "flatten",
+              "narrow", "split", "chunk", "gather", "index_select", "matmul", "mm", "bmm",
+              "clone", "numel", "select", "movedim", "unflatten", "tile", "flip",
+              "tril", "triu", "outer", "dot", "addmm", "unbind", "detach",
+              "relu_", "sigmoid_", "tanh_", "exp_", "zero_", "fill_", "abs_", "neg_"))
+_FN_TABLE = {n: _function(n) for n in FUNCTIONS}

@@ -1,0 +1,438 @@
+"""Derivatives: one row per differentiable op in ``ir.ops``.
+
+A rule gets ``ctx`` (the inputs and outputs it asked to save, the op's attributes) and the
+output gradient ``g``, and returns one gradient per input (``None`` where there is none).
+Rules are written with Tensor ops, so they are differentiable themselves
+(``create_graph=True``); the engine reduces results over broadcast dims and casts them to
+the input's dtype. The few rules that call backward kernels directly (convolution, pooling,
+batch norm, dropout) are first-order only, and say so.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from runtime.kernels import nn as knn
+from scriptmod import tensor as T
+from scriptmod.tensor import Tensor
+
+
+@dataclass(frozen=True)
+class Derivative:
+    rule: Callable[..., Any]
+    saves: tuple[int, ...] | str      # input positions to keep, or "all"
+    saves_output: bool
+
+
+DERIVATIVES: dict[str, Derivative] = {}
+
+
+def derivative(name: str, saves: tuple[int, ...] | str = (), output: bool = False) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        if name in DERIVATIVES:
+            raise ValueError(f"derivative of {name!r} declared twice")
+        DERIVATIVES[name] = Derivative(fn, saves, output)
+        return fn
+    return deco
+
+
+def _zero(g: Tensor) -> Tensor:
+    return g * 0
+
+
+# ---- elementwise ---------------------------------------------------------------------
+derivative("neg")(lambda ctx, g: (-g,))
+derivative("abs", saves=(0,))(lambda ctx, g: (g * ctx.inputs[0].sign(),))
+for _n in ("sign", "floor", "ceil", "round", "trunc"):
+    derivative(_n)(lambda ctx, g: (_zero(g),))
+derivative("relu", output=True)(lambda ctx, g: (T.where(ctx.output > 0, g, 0.0),))
+derivative("exp", output=True)(lambda ctx, g: (g * ctx.output,))
+derivative("log", saves=(0,))(lambda ctx, g: (g / ctx.inputs[0],))
+derivative("log1p", saves=(0,))(lambda ctx, g: (g / (ctx.inputs[0] + 1),))
+derivative("expm1", output=True)(lambda ctx, g: (g * (ctx.output + 1),))
+derivative("sqrt", output=True)(lambda ctx, g: (g / (2 * ctx.output),))
+derivative("rsqrt", output=True)(lambda ctx, g: (g * (-0.5) * ctx.output * ctx.output * ctx.output,))
+derivative("sin", saves=(0,))(lambda ctx, g: (g * ctx.inputs[0].cos(),))
+derivative("cos", saves=(0,))(lambda ctx, g: (-g * ctx.inputs[0].sin(),))
+derivative("tanh", output=True)(lambda ctx, g: (g * (1 - ctx.output * ctx.output),))
+derivative("sigmoid", output=True)(lambda ctx, g: (g * ctx.output * (1 - ctx.output),))
+derivative("erf", saves=(0,))(
+    lambda ctx, g: (g * (2 / math.sqrt(math.pi)) * (-(ctx.inputs[0] * ctx.inputs[0])).exp(),))
+derivative("erfc", saves=(0,))(
+    lambda ctx, g: (g * (-2 / math.sqrt(math.pi)) * (-(ctx.inputs[0] * ctx.inputs[0])).exp(),))
+derivative("reciprocal", output=True)(lambda ctx, g: (-g * ctx.output * ctx.output,))
+derivative("log2", saves=(0,))(lambda ctx, g: (g / (ctx.inputs[0] * math.log(2)),))
+derivative("exp2", output=True)(lambda ctx, g: (g * ctx.output * math.log(2),))
+derivative("add")(lambda ctx, g: (g, g))
+derivative("sub")(lambda ctx, g: (g, -g))
+derivative("mul", saves=(0, 1))(lambda ctx, g: (g * ctx.inputs[1], g * ctx.inputs[0]))
+derivative("cast")(lambda ctx, g: (g,))
+
+
+@derivative("div", saves=(0, 1))
+def _div(ctx: Any, g: Tensor) -> tuple:
+    a, b = ctx.inputs
+    ga = g / b
+    return ga, (None if not isinstance(b, Tensor) else -ga * a / b)
+
+
+@derivative("remainder", saves=(0, 1))
+def _remainder(ctx: Any, g: Tensor) -> tuple:
+    a, b = ctx.inputs
+    return g, (None if not isinstance(b, Tensor) else -g * T.floor_divide(a, b))
+
+
+@derivative("pow", saves=(0, 1), output=True)
+def _pow(ctx: Any, g: Tensor) -> tuple:
+    a, b = ctx.inputs
+    ga = gb = None
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            ga = T.where(b == 0, 0.0, g * b * a ** (b - 1))
+        else:
+            ga = _zero(g) if b == 0 else g * b * a ** (b - 1)
+    if isinstance(b, Tensor):
+        base = a if isinstance(a, Tensor) else T.full_like(b, a)
+        gb = T.where((base == 0) & (b >= 0), 0.0, g * ctx.output * base.log())
+    return ga, gb
+
+
+def _minmax(ctx: Any, g: Tensor, pick_a: Callable) -> tuple:
+    a, b = ctx.inputs
+    half = g / 2
+    ga = T.where(a == b, half, T.where(pick_a(a, b), g, 0.0))
+    gb = T.where(a == b, half, T.where(pick_a(a, b), 0.0, g))
+    return ga, gb
+
+
+derivative("maximum", saves=(0, 1))(lambda ctx, g: _minmax(ctx, g, lambda a, b: a > b))
+derivative("minimum", saves=(0, 1))(lambda ctx, g: _minmax(ctx, g, lambda a, b: a < b))
+
+
+@derivative("atan2", saves=(0, 1))
+def _atan2(ctx: Any, g: Tensor) -> tuple:
+    a, b = ctx.inputs
+    den = a * a + b * b
+    return g * b / den, -g * a / den
+
+
+@derivative("where", saves=(0,))
+def _where(ctx: Any, g: Tensor) -> tuple:
+    c = ctx.inputs[0]
+    return None, T.where(c, g, 0.0), T.where(c, 0.0, g)
+
+
+@derivative("clamp", saves=(0,))
+def _clamp(ctx: Any, g: Tensor) -> tuple:
+    x, lo, hi = ctx.inputs[0], ctx.attrs["min"], ctx.attrs["max"]
+    keep = None
+    if lo is not None:
+        keep = x >= lo
+    if hi is not None:
+        keep = (x <= hi) if keep is None else keep & (x <= hi)
+    return (T.where(keep, g, 0.0),)
+
+
+# ---- reductions ----------------------------------------------------------------------
+def _dims(ctx: Any) -> list[int]:
+    from ir.ops.rules import reduce_dims
+    return list(reduce_dims(ctx.attrs, len(ctx.input_meta[0][0])))
+
+
+def _unreduce(ctx: Any, t: Tensor) -> Tensor:
+    """Put reduced dims back (size 1) so ``t`` broadcasts against the input."""
+    if ctx.attrs.get("keepdim"):
+        return t
+    shape = list(ctx.input_meta[0][0])
+    for d in _dims(ctx):
+        shape[d] = 1
+    return t.reshape(shape)
+
+
+def _expand_back(ctx: Any, t: Tensor) -> Tensor:
+    return _unreduce(ctx, t).expand(ctx.input_meta[0][0])
+
+
+derivative("sum")(lambda ctx, g: (_expand_back(ctx, g),))
+
+
+@derivative("mean")
+def _mean(ctx: Any, g: Tensor) -> tuple:
+    shape = ctx.input_meta[0][0]
+    n = math.prod(shape[d] for d in _dims(ctx))
+    return (_expand_back(ctx, g) / max(n, 1),)
+
+
+@derivative("var", saves=(0,))
+def _var(ctx: Any, g: Tensor) -> tuple:
+    x = ctx.inputs[0]
+    dims = _dims(ctx)
+    n = math.prod(x.shape[d] for d in dims)
+    mean = x.mean(dim=dims, keepdim=True)
+    return (_unreduce(ctx, g) * 2 * (x - mean) / (n - ctx.attrs["correction"]),)
+
+
+@derivative("prod", saves=(0,), output=True)
+def _prod(ctx: Any, g: Tensor) -> tuple:
+    x = ctx.inputs[0]
+    dims = _dims(ctx)
+    out, gg = _unreduce(ctx, ctx.output), _unreduce(ctx, g)
+    is_zero = x == 0
+    zeros = is_zero.sum(dim=dims, keepdim=True)
+    others = T.where(is_zero, 1.0, x).prod(dim=dims, keepdim=True)
+    safe_x = T.where(is_zero, 1.0, x)
+    grad = T.where(is_zero, T.where(zeros == 1, others, 0.0), T.where(zeros == 0, out / safe_x, 0.0))
+    return (gg * grad,)
+
+
+def _ties(ctx: Any, g: Tensor) -> tuple:
+    x = ctx.inputs[0]
+    mask = (x == _unreduce(ctx, ctx.output)).to(g.dtype)
+    return (_unreduce(ctx, g) * mask / mask.sum(dim=_dims(ctx), keepdim=True),)
+
+
+derivative("amax", saves=(0,), output=True)(_ties)
+derivative("amin", saves=(0,), output=True)(_ties)
+derivative("logsumexp", saves=(0,), output=True)(
+    lambda ctx, g: (_unreduce(ctx, g) * (ctx.inputs[0] - _unreduce(ctx, ctx.output)).exp(),))
+
+
+def _select_back(ctx: Any, gs: list) -> tuple:
+    g, idx = gs[0], ctx.outputs[1]
+    shape, dim = ctx.input_meta[0][0], ctx.attrs["dim"]
+    if len(shape) == 0:
+        return (g,)
+    d = dim % len(shape)
+    if not ctx.attrs.get("keepdim"):
+        g, idx = g.unsqueeze(d), idx.unsqueeze(d)
+    view = [1] * len(shape)
+    view[d] = shape[d]
+    pos = T.arange(shape[d], device=g.device).reshape(view)
+    return (T.where(pos == idx, g, 0.0),)
+
+
+derivative("max_dim", output=True)(_select_back)
+derivative("min_dim", output=True)(_select_back)
+
+
+@derivative("softmax", output=True)
+def _softmax(ctx: Any, g: Tensor) -> tuple:
+    y = ctx.output
+    return (y * (g - (g * y).sum(dim=ctx.attrs["dim"], keepdim=True)),)
+
+
+@derivative("log_softmax", output=True)
+def _log_softmax(ctx: Any, g: Tensor) -> tuple:
+    return (g - ctx.output.exp() * g.sum(dim=ctx.attrs["dim"], keepdim=True),)
+
+
+@derivative("cumsum")
+def _cumsum(ctx: Any, g: Tensor) -> tuple:
+    if len(ctx.input_meta[0][0]) == 0:
+        return (g,)
+    d = ctx.attrs["dim"]
+    return (g.sum(dim=d, keepdim=True) - g.cumsum(d) + g,)
+
+
+# ---- shape and data movement ---------------------------------------------------------
+derivative("reshape")(lambda ctx, g: (g.reshape(ctx.input_meta[0][0]), None))
+derivative("expand")(lambda ctx, g: (g, None))   # the engine sums over expanded dims
+derivative("contiguous")(lambda ctx, g: (g,))
+derivative("clone")(lambda ctx, g: (g,))
+derivative("squeeze")(lambda ctx, g: (g.reshape(ctx.input_meta[0][0]),))
+derivative("unsqueeze")(lambda ctx, g: (g.squeeze(ctx.attrs["dim"]),))
+derivative("transpose")(lambda ctx, g: (g.transpose(ctx.attrs["dim0"], ctx.attrs["dim1"]),))
+derivative("to_device")(lambda ctx, g: (g.to(ctx.device),))
+
+
+@derivative("permute")
+def _permute(ctx: Any, g: Tensor) -> tuple:
+    n = len(ctx.input_meta[0][0])
+    dims = [d % n for d in ctx.attrs["dims"]]
+    inv = [0] * n
+    for i, d in enumerate(dims):
+        inv[d] = i
+    return (g.permute(inv),)
+
+
+@derivative("narrow")
+def _narrow(ctx: Any, g: Tensor) -> tuple:
+    shape = list(ctx.input_meta[0][0])
+    d = ctx.attrs["dim"] % len(shape)
+    start = ctx.attrs["start"] % shape[d] if shape[d] else 0
+    parts = []
+    for size in (start, shape[d] - start - ctx.attrs["length"]):
+        if size:
+            s = list(shape)
+            s[d] = size
+            parts.append(T.zeros(s, dtype=g.dtype, device=g.device))
+    if not parts:
+        return (g,)
+    return (T.cat(parts[:1] + [g] + parts[1:] if start else [g] + parts, dim=d),)
+
+
+@derivative("cat")
+def _cat(ctx: Any, g: Tensor) -> tuple:
+    d = ctx.attrs["dim"]
+    out, start = [], 0
+    for shape, _ in ctx.input_meta:
+        if len(shape) == 1 and shape[0] == 0 and g.ndim > 1:
+            out.append(None)
+            continue
+        n = shape[d % len(shape)]
+        out.append(g.narrow(d, start, n))
+        start += n
+    return tuple(out)
+
+
+@derivative("stack")
+def _stack(ctx: Any, g: Tensor) -> tuple:
+    d = ctx.attrs["dim"]
+    return tuple(g.narrow(d, i, 1).squeeze(d) for i in range(len(ctx.input_meta)))
+
+
+def _grid_index(index: Tensor, dim: int) -> list[Tensor]:
+    """Index tensors addressing, for every element of ``index``, its target in the input."""
+    n = index.ndim
+    out = []
+    for k in range(n):
+        if k == dim % n:
+            out.append(index)
+        else:
+            view = [1] * n
+            view[k] = index.shape[k]
+            out.append(T.arange(index.shape[k], device=index.device).reshape(view).expand(index.shape))
+    return out
+
+
+@derivative("gather", saves=(1,))
+def _gather(ctx: Any, g: Tensor) -> tuple:
+    idx = ctx.inputs[1]
+    shape, dtype = ctx.input_meta[0]
+    base = T.zeros(shape, dtype=g.dtype, device=g.device)
+    spec = tuple(("tensor", k) for k in range(idx.ndim))
+    return T.index_put(base, g, *_grid_index(idx, ctx.attrs["dim"]), spec=spec, accumulate=True), None
+
+
+@derivative("index", saves="all")
+def _index(ctx: Any, g: Tensor) -> tuple:
+    tensors = ctx.inputs[1:]
+    base = T.zeros(ctx.input_meta[0][0], dtype=g.dtype, device=g.device)
+    out = T.index_put(base, g, *tensors, spec=ctx.attrs["spec"], accumulate=True)
+    return (out,) + (None,) * len(tensors)
+
+
+@derivative("index_put", saves="all")
+def _index_put(ctx: Any, g: Tensor) -> tuple:
+    tensors, spec = ctx.inputs[2:], ctx.attrs["spec"]
+    gx = g if ctx.attrs["accumulate"] else T.index_put(g, T.zeros((), dtype=g.dtype, device=g.device),
+                                                       *tensors, spec=spec)
+    gv = T.index(g, *tensors, spec=spec)
+    return (gx, gv) + (None,) * len(tensors)
+
+
+# ---- linear algebra and nn -----------------------------------------------------------
+@derivative("matmul", saves=(0, 1))
+def _matmul(ctx: Any, g: Tensor) -> tuple:
+    a, b = ctx.inputs
+    a2 = a.unsqueeze(0) if a.ndim == 1 else a
+    b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+    g2 = g
+    if a.ndim == 1:
+        g2 = g2.unsqueeze(-2)
+    if b.ndim == 1:
+        g2 = g2.unsqueeze(-1)
+    ga = g2 @ b2.transpose(-1, -2)
+    gb = a2.transpose(-1, -2) @ g2
+    if a.ndim == 1:
+        ga = ga.squeeze(-2)
+    if b.ndim == 1:
+        gb = gb.squeeze(-1)
+    return ga, gb
+
+
+def _arr(t: Any) -> Any:
+    return t._data
+
+
+@derivative("conv2d", saves=(0, 1))
+def _conv2d(ctx: Any, g: Tensor) -> tuple:
+    """First-order only: calls the col2im/im2col backward kernels directly."""
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    a, xp = ctx.attrs, g._xp()
+    args = (a["stride"], a["padding"], a["dilation"], a["groups"])
+    gy = _arr(g).astype(_arr(x).dtype, copy=False)
+    gx = knn.conv2d_grad_input(xp, gy, _arr(w).astype(gy.dtype, copy=False), x.shape, *args)
+    gw = knn.conv2d_grad_weight(xp, gy, _arr(x), w.shape, *args)
+    gb = g.sum(dim=(0, 2, 3)) if ctx.input_meta[2] is not None else None
+    return T.wrap(gx), T.wrap(gw), gb
+
+
+@derivative("max_pool2d", saves=(0,))
+def _max_pool2d(ctx: Any, g: Tensor) -> tuple:
+    """First-order only."""
+    a = ctx.attrs
+    out = knn.max_pool2d_grad(g._xp(), _arr(g), _arr(ctx.inputs[0]), a["kernel_size"], a["stride"],
+                              a["padding"], a["dilation"], a["ceil_mode"])
+    return (T.wrap(out),)
+
+
+@derivative("avg_pool2d")
+def _avg_pool2d(ctx: Any, g: Tensor) -> tuple:
+    """First-order only."""
+    a = ctx.attrs
+    out = knn.avg_pool2d_grad(g._xp(), _arr(g), ctx.input_meta[0][0], a["kernel_size"], a["stride"],
+                              a["padding"], a["ceil_mode"], a["count_include_pad"])
+    return (T.wrap(out),)
+
+
+@derivative("embedding", saves=(1,))
+def _embedding(ctx: Any, g: Tensor) -> tuple:
+    idx = ctx.inputs[1]
+    shape = ctx.input_meta[0][0]
+    pad = ctx.attrs["padding_idx"]
+    if pad is not None:
+        g = T.where((idx == pad).unsqueeze(-1), 0.0, g)
+    base = T.zeros(shape, dtype=g.dtype, device=g.device)
+    return T.index_put(base, g, idx, spec=(("tensor", 0),), accumulate=True), None
+
+
+@derivative("dropout", saves=(0, 1))
+def _dropout(ctx: Any, g: Tensor) -> tuple:
+    """Replays the forward's random draw to rebuild the exact mask."""
+    x, train = ctx.inputs[0], ctx.inputs[1]
+    p = ctx.attrs["p"]
+    if not train or p == 0.0:
+        return g, None
+    if p == 1.0:
+        return _zero(g), None
+    from runtime import random as rng
+    with rng.replay(ctx.device, ctx.rng):
+        mask = knn.dropout_mask(x._xp(), _arr(x), p)
+    return g * T.wrap(mask).to(g.dtype), None
+
+
+@derivative("batch_norm", saves=(0, 1, 2, 3, 5))
+def _batch_norm(ctx: Any, g: Tensor) -> tuple:
+    x, rm, rv, w, _, training = ctx.inputs
+    eps = ctx.attrs["eps"]
+    dims = [0] + list(range(2, x.ndim))
+    shape = [1, x.shape[1]] + [1] * (x.ndim - 2)
+    if training or rm is None:
+        mean = x.mean(dim=dims, keepdim=True)
+        var = x.var(dim=dims, keepdim=True, correction=0)
+    else:
+        mean, var = rm.reshape(shape), rv.reshape(shape)
+    inv = (var + eps).rsqrt()
+    xhat = (x - mean) * inv
+    gw = (g * xhat).sum(dim=dims) if w is not None else None
+    gb = g.sum(dim=dims) if ctx.input_meta[4] is not None else None
+    gh = g * w.reshape(shape) if w is not None else g
+    if training or rm is None:
+        n = x.numel() // x.shape[1]
+        gx = inv / n * (n * gh - gh.sum(dim=dims, keepdim=True)
+                        - xhat * (gh * xhat).sum(dim=dims, keepdim=True))
+    else:
+        gx = gh * inv
+    return gx, None, None, gw, gb, None

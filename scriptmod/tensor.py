@@ -1,0 +1,491 @@
+"""``scriptmod.Tensor``: an n-d array (NumPy on the CPU, CuPy on CUDA) with PyTorch's API,
+dtype promotion and autograd. Every op goes through ``scriptmod._dispatch.dispatch``.
+
+    >>> x = scriptmod.tensor([[1.0, 2.0]], requires_grad=True)
+    >>> (x * 3).sum().backward(); x.grad
+    tensor([[3., 3.]])
+"""
+from __future__ import annotations
+
+import weakref
+from collections import namedtuple
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from ir import dtypes as D
+from ir.dtypes import DType
+from runtime import backend
+from scriptmod import _device
+from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class, unary
+from scriptmod.autograd import grad_mode
+from scriptmod.autograd.engine import AccumulateGrad, RemovableHandle, run_backward
+
+_gstate = grad_mode._state
+_NP_TO_D = {np.dtype(v): k for k, v in backend.NP_DTYPE.items()}
+
+MinMax = namedtuple("MinMax", ["values", "indices"])
+
+
+class Tensor:
+    """A tensor. Construct with ``scriptmod.tensor(...)`` or a factory, not directly."""
+
+    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_base",
+                 "_accum", "_hooks", "_retains_grad", "__weakref__", "__dict__")
+
+    # ---- construction ---------------------------------------------------------------
+    def __init__(self, data: Any = None, *, dtype: DType | None = None, device: Any = None,
+                 requires_grad: bool = False) -> None:
+        if data is None:
+            data = np.empty((0,), dtype=backend.NP_DTYPE[D.get_default_dtype()])
+        t = tensor(data, dtype=dtype, device=device) if not isinstance(data, Tensor) else data
+        Tensor._init(self, t._data)
+        self.requires_grad = requires_grad
+
+    def _init(self, arr: Any) -> None:
+        self._data = arr
+        self._requires_grad = False
+        self.grad = None
+        self.grad_fn = None
+        self._output_nr = 0
+        self._vc = [0]
+        self._base = None
+        self._accum = None
+        self._hooks = None
+        self._retains_grad = False
+
+    @classmethod
+    def _make(cls, arr: Any) -> "Tensor":
+        t = object.__new__(Tensor)
+        t._data = arr
+        t._requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._output_nr = 0
+        t._vc = [0]
+        t._base = None
+        t._accum = None
+        t._hooks = None
+        t._retains_grad = False
+        return t
+
+    def _alias(self) -> "Tensor":
+        """Same data and version counter, no autograd history."""
+        t = Tensor._make(self._data)
+        t._vc = self._vc
+        t._base = self._base if self._base is not None else self
+        return t
+
+    # ---- basic properties -----------------------------------------------------------
+    @property
+    def dtype(self) -> DType:
+        return _NP_TO_D[self._data.dtype]
+
+    @property
+    def shape(self) -> tuple:
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return Size(self._data.shape)
+        return dispatch("size", (self,), {"dim": dim})
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    ndim = property(dim)
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._data.dtype.itemsize
+
+    itemsize = property(element_size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
+    def stride(self, dim: int | None = None) -> Any:
+        s = tuple(st // self._data.dtype.itemsize for st in self._data.strides)
+        return s if dim is None else s[dim]
+
+    def is_contiguous(self) -> bool:
+        return bool(self._data.flags.c_contiguous)
+
+    def data_ptr(self) -> int:
+        return int(self._data.data.ptr) if backend.is_cupy(self._data) else int(self._data.ctypes.data)
+
+    def _device_str(self) -> str:
+        return "cpu" if type(self._data) is np.ndarray else backend.device_of(self._data)
+
+    @property
+    def device(self) -> _device.device:
+        return _device.from_str(self._device_str())
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device_str() != "cpu"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self._device_str() == "cpu"
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.category == D.FLOAT
+
+    def is_complex(self) -> bool:
+        return self.dtype.category == D.COMPLEX
+
+    def _xp(self) -> Any:
+        return backend.array_module(self._data)
+
+    @property
+    def data(self) -> "Tensor":
+        return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Tensor.data: expected a Tensor, got {type(value).__name__}")
+        self._data = value._data
+
+    # ---- autograd -------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if self.grad_fn is not None and not value:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you "
+                               "want to use a computed variable in a subgraph that doesn't require "
+                               "differentiation use var_no_grad = var.detach().")
+        if value and self.dtype.category < D.FLOAT:
+            raise RuntimeError(f"only Tensors of floating point and complex dtype can require "
+                               f"gradients, got {self.dtype.name}")
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def _set_grad_fn(self, node: Any, output_nr: int) -> None:
+        self.grad_fn, self._output_nr, self._requires_grad = node, output_nr, True
+
+    def _grad_node(self) -> Any:
+        if self.grad_fn is not None:
+            return self.grad_fn
+        if not self._requires_grad:
+            return None
+        node = self._accum() if self._accum is not None else None
+        if node is None:
+            node = AccumulateGrad(self)
+            self._accum = weakref.ref(node)
+        return node
+
+    def _accumulate(self, g: "Tensor") -> None:
+        g = self._apply_hooks(g)
+        self.grad = g if self.grad is None else self.grad + g
+
+    def _apply_hooks(self, g: "Tensor") -> "Tensor":
+        for fn in list(self._hooks or ()):
+            r = fn(g)
+            if r is not None:
+                g = r
+        return g
+
+    def register_hook(self, hook: Callable[["Tensor"], "Tensor | None"]) -> RemovableHandle:
+        """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new one."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is None:
+            if self._hooks is None:
+                self._hooks = []
+            self._hooks.append(hook)
+            return RemovableHandle(self._hooks, hook)
+        k = self._output_nr
+
+        def pre(gs: tuple) -> tuple | None:
+            if gs[k] is None:
+                return None
+            r = hook(gs[k])
+            return None if r is None else gs[:k] + (r,) + gs[k + 1:]
+        return self.grad_fn.register_prehook(pre)
+
+    def retain_grad(self) -> None:
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or self._retains_grad:
+            return
+        self._retains_grad = True
+        ref = weakref.ref(self)
+
+        def keep(g: "Tensor") -> None:
+            t = ref()
+            if t is not None:
+                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+        self.register_hook(keep)
+
+    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Sequence["Tensor"] | None = None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
+        if gradient is None:
+            if self.numel() != 1:
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs; "
+                                   f"this tensor has shape {tuple(self.shape)}")
+            gradient = ones_like(self)
+        elif not isinstance(gradient, Tensor):
+            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+        if tuple(gradient.shape) != tuple(self.shape):
+            raise RuntimeError(f"backward: gradient has shape {tuple(gradient.shape)} but the "
+                               f"tensor has shape {tuple(self.shape)}")
+        retain = create_graph if retain_graph is None else retain_graph
+        if inputs is None:
+            run_backward([self], [gradient], retain, create_graph)
+            return
+        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        grads = run_backward([self], [gradient], retain, create_graph, inputs=inputs,
+                             allow_unused=True, accumulate=False)
+        for t, g in zip(inputs, grads):
+            if g is not None:
+                t.grad = g if t.grad is None else t.grad + g
+
+    def detach(self) -> "Tensor":
+        return self._alias()
+
+    def detach_(self) -> "Tensor":
+        self.grad_fn, self._requires_grad = None, False
+        return self
+
+    # ---- conversion and interop ------------------------------------------------------
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        if backend.is_cupy(self._data):
+            if not force:
+                raise TypeError(f"can't convert {self.device} tensor to numpy. Use Tensor.cpu() "
+                                "to copy the tensor to host memory first.")
+            return backend.to_device(self._data, "cpu")
+        return self._data
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy(force=True)
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple:
+        return self._data.__dlpack_device__()
+
+    def _read(self, what: str) -> Any:
+        """A value leaves the tensor world; a tracer warns that it gets baked in."""
+        if TRACERS:
+            TRACERS[-1].on_value_read(self, what)
+        return backend.to_device(self._data, "cpu") if backend.is_cupy(self._data) else self._data
+
+    def tolist(self) -> Any:
+        return self._read("tolist").tolist()
+
+    def item(self) -> Any:
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        return self._read("item").reshape(()).item()
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements is ambiguous")
+        return bool(self._read("bool").reshape(()).item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.category != D.INT or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self) -> Iterator["Tensor"]:
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        from scriptmod._tensor_str import tensor_repr
+        return tensor_repr(self)
+
+    def __format__(self, spec: str) -> str:
+        if self.dim() == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    def __reduce__(self) -> Any:
+        raise TypeError("scriptmod tensors are not pickled; use scriptmod.save (safetensors)")
+
+    # ---- device and dtype -----------------------------------------------------------
+    def to(self, *args: Any, **kwargs: Any) -> "Tensor":
+        """``to(dtype)``, ``to(device, dtype=None)``, ``to(other_tensor)``; ``copy=`` forces a copy."""
+        dev, dt, copy = _parse_to(args, kwargs)
+        out = self
+        if dev is not None and _device.canonical(dev) != self._device_str():
+            out = dispatch("to_device", (out,), {"device": _device.canonical(dev)})
+        if dt is not None and dt is not out.dtype:
+            out = dispatch("cast", (out,), {"dtype": dt})
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> "Tensor":
+        d = "cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device)
+        backend.require_cuda(str(d))
+        return self.to(d)
+
+    def type(self, dtype: Any = None) -> Any:
+        if dtype is None:
+            return f"scriptmod.{self.dtype.short}Tensor"
+        return self.to(_dtype_arg(dtype))
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
+
+    def float(self) -> "Tensor":
+        return self.to(D.float32)
+
+    def double(self) -> "Tensor":
+        return self.to(D.float64)
+
+    def half(self) -> "Tensor":
+        return self.to(D.float16)
+
+    def bfloat16(self) -> "Tensor":
+        return self.to(D.bfloat16)
+
+    def int(self) -> "Tensor":
+        return self.to(D.int32)
+
+    def long(self) -> "Tensor":
+        return self.to(D.int64)
+
+    def short(self) -> "Tensor":
+        return self.to(D.int16)
+
+    def char(self) -> "Tensor":
+        return self.to(D.int8)
+
+    def byte(self) -> "Tensor":
+        return self.to(D.uint8)
+
+    def bool(self) -> "Tensor":
+        return self.to(D.bool_)
+
+    def new_tensor(self, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> "Tensor":
+        return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None) -> "Tensor":
+        return zeros(*size, dtype=dtype or self.dtype, device=device or self.device)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None) -> "Tensor":
+        return ones(*size, dtype=dtype or self.dtype, device=device or self.device)
+
+    def new_full(self, size: Any, fill_value: Any, dtype: Any = None, device: Any = None) -> "Tensor":
+        return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device)
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> "Tensor":
+        return empty(*size, dtype=dtype or self.dtype, device=device or self.device)
+
+
+class Size(tuple):
+    """``tensor.shape``: a tuple of ints that prints as ``scriptmod.Size([2, 3])``."""
+
+    def __repr__(self) -> str:
+        return f"scriptmod.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+def _dtype_arg(d: Any) -> DType:
+    if isinstance(d, DType):
+        return d
+    if isinstance(d, str):
+        name = d.replace("scriptmod.", "").replace("torch.", "")
+        for dt in D.ALL:
+            if name in (dt.name, f"{dt.short}Tensor"):
+                return dt
+    if d in (float, int, bool, complex):
+        return {float: D.get_default_dtype(), int: D.int64, bool: D.bool_, complex: D.complex64}[d]
+    try:
+        return backend.from_np_dtype(d)
+    except TypeError:
+        raise TypeError(f"expected a scriptmod dtype such as scriptmod.float32, got {d!r}") from None
+
+
+def _parse_to(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, DType | None, bool]:
+    dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    copy = bool(kwargs.pop("copy", False))
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, (str, _device.device)) and not (isinstance(a, str) and _is_dtype_name(a)):
+            dev = a
+        elif isinstance(a, int) and not isinstance(a, bool):
+            dev = f"cuda:{a}"
+        elif isinstance(a, bool):
+            copy = copy or a   # to(dtype, non_blocking, copy) positional form
+        else:
+            dt = a
+    return dev, (None if dt is None else _dtype_arg(dt)), copy
+
+
+def _is_dtype_name(s: str) -> bool:
+    return s.replace("scriptmod.", "").replace("torch.", "") in D.BY_NAME
+
+
+def wrap(arr: Any) -> Tensor:
+    """A tensor around an array (no copy) — for runtime internals and backward kernels."""
+    return Tensor._make(arr)
+
+
+set_tensor_class(Tensor)
+
+from scriptmod._tensor_ops import *  # noqa: E402,F401,F403  (methods and function forms)
+from scriptmod._creation import (empty, full, full_like, ones, ones_like, tensor,  # noqa: E402
+                                 zeros, zeros_like, arange)
+from scriptmod._tensor_ops import cat, floor_divide, index, index_put, where  # noqa: E402,F401

@@ -1,0 +1,120 @@
+"""Graphs, a golden-text helper and hypothesis strategies shared by the IR tests."""
+from __future__ import annotations
+
+import difflib
+import textwrap
+
+import pytest
+from hypothesis import strategies as st
+
+from ir import dtypes as D
+from ir.builder import Builder
+from ir.graph import Graph, Value
+from ir.types import ModuleType, TensorType
+
+F32 = D.float32
+
+
+def assert_golden(actual: str, expected: str) -> None:
+    """Compare with dedented ``expected``; on mismatch print ``actual`` ready to paste."""
+    expected = textwrap.dedent(expected).lstrip("\n")
+    if actual != expected:
+        diff = "\n".join(difflib.unified_diff(expected.splitlines(), actual.splitlines(),
+                                              "expected", "actual", lineterm=""))
+        pytest.fail(f"golden text differs. Actual text:\n{actual}\n{diff}", pytrace=False)
+
+
+def t(*shape: object, dtype: D.DType = F32) -> TensorType:
+    return TensorType(dtype, tuple(shape))
+
+
+def mlp() -> Graph:
+    """(B, 4) -> relu(x @ w + b).sum(1), with a module input and sources."""
+    g = Graph()
+    b = Builder(g, source="model.py:10")
+    self_ = b.input(ModuleType("Block", (("w", t(4, 8)), ("b", t(8)))), "self")
+    x = b.input(t("B", 4), "x")
+    w = b.get_attr(self_, "w")
+    bias = b.get_attr(self_, "b")
+    with b.at_source("model.py:11"):
+        h = b.op("add", b.op("matmul", x, w), bias)
+        h.debug_name = "h"
+    with b.at_source("model.py:12"):
+        y = b.op("sum", b.op("relu", h), dim=[1])
+    b.ret(y)
+    return g
+
+
+def control_flow() -> Graph:
+    """if x.sum() > 0: y = -x else: y = x * 2; then 3 times y = y + 1."""
+    g = Graph()
+    b = Builder(g, source="cf.py:1")
+    x = b.input(t(2, 3), "x")
+    c = b.op("gt", b.op("sum", x), 0.0)
+    y, = b.if_(c, lambda: b.op("neg", x), lambda: b.op("mul", x, 2.0))
+    z, = b.loop(3, [y], lambda i, v: b.op("add", v, 1.0))
+    b.ret(z)
+    return g
+
+
+NAMES = st.sampled_from([None, None, "x", "x.1", "y", "h.2", "out"])
+SOURCES = st.sampled_from([None, "m.py:1", "dir with space/m.py:22", 'we"ird#.py:3'])
+FLOATS = st.sampled_from([0.5, -0.0, 1e-05, 3.0, 1e20, float("inf"), float("-inf"), 2])
+UNARY = ["neg", "exp", "tanh", "relu", "abs", "sigmoid"]
+BINARY = ["add", "mul", "sub", "maximum", "div"]
+
+
+@st.composite
+def random_graphs(draw: st.DrawFn) -> Graph:
+    """Random well-typed graphs: elementwise chains, reductions, constants, If and Loop."""
+    g = Graph()
+    b = Builder(g)
+    shape = draw(st.sampled_from([(2, 3), ("B", 3), (4,), ()]))
+    dtype = draw(st.sampled_from([F32, D.float64, D.float16]))
+    pool: list[Value] = [b.input(TensorType(dtype, shape), draw(NAMES))
+                         for _ in range(draw(st.integers(1, 3)))]
+    extra: list[Value] = []
+    for _ in range(draw(st.integers(0, 10))):
+        with b.at_source(draw(SOURCES)):
+            _random_step(draw, b, pool, extra)
+        if draw(st.booleans()):
+            pool[-1].debug_name = draw(NAMES)
+    outs = draw(st.lists(st.sampled_from(pool + extra), min_size=1, max_size=3))
+    b.ret(*outs)
+    return g
+
+
+def _random_step(draw: st.DrawFn, b: Builder, pool: list[Value], extra: list[Value]) -> None:
+    kind = draw(st.sampled_from(["unary", "binary", "scalar", "reduce", "if", "loop",
+                                 "tuple", "const", "index"]))
+    pick = st.sampled_from(pool)
+    if kind == "unary":
+        pool.append(b.op(draw(st.sampled_from(UNARY)), draw(pick)))
+    elif kind == "binary":
+        pool.append(b.op(draw(st.sampled_from(BINARY)), draw(pick), draw(pick)))
+    elif kind == "scalar":
+        pool.append(b.op("mul", draw(pick), draw(FLOATS)))
+    elif kind == "reduce":
+        x = draw(pick)
+        rank = x.type.rank or 0
+        dims = draw(st.lists(st.integers(0, max(rank - 1, 0)), max_size=1)) if rank else None
+        extra.append(b.op("sum", x, dim=dims, keepdim=draw(st.booleans())))
+    elif kind == "if":
+        x, y = draw(pick), draw(pick)
+        c = b.op("gt", b.op("sum", x), 0.0)
+        pool.extend(b.if_(c, lambda: b.op("neg", x), lambda: [b.op("exp", y)]))
+    elif kind == "loop":
+        n = draw(st.integers(0, 3))
+        pool.extend(b.loop(n, [draw(pick)], lambda i, v: b.op("add", b.op("tanh", v), 1.0)))
+    elif kind == "tuple":
+        tup = b.tuple_([draw(pick), draw(pick)])
+        pool.append(b.tuple_index(tup, draw(st.integers(0, 1))))
+    elif kind == "const":
+        extra.append(b.constant(draw(st.sampled_from(
+            ["a\"b#c", [1, -2], (1, (2.5, None)), True, D.int64, float("nan")]))))
+    else:
+        x = draw(pick)
+        if x.type.rank:
+            extra.append(b.op("index", x, spec=(("slice", 0, None, 1),)))
+
+
