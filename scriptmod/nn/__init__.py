@@ -1,0 +1,11 @@
+"""``scriptmod.nn``: Module, Parameter, layers, functional, init (PyTorch's API).
+
+    >>> from scriptmod import nn
+    >>> nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+"""
+from scriptmod.nn.parameter import Parameter, UninitializedParameter  # noqa: F401
+from scriptmod.nn.module import Module  # noqa: F401
+from scriptmod.nn.containers import (ModuleDict, ModuleList, ParameterDict,  # noqa: F401
+                                     ParameterList, Sequential)
+from scriptmod.nn.modules import *  # noqa: F401,F403
+from scriptmod.nn import functional, init  # noqa: F401

@@ -1,0 +1,53 @@
+"""``nn.Parameter``: a tensor that a Module registers as a learnable parameter.
+
+    >>> p = Parameter(scriptmod.zeros(3))
+    >>> p.requires_grad
+    True
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from scriptmod.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """Shares storage with the tensor it wraps; ``requires_grad`` defaults to True."""
+
+    def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
+        if data is None:
+            from scriptmod._creation import empty
+            data = empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}")
+        Tensor._init(self, data._data)
+        self._vc = data._vc
+        self.requires_grad = requires_grad and data.dtype.category >= 2
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce__(self) -> Any:
+        raise TypeError("scriptmod parameters are not pickled; use state_dict() and scriptmod.save")
+
+    def __deepcopy__(self, memo: dict) -> "Parameter":
+        out = Parameter(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = out
+        return out
+
+
+class UninitializedParameter(Parameter):
+    """A parameter whose shape is not known yet (lazy layers); materialized on first call."""
+
+    def __init__(self, requires_grad: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__(None, requires_grad)
+        self._lazy_device, self._lazy_dtype = device, dtype
+
+    def materialize(self, shape: tuple, device: Any = None, dtype: Any = None) -> None:
+        from scriptmod._creation import empty
+        t = empty(*shape, device=device or self._lazy_device, dtype=dtype or self._lazy_dtype)
+        self._data = t._data
+        self.__class__ = Parameter
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
