@@ -37,6 +37,12 @@ def int_of(d: DType) -> DType:
     return D.int64 if d is D.float64 else D.int32
 
 
+def int_range_as_float(src: DType, bits: int) -> tuple[float, float]:
+    """The widest [lo, hi] of floats of ``src`` that convert to a signed ``bits``-bit int."""
+    precision = 53 if src is D.float64 else 24
+    return -2.0 ** (bits - 1), 2.0 ** (bits - 1) - 2.0 ** max(0, bits - 1 - precision)
+
+
 class Emitter(ABC):
     """Scalar operations. ``dt`` arguments are semantic dtypes; ops act on compute types."""
 
@@ -77,9 +83,10 @@ class Emitter(ABC):
         """Reinterpret bits between a float compute type and the same-width int."""
 
     @abstractmethod
-    def convert(self, a: V, src: DType, dst: DType) -> V:
+    def convert(self, a: V, src: DType, dst: DType, exact: bool = False) -> V:
         """Numeric conversion between compute types (to bool is ``!= 0``; float to int
-        truncates; out-of-range float to int gives an unspecified value, never UB)."""
+        truncates and saturates, NaN gives an unspecified value, never UB). ``exact``: the
+        caller guarantees an integral, in-range float, so no saturation code is needed."""
 
     @abstractmethod
     def round_half(self, a: V) -> V:
@@ -143,7 +150,7 @@ class Num:
 
     def to_int(self, x: V) -> V:
         """Float (already integral and in range) -> same-width int."""
-        return self.e.convert(x, self.dt, int_of(self.dt))
+        return self.e.convert(x, self.dt, int_of(self.dt), exact=True)
 
     def int_const(self, v: int) -> V:
         return self.e.const(v, int_of(self.dt))

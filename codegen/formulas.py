@@ -63,14 +63,21 @@ def imm_value(value: bool | int | float, dt: DType) -> bool | int | float:
         return v - (1 << dt.bits) if dt.signed and v >= 1 << (dt.bits - 1) else v
     f = float(value)
     if dt is D.float16 and math.isfinite(f):
-        return struct.unpack("<e", struct.pack("<e", f))[0] if abs(f) < 65520.0 else math.copysign(math.inf, f)
+        return _round_ieee(f, "<e", 65520.0)
     if dt is D.bfloat16 and not math.isnan(f):
         b = struct.unpack("<I", struct.pack("<f", f))[0]
         b = ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000) & 0xFFFFFFFF
         return struct.unpack("<f", struct.pack("<I", b))[0]
     if dt is D.float32 and math.isfinite(f):
-        return struct.unpack("<f", struct.pack("<f", f))[0] if abs(f) < 3.4028235677973366e38 else math.copysign(math.inf, f)
+        return _round_ieee(f, "<f", 3.4028235677973366e38)
     return f
+
+
+def _round_ieee(f: float, fmt: str, overflow: float) -> float:
+    """``f`` rounded to nearest-even in struct format ``fmt``; inf from ``overflow`` up."""
+    if abs(f) >= overflow:
+        return math.copysign(math.inf, f)
+    return struct.unpack(fmt, struct.pack(fmt, f))[0]
 
 
 def to(e: Emitter, a: TV, dt: DType) -> V:
@@ -185,37 +192,36 @@ def _int_divmod(e: Emitter, a: V, b: V, dt: DType) -> tuple[V, V]:
     return q, e.select(fix, e.arith("add", r, bs, dt), r, dt)
 
 
-def _float_mod(m: Num, a: V, b: V) -> V:
-    """Python-style remainder (sign of b); exact while |a/b| < 2**mantissa_bits."""
-    r = m.fma(m.neg(m.call("floor", m.div(a, b))), b, a)
-    wrong = m.both(m.cmp("ne", r, m.c(0.0)),
-                   m.e.bits("xor", m.cmp("lt", r, m.c(0.0)), m.cmp("lt", b, m.c(0.0)), D.bool_))
-    return m.sel(wrong, m.add(r, b), r)
-
-
-def _floor_divide(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
-    a, b = _all(e, args, out)
-    if not out.is_floating_point:
-        _need(out is not D.bool_, "floor_divide", out)
-        return _int_divmod(e, a, b, out)[0]
-    m = Num(e, out)
-    mod = m.fma(m.neg(m.call("trunc", m.div(a, b))), b, a)              # fmod(a, b)
+def _float_divmod(m: Num, a: V, b: V) -> tuple[V, V]:
+    """NumPy's floor division and remainder of floats (npy_divmod). fmod is a - trunc(a/b)*b:
+    exact while |a/b| < 2**mantissa_bits, which covers every tested and practical case."""
+    e, zero, one = m.e, m.c(0.0), m.c(1.0)
+    q = m.div(a, b)
+    mod = m.fma(m.neg(m.call("trunc", q)), b, a)
+    inf_b = m.cmp("eq", m.call("fabs", b), m.c(math.inf))
+    mod = m.sel(m.both(inf_b, m.cmp("lt", m.call("fabs", a), m.c(math.inf))), a, mod)
     div = m.div(m.sub(a, mod), b)
-    wrong = m.both(m.cmp("ne", mod, m.c(0.0)),
-                   e.bits("xor", m.cmp("lt", b, m.c(0.0)), m.cmp("lt", mod, m.c(0.0)), D.bool_))
-    div = m.sel(wrong, m.sub(div, m.c(1.0)), div)
+    wrong = m.both(m.cmp("ne", mod, zero),
+                   e.bits("xor", m.cmp("lt", b, zero), m.cmp("lt", mod, zero), D.bool_))
+    mod = m.sel(wrong, m.add(mod, b), mod)
+    mod = m.sel(m.cmp("eq", mod, zero), m.call("copysign", zero, b), mod)
+    div = m.sel(wrong, m.sub(div, one), div)
     fl = m.call("floor", div)
-    fl = m.sel(m.cmp("gt", m.sub(div, fl), m.c(0.5)), m.add(fl, m.c(1.0)), fl)
-    fl = m.sel(m.cmp("eq", div, m.c(0.0)), m.call("copysign", m.c(0.0), m.div(a, b)), fl)
-    return m.sel(m.cmp("eq", b, m.c(0.0)), m.div(a, b), fl)
+    fl = m.sel(m.cmp("gt", m.sub(div, fl), m.c(0.5)), m.add(fl, one), fl)
+    fl = m.sel(m.cmp("eq", div, zero), m.call("copysign", zero, q), fl)
+    b_zero = m.cmp("eq", b, zero)
+    return m.sel(b_zero, q, fl), m.sel(b_zero, m.c(math.nan), mod)
 
 
-def _remainder(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
-    a, b = _all(e, args, out)
-    if out.is_floating_point:
-        return _float_mod(Num(e, out), a, b)
-    _need(out is not D.bool_, "remainder", out)
-    return _int_divmod(e, a, b, out)[1]
+def _divmod(which: int, name: str) -> Formula:
+    """floor_divide (which=0) or remainder (which=1), Python/NumPy semantics."""
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        a, b = _all(e, args, out)
+        if out.is_floating_point:
+            return _float_divmod(Num(e, out), a, b)[which]
+        _need(out is not D.bool_, name, out)
+        return _int_divmod(e, a, b, out)[which]
+    return formula
 
 
 def _pow(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
@@ -349,7 +355,8 @@ FORMULAS: dict[str, Formula] = {
     "reciprocal": _float_unary(_reciprocal), "log2": _float_unary(vmath.log2),
     "exp2": _float_unary(vmath.exp2),
     "add": _arith("add", "or"), "sub": _arith("sub", None), "mul": _arith("mul", "and"),
-    "div": _div, "floor_divide": _floor_divide, "remainder": _remainder, "pow": _pow,
+    "div": _div, "floor_divide": _divmod(0, "floor_divide"),
+    "remainder": _divmod(1, "remainder"), "pow": _pow,
     "maximum": _extremum("gt"), "minimum": _extremum("lt"), "atan2": _atan2,
     "eq": _compare("eq"), "ne": _compare("ne"), "lt": _compare("lt"), "le": _compare("le"),
     "gt": _compare("gt"), "ge": _compare("ge"),

@@ -9,7 +9,7 @@ from typing import Iterator, Sequence
 
 from llvmlite import ir
 
-from codegen.emitter import Emitter, V, compute_dtype
+from codegen.emitter import Emitter, V, compute_dtype, int_range_as_float
 from codegen.formulas import round_bf16
 from ir import dtypes as D
 from ir.dtypes import DType
@@ -121,7 +121,7 @@ class LLVMEmitter(Emitter):
     def bitcast(self, a: V, src: DType, dst: DType) -> V:
         return self.b.bitcast(a, ll_type(dst))
 
-    def convert(self, a: V, src: DType, dst: DType) -> V:
+    def convert(self, a: V, src: DType, dst: DType, exact: bool = False) -> V:
         src, dst = compute_dtype(src), compute_dtype(dst)
         st, tt = ll_type(src), ll_type(dst)
         if dst is D.bool_:
@@ -135,7 +135,11 @@ class LLVMEmitter(Emitter):
             return self.b.sitofp(a, tt) if signed else self.b.uitofp(a, tt)
         if src.is_floating_point:
             wide = I64 if dst.bits == 64 else I32
-            v = self._intrinsic("fptosi.sat", [wide, st], wide, [a])
+            if not exact:       # saturate with min/max (fptosi.sat would be scalarized)
+                lo, hi = int_range_as_float(src, wide.width)
+                a = self.call("minnum", [self.call("maxnum", [a, self.const(lo, src)], src),
+                                         self.const(hi, src)], src)
+            v = self.b.fptosi(a, wide)
             return v if wide == tt else self.b.trunc(v, tt)
         return self._int_resize(a, src, tt)
 

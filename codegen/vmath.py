@@ -4,8 +4,9 @@ Every function takes a ``Num`` (emitter bound to float32 or float64) and a value
 branch-free so that LLVM's loop vectorizer turns it into packed code. Accuracy (tested in
 ``tests/codegen/test_vmath_accuracy.py`` against float64/mpmath-grade references):
 float32 relative error <= 4e-6 where the exact result is normal; float64 ~1e-14 (pow with
-large ``|b*log(a)|`` ~1e-13). sin/cos reduce with a 4-part pi/2 (accurate for
-``|x| < 2**20``); float32 sin/cos/pow run in float64 internally.
+large ``|b*log(a)|`` ~1e-13, erf/erfc 1e-13 deep in the tail). sin/cos reduce with a
+4-part pi/2: accurate for ``|x| < 2**20``, bounded in [-1, 1] beyond (no Payne-Hanek);
+float32 sin/cos/pow run in float64 internally.
 
     >>> from codegen.emitter import Num
     >>> y = exp(Num(emitter, float32), x)     # doctest: +SKIP
@@ -48,6 +49,7 @@ _ERFCX_CHEB = {
 }
 # pi/2 in four parts; the first three have 33 significant bits, so k*part is exact for
 # |k| < 2**20 (fdlibm's pio2_1, pio2_2, pio2_3, pio2_3t).
+_TRIG_MAX = 2.0 ** 20      # beyond it sin/cos are bounded but not accurate
 _PIO2 = (1.57079632673412561417e+00, 6.07710050630396597660e-11,
          2.02226624871116645580e-21, 8.47842766036889956997e-32)
 
@@ -105,7 +107,7 @@ def expm1(m: Num, x: V) -> V:
     large = m.sub(m.mul(m.fma(half, p, half), m.c(2.0)), m.c(1.0))
     y = m.sel(m.cmp("gt", k, m.c(60.0)), large, small)
     y = m.sel(m.cmp("eq", k, m.c(0.0)), p, y)
-    return m.keep_nan(x, y)
+    return m.keep_nan(x, m.sel(m.cmp("eq", x, m.c(0.0)), x, y))
 
 
 def sigmoid(m: Num, x: V) -> V:
@@ -123,7 +125,8 @@ def tanh(m: Num, x: V) -> V:
 
 
 def gelu_tanh(m: Num, v: V) -> V:
-    """0.5*v*(1 + tanh(u)) written safely as v / (1 + e**(-2u)), u = sqrt(2/pi)(v + 0.044715 v^3)."""
+    """0.5 v (1 + tanh u) written safely as v / (1 + e**(-2u)),
+    u = sqrt(2/pi) (v + 0.044715 v^3)."""
     u = m.mul(m.c(math.sqrt(2.0 / math.pi)), m.fma(m.mul(m.c(0.044715), m.mul(v, v)), v, v))
     return m.div(v, m.add(m.c(1.0), exp(m, m.mul(m.c(-2.0), u))))
 
@@ -214,8 +217,9 @@ def pow(m: Num, a: V, b: V) -> V:
     b_int = m.cmp("eq", m.call("trunc", b), b)
     b_odd = m.both(b_int, m.cmp("ne", m.call("trunc", m.mul(b, m.c(0.5))), m.mul(b, m.c(0.5))))
     r = m.sel(m.both(m.signbit(a), b_odd), m.neg(r), r)
-    r = m.sel(m.both(m.cmp("lt", a, m.c(0.0)), m.e.bits("xor", b_int, m.e.const(True, D.bool_),
-                                                      D.bool_)), m.c(math.nan), r)
+    neg_finite = m.both(m.cmp("lt", a, m.c(0.0)), m.cmp("gt", a, m.c(-math.inf)))
+    not_int = m.e.bits("xor", b_int, m.e.const(True, D.bool_), D.bool_)
+    r = m.sel(m.both(neg_finite, not_int), m.c(math.nan), r)
     unit = m.either(m.cmp("eq", b, m.c(0.0)), m.cmp("eq", a, m.c(1.0)))
     unit = m.either(unit, m.both(m.cmp("eq", a, m.c(-1.0)),
                                  m.cmp("eq", m.call("fabs", b), m.c(math.inf))))
@@ -286,8 +290,9 @@ def _sin_quadrant(m: Num, x: V, shift: int) -> V:
     r = x
     for part in _PIO2:
         r = m.sub(r, m.mul(k, m.c(part)))
+    r = m.sel(m.cmp("lt", m.call("fabs", x), m.c(_TRIG_MAX)), r, m.c(0.0))   # stay bounded
     z = m.mul(r, r)
-    s = m.fma(m.mul(r, z), m.poly(z, [(-1) ** n * _INV_FACT[2 * n + 3] for n in range(7)]), r)
+    s = m.fma(m.mul(r, z), m.poly(z, [(-1) ** (n + 1) * _INV_FACT[2 * n + 3] for n in range(7)]), r)
     c = m.poly(z, [(-1) ** n * _INV_FACT[2 * n] for n in range(10)])
     q = m.iop("add", m.to_int(k), m.int_const(shift))
     odd = m.e.cmp("ne", m.iop("and", q, m.int_const(1)), m.int_const(0), int_of(m.dt))

@@ -1,8 +1,8 @@
 """``.code``: a graph as readable Python (valid syntax; not meant to be executed as is).
 
 Ops read ``ops.sm.add(a, b)`` with attributes as keywords, tensor constants read
-``CONSTANTS.c0``, dtypes ``dtypes.float32``; pure values used once are inlined into their
-user, control flow becomes ``if``/``for``/``while``, fusion groups become functions.
+``CONSTANTS.c0``, dtypes ``dtypes.float32``; unnamed pure values used once are inlined
+into their user, control flow becomes ``if``/``for``/``while``, fusion groups become functions.
 
     >>> print(python_code(g))     # doctest: +SKIP
     def forward(self, x: Tensor) -> Tensor:
@@ -125,6 +125,8 @@ class CodePrinter:
 
     def inlinable(self, node: Node) -> bool:
         if len(node.outputs) != 1 or len(node.output.uses) != 1 or node.blocks:
+            return False
+        if node.output.debug_name is not None:   # a user's name says more than an expression
             return False
         user = node.output.uses[0].user
         if user.owning_block is not node.owning_block:

@@ -228,6 +228,8 @@ class Node:
     def insert_after(self, other: "Node") -> "Node":
         if other.kind == Prim.RETURN:
             raise IRError("insert_after: cannot insert after a block's return")
+        if other.owning_block is None:
+            raise IRError("insert_after: the anchor node is not in a block")
         anchor = other.owning_block.return_node.next if other.kind == Prim.PARAM else other.next
         assert anchor is not None
         return self.insert_before(anchor)

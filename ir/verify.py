@@ -226,7 +226,8 @@ def _check_call_method(v: Verifier, node: Node) -> None:
 def _check_list_construct(v: Verifier, node: Node) -> None:
     _arity(node, None, 1)
     t = node.output.type
-    _expect(node, isinstance(t, ListType), f"output must be a list type, is {t!r}")
+    if not isinstance(t, ListType):
+        raise _fail(node, f"output must be a list type, is {t!r}")
     for i, x in enumerate(node.inputs):
         _expect(node, is_subtype(x.type, t.element), f"input {i} ({x.type!r}) is not a {t.element!r}")
 

@@ -106,6 +106,10 @@ class CompiledKernel:
         """Address of the cached pointer array (rebuilt only when the arrays change)."""
         bound = self._bound
         if len(bound) != len(arrays) or any(a is not b for a, b in zip(arrays, bound)):
+            for a in arrays:
+                if not isinstance(a, np.ndarray):
+                    raise TypeError(f"kernel {self.name}: expected numpy arrays, got "
+                                    f"{type(a).__name__} (pass 0-d arrays, not scalars)")
             self._ptrs = (ctypes.c_void_p * len(arrays))(
                 *[a.__array_interface__["data"][0] for a in arrays])
             self._bound = tuple(arrays)

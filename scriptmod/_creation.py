@@ -85,7 +85,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
     arr, from_py = _to_host_array(data)
     dt = _dtype_arg(dtype) if dtype is not None else _infer_dtype(arr, from_py)
     xp = backend.array_module(arr)
-    out = xp.array(arr, dtype=backend.NP_DTYPE[dt], copy=True)
+    out = xp.array(arr, dtype=backend.NP_DTYPE[dt], copy=True, order="C")
     dev = _device.canonical(device) if device is not None else backend.device_of(out)
     return _finish(wrap(backend.to_device(out, dev)), requires_grad)
 

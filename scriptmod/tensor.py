@@ -83,12 +83,19 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
+        if TRACERS:   # sizes read while tracing stay symbolic (see scriptmod.jit)
+            return TRACERS[-1].shape_of(self)
         return Size(self._data.shape)
 
     def size(self, dim: int | None = None) -> Any:
+        shape = self.shape
         if dim is None:
-            return Size(self._data.shape)
-        return dispatch("size", (self,), {"dim": dim})
+            return shape
+        n = len(shape)
+        if not isinstance(dim, int) or not (-max(n, 1) <= dim < max(n, 1)):
+            raise IndexError(f"size(): dim expected to be in range of [{-max(n, 1)}, {max(n, 1) - 1}], "
+                             f"but got {dim!r}")
+        return shape[dim] if n else 1
 
     def dim(self) -> int:
         return self._data.ndim

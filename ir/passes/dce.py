@@ -2,7 +2,7 @@
 and unused outputs of ``prim::If`` / carried values of ``prim::Loop``."""
 from __future__ import annotations
 
-from ir.graph import Block, Graph, Node, Prim
+from ir.graph import Block, Graph, Node, Prim, Value
 from ir.passes.effects import has_side_effects
 
 
@@ -41,16 +41,32 @@ def _prune_if_outputs(node: Node) -> bool:
 
 
 def _prune_loop_carried(node: Node) -> bool:
+    """Drop carried values whose loop output is unused and that feed only themselves."""
     body = node.blocks[0]
-    changed = False
-    for j in reversed(range(len(node.outputs))):
-        param = body.params[j + 1]
-        only_passed_on = all(u.user is body.return_node and u.index == j + 1 for u in param.uses)
-        if node.outputs[j].uses or not only_passed_on:
-            continue
+    dead = {j for j, v in enumerate(node.outputs) if not v.uses}
+    while dead:
+        live_outs = [body.outputs[0]] + [v for j, v in enumerate(body.outputs[1:]) if j not in dead]
+        needed = _needed_values(body, live_outs)
+        still = {j for j in dead if body.params[j + 1] not in needed}
+        if still == dead:
+            break
+        dead = still
+    for j in sorted(dead, reverse=True):
         body.remove_output(j + 1)
+        _sweep(body)
         body.remove_param(j + 1)
         node.remove_input(j + 2)
         node.remove_output(j)
-        changed = True
-    return changed
+    return bool(dead)
+
+
+def _needed_values(block: Block, live: list[Value]) -> set[Value]:
+    """Values the block needs to compute ``live`` and to run its side effects."""
+    needed = set(live)
+    for node in reversed(block.nodes):
+        if has_side_effects(node) or any(v in needed for v in node.outputs):
+            for n in node.walk():
+                needed.update(n.inputs)
+                for b in n.blocks:
+                    needed.update(b.outputs)
+    return needed

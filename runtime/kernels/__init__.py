@@ -16,6 +16,7 @@ import numpy as np
 
 import ir.ops  # noqa: F401  (fills the schema registry)
 from ir import dtypes as D
+from ir.ops.rules import real_of
 from ir.schema import ELEMENTWISE, FACTORY, REDUCTION, REGISTRY, OpSchema
 from runtime import backend
 from runtime.backend import NP_DTYPE, from_np_dtype
@@ -50,13 +51,14 @@ def operand(x: Any) -> Any:
 class _Plan:
     """Per-op facts looked up once, so the per-call path stays a few dict reads."""
 
-    __slots__ = ("schema", "fn", "ew", "upcast", "n_out")
+    __slots__ = ("schema", "fn", "ew", "upcast", "n_out", "real_of")
 
     def __init__(self, schema: OpSchema, fn: Kernel) -> None:
         self.schema, self.fn = schema, fn
         self.ew = ELEMENTWISE in schema.flags
         self.upcast = self.ew or REDUCTION in schema.flags or schema.name in _UPCAST_OPS
         self.n_out = schema.n_outputs
+        self.real_of = schema.dtype_rule is real_of   # abs(complex) computes in complex
 
 
 _UPCAST_OPS = {"softmax", "log_softmax", "cumsum", "matmul", "conv2d", "avg_pool2d",
@@ -103,7 +105,7 @@ _HALF_NP = {NP_DTYPE[D.float16], NP_DTYPE[D.bfloat16]}
 
 def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> list[Any]:
     """Cast array inputs to the dtype the op computes in (half types compute in float32)."""
-    if out_dt is D.bool_ or p.schema.name == "cast":
+    if out_dt is D.bool_ or p.schema.name == "cast" or p.real_of:
         if p.schema.name in ("where", "cast", "logical_not", "isnan", "isinf",
                              "logical_and", "logical_or", "logical_xor"):
             return list(inputs)
@@ -126,6 +128,6 @@ def _finish(xp: Any, out: Any, dt: D.DType | None) -> Any:
     return out
 
 
-from runtime.kernels import elementwise, nn, reduction, shape  # noqa: E402,F401
+from runtime.kernels import elementwise, nn, reduction, scalar, shape  # noqa: E402,F401
 
 __all__ = ["KERNELS", "kernel", "run_kernel", "operand"]

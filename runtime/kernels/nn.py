@@ -150,16 +150,21 @@ def _max_pool2d(xp: Any, x: Any, kernel_size: Sequence[int], stride: Sequence[in
     if padding[0] * 2 > kernel_size[0] or padding[1] * 2 > kernel_size[1]:
         raise ValueError(f"max_pool2d: pad should be at most half of effective kernel size, "
                          f"got padding={tuple(padding)} and kernel_size={tuple(kernel_size)}")
-    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    fill = _lowest(x.dtype)
     view, _ = windows(xp, _as4d(x), kernel_size, stride, padding, dilation, ceil_mode, fill)
     out = view.max(axis=(4, 5))
     return out[0] if x.ndim == 3 else out
 
 
+def _lowest(dt: Any) -> Any:
+    """The padding value of max pooling: -inf, or the smallest int (bfloat16 has kind 'V')."""
+    return np.iinfo(dt).min if dt.kind in "iu" else -np.inf
+
+
 def max_pool2d_grad(xp: Any, gy: Any, x: Any, kernel_size: Sequence[int], stride: Sequence[int],
                     padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool) -> Any:
     x4, g4 = _as4d(x), _as4d(gy)
-    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    fill = _lowest(x.dtype)
     view, (oh, ow) = windows(xp, x4, kernel_size, stride, padding, dilation, ceil_mode, fill)
     flat = view.reshape(view.shape[:4] + (-1,))
     arg = flat.argmax(axis=-1)                     # first max in each window, as PyTorch

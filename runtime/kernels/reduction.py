@@ -1,6 +1,7 @@
 """Reference kernels of reductions and normalizations along a dim."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,8 @@ from runtime.kernels import kernel
 
 
 def _axes(x: Any, dim: Any) -> tuple[int, ...]:
-    return reduce_dims({"dim": dim}, x.ndim)
+    axes = reduce_dims({"dim": dim}, x.ndim)   # validates dim; 0-d accepts dim 0 and -1
+    return axes if x.ndim else ()
 
 
 def _np(d: Any) -> Any:
@@ -50,13 +52,15 @@ def _prod(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = 
 def _mean(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
     if dtype is not None:
         x = x.astype(NP_DTYPE[dtype] if dtype not in (D.float16, D.bfloat16) else np.float32)
-    with np.errstate(all="ignore"):   # mean of nothing is nan, as in PyTorch
+    with np.errstate(all="ignore"), warnings.catch_warnings():   # mean of nothing is nan
+        warnings.simplefilter("ignore", RuntimeWarning)
         return xp.mean(x, axis=_axes(x, dim), keepdims=keepdim)
 
 
 @kernel("var")
 def _var(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, correction: float = 1) -> Any:
-    with np.errstate(all="ignore"):   # n <= correction gives inf/nan, as in PyTorch
+    with np.errstate(all="ignore"), warnings.catch_warnings():   # n <= correction: inf/nan
+        warnings.simplefilter("ignore", RuntimeWarning)
         return xp.var(x, axis=_axes(x, dim), keepdims=keepdim, ddof=correction)
 
 
@@ -78,7 +82,8 @@ def _amin(xp: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
 def _logsumexp(xp: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     axes = _axes(x, dim)
     if x.size == 0:
-        return xp.log(xp.sum(xp.exp(x), axis=axes, keepdims=keepdim))
+        with np.errstate(divide="ignore"):   # log(0) = -inf, as in PyTorch
+            return xp.log(xp.sum(xp.exp(x), axis=axes, keepdims=keepdim))
     m = xp.max(x, axis=axes, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0)
     with np.errstate(all="ignore"):

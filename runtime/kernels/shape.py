@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ir import dtypes as D
@@ -61,7 +62,7 @@ def _narrow(xp: Any, x: Any, dim: int, start: int, length: int) -> Any:
     return x[idx]
 
 
-kernel("contiguous")(lambda xp, x: xp.ascontiguousarray(x))
+kernel("contiguous")(lambda xp, x: xp.ascontiguousarray(x) if x.ndim else x.copy())  # keeps 0-d
 kernel("clone")(lambda xp, x: x.copy())
 
 
@@ -191,7 +192,9 @@ def _full(xp: Any, size: Sequence[int], fill_value: Any, dtype: Any = None, devi
 
 @kernel("rand")
 def _rand(xp: Any, size: Sequence[int], dtype: Any = None, device: str = "cpu") -> Any:
-    return rng.generator(device).random(_shape(size), dtype=np.float64).astype(_dt(dtype))
+    out = rng.generator(device).random(_shape(size), dtype=np.float64).astype(_dt(dtype))
+    below_one = 1 - ml_dtypes.finfo(out.dtype).epsneg   # rounding must not reach 1 (bf16, f16)
+    return xp.minimum(out, out.dtype.type(below_one))
 
 
 @kernel("randn")

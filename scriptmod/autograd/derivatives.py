@@ -9,13 +9,16 @@ batch norm, dropout) are first-order only, and say so.
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from runtime.kernels import nn as knn
-from scriptmod import tensor as T
 from scriptmod.tensor import Tensor
+
+# the module, not the ``scriptmod.tensor`` factory function that shadows it on the package
+T: Any = importlib.import_module("scriptmod.tensor")
 
 
 @dataclass(frozen=True)
@@ -336,6 +339,8 @@ def _index_put(ctx: Any, g: Tensor) -> tuple:
 @derivative("matmul", saves=(0, 1))
 def _matmul(ctx: Any, g: Tensor) -> tuple:
     a, b = ctx.inputs
+    if a.ndim == 1 and b.ndim == 1:   # dot: g is 0-d
+        return g * b, g * a
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
     g2 = g

@@ -19,18 +19,21 @@ def _jacobians(fn: Callable, inputs: Sequence[Any], eps: float) -> tuple[list, l
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     numeric, analytic = [], []
     for o in outs:
+        if not (isinstance(o, Tensor) and o.requires_grad):
+            continue   # integer outputs (max's indices) carry no gradient
         n_out = o.numel()
         num = {i: np.zeros((n_out, inputs[i].numel())) for i in diff}
         for i in diff:
-            flat = inputs[i]._data.reshape(-1)
-            for j in range(flat.size):
-                orig = flat[j]
+            arr = inputs[i]._data   # perturbed in place: any layout, no reshape copy
+            for j in range(arr.size):
+                pos = np.unravel_index(j, arr.shape)
+                orig = arr[pos]
                 with no_grad():
-                    flat[j] = orig + eps
+                    arr[pos] = orig + eps
                     plus = _pick(fn(*inputs), outs, o)
-                    flat[j] = orig - eps
+                    arr[pos] = orig - eps
                     minus = _pick(fn(*inputs), outs, o)
-                    flat[j] = orig
+                    arr[pos] = orig
                 num[i][:, j] = ((plus - minus) / (2 * eps)).reshape(-1)
         ana = {i: np.zeros((n_out, inputs[i].numel())) for i in diff}
         for k in range(n_out):
@@ -48,7 +51,8 @@ def _jacobians(fn: Callable, inputs: Sequence[Any], eps: float) -> tuple[list, l
 
 def _pick(res: Any, outs: tuple, o: Any) -> np.ndarray:
     res = res if isinstance(res, tuple) else (res,)
-    return np.asarray(res[[id(x) for x in outs].index(id(o))]._data, dtype=np.float64)
+    # a copy: a view output (reshape, narrow...) would otherwise follow later perturbations
+    return np.array(res[[id(x) for x in outs].index(id(o))]._data, dtype=np.float64, copy=True)
 
 
 def gradcheck(fn: Callable, inputs: Any, *, eps: float = 1e-6, atol: float = 1e-5,

@@ -51,3 +51,26 @@ class UninitializedParameter(Parameter):
 
     def __repr__(self) -> str:
         return "<UninitializedParameter>"
+
+
+class UninitializedBuffer(Tensor):
+    """A buffer whose shape is not known yet (lazy layers); materialized on first call."""
+
+    def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None) -> None:
+        from scriptmod._creation import empty
+        Tensor._init(self, empty(0)._data)
+        self._lazy_device, self._lazy_dtype = device, dtype
+
+    def materialize(self, shape: tuple, device: Any = None, dtype: Any = None) -> None:
+        from scriptmod._creation import empty
+        t = empty(*shape, device=device or self._lazy_device, dtype=dtype or self._lazy_dtype)
+        self._data = t._data
+        self.__class__ = Tensor
+
+    def __repr__(self) -> str:
+        return "<UninitializedBuffer>"
+
+
+def is_lazy(t: Any) -> bool:
+    """True for a parameter or buffer whose shape is not known yet."""
+    return isinstance(t, (UninitializedParameter, UninitializedBuffer))

@@ -16,11 +16,11 @@ def _error(text):
 
 
 @pytest.mark.parametrize("bad, line, column, fragment", [
-    (GOOD.replace("sm::neg(%x)", "sm::neg(%x"), 2, 30, "expected ')'"),
+    (GOOD.replace("sm::neg(%x)", "sm::neg(%x"), 2, 29, "expected ')'"),
     (GOOD.replace("sm::neg", "sm::nope"), 2, 19, "unknown op sm::nope"),
     (GOOD.replace("neg(%x)", "neg(%y)"), 2, 27, "undefined value %y"),
     (GOOD.replace("Float(2) =", "Floot(2) ="), 2, 8, "expected a type"),
-    (GOOD.replace("  return (%1)\n", ""), 4, 1, "expected a node or 'return'"),
+    (GOOD.replace("  return (%1)\n", ""), 3, 1, "expected a node or 'return'"),
     (GOOD.replace("%1 : Float(2) =", "%x : Float(2) ="), 2, 3, "%x is defined twice"),
     (GOOD.replace("sm::neg(%x)", "sm::neg[dim=1](%x)"), 2, 27, "no attribute 'dim'"),
     (GOOD.replace("graph(", "grph("), 1, 1, "expected 'graph'"),

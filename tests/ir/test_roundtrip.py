@@ -20,7 +20,7 @@ def _roundtrip(g):
 def test_samples_roundtrip():
     for g in (mlp(), control_flow()):
         g2 = _roundtrip(g)
-        assert g2.inputs[0].type == g.inputs[0].type
+        assert g2.inputs[-1].type == g.inputs[-1].type   # module attribute types are not printed
 
 
 @given(random_graphs())
@@ -33,7 +33,7 @@ def test_random_graphs_roundtrip(g):
 def test_bool_attributes_and_constants_come_back_as_bools():
     g2 = parse(str(control_flow()))
     consts = [n.attrs["value"] for n in g2.walk() if n.kind == "prim::Constant"]
-    assert True in consts and all(type(c) is not int for c in consts if c in (0, 1) and c is not 3)
+    assert True in consts and not any(type(c) is int and c in (0, 1) for c in consts)
     sums = [n for n in g2.walk() if n.kind == "sm::sum"]
     assert sums[0].attrs["keepdim"] is False and sums[0].attrs["dtype"] is None
 

@@ -1,0 +1,354 @@
+"""Elementwise fusion: maximal connected sets of elementwise ops become ``prim::FusionGroup``
+nodes whose ``subgraph`` attribute holds the fused ops (one kernel each, see DESIGN §4).
+
+Legality, per block (a group never spans blocks; If/Loop bodies are fused separately):
+
+- a fusible node is a pure ``ELEMENTWISE`` op with every tensor type known (dtype and rank),
+  all tensors on one device, scalar inputs that are ``prim::Constant`` (copied into the
+  subgraph as immediates) and ``supported(node)`` true;
+- merging two groups never creates a cycle: reachability is checked on the block's
+  dependence graph contracted by the groups so far (``ir.nxview.would_create_cycle``),
+  where side-effecting nodes are chained so that fusion never reorders them;
+- every value a group returns has the group's iteration shape. Producer and consumer merge
+  when their shapes are provably equal; a producer of a smaller (broadcast) shape joins
+  only when all its uses are inside the consumer's group, so it stays internal.
+
+``SCRIPTMOD_LOG=fusion`` prints each group and why a node or an edge was not fused.
+
+    >>> fuse_elementwise(g)                                           # doctest: +SKIP
+    >>> run_pipeline(g, ["fuse_elementwise"], verify=True,
+    ...              options={"fuse_elementwise": {"min_size": 2}})   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+import networkx as nx
+
+from ir import log as irlog
+from ir import schema as S
+from ir.graph import Block, Graph, Node, Prim, Value, clone_node
+from ir.nxview import to_networkx, would_create_cycle
+from ir.passes.effects import has_side_effects, mutates_modules
+from ir.passes.pipeline import register_pass
+from ir.printer import Namer, describe, is_payload
+from ir.types import TensorType
+
+Supported = Callable[[Node], bool]
+TOPIC = "fusion"
+
+
+def fuse_elementwise(graph: Graph, *, min_size: int = 1,
+                     supported: Supported | None = None) -> Graph:
+    """Group connected elementwise ops into ``prim::FusionGroup`` nodes, in place.
+
+    ``min_size``: groups with fewer ops stay unfused. ``supported(node)``: the backend's
+    veto (e.g. dtypes it cannot compile). The same graph always gives the same groups.
+
+        >>> fuse_elementwise(g, supported=lambda n: n.output.type.dtype is float32)  # doctest: +SKIP
+    """
+    if min_size < 1:
+        raise ValueError(f"fuse_elementwise: min_size must be >= 1, got {min_size}")
+    _fuse_nested(graph, graph.block, min_size, supported or (lambda n: True))
+    return graph
+
+
+def _fuse_nested(graph: Graph, block: Block, min_size: int, supported: Supported) -> None:
+    for node in block.nodes:
+        for b in node.blocks:
+            _fuse_nested(graph, b, min_size, supported)
+    _fuse_block(graph, block, min_size, supported)
+
+
+def _fuse_block(graph: Graph, block: Block, min_size: int, supported: Supported) -> None:
+    candidates = _candidates(block, supported)
+    if not candidates:
+        return
+    part = _Partition(graph, block, candidates)
+    refused = _merge_same_shape(part, candidates)
+    _absorb_broadcast_producers(part)
+    groups = [g for g in part.groups() if len(g) >= min_size]
+    if irlog.enabled(TOPIC):
+        _log_refusals(graph, part, refused)
+        _log_small(graph, [g for g in part.groups() if len(g) < min_size], min_size)
+    if groups:
+        new = _rewrite(graph, block, part, groups)
+        if irlog.enabled(TOPIC):
+            _log_groups(graph, new)
+
+
+# ---- which nodes may fuse -------------------------------------------------------------------
+
+def _candidates(block: Block, supported: Supported) -> list[Node]:
+    out = []
+    for node in block:
+        why = why_not_fusible(node, supported)
+        if why is None:
+            out.append(node)
+        elif node.is_op and why != "not elementwise" and irlog.enabled(TOPIC):
+            irlog.log(TOPIC, f"not fused: {why}: {describe(node)}")
+    return out
+
+
+def why_not_fusible(node: Node, supported: Supported | None = None) -> str | None:
+    """Why ``node`` cannot join a fusion group, or None when it can."""
+    schema = S.REGISTRY.get(node.op_name) if node.is_op else None
+    if schema is None or not schema.has(S.ELEMENTWISE):
+        return "impure" if schema is not None and schema.has(S.IMPURE) else "not elementwise"
+    if schema.has(S.IMPURE):
+        return "impure"
+    why = _why_types_unknown(node)
+    if why is not None:
+        return why
+    if not any(v.uses for v in node.outputs):
+        return "unused (dead code)"
+    if supported is not None and not supported(node):
+        return "unsupported by the backend"
+    return None
+
+
+def _why_types_unknown(node: Node) -> str | None:
+    devices = set()
+    for what, v in [(f"input {i}", v) for i, v in enumerate(node.inputs)] + \
+                   [(f"output {i}", v) for i, v in enumerate(node.outputs)]:
+        t = v.type
+        if isinstance(t, TensorType):
+            if t.dtype is None or t.shape is None:
+                return f"unknown type ({what} is {t!r})"
+            devices.add(t.device)
+        elif what.startswith("output") or not is_scalar_constant(v):
+            return f"unknown type ({what} is {t!r}, not a tensor or scalar constant)"
+    if len(devices) > 1:
+        return f"different devices ({', '.join(sorted(devices))})"
+    return None
+
+
+def is_scalar_constant(v: Value) -> bool:
+    """A ``prim::Constant`` bool, int or float: copied into subgraphs as an immediate."""
+    value = v.node.attrs.get("value") if v.node.kind == Prim.CONSTANT else None
+    return isinstance(value, (bool, int, float)) and not is_payload(value)
+
+
+def _device(node: Node) -> str:
+    return next(v.type.device for v in node.outputs if isinstance(v.type, TensorType))
+
+
+def _provably_same_shape(v: Value, user: Node) -> bool:
+    """``user``'s output has ``v``'s shape at run time, not only in the static types."""
+    a, b = v.type, user.outputs[0].type
+    if not (isinstance(a, TensorType) and isinstance(b, TensorType)) or a.shape != b.shape:
+        return False
+    assert a.shape is not None
+    return None not in a.shape or S.REGISTRY[user.op_name].has(S.UNARY)
+
+
+# ---- grouping ---------------------------------------------------------------------------------
+
+class _Partition:
+    """Groups of one block and the block's dependence graph contracted by them.
+
+    Groups are keyed by a representative node; ``dg`` holds one vertex per group and one
+    per unfused node, so that ``would_create_cycle`` sees paths through other groups.
+    """
+
+    def __init__(self, graph: Graph, block: Block, candidates: Sequence[Node]) -> None:
+        self.graph = graph
+        self.index = {n: i for i, n in enumerate(block)}
+        self.base = dependence_graph(graph, block)
+        self.dg = self.base.copy()
+        self.rep: dict[Node, Node] = {n: n for n in candidates}
+        self.members: dict[Node, list[Node]] = {n: [n] for n in candidates}
+
+    def find(self, n: Node) -> Node | None:
+        return self.rep.get(n)
+
+    def would_cycle(self, a: Node, b: Node) -> bool:
+        return would_create_cycle(self.graph, [a, b], dg=self.dg)
+
+    def merge(self, keep: Node, gone: Node) -> None:
+        """Merge group ``gone`` into group ``keep`` (both representatives)."""
+        for p in list(self.dg.predecessors(gone)):
+            if p is not keep:
+                self.dg.add_edge(p, keep)
+        for s in list(self.dg.successors(gone)):
+            if s is not keep:
+                self.dg.add_edge(keep, s)
+        self.dg.remove_node(gone)
+        moved = self.members.pop(gone)
+        for m in moved:
+            self.rep[m] = keep
+        self.members[keep] = sorted(self.members[keep] + moved, key=self.index.__getitem__)
+
+    def groups(self) -> list[list[Node]]:
+        """Groups in block order of their last member; members in block order."""
+        return sorted(self.members.values(), key=lambda g: self.index[g[-1]])
+
+
+def dependence_graph(graph: Graph, block: Block) -> nx.DiGraph:
+    """Data dependences of ``block``'s nodes, plus a chain through the nodes whose relative
+    order matters (side effects; module reads when the graph writes module attributes)."""
+    dg = to_networkx(graph, block)
+    mutating = mutates_modules(graph)
+    ordered = [n for n in block if any(has_side_effects(m) or (mutating and m.kind == Prim.GET_ATTR)
+                                       for m in n.walk())]
+    dg.add_edges_from(zip(ordered, ordered[1:]), value=None)
+    return dg
+
+
+def _merge_same_shape(part: _Partition, candidates: Sequence[Node]) -> dict[tuple[Node, Node], str]:
+    """Merge producer into consumer along provably same-shape edges, in block order.
+    Returns the refused edges with the reason."""
+    refused: dict[tuple[Node, Node], str] = {}
+    for c in candidates:
+        for v in c.inputs:
+            p = v.node
+            rp, rc = part.find(p), part.find(c)
+            if rp is None or rc is None or rp is rc:
+                continue
+            if _device(p) != _device(c):
+                refused[p, c] = f"different devices ({_device(p)}, {_device(c)})"
+            elif not _provably_same_shape(v, c):
+                refused[p, c] = f"different shape ({v.type!r} vs {c.outputs[0].type!r})"
+            elif part.would_cycle(rp, rc):
+                refused[p, c] = "would create a cycle"
+            else:
+                part.merge(rc, rp)
+    return refused
+
+
+def _absorb_broadcast_producers(part: _Partition) -> None:
+    """A group all of whose uses lie in one other group joins it: its values stay internal,
+    so their (broadcast) shape does not matter, and no cycle can form."""
+    changed = True
+    while changed:
+        changed = False
+        for group in reversed(part.groups()):
+            users = _user_groups(part, group)
+            if users is None or len(users) != 1:
+                continue
+            target = users[0]
+            if _device(target) == _device(group[0]):
+                part.merge(target, part.rep[group[0]])
+                changed = True
+                break
+
+
+def _user_groups(part: _Partition, group: list[Node]) -> list[Node] | None:
+    """Representatives of the groups using ``group``'s values; None if anything else does."""
+    me = part.rep[group[0]]
+    found: list[Node] = []
+    for u in (u for m in group for v in m.outputs for u in v.uses):
+        r = part.find(u.user)
+        if r is None:
+            return None
+        if r is not me and r not in found:
+            found.append(r)
+    return found
+
+
+# ---- rewriting ---------------------------------------------------------------------------------
+
+def _rewrite(graph: Graph, block: Block, part: _Partition, groups: list[list[Node]]) -> list[Node]:
+    """Replace each group by a FusionGroup node and reorder the block topologically (stable:
+    a group takes its last member's place; only nodes that must move do)."""
+    order = _schedule(part, groups)
+    placed: list[Node] = []
+    new: list[Node] = []
+    for unit in order:
+        if isinstance(unit, list):
+            new.append(_build_group(graph, block, unit))
+            placed.append(new[-1])
+        else:
+            placed.append(unit)
+    for n in placed:
+        if n.owning_block is block:   # scalar constants moved into subgraphs are gone
+            n.move_before(block.return_node)
+    return new
+
+
+def _schedule(part: _Partition, groups: list[list[Node]]) -> list[Node | list[Node]]:
+    unit_of = {n: n for n in part.base}
+    for g in groups:
+        for m in g:
+            unit_of[m] = g[-1]
+    q = nx.DiGraph()
+    q.add_nodes_from(dict.fromkeys(unit_of.values()))
+    q.add_edges_from((unit_of[u], unit_of[v]) for u, v in part.base.edges
+                     if unit_of[u] is not unit_of[v])
+    by_last = {g[-1]: g for g in groups}
+    order = nx.lexicographical_topological_sort(q, key=part.index.__getitem__)
+    return [by_last.get(u, u) for u in order]
+
+
+def escaping_values(members: Sequence[Node]) -> list[Value]:
+    """Outputs of ``members`` used by anything else (other nodes, nested blocks, returns)."""
+    inside = set(members)
+    return [v for m in members for v in m.outputs if any(u.user not in inside for u in v.uses)]
+
+
+def _build_group(graph: Graph, block: Block, members: list[Node]) -> Node:
+    sub, inputs, outputs = extract_subgraph(members)
+    source = next((m.source for m in members if m.source is not None), None)
+    node = graph.create(Prim.FUSION_GROUP, inputs, [v.type for v in outputs],
+                        {"subgraph": sub}, source)
+    block.append(node)
+    inside = set(members)
+    for old, out in zip(outputs, node.outputs):
+        out.debug_name = old.debug_name
+        old.replace_uses_if(out, keep=lambda u: u.user in inside)
+    feeding = [v.node for m in members for v in m.inputs if v.node.kind == Prim.CONSTANT]
+    for m in reversed(members):
+        m.destroy()
+    for c in dict.fromkeys(feeding):
+        if c.owning_block is not None and not c.output.uses:
+            c.destroy()
+    return node
+
+
+def extract_subgraph(members: Sequence[Node]) -> tuple[Graph, list[Value], list[Value]]:
+    """The subgraph computing ``members`` (in block order), the outer values it takes (tensors,
+    in order of first use) and the outer values it returns. Scalar constants are copied in."""
+    sub = Graph()
+    env: dict[Value, Value] = {}
+    inputs: list[Value] = []
+    for m in members:
+        for v in m.inputs:
+            if v in env:
+                continue
+            if is_scalar_constant(v):
+                sub.append(clone_node(v.node, sub, env))
+            else:
+                inputs.append(v)
+                env[v] = sub.add_input(v.type, v.debug_name)
+        sub.append(clone_node(m, sub, env))
+    outputs = escaping_values(members)
+    for v in outputs:
+        sub.register_output(env[v])
+    return sub, inputs, outputs
+
+
+# ---- SCRIPTMOD_LOG=fusion --------------------------------------------------------------------
+
+def _log_groups(graph: Graph, nodes: Iterable[Node]) -> None:
+    for node in nodes:
+        sub = node.attrs["subgraph"]
+        ops = [n.kind for n in sub.nodes if n.kind != Prim.CONSTANT]
+        irlog.log(TOPIC, f"fused {len(ops)} op(s) over {node.outputs[0].type!r} "
+                         f"({', '.join(ops)}): {describe(node)}")
+
+
+def _log_refusals(graph: Graph, part: _Partition, refused: dict[tuple[Node, Node], str]) -> None:
+    names = Namer.for_graph(graph)
+    for (p, c), why in refused.items():
+        if part.find(p) is not part.find(c):
+            edge = f"%{names[p.outputs[0]]} ({p.kind}) -> %{names[c.outputs[0]]} ({c.kind})"
+            irlog.log(TOPIC, f"kept apart: {edge}: {why}")
+
+
+def _log_small(graph: Graph, groups: list[list[Node]], min_size: int) -> None:
+    for g in groups:
+        irlog.log(TOPIC, f"not fused: group of {len(g)} op(s) is below min_size={min_size}: "
+                         f"{describe(g[-1])}")
+
+
+register_pass("fuse_elementwise", fuse_elementwise)

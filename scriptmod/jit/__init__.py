@@ -1,0 +1,11 @@
+"""``scriptmod.jit``: trace modules into IR graphs and run them compiled.
+
+    >>> traced = scriptmod.jit.trace(model, x)
+    >>> print(traced.graph, traced.code); y = traced(x)
+"""
+from scriptmod.jit._script_module import ScriptFunction, ScriptModule  # noqa: F401
+from scriptmod.jit._trace import TracingCheckError, trace, trace_module  # noqa: F401
+from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
+
+__all__ = ["trace", "trace_module", "ScriptModule", "ScriptFunction", "TracerWarning",
+           "TracingError", "TracingCheckError"]

@@ -1,0 +1,203 @@
+"""Running a ScriptModule method: guards, one specialization per input signature, and the
+interpreters that execute a specialized graph.
+
+A *signature* is (dtype, shape, device, requires_grad) per tensor argument. The first call
+with a signature inlines the method, specializes its types and optimizes it; later calls
+with the same signature only run it (``Executor.stats`` counts both). Without autograd the
+graph runs on raw arrays; when a gradient is needed it runs op by op through ``dispatch``
+so autograd records the same ops eager execution would.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ir import dtypes as D
+from ir.graph import Graph, Node, Prim, Value
+from ir.passes import inline_calls, propagate_shapes, run_pipeline
+from ir.types import IntType, ModuleType, TensorType, TupleType, Type
+from runtime.interpreter import Interpreter, evaluate_node
+from scriptmod._dispatch import dispatch
+from scriptmod.jit import _compiled
+from scriptmod.autograd import grad_mode
+from scriptmod.tensor import Tensor, wrap
+
+OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
+            "eliminate_dead_code"]
+
+
+@dataclass
+class Specialization:
+    graph: Graph
+    key: tuple
+
+
+@dataclass
+class Executor:
+    """Specializes and runs one method of one ScriptModule."""
+
+    module: Any
+    method: str
+    arg_names: list[str]
+    specs: dict[tuple, Specialization] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=lambda: {"specializations": 0, "calls": 0})
+    post_passes: list[Any] = field(default_factory=list)   # e.g. fusion, added by the compiler
+
+    def __call__(self, args: Sequence[Any]) -> Any:
+        spec = self.specialize(args)
+        self.stats["calls"] += 1
+        head = (self.module,) if self.has_self else ()
+        if grad_mode.is_grad_enabled() and _needs_grad(self.module, args):
+            return TensorInterpreter(spec.graph).run(*head, *args)
+        raw = _compiled.array_interpreter(spec.graph).run(*head, *[_unwrap(a) for a in args])
+        return _wrap_out(raw)
+
+    @property
+    def has_self(self) -> bool:
+        g = self.module._methods[self.method]
+        return bool(g.inputs) and isinstance(g.inputs[0].type, ModuleType)
+
+    def specialize(self, args: Sequence[Any]) -> Specialization:
+        key = signature(args)
+        spec = self.specs.get(key)
+        if spec is None:
+            self.check(args)
+            spec = self.specs[key] = Specialization(self._optimized(args), key)
+            self.stats["specializations"] += 1
+        return spec
+
+    def _optimized(self, args: Sequence[Any]) -> Graph:
+        g = inlined(self.module, self.method)
+        head = [g.inputs[0].type] if self.has_self else []
+        types: list[Type | None] = head + [_arg_type(a) for a in args]
+        propagate_shapes(g, types)
+        passes: list[Any] = [("fold_constants", {"evaluate": evaluate_node})] + OPTIMIZE[1:]
+        return run_pipeline(g, passes + list(self.post_passes) + _compiled.compile_passes())
+
+    def check(self, args: Sequence[Any]) -> None:
+        """Guard: arguments must fit the traced signature (count, kind, rank, dtype kind)."""
+        g = self.module._methods[self.method]
+        declared = [v.type for v in g.inputs[1 if self.has_self else 0:]]
+        if len(args) != len(declared):
+            raise TypeError(f"{self.module.original_name}.{self.method}(): expected "
+                            f"{len(declared)} argument(s) ({', '.join(self.arg_names)}), got {len(args)}")
+        for i, (a, t) in enumerate(zip(args, declared)):
+            _check_arg(self.module, self.method, self.arg_names[i] if i < len(self.arg_names)
+                       else f"arg{i}", i, a, t)
+
+
+def _check_arg(mod: Any, method: str, name: str, pos: int, a: Any, t: Type) -> None:
+    where = f"{mod.original_name}.{method}(): argument '{name}' (position {pos})"
+    if isinstance(t, TensorType):
+        if not isinstance(a, Tensor):
+            raise TypeError(f"{where}: expected a Tensor {t!r}, got {type(a).__name__}")
+        if t.shape is not None and a.dim() != len(t.shape):
+            raise ValueError(f"{where}: expected a tensor of rank {len(t.shape)} like {t!r} "
+                             f"(the traced signature), got shape {tuple(a._data.shape)}")
+        if t.dtype is not None and (a.dtype.category >= D.FLOAT) != (t.dtype.category >= D.FLOAT):
+            raise TypeError(f"{where}: expected a {t.dtype.name} tensor (traced with {t!r}), "
+                            f"got {a.dtype.name}")
+    elif t == IntType and not isinstance(a, int):
+        raise TypeError(f"{where}: expected an int, got {type(a).__name__}")
+    elif isinstance(t, TupleType) and not (isinstance(a, (tuple, list)) and len(a) == len(t.elements)):
+        raise TypeError(f"{where}: expected a tuple of {len(t.elements)} tensors, got {type(a).__name__}")
+
+
+def signature(args: Sequence[Any]) -> tuple:
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append((a.dtype, a._data.shape, a._device_str(), a.requires_grad))
+        elif isinstance(a, (tuple, list)):
+            out.append(signature(a))
+        else:
+            out.append((type(a), a if isinstance(a, int) else None))
+    return tuple(out)
+
+
+def _arg_type(a: Any) -> Type | None:
+    if isinstance(a, Tensor):
+        return TensorType(a.dtype, tuple(a._data.shape), a._device_str(), a.requires_grad)
+    if isinstance(a, (tuple, list)):
+        return TupleType(tuple(_arg_type(x) for x in a))  # type: ignore[misc]
+    return IntType if isinstance(a, int) else None
+
+
+def _needs_grad(module: Any, args: Sequence[Any]) -> bool:
+    if any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        return True
+    return any(p.requires_grad for p in module.parameters())
+
+
+def _unwrap(a: Any) -> Any:
+    if isinstance(a, Tensor):
+        return a._data
+    if isinstance(a, (tuple, list)):
+        return type(a)(_unwrap(x) for x in a)
+    return a
+
+
+def _wrap_out(x: Any) -> Any:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return wrap(x)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_wrap_out(i) for i in x)
+    return x
+
+
+def submodule_of(root: Any, call: Node) -> Any:
+    """The module a ``prim::CallMethod`` calls, by walking its GetAttr chain back to self."""
+    path: list[str] = []
+    v: Value = call.inputs[0]
+    while v.node.kind == Prim.GET_ATTR:
+        path.append(v.node.attrs["name"])
+        v = v.node.inputs[0]
+    mod = root
+    for name in reversed(path):
+        mod = getattr(mod, name)
+    return mod
+
+
+def inlined(module: Any, method: str) -> Graph:
+    """A copy of ``module.method``'s graph with every submodule call inlined (callees are
+    inlined first, so each call is resolved relative to the graph it appears in)."""
+    g = module._methods[method].copy()
+    inline_calls(g, lambda call: inlined(submodule_of(module, call), call.attrs["name"]))
+    return g
+
+
+class ArrayInterpreter(Interpreter):
+    """Runs a specialized graph on raw arrays; module attributes are unwrapped."""
+
+    def get_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        v = getattr(args[0], node.attrs["name"])
+        return [v._data if isinstance(v, Tensor) else v]
+
+    def set_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        cur = getattr(args[0], node.attrs["name"])
+        if isinstance(cur, Tensor):
+            cur._data[...] = args[1]
+            cur._vc[0] += 1
+        else:
+            setattr(args[0], node.attrs["name"], args[1])
+        return []
+
+
+class TensorInterpreter(Interpreter):
+    """Runs a graph op by op through ``dispatch``, so autograd records every op."""
+
+    def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        out = dispatch(node.op_name, args, node.attrs)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    def constant(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        v = node.attrs.get("value")
+        return [wrap(v) if hasattr(v, "shape") and hasattr(v, "dtype") else v]
+
+    def set_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        cur = getattr(args[0], node.attrs["name"])
+        if isinstance(cur, Tensor):
+            cur.data = args[1].detach()
+        else:
+            setattr(args[0], node.attrs["name"], args[1])
+        return []

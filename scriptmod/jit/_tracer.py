@@ -1,0 +1,377 @@
+"""The tracer: runs a module eagerly once and records every op into IR graphs.
+
+It sits on ``scriptmod._dispatch.TRACERS`` while the model runs. Each module's ``forward``
+gets a graph of its own (a *frame*); a submodule call becomes ``prim::GetAttr`` +
+``prim::CallMethod`` in the caller's graph. Parameters and buffers are read with
+``prim::GetAttr`` (never baked), sizes read from ``x.shape`` become ``sm::size`` nodes
+(``TracedInt``), and ops that take a ``train``/``training`` flag read the calling module's
+``training`` attribute, so ``.eval()`` after tracing takes effect.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ir import schema as S
+from ir.builder import Builder
+from ir.graph import Graph, Value
+from ir.types import BoolType, IntType, ModuleType, TensorType, TupleType, Type
+from scriptmod import _dispatch
+from scriptmod.tensor import Size, Tensor
+
+
+class TracerWarning(Warning):
+    """A traced value was turned into a Python value: the trace bakes it in as a constant."""
+
+
+class TracingError(RuntimeError):
+    """Tracing cannot produce a correct graph (``strict=True`` data-dependent control flow)."""
+
+
+_INTERNAL = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
+    sys.modules["scriptmod"], sys.modules["ir"], sys.modules["runtime"]))
+_NN = os.sep + os.path.join("scriptmod", "nn") + os.sep
+
+
+def user_source() -> str | None:
+    """``file:line`` of the innermost frame outside scriptmod's own machinery (nn layers
+    count as user code only when nothing else is on the stack)."""
+    f = sys._getframe(2)
+    fallback = None
+    while f is not None:
+        path = f.f_code.co_filename
+        if not path.startswith(_INTERNAL):
+            return f"{os.path.basename(path)}:{f.f_lineno}"
+        if fallback is None and _NN in path:
+            fallback = f"{os.path.basename(path)}:{f.f_lineno}"
+        f = f.f_back
+    return fallback
+
+
+def class_name(module: Any) -> str:
+    """``nn.Linear`` for our layers, ``model.Block`` for a user's class."""
+    qualified = getattr(module, "_qualified_name", None)
+    if qualified:
+        return qualified
+    cls = type(module)
+    if cls.__module__.startswith("scriptmod.nn"):
+        return f"nn.{cls.__qualname__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def tensor_type(t: Tensor) -> TensorType:
+    """Traced graphs are grad-agnostic: whether a gradient flows is decided per call."""
+    return TensorType(t.dtype, tuple(t._data.shape), t._device_str(), False)
+
+
+class TracedInt(int):
+    """A size read from a traced tensor's shape; arithmetic on it is recorded too."""
+
+    def __new__(cls, value: int, tracer: "Tracer", make: Callable[["Frame"], Value]) -> "TracedInt":
+        obj = super().__new__(cls, value)
+        obj._tracer, obj._make = tracer, make
+        return obj
+
+    def _binop(self, other: Any, op: str, fn: Callable[[int, int], int], flip: bool = False) -> Any:
+        if not isinstance(other, int) or isinstance(other, bool):
+            return fn(int(self), other) if not flip else fn(other, int(self))
+        a, b = (other, self) if flip else (self, other)
+        tr = self._tracer
+        return TracedInt(fn(int(a), int(b)), tr,
+                         lambda fr: fr.b.op(op, tr.int_value(fr, a), tr.int_value(fr, b)))
+
+    def __add__(self, o: Any) -> Any: return self._binop(o, "int_add", lambda a, b: a + b)
+    def __radd__(self, o: Any) -> Any: return self._binop(o, "int_add", lambda a, b: a + b, True)
+    def __sub__(self, o: Any) -> Any: return self._binop(o, "int_sub", lambda a, b: a - b)
+    def __rsub__(self, o: Any) -> Any: return self._binop(o, "int_sub", lambda a, b: a - b, True)
+    def __mul__(self, o: Any) -> Any: return self._binop(o, "int_mul", lambda a, b: a * b)
+    def __rmul__(self, o: Any) -> Any: return self._binop(o, "int_mul", lambda a, b: a * b, True)
+    def __floordiv__(self, o: Any) -> Any: return self._binop(o, "int_floordiv", lambda a, b: a // b)
+    def __rfloordiv__(self, o: Any) -> Any: return self._binop(o, "int_floordiv", lambda a, b: a // b, True)
+    def __mod__(self, o: Any) -> Any: return self._binop(o, "int_mod", lambda a, b: a % b)
+
+    def __neg__(self) -> Any:
+        tr = self._tracer
+        return TracedInt(-int(self), tr, lambda fr: fr.b.op("int_neg", tr.int_value(fr, self)))
+
+    def __hash__(self) -> int:
+        return int.__hash__(self)
+
+
+@dataclass
+class Frame:
+    """One graph being recorded: a module's forward (or the traced function)."""
+
+    module: Any
+    graph: Graph
+    b: Builder
+    self_value: Value | None
+    values: dict[int, Value] = field(default_factory=dict)      # id(tensor) -> Value
+    keep: list[Any] = field(default_factory=list)                 # keeps ids valid
+    attr_paths: dict[int, list[str]] = field(default_factory=dict)
+    ints: dict[int, Value] = field(default_factory=dict)          # id(TracedInt) -> Value
+
+    def bind(self, t: Any, v: Value) -> None:
+        self.values[id(t)] = v
+        self.keep.append(t)
+
+
+def _attr_paths(module: Any) -> dict[int, list[str]]:
+    paths: dict[int, list[str]] = {}
+    if module is None:
+        return paths
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        paths.setdefault(id(t), name.split("."))
+    return paths
+
+
+class Tracer:
+    """Records ops into per-module graphs; ``scriptmod.jit.trace`` drives it."""
+
+    def __init__(self, root: Any, strict: bool = True) -> None:
+        self.root, self.strict = root, strict
+        self.frames: list[Frame] = []
+        self.graphs: dict[int, dict[str, Graph]] = {}      # id(module) -> method -> graph
+        self.modules: dict[int, Any] = {}
+        self.module_paths = {id(m): n for n, m in root.named_modules()} if root is not None else {}
+        self.dependent: set[int] = set()                   # tensors that depend on inputs
+        self.arg_names_of_calls: dict[int, dict[str, list[str]]] = {}
+
+    # ---- frames -----------------------------------------------------------------------
+    def new_frame(self, module: Any, args: Sequence[Any], names: Sequence[str]) -> Frame:
+        g = Graph()
+        b = Builder(g)
+        self_value = None
+        if module is not None:
+            self_value = b.input(ModuleType(class_name(module)), "self")
+        fr = Frame(module, g, b, self_value, attr_paths=_attr_paths(module))
+        for a, name in zip(args, names):
+            self._bind_input(fr, a, name)
+        self.frames.append(fr)
+        return fr
+
+    def _bind_input(self, fr: Frame, a: Any, name: str) -> None:
+        if isinstance(a, Tensor):
+            fr.bind(a, fr.b.input(tensor_type(a), name))
+            self.dependent.add(id(a))
+        elif isinstance(a, TracedInt):
+            fr.ints[id(a)] = fr.b.input(IntType, name)
+            fr.keep.append(a)
+        elif isinstance(a, (tuple, list)) and a and all(isinstance(x, Tensor) for x in a):
+            v = fr.b.input(TupleType(tuple(tensor_type(x) for x in a)), name)
+            for x, xv in zip(a, fr.b.tuple_unpack(v)):
+                fr.bind(x, xv)
+                self.dependent.add(id(x))
+
+    def finish_frame(self, fr: Frame, out: Any) -> Graph:
+        self.frames.pop()
+        fr.b.ret(self.output_value(fr, out))
+        return fr.graph
+
+    def output_value(self, fr: Frame, out: Any) -> Value:
+        if isinstance(out, (tuple, list)):
+            items = [self.output_value(fr, o) for o in out]
+            return fr.b.tuple_(items) if isinstance(out, tuple) else fr.b.list_(items)
+        return self.input_value(fr, out)
+
+    # ---- values -----------------------------------------------------------------------
+    def tensor_value(self, fr: Frame, t: Tensor) -> Value:
+        v = fr.values.get(id(t))
+        if v is not None:
+            return v
+        path = fr.attr_paths.get(id(t))
+        if path is not None:
+            v = self._get_attr_chain(fr, path, tensor_type(t))
+        else:
+            if any(id(t) in f.values for f in self.frames[:-1]):
+                warnings.warn(TracerWarning(
+                    f"a tensor of an outer module is used inside {class_name(fr.module)}.forward "
+                    f"without being passed as an argument; the trace bakes its current value in "
+                    f"({user_source()})"), stacklevel=3)
+            v = fr.b.constant(t._data.copy(), tensor_type(t).with_(requires_grad=False))
+        fr.bind(t, v)
+        return v
+
+    def _get_attr_chain(self, fr: Frame, path: list[str], leaf_type: Type) -> Value:
+        cur, obj = fr.self_value, fr.module
+        assert cur is not None
+        for name in path[:-1]:
+            obj = getattr(obj, name)
+            cur = fr.b.get_attr(cur, name, ModuleType(class_name(obj)))
+        return fr.b.get_attr(cur, path[-1], leaf_type)
+
+    def module_value(self, fr: Frame, module: Any) -> Value:
+        """The value of a submodule of the frame's module (a GetAttr chain from self)."""
+        own = self.module_paths.get(id(fr.module), "")
+        full = self.module_paths[id(module)]
+        rel = full[len(own) + 1:] if own else full
+        cur, obj = fr.self_value, fr.module
+        assert cur is not None
+        for name in rel.split("."):
+            obj = getattr(obj, name)
+            cur = fr.b.get_attr(cur, name, ModuleType(class_name(obj)))
+        return cur
+
+    def int_value(self, fr: Frame, x: int) -> Value:
+        if isinstance(x, TracedInt):
+            v = fr.ints.get(id(x))
+            if v is None:
+                v = fr.ints[id(x)] = x._make(fr)
+                fr.keep.append(x)
+            return v
+        return fr.b.constant(int(x))
+
+    def input_value(self, fr: Frame, x: Any, arg: S.Arg | None = None) -> Value:
+        if isinstance(x, Tensor):
+            return self.tensor_value(fr, x)
+        if isinstance(x, TracedInt):
+            return self.int_value(fr, x)
+        if isinstance(x, bool) and arg is not None and arg.name in ("train", "training") \
+                and fr.module is not None and x == fr.module.training:
+            return fr.b.get_attr(fr.self_value, "training", BoolType)
+        if isinstance(x, (list, tuple)) and any(isinstance(i, (TracedInt, Tensor)) for i in x):
+            items = [self.input_value(fr, i) for i in x]
+            return fr.b.list_(items) if isinstance(x, list) else fr.b.tuple_(items)
+        return fr.b.constant(list(x) if isinstance(x, tuple) and arg is not None else x)
+
+    # ---- hooks called by dispatch and Tensor ----------------------------------------------
+    def record(self, name: str, inputs: Sequence[Any], attrs: dict[str, Any], outs: tuple) -> None:
+        fr = self.frames[-1]
+        schema = S.REGISTRY[name]
+        args = _schema_args(schema, len(inputs))
+        with fr.b.at_source(user_source()):
+            vals = [self.input_value(fr, x, a) for x, a in zip(inputs, args)]
+            types = [tensor_type(o) if isinstance(o, Tensor) else IntType for o in outs]
+            node = fr.b.node(schema.kind, vals, types, dict(attrs))
+        dep = any(id(x) in self.dependent for x in inputs if isinstance(x, Tensor)) or \
+            any(isinstance(x, (TracedInt, list)) for x in inputs)
+        for o, v in zip(outs, node.outputs):
+            if isinstance(o, Tensor):
+                fr.bind(o, v)
+                if dep:
+                    self.dependent.add(id(o))
+
+    def on_value_read(self, t: Tensor, what: str) -> None:
+        src = user_source()
+        if self.strict and what in ("bool", "item") and id(t) in self.dependent:
+            raise TracingError(
+                f"converting a traced tensor to a Python {'bool' if what == 'bool' else 'number'} "
+                f"at {src} makes the trace depend on this input's values (data-dependent control "
+                f"flow); the graph would bake in one branch. Use scriptmod.where(...) or pass "
+                f"strict=False to accept a constant.")
+        warnings.warn(TracerWarning(
+            f"converting a tensor to a Python value ({what}()) at {src}: the trace treats it as "
+            f"a constant and will not generalize to other inputs"), stacklevel=4)
+
+    def on_inplace(self, t: Tensor, out: Tensor) -> None:
+        fr = self.frames[-1]
+        v = self.tensor_value(fr, out)
+        path = fr.attr_paths.get(id(t))
+        fr.bind(t, v)
+        if id(out) in self.dependent:
+            self.dependent.add(id(t))
+        if path is not None:   # a module's own state changed: keep the write in the graph
+            owner = fr.self_value
+            obj = fr.module
+            for name in path[:-1]:
+                obj = getattr(obj, name)
+                owner = fr.b.get_attr(owner, name, ModuleType(class_name(obj)))
+            fr.b.set_attr(owner, path[-1], v)
+
+    def shape_of(self, t: Tensor) -> Size:
+        shape = t._data.shape
+        if not self.frames or id(t) not in self.dependent:
+            return Size(shape)
+        return Size(TracedInt(d, self, _size_maker(self, t, i)) for i, d in enumerate(shape))
+
+    # ---- submodule calls ------------------------------------------------------------------
+    def call_module(self, module: Any, forward: Callable, args: tuple, kwargs: dict) -> Any:
+        parent = self.frames[-1]
+        names, flat = _flatten_args(forward, args, kwargs)
+        child = self.new_frame(module, flat, names)
+        try:
+            out = forward(*flat)
+        except BaseException:
+            self.frames.pop()
+            raise
+        graph = self.finish_frame(child, out)
+        method = self._store(module, graph)
+        self.arg_names_of_calls.setdefault(id(module), {})[method] = \
+            [n for n, a in zip(names, flat) if _is_traced_arg(a)]
+        with parent.b.at_source(user_source()):
+            mod_v = self.module_value(parent, module)
+            ins = [self.input_value(parent, a) for a in flat if _is_traced_arg(a)]
+            call = parent.b.call_method(mod_v, method, ins, [graph.outputs[0].type])
+            self._bind_output(parent, out, call[0])
+        return out
+
+    def _bind_output(self, fr: Frame, out: Any, v: Value) -> None:
+        if isinstance(out, Tensor):
+            fr.bind(out, v)
+            self.dependent.add(id(out))
+        elif isinstance(out, (tuple, list)) and out:
+            parts = fr.b.tuple_unpack(v) if isinstance(out, tuple) else fr.b.list_unpack(v, len(out))
+            for o, pv in zip(out, parts):
+                self._bind_output(fr, o, pv)
+
+    def _store(self, module: Any, graph: Graph) -> str:
+        methods = self.graphs.setdefault(id(module), {})
+        self.modules[id(module)] = module
+        text = str(graph)
+        for name, g in methods.items():
+            if str(g) == text:
+                return name
+        name = "forward" if not methods else f"forward__{len(methods)}"
+        methods[name] = graph
+        return name
+
+
+def _schema_args(schema: S.OpSchema, n: int) -> list[S.Arg | None]:
+    args: list[S.Arg | None] = []
+    for a in schema.inputs:
+        if a.variadic:
+            args += [a] * (n - len(args) - (len(schema.inputs) - len(args) - 1))
+        else:
+            args.append(a)
+    return (args + [None] * n)[:n]
+
+
+def _size_maker(tracer: Tracer, t: Tensor, dim: int) -> Callable[[Frame], Value]:
+    def make(fr: Frame) -> Value:
+        return fr.b.op("size", tracer.tensor_value(fr, t), dim=dim)
+    return make
+
+
+def _is_traced_arg(a: Any) -> bool:
+    return isinstance(a, (Tensor, TracedInt)) or (
+        isinstance(a, (tuple, list)) and bool(a) and all(isinstance(x, Tensor) for x in a))
+
+
+def _flatten_args(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list[Any]]:
+    """Positional form of a call, with the parameter names (for graph input names)."""
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+    except (TypeError, ValueError):
+        if kwargs:
+            raise
+        return [f"arg{i}" for i in range(len(args))], list(args)
+    names, flat = [], []
+    for name, value in bound.arguments.items():
+        kind = sig.parameters[name].kind
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            names += [f"{name}{i}" for i in range(len(value))]
+            flat += list(value)
+        elif kind == inspect.Parameter.VAR_KEYWORD:
+            if value:
+                raise TypeError(f"tracing {getattr(fn, '__qualname__', fn)}: **{name} arguments "
+                                f"are not supported ({sorted(value)})")
+        else:
+            names.append(name)
+            flat.append(value)
+    return names, flat

@@ -1,0 +1,212 @@
+"""What ``Module`` takes from Ivy's Module: explicit variables, lazy build, ``show_graph``
+and weight files.
+
+Explicit variables: ``module(x, v=params)`` (``params`` a dict with ``state_dict``-style
+keys) runs ``forward`` with those tensors in place of the stored ones, for this call only;
+keys left out keep the stored tensors. It is ``scriptmod.func.functional_call``.
+
+Lazy build. A layer whose parameters depend on the input shape registers
+``UninitializedParameter`` (or ``UninitializedBuffer``) members and overrides::
+
+    def _build(self, *inputs, **kwargs) -> bool | None:
+        '''Materialize the lazy members from example inputs (``inputs`` is empty when called
+        at construction). Return False when the shapes cannot be known yet.'''
+
+``build_mode`` (a class attribute, overridable per class or per instance) says when it runs:
+
+- ``'on_call'`` (default, PyTorch's lazy modules): on the first call, with that call's inputs;
+- ``'on_init'``: right after construction (``_build()`` without inputs) when shapes are known
+  there, otherwise on the first call; setting it on an instance builds at once;
+- ``'explicit'``: only ``module.build(example_input)`` builds; calling an unbuilt module raises.
+
+``built`` is True once no lazy parameter or buffer remains in the module tree.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Iterator
+
+from scriptmod.autograd import grad_mode
+from scriptmod.nn.parameter import is_lazy
+
+if TYPE_CHECKING:
+    from scriptmod.nn.module import Module
+
+BUILD_MODES = ("on_init", "on_call", "explicit")
+_BUILDING = [0]     # > 0 while Module.build runs a forward: every lazy module builds
+
+
+@contextlib.contextmanager
+def _building() -> Iterator[None]:
+    _BUILDING[0] += 1
+    try:
+        yield
+    finally:
+        _BUILDING[0] -= 1
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_takes_v(forward: Any) -> bool:
+    try:
+        return "v" in inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _accepts_no_inputs(fn: Any) -> bool:
+    try:
+        inspect.signature(fn).bind()
+        return True
+    except TypeError:
+        return False
+
+
+def _wrap_init(init: Any) -> Any:
+    @functools.wraps(init)
+    def __init__(self: "Module", *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if type(self).__init__ is __init__ and self.build_mode == "on_init":
+            self._build_without_inputs()
+    __init__._build_wrapped = True  # type: ignore[attr-defined]
+    return __init__
+
+
+class IvyMixin:
+    """Explicit variables, lazy build, ``show_graph``, ``save_weights``/``load_weights``."""
+
+    build_mode: str = "on_call"
+    _lazy_pending: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        mode = cls.__dict__.get("build_mode")
+        if mode is not None and mode not in BUILD_MODES:
+            raise ValueError(f"{cls.__name__}.build_mode must be one of {BUILD_MODES}, got {mode!r}")
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "_build_wrapped", False):
+            cls.__init__ = _wrap_init(init)   # type: ignore[misc]
+
+    @staticmethod
+    def _check_build_mode(mode: Any) -> None:
+        if mode not in BUILD_MODES:
+            raise ValueError(f"build_mode must be one of {BUILD_MODES}, got {mode!r}")
+
+    # ---- lazy build -----------------------------------------------------------------------
+    def _build(self, *inputs: Any, **kwargs: Any) -> bool | None:
+        """Override in a lazy layer: materialize ``UninitializedParameter`` members from the
+        example inputs; return False when shapes are not known yet."""
+        return None
+
+    def _own_lazy(self) -> bool:
+        return any(t is not None and is_lazy(t)
+                   for t in (*self._parameters.values(), *self._buffers.values()))
+
+    @property
+    def built(self) -> bool:
+        """True when no parameter or buffer of the module tree waits for its shape."""
+        return not any(m._own_lazy() for m in self.modules())
+
+    def _try_build(self, args: tuple, kwargs: dict) -> bool:
+        ok = self._build(*args, **kwargs) is not False and not self._own_lazy()
+        if ok:
+            object.__setattr__(self, "_lazy_pending", False)
+        return ok
+
+    def _build_without_inputs(self) -> bool:
+        for m in self.modules():
+            if m._own_lazy() and _accepts_no_inputs(m._build):
+                m._try_build((), {})
+        return self.built
+
+    def build(self, *args: Any, **kwargs: Any) -> "Module":
+        """Build every lazy member: from example inputs (one forward pass under ``no_grad``;
+        hooks run as in any call) or, without inputs, from what the constructor knew.
+
+            >>> m = nn.LazyLinear(3); m.build_mode = "explicit"
+            >>> m.build(scriptmod.randn(2, 5)).weight.shape
+            scriptmod.Size([3, 5])
+        """
+        if self.built:
+            return self
+        if args or kwargs:
+            with _building(), grad_mode.no_grad():
+                self(*args, **kwargs)
+        elif not self._build_without_inputs():
+            lazy = [name or type(self).__name__ for name, m in self.named_modules() if m._own_lazy()]
+            raise ValueError(f"{type(self).__name__}.build(): cannot infer the shapes of "
+                             f"{', '.join(lazy)} without example inputs; call "
+                             "build(example_input, ...)")
+        return self
+
+    def _maybe_build(self, args: tuple, kwargs: dict) -> None:
+        if self.build_mode == "explicit" and not _BUILDING[0] and not self.built:
+            raise RuntimeError(f"{type(self).__name__} is not built: its build_mode is 'explicit', "
+                               "so call .build(example_input) before calling it")
+        if self._lazy_pending and self._own_lazy():
+            if not self._try_build(args, kwargs):
+                raise RuntimeError(f"{type(self).__name__}: _build() could not infer the shapes "
+                                   "of its lazy parameters from the call's inputs")
+
+    # ---- explicit variables -------------------------------------------------------------
+    def _pop_variables(self, kwargs: dict) -> Mapping | None:
+        v = kwargs.get("v")
+        if v is None or not isinstance(v, Mapping) or _forward_takes_v(type(self).forward):
+            return None
+        del kwargs["v"]
+        return v
+
+    # ---- graph drawing -----------------------------------------------------------------
+    def show_graph(self, *example_inputs: Any, fname: str | None = None) -> str:
+        """Trace with ``example_inputs`` (a ScriptModule uses its own ``graph``) and return
+        the graph as DOT text; ``fname`` ending in .dot/.gv, .svg or .png also writes it
+        (SVG and PNG need Graphviz's ``dot`` program)."""
+        graph = getattr(self, "graph", None) if not example_inputs else None
+        if graph is None:
+            try:
+                from scriptmod import jit
+            except ImportError as e:
+                raise RuntimeError(f"show_graph needs scriptmod.jit, which is missing: {e}") from e
+            if not example_inputs:
+                raise ValueError("show_graph(*example_inputs): pass inputs to trace the module with")
+            graph = jit.trace(self, example_inputs if len(example_inputs) > 1
+                              else example_inputs[0]).graph
+        try:
+            from ir.nxview import to_dot
+        except ImportError as e:
+            raise RuntimeError(f"show_graph needs ir.nxview.to_dot, which is missing: {e}") from e
+        dot = to_dot(graph)
+        if fname is not None:
+            _write_graph(dot, fname)
+        return dot
+
+    # ---- weight files -------------------------------------------------------------------
+    def save_weights(self, path: Any) -> None:
+        """Write ``state_dict()`` (tensors only) to a safetensors file."""
+        from scriptmod.serialization import save_safetensors
+        tensors = {k: v for k, v in self.state_dict().items() if not k.endswith("_extra_state")}
+        save_safetensors(tensors, path)
+
+    def load_weights(self, path: Any, strict: bool = True) -> Any:
+        """Load a safetensors file (ours or any other producer's) with ``load_state_dict``."""
+        from scriptmod.serialization import load_safetensors
+        return self.load_state_dict(load_safetensors(path), strict=strict)
+
+
+def _write_graph(dot: str, fname: str) -> None:
+    import shutil
+    import subprocess
+    ext = str(fname).rsplit(".", 1)[-1].lower()
+    if ext in ("dot", "gv"):
+        with open(fname, "w") as f:
+            f.write(dot)
+        return
+    if ext not in ("svg", "png", "pdf"):
+        raise ValueError(f"show_graph(fname={fname!r}): expected a .dot, .gv, .svg, .png or .pdf name")
+    exe = shutil.which("dot")
+    if exe is None:
+        raise RuntimeError(f"show_graph(fname={fname!r}): writing .{ext} needs Graphviz's 'dot' "
+                           "program on PATH; use a .dot file name to get the DOT text instead")
+    subprocess.run([exe, f"-T{ext}", "-o", str(fname)], input=dot.encode(), check=True)

@@ -1,0 +1,137 @@
+"""``BatchNorm1d``/``BatchNorm2d`` (running stats, momentum, num_batches_tracked) and
+``LayerNorm``, with PyTorch's state-dict keys.
+
+    >>> nn.BatchNorm2d(16)
+    BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ir import dtypes as D
+from scriptmod._creation import empty, tensor
+from scriptmod.nn import functional as F
+from scriptmod.nn import init
+from scriptmod.nn.module import Module
+from scriptmod.nn.parameter import Parameter
+from scriptmod.tensor import Tensor
+
+
+class _BatchNorm(Module):
+    _ranks: tuple[int, ...] = ()
+    _layout = ""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        kw = {"device": device, "dtype": dtype}
+        if affine:
+            self.weight = Parameter(empty(num_features, **kw))
+            self.bias = Parameter(empty(num_features, **kw))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", empty(num_features, **kw))
+            self.register_buffer("running_var", empty(num_features, **kw))
+            self.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64, device=device))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            init.zeros_(self.running_mean)
+            init.ones_(self.running_var)
+            init.zeros_(self.num_batches_tracked)
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.dim() not in self._ranks or input.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected {self._layout} input with "
+                             f"C={self.num_features}, got shape {tuple(input.shape)}")
+
+    def _average_factor(self) -> float:
+        """Momentum, or 1/num_batches_tracked (a cumulative average) when momentum is None;
+        counts this batch when training with running stats."""
+        if not (self.training and self.track_running_stats):
+            return 0.0 if self.momentum is None else self.momentum
+        if self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+        if self.momentum is None:
+            return 1.0 / float(self.num_batches_tracked.item())
+        return self.momentum
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        factor = self._average_factor()
+        bn_training = self.training or (self.running_mean is None and self.running_var is None)
+        use_stats = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if use_stats else None,
+                            self.running_var if use_stats else None, self.weight, self.bias,
+                            bn_training, factor, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm over (N, C) or (N, C, L) input."""
+
+    _ranks, _layout = (2, 3), "2-D or 3-D (N, C) / (N, C, L)"
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm over (N, C, H, W) input."""
+
+    _ranks, _layout = (4,), "4-D (N, C, H, W)"
+
+
+class LayerNorm(Module):
+    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        kw = {"device": device, "dtype": dtype}
+        if elementwise_affine:
+            self.weight = Parameter(empty(*self.normalized_shape, **kw))
+            self.bias = Parameter(empty(*self.normalized_shape, **kw)) if bias else None
+            if not bias:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        n = len(self.normalized_shape)
+        if input.dim() < n or tuple(input.shape[input.dim() - n:]) != self.normalized_shape:
+            raise ValueError(f"LayerNorm: expected input with shape [*, "
+                             f"{', '.join(map(str, self.normalized_shape))}] "
+                             f"(normalized_shape), got shape {tuple(input.shape)}")
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")

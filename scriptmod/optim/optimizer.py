@@ -1,0 +1,190 @@
+"""``Optimizer``: parameter groups, ``zero_grad`` and PyTorch-format state dicts.
+
+A state dict is ``{"state": {int_id: {...}}, "param_groups": [{..., "params": [int_id]}]}``
+with parameters numbered in group order, so it round-trips with PyTorch's.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+from scriptmod.autograd.grad_mode import enable_grad
+from scriptmod.tensor import Tensor
+
+
+class _RequiredParameter:
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _check_non_negative(**values: float) -> None:
+    for name, v in values.items():
+        if not 0.0 <= v:
+            label = {"lr": "learning rate", "eps": "epsilon value"}.get(name, f"{name} value")
+            raise ValueError(f"Invalid {label}: {v}")
+
+
+def _as_groups(params: Any) -> list[dict[str, Any]]:
+    if isinstance(params, Tensor):
+        raise TypeError("params argument given to the optimizer should be an iterable of "
+                        f"Tensors or dicts, but got {params.type()}")
+    groups = list(params)
+    if not groups:
+        raise ValueError("optimizer got an empty parameter list")
+    if not isinstance(groups[0], dict):
+        groups = [{"params": groups}]
+    return groups
+
+
+class Optimizer:
+    """Base class: subclasses pass ``defaults`` and implement ``step``."""
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        for group in _as_groups(params):
+            self.add_param_group(group)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        lines = [self.__class__.__name__ + " ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
+        return "\n".join(lines) + "\n)"
+
+    # ---- groups ----------------------------------------------------------------------------
+    def _group_params(self, param_group: dict[str, Any]) -> list[Tensor]:
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            return [params]
+        if isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        out = list(params)
+        if out and isinstance(out[0], tuple):      # named parameters: [(name, p), ...]
+            param_group["param_names"] = [n for n, _ in out]
+            out = [p for _, p in out]
+        for p in out:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
+                                f"{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        return out
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group (``{"params": [...], "lr": ...}``); missing options take the defaults."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        param_group["params"] = params = self._group_params(param_group)
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error", stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if seen & {id(p) for p in params}:
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset every parameter's ``.grad`` (to None by default, or to zeros)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad = p.grad.detach()
+                    p.grad.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def _closure_loss(self, closure: Callable[[], Any] | None) -> Any:
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    # ---- state dicts -----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: per-param state}, "param_groups": [...]}`` (PyTorch's format)."""
+        ids: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                ids.setdefault(id(p), len(ids))
+            packed["params"] = [ids[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {ids[id(p)] if isinstance(p, Tensor) else p: s for p, s in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def _check_loadable(self, groups: list[dict[str, Any]]) -> None:
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group")
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a dict made by ``state_dict`` (ours or PyTorch's, arrays as tensors)."""
+        state_dict = copy.deepcopy(_detach_all(state_dict))
+        groups = state_dict["param_groups"]
+        self._check_loadable(groups)
+        id_map = {old: p for theirs, mine in zip(groups, self.param_groups)
+                  for old, p in zip(theirs["params"], mine["params"])}
+        state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p = id_map[k]
+                state[p] = {name: _cast_state(name, x, p) for name, x in v.items()}
+            else:
+                state[k] = v
+        new_groups = []
+        for mine, theirs in zip(self.param_groups, groups):
+            theirs = dict(theirs)
+            theirs["params"] = mine["params"]
+            if "param_names" in mine and "param_names" not in theirs:
+                theirs["param_names"] = mine["param_names"]
+            new_groups.append(theirs)
+        self.state, self.param_groups = state, new_groups
+
+
+def _detach_all(obj: Any) -> Any:
+    """Tensors are not pickled (deepcopy-safe): copy them explicitly."""
+    if isinstance(obj, Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _detach_all(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_detach_all(v) for v in obj]
+    return obj
+
+
+def _cast_state(name: str, value: Any, param: Tensor) -> Any:
+    """Per-parameter state follows the parameter's dtype and device; ``step`` stays as is."""
+    if not isinstance(value, Tensor) or name == "step":
+        return value
+    if param.is_floating_point():
+        return value.to(dtype=param.dtype, device=param.device)
+    return value.to(device=param.device)

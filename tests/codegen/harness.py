@@ -1,0 +1,153 @@
+"""Shared helpers for codegen tests: run a KernelSpec through LLVM or the C shim, NumPy
+references in float64, and dtype-aware comparisons."""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import Callable, Sequence
+
+import ml_dtypes
+import numpy as np
+import scipy.special as sps
+
+from codegen.c_source import CPU_SHIM, render_c
+from codegen.kernel import InputSpec, KernelSpec, OpStep, broadcast_strides
+from ir import dtypes as D
+from ir.dtypes import DType
+
+FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
+INTS = (D.int8, D.uint8, D.int16, D.int32, D.int64)
+RTOL = {"float32": 4e-6, "float64": 1e-13, "float16": 1e-3, "bfloat16": 8e-3}
+
+
+def np_dtype(dt: DType) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16) if dt is D.bfloat16 else np.dtype(dt.name)
+
+
+def layout(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple) -> list[int]:
+    """``meta`` for ``inputs`` (strides in elements, broadcast to ``out_shape``)."""
+    strides = []
+    for s, a in zip(spec.inputs, inputs):
+        el = [st // a.itemsize for st in a.strides]
+        strides.append(broadcast_strides(a.shape, el, out_shape) if s.kind == "strided" else None)
+    return spec.meta(out_shape, strides) if spec.strided else []
+
+
+def run_llvm(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple = None):
+    """Compile with LLVM and run; returns the output arrays."""
+    from runtime.llvm_jit import compile_spec
+    out_shape = out_shape if out_shape is not None else inputs[0].shape
+    outs = [np.empty(out_shape, np_dtype(d)) for d in spec.out_dtypes]
+    k = compile_spec(spec)
+    k.run(outs, list(inputs), int(np.prod(out_shape, dtype=np.int64)),
+          layout(spec, inputs, out_shape))
+    return outs
+
+
+_SHIMS: dict[str, ctypes.CDLL] = {}
+
+
+def have_gxx() -> bool:
+    return shutil.which("g++") is not None
+
+
+def run_shim(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple = None,
+             grid: int = 3, block: int = 32):
+    """Render C for the CPU shim, build it with g++, run the grid-stride loop via ctypes."""
+    out_shape = out_shape if out_shape is not None else inputs[0].shape
+    src = render_c(spec, CPU_SHIM)
+    lib = _SHIMS.get(src.text)
+    if lib is None:
+        d = tempfile.mkdtemp(prefix="sm-shim-")
+        c, so = os.path.join(d, "k.cpp"), os.path.join(d, "k.so")
+        open(c, "w").write(src.text)
+        subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", c, "-o", so],
+                       check=True, capture_output=True, text=True)
+        lib = _SHIMS[src.text] = ctypes.CDLL(so)
+    outs = [np.empty(out_shape, np_dtype(d)) for d in spec.out_dtypes]
+    arrays = list(inputs) + outs
+    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    meta = layout(spec, inputs, out_shape)
+    meta_arr = (ctypes.c_longlong * max(1, len(meta)))(*meta)
+    n = int(np.prod(out_shape, dtype=np.int64))
+    lib.sm_launch(ptrs, ctypes.c_longlong(n), meta_arr, ctypes.c_uint(grid), ctypes.c_uint(block))
+    return outs
+
+
+def unary_spec(ops: Sequence[str], dt: DType, out_dt: Callable[[str], DType]) -> KernelSpec:
+    """One kernel computing every op in ``ops`` of one input (one output each)."""
+    steps = [OpStep(op, (0,), {}, out_dt(op)) for op in ops]
+    return KernelSpec([InputSpec(dt)], steps, list(range(1, len(ops) + 1)),
+                      [s.dtype for s in steps], rank=1)
+
+
+def binary_spec(ops: Sequence[str], a: DType, b: DType, out_dt: Callable[[str], DType],
+                rank: int = 1) -> KernelSpec:
+    steps = [OpStep(op, (0, 1), {}, out_dt(op)) for op in ops]
+    return KernelSpec([InputSpec(a), InputSpec(b)], steps, list(range(2, len(ops) + 2)),
+                      [s.dtype for s in steps], rank=rank)
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+REF_UNARY: dict[str, Callable] = {
+    "neg": np.negative, "abs": np.abs, "sign": np.sign, "relu": lambda x: np.where(x < 0, 0, x),
+    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "exp": np.exp,
+    "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
+    "sigmoid": sigmoid, "erf": sps.erf, "erfc": sps.erfc, "reciprocal": lambda x: 1.0 / x,
+    "log2": np.log2, "exp2": np.exp2, "isnan": np.isnan, "isinf": np.isinf,
+    "logical_not": np.logical_not, "bitwise_not": np.invert,
+}
+REF_BINARY: dict[str, Callable] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floor_divide": np.floor_divide, "remainder": np.remainder, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2, "eq": np.equal,
+    "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+}
+
+
+DIGITS = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126),
+          "float64": (53, -1022)}
+
+
+def ulp(x: np.ndarray, dt: DType) -> np.ndarray:
+    """One unit in the last place of ``x`` in ``dt`` (0 for non-float dtypes)."""
+    if dt.name not in DIGITS:
+        return np.zeros_like(x)
+    p, emin = DIGITS[dt.name]
+    with np.errstate(divide="ignore"):
+        e = np.floor(np.log2(np.abs(x)))
+    return np.exp2(np.maximum(np.nan_to_num(e, neginf=emin), emin) - (p - 1))
+
+
+def assert_close(got: np.ndarray, ref: np.ndarray, dt: DType, rtol: float | None = None,
+                 what: str = "", atol: float = 0.0) -> None:
+    """Compare a kernel output with a float64 reference rounded to ``dt``: NaN where NaN,
+    equal infinities, finite values within ``rtol`` (plus a tiny absolute slack)."""
+    with np.errstate(all="ignore"):
+        ref_dt = np.asarray(ref).astype(np_dtype(dt)).astype(np.float64).ravel()
+    g = np.asarray(got).astype(np.float64).ravel()
+    ref64 = np.asarray(ref, dtype=np.float64).ravel()
+    nan = np.isnan(ref64)
+    where = np.flatnonzero(np.isnan(g) != nan)[:5]
+    assert where.size == 0, f"{what}: NaN mismatch at {where}"
+    fin = np.isfinite(ref_dt) & ~nan
+    inf = ~fin & ~nan
+    assert np.array_equal(g[inf], ref_dt[inf]), f"{what}: infinity mismatch"
+    rtol = RTOL.get(dt.name, 0.0) if rtol is None else rtol
+    err = np.abs(g[fin] - ref_dt[fin])
+    bad = err > rtol * np.abs(ref_dt[fin]) + 2 * ulp(ref_dt[fin], dt) + atol
+    if bad.any():
+        i = np.argmax(bad)
+        x = np.flatnonzero(fin)[i]
+        raise AssertionError(f"{what}: {bad.sum()} values off, e.g. index {x}: got {g[x]!r}, "
+                             f"expected {ref_dt[x]!r}")

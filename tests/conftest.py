@@ -1,0 +1,15 @@
+"""Shared test setup: the op table (``tests/scriptmod/op_cases.py``) is importable as
+``op_cases`` from every suite; hypothesis runs few examples so the suites stay fast."""
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+
+_HERE = Path(__file__).resolve().parent
+for _p in (_HERE.parent, _HERE / "scriptmod"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+settings.register_profile("scriptmod", max_examples=25, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("scriptmod")

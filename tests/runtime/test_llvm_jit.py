@@ -1,0 +1,153 @@
+"""runtime.llvm_jit / kernel_cache / threads: compile, thread split, disk cache across
+processes, corrupt entries rebuilt, unresolved symbols refused."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from codegen.kernel import Imm, InputSpec, KernelSpec, OpStep  # noqa: E402
+from codegen.llvm_ir import render_llvm  # noqa: E402
+from ir import dtypes as D  # noqa: E402
+from runtime import llvm_jit, threads  # noqa: E402
+from runtime.kernel_cache import KernelCache, undefined_symbols  # noqa: E402
+
+F32 = D.float32
+
+
+def _spec(c: float = 1.5) -> KernelSpec:
+    return KernelSpec([InputSpec(F32)], [OpStep("mul", (0, Imm(c, F32)), {}, F32),
+                                         OpStep("exp", (1,), {}, F32)], [2], [F32])
+
+
+def test_split_is_aligned_and_covers():
+    for n in (1, 63, 64, 65, 65537, 1 << 20, 4096 * 4096 + 7):
+        for parts in (1, 2, 3, 8):
+            chunks = threads.split(n, parts)
+            assert chunks[0][0] == 0 and chunks[-1][1] == n and len(chunks) <= parts
+            assert all(hi == lo2 for (_, hi), (lo2, _) in zip(chunks, chunks[1:]))
+            assert all(lo % threads.ALIGN == 0 for lo, _ in chunks)
+
+
+@pytest.mark.parametrize("n", [1, 64, 65535, 65536, 65537, 200_003])
+def test_threaded_run_matches_single_thread(n, tmp_path):
+    k = llvm_jit.compile_spec(_spec(), KernelCache(tmp_path))
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    outs = []
+    for t in (1, 2, 3):
+        threads.set_num_threads(t)
+        y = np.full(n, np.nan, np.float32)
+        k.run([y], [x], n)
+        outs.append(y)
+    threads.set_num_threads(2)
+    for y in outs:
+        np.testing.assert_array_equal(y, outs[0])
+    np.testing.assert_allclose(outs[0], np.exp(1.5 * x.astype(np.float64)), rtol=4e-6)
+
+
+def test_thread_count_api():
+    old = threads.get_num_threads()
+    threads.set_num_threads(1)
+    assert threads.get_num_threads() == 1
+    with pytest.raises(ValueError):
+        threads.set_num_threads(0)
+    threads.set_num_threads(old)
+
+
+def test_memory_and_disk_hits(tmp_path):
+    cache = KernelCache(tmp_path)
+    k1 = llvm_jit.compile_spec(_spec(2.0), cache)
+    k2 = llvm_jit.compile_spec(_spec(2.0), cache)
+    assert k1 is k2
+    s = cache.stats()
+    assert (s["compiles"], s["hits"], s["misses"]) == (1, 1, 1)
+    fresh = KernelCache(tmp_path)                       # same disk, empty memory
+    k3 = llvm_jit.compile_spec(_spec(2.0), fresh)
+    assert fresh.stats()["compiles"] == 0 and fresh.stats()["disk_hits"] == 1
+    x = np.linspace(-3, 3, 100, dtype=np.float32)
+    y1, y3 = np.empty_like(x), np.empty_like(x)
+    k1.run([y1], [x], 100)
+    k3.run([y3], [x], 100)
+    np.testing.assert_array_equal(y1, y3)
+    assert "define void" in k3.llvm_ir and k3.name in k3.asm
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_llvm_jit import _spec
+        from runtime import llvm_jit
+        llvm_jit.compile_spec(_spec(3.0))
+        s = llvm_jit.CACHE.stats()
+        print(s["compiles"], s["disk_hits"])
+    """)
+    env = dict(os.environ, SCRIPTMOD_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    assert runs == [["1", "0"], ["0", "1"]]
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "magic", "garbage_object"])
+def test_corrupt_entry_is_rebuilt(tmp_path, damage):
+    cache = KernelCache(tmp_path)
+    llvm_jit.compile_spec(_spec(4.0), cache)
+    (path,) = list((tmp_path / "kernels").glob("*.smko"))
+    raw = bytearray(path.read_bytes())
+    if damage == "flip":
+        raw[-100] ^= 0xFF
+    elif damage == "truncate":
+        raw = raw[: len(raw) // 2]
+    elif damage == "magic":
+        raw[:4] = b"XXXX"
+    else:                         # valid header and checksum around bytes that are not ELF
+        from runtime.kernel_cache import _encode
+        raw = bytearray(_encode(path.stem, b"not an object file" * 10))
+    path.write_bytes(bytes(raw))
+    fresh = KernelCache(tmp_path)
+    k = llvm_jit.compile_spec(_spec(4.0), fresh)
+    s = fresh.stats()
+    assert s["corrupt"] == 1 and s["compiles"] == 1
+    x = np.ones(8, np.float32)
+    y = np.empty_like(x)
+    k.run([y], [x], 8)
+    np.testing.assert_allclose(y, np.exp(4.0), rtol=4e-6)
+    again = KernelCache(tmp_path)                      # the rewritten entry is good
+    llvm_jit.compile_spec(_spec(4.0), again)
+    assert again.stats()["compiles"] == 0
+
+
+def test_unresolved_symbols_are_refused(tmp_path):
+    text = textwrap.dedent("""
+        declare void @sm_not_a_real_symbol()
+        define void @k(i64 %a, i64 %b, ptr %p, ptr %m) {
+          call void @sm_not_a_real_symbol()
+          ret void
+        }
+    """)
+    obj = llvm_jit.compile_object(text)
+    assert "sm_not_a_real_symbol" in undefined_symbols(obj)
+    cache = KernelCache(tmp_path)
+    with pytest.raises(llvm_jit.UnresolvedSymbolError, match="sm_not_a_real_symbol"):
+        llvm_jit.compile_ir(text, "k", cache)
+    assert not list(tmp_path.glob("kernels/*.smko"))      # nothing bad reached the disk
+
+
+def test_kernel_objects_need_no_symbols():
+    text = render_llvm(_spec()).text
+    assert undefined_symbols(llvm_jit.compile_object(text)) == []
+    with pytest.raises(ValueError):
+        undefined_symbols(b"\x7fELF garbage")
+
+
+def test_run_rejects_python_scalars(tmp_path):
+    k = llvm_jit.compile_spec(_spec(), KernelCache(tmp_path))
+    with pytest.raises(TypeError, match="numpy arrays"):
+        k.run([np.empty(1, np.float32)], [1.0], 1)
