@@ -145,7 +145,9 @@ def result_type(dim: Sequence[DType], zero_dim: Sequence[DType] = (),
     out = _fold(dim)
     z = _fold(zero_dim)
     if z is not None:
-        out = z if out is None or z.category > out.category else out
+        if out is None or z.category > out.category:   # a floating dim tier keeps its width
+            out = _complex_of(out) if z.category == COMPLEX and out is not None and \
+                out.category == FLOAT else z
     if scalars:
         cat = max(_SCALAR_CATEGORY[s] for s in scalars)
         if out is None:

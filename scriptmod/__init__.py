@@ -69,3 +69,7 @@ def can_cast(from_: dtype, to: dtype) -> builtins_bool:  # type: ignore[name-def
 import builtins as _builtins  # noqa: E402
 
 builtins_bool = _builtins.bool
+
+# ---- subpackages (after the core above: they build on it) ------------------------------
+from scriptmod import func, jit, nn, optim  # noqa: E402,F401
+from scriptmod.serialization import load, save  # noqa: E402,F401

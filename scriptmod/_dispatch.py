@@ -148,6 +148,8 @@ def _record(name: str, info: _OpInfo, inputs: Sequence[Any], attrs: dict[str, An
     edges, meta = [], []
     for x in inputs:
         if isinstance(x, T) and x._requires_grad:
+            if x.grad_fn is not None and x._vc[0] != x._hv:
+                raise _stale_history(name, x)
             edges.append((x._grad_node(), x._output_nr))
             meta.append((x.shape, x.dtype))
         else:
@@ -162,6 +164,14 @@ def _record(name: str, info: _OpInfo, inputs: Sequence[Any], attrs: dict[str, An
             o._set_grad_fn(node, k)
     if d.saves_output:
         ctx._saved_out = [SavedTensor(o, k) for k, o in enumerate(outs)]
+
+
+def _stale_history(name: str, x: Any) -> RuntimeError:
+    return RuntimeError(
+        f"{name}(): an input of shape {list(x.shape)} (output of {x.grad_fn.name()}) shares "
+        "memory with a view or base that was modified by an in-place operation, so its autograd "
+        "history no longer describes its values. Call .clone() before the in-place operation, "
+        "or use the out-of-place form.")
 
 
 def _explain(name: str, e: Exception, inputs: Sequence[Any]) -> Exception:

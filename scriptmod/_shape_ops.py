@@ -312,8 +312,10 @@ def _getitem(self: Tensor, idx: Any) -> Tensor:
         out._vc, out._base = self._vc, (self._base if self._base is not None else self)
         return out
     out = dispatch("index", (self, *tensors), {"spec": spec})
-    if not tensors:
-        out._vc = self._vc
+    if not tensors:   # basic indexing is a view, as on the fast path
+        out._vc, out._base = self._vc, (self._base if self._base is not None else self)
+        if out.grad_fn is not None:
+            out._hv = out._vc[0]
     return out
 
 

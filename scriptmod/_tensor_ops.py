@@ -13,6 +13,7 @@ import numpy as np
 from ir import dtypes as D
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod.autograd import grad_mode
+from scriptmod.autograd.engine import SavedTensor
 from scriptmod.tensor import MinMax, Size, Tensor, _dtype_arg
 
 _gstate = grad_mode._state
@@ -121,6 +122,8 @@ def _assign(self: Tensor, out: Tensor) -> Tensor:
         raise RuntimeError(f"result type {out.dtype.short} can't be cast to the desired output "
                            f"type {self.dtype.short}")
     arr = out._data if out.dtype is self.dtype else out._data.astype(self._data.dtype)
+    if out.grad_fn is not None:
+        _keep_saved_self(out.grad_fn, self)
     try:
         self._data[...] = arr
     except ValueError as e:
@@ -129,14 +132,30 @@ def _assign(self: Tensor, out: Tensor) -> Tensor:
     self._vc[0] += 1
     if out.grad_fn is not None:
         self._set_grad_fn(out.grad_fn, out._output_nr)
+    elif self.grad_fn is not None:   # changed under no_grad: the old history stays in force
+        self._hv = self._vc[0]
     if TRACERS:
         TRACERS[-1].on_inplace(self, out)
     return self
 
 
+def _keep_saved_self(node: Any, self: Tensor) -> None:
+    """The op being done in place saved ``self`` for backward: keep a copy of the old value."""
+    saved = getattr(node.ctx, "_saved", None) or ()
+    for k, s in enumerate(saved):
+        if isinstance(s, SavedTensor) and s.tensor is self:
+            saved[k] = SavedTensor(self.detach().clone())
+
+
 def _check_leaf(self: Tensor) -> None:
-    if _gstate.enabled and self._requires_grad and self.grad_fn is None:
+    if not _gstate.enabled:
+        return
+    if self._requires_grad and self.grad_fn is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    base = self._base
+    if base is not None and base._requires_grad and base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
 
 
 def _inplace_of(method_name: str) -> Any:
@@ -282,6 +301,9 @@ def _clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
         if max is not None:
             out = dispatch("minimum", (out, _operand(max)))
         return out
+    bounds = [b for b in (min, max) if b is not None]
+    if self.dtype.category < D.FLOAT and any(isinstance(b, float) for b in bounds):
+        self = self.to(D.result_type([self.dtype], [], [float]))   # int.clamp(1.5) is float
     return dispatch("clamp", (self,), {"min": None if min is None else float(min),
                                        "max": None if max is None else float(max)})
 

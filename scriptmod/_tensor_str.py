@@ -1,6 +1,12 @@
-"""PyTorch's tensor repr: ``tensor([[0.1000, 2.0000]], requires_grad=True)``."""
+"""PyTorch's tensor repr: ``tensor([[0.1000, 2.0000]], requires_grad=True)``.
+
+Follows ``torch/_tensor_str.py`` (precision 4, threshold 1000, edgeitems 3, linewidth 80):
+one formatter per tensor (int mode, fixed or scientific), complex numbers formatted with a
+real and an imaginary formatter, long rows wrapped, big tensors summarized with ``...``.
+"""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -8,73 +14,102 @@ import numpy as np
 from ir import dtypes as D
 
 _DEFAULT_SHOWN = {D.int64, D.bool_}
-_SUMMARIZE_OVER = 1000
+_THRESHOLD = 1000
 _EDGE = 3
+_LINEWIDTH = 80
+_PRECISION = 4
 
 
-def _float_formatter(values: np.ndarray) -> Any:
-    finite = values[np.isfinite(values)].astype(np.float64)
-    if finite.size == 0:
-        return lambda v: _special(v) or f"{v:.4f}"
-    absf = np.abs(finite)
-    nz = absf[absf > 0]
-    is_int = bool(np.all(np.floor(finite) == finite))
-    big, small = (nz.max(), nz.min()) if nz.size else (0.0, 0.0)
-    if is_int:
-        if big >= 1e8:
-            return lambda v: _special(v) or f"{v:.4e}"
-        width = max(len(f"{v:.0f}.") for v in finite)
-        return lambda v: (_special(v) or f"{v:.0f}.").rjust(width)
-    if nz.size and (big / small > 1000.0 or big > 1e8 or small < 1e-4):
-        return lambda v: _special(v) or f"{v:.4e}"
-    width = max(len(f"{v:.4f}") for v in finite)
-    return lambda v: (_special(v) or f"{v:.4f}").rjust(width)
+class _Formatter:
+    """Decides int/fixed/scientific mode and the common width from the values shown."""
+
+    def __init__(self, values: np.ndarray, floating: bool) -> None:
+        self.floating, self.int_mode, self.sci_mode, self.max_width = floating, True, False, 1
+        flat = values.reshape(-1)
+        if not floating:
+            self.max_width = max((len(str(v)) for v in flat.tolist()), default=1)
+            return
+        flat = flat.astype(np.float64)
+        nz = flat[np.isfinite(flat) & (flat != 0)]
+        if nz.size == 0:
+            return
+        absv = np.abs(nz)
+        lo, hi = absv.min(), absv.max()
+        self.int_mode = bool(np.all(nz == np.ceil(nz)))
+        self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+        if self.sci_mode:
+            self.max_width = max(len(f"{v:.{_PRECISION}e}") for v in nz.tolist())
+        elif self.int_mode:
+            self.max_width = max(len(f"{v:.0f}") + 1 for v in nz.tolist())
+        else:
+            self.max_width = max(len(f"{v:.{_PRECISION}f}") for v in nz.tolist())
+
+    def width(self) -> int:
+        return self.max_width
+
+    def format(self, value: Any) -> str:
+        if not self.floating:
+            ret = str(value)
+        elif self.sci_mode:
+            ret = f"{value:{self.max_width}.{_PRECISION}e}"
+        elif self.int_mode:
+            ret = f"{value:.0f}" + ("" if math.isinf(value) or math.isnan(value) else ".")
+        else:
+            ret = f"{value:.{_PRECISION}f}"
+        return (self.max_width - len(ret)) * " " + ret
 
 
-def _special(v: float) -> str | None:
-    if np.isnan(v):
-        return "nan"
-    if np.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return None
+def _val_str(val: Any, f1: _Formatter, f2: _Formatter | None) -> str:
+    if f2 is None:
+        return f1.format(val)
+    real, imag = f1.format(val.real), (f2.format(val.imag) + "j").lstrip()
+    return real + imag if imag[0] in "+-" else real + "+" + imag
 
 
-def _formatter(arr: np.ndarray, dtype: D.DType) -> Any:
-    if dtype is D.bool_:
-        return lambda v: "True" if v else "False"
-    if dtype.category == D.INT:
-        width = max((len(str(int(v))) for v in arr.reshape(-1)), default=1)
-        return lambda v: str(int(v)).rjust(width)
-    if dtype.category == D.COMPLEX:
-        rf = _float_formatter(np.concatenate([arr.real.reshape(-1), arr.imag.reshape(-1)]))
-        return lambda v: f"{rf(v.real).strip()}{'+' if v.imag >= 0 else '-'}{rf(abs(v.imag)).strip()}j"
-    return _float_formatter(arr.astype(np.float64).reshape(-1))
-
-
-def _sample(arr: np.ndarray) -> np.ndarray:
-    """The elements a summarized repr shows: the edges of each dim."""
-    if arr.size <= _SUMMARIZE_OVER:
-        return arr
-    idx = tuple(np.r_[0:_EDGE, s - _EDGE:s] if s > 2 * _EDGE else slice(None) for s in arr.shape)
-    return arr[np.ix_(*[np.arange(s)[i] for s, i in zip(arr.shape, idx)])]
-
-
-def _render(arr: np.ndarray, fmt: Any, indent: int, summarize: bool) -> str:
-    if arr.ndim == 0:
-        return fmt(arr.item())
-    n = arr.shape[0]
-    if summarize and n > 2 * _EDGE:
-        idx: list[Any] = list(range(_EDGE)) + ["..."] + list(range(n - _EDGE, n))
+def _vector_str(arr: np.ndarray, indent: int, summarize: bool, f1: _Formatter,
+                f2: _Formatter | None) -> str:
+    element_length = f1.width() + 2 + (f2.width() + 1 if f2 is not None else 0)
+    per_line = max(1, math.floor((_LINEWIDTH - indent) / element_length))
+    vals = arr.tolist()
+    if summarize and len(vals) > 2 * _EDGE:
+        data = ([_val_str(v, f1, f2) for v in vals[:_EDGE]] + [" ..."]
+                + [_val_str(v, f1, f2) for v in vals[-_EDGE:]])
     else:
-        idx = list(range(n))
+        data = [_val_str(v, f1, f2) for v in vals]
+    lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+    return "[" + ("," + "\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def _render(arr: np.ndarray, indent: int, summarize: bool, f1: _Formatter,
+            f2: _Formatter | None) -> str:
+    if arr.ndim == 0:
+        return _val_str(arr.item(), f1, f2)
     if arr.ndim == 1:
-        per_line = max(1, (80 - indent) // (len(fmt(arr.reshape(-1)[0])) + 2)) if n else 1
-        items = ["..." if i == "..." else fmt(arr[i]) for i in idx]
-        lines = [", ".join(items[k:k + per_line]) for k in range(0, len(items), per_line)]
-        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
-    sep = "," + "\n" * (arr.ndim - 1) + " " * (indent + 1)
-    parts = ["..." if i == "..." else _render(arr[i], fmt, indent + 1, summarize) for i in idx]
-    return "[" + sep.join(parts) + "]"
+        return _vector_str(arr, indent, summarize, f1, f2)
+    n = arr.shape[0]
+    rows = (list(range(_EDGE)) + [None] + list(range(n - _EDGE, n))
+            if summarize and n > 2 * _EDGE else list(range(n)))
+    parts = ["..." if i is None else _render(arr[i], indent + 1, summarize, f1, f2) for i in rows]
+    return "[" + ("," + "\n" * (arr.ndim - 1) + " " * (indent + 1)).join(parts) + "]"
+
+
+def _summarized(arr: np.ndarray) -> np.ndarray:
+    """The elements a summarized repr shows (the edges of every dim), for the formatter."""
+    if arr.ndim == 0:
+        return arr
+    idx = [np.r_[0:_EDGE, s - _EDGE:s] if s > 2 * _EDGE else np.arange(s) for s in arr.shape]
+    return arr[np.ix_(*idx)]
+
+
+def _body(arr: np.ndarray, dtype: D.DType, indent: int) -> str:
+    if arr.size == 0:
+        return "[]"
+    summarize = arr.size > _THRESHOLD
+    shown = _summarized(arr) if summarize else arr
+    if dtype.category == D.COMPLEX:
+        f1, f2 = _Formatter(shown.real, True), _Formatter(shown.imag, True)
+        return _render(arr, indent, summarize, f1, f2)
+    return _render(arr, indent, summarize, _Formatter(shown, dtype.category == D.FLOAT), None)
 
 
 def tensor_repr(t: Any, prefix: str = "tensor(") -> str:
@@ -83,18 +118,13 @@ def tensor_repr(t: Any, prefix: str = "tensor(") -> str:
     if dtype in (D.bfloat16, D.float16):
         arr = arr.astype(np.float32)
     suffix = []
-    summarize = arr.size > _SUMMARIZE_OVER
-    if arr.size == 0:
-        body = "[]"
-        if arr.ndim != 1:
-            suffix.append(f"size={tuple(arr.shape)}")
-    else:
-        fmt = _formatter(_sample(arr), dtype)
-        body = _render(arr, fmt, len(prefix), summarize)
+    body = _body(arr, dtype, len(prefix))
+    if arr.size == 0 and arr.ndim != 1:
+        suffix.append(f"size={tuple(arr.shape)}")
     if str(t.device) != "cpu":
         suffix.append(f"device='{t.device}'")
-    if dtype is not D.get_default_dtype() and dtype not in _DEFAULT_SHOWN and not (
-            dtype is D.complex64 and D.get_default_dtype() is D.float32):
+    implied = arr.size > 0 and (dtype in _DEFAULT_SHOWN or dtype is D._complex_of(D.get_default_dtype()))
+    if dtype is not D.get_default_dtype() and not implied:   # empty: nothing implies a dtype
         suffix.append(f"dtype=scriptmod.{dtype.name}")
     if t.grad_fn is not None:
         suffix.append(f"grad_fn=<{t.grad_fn.name()}>")

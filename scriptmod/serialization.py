@@ -171,7 +171,7 @@ class _Encoder:
         name = self.names.get(id(t))
         if name is None:
             name = path or "tensor"
-            while name in self.arrays:
+            while name in self.arrays or name == "__metadata__":
                 name += "_"
             self.names[id(t)] = name
             self.arrays[name] = _host(t)

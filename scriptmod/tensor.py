@@ -30,7 +30,7 @@ MinMax = namedtuple("MinMax", ["values", "indices"])
 class Tensor:
     """A tensor. Construct with ``scriptmod.tensor(...)`` or a factory, not directly."""
 
-    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_base",
+    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_base", "_hv",
                  "_accum", "_hooks", "_retains_grad", "__weakref__", "__dict__")
 
     # ---- construction ---------------------------------------------------------------
@@ -190,6 +190,7 @@ class Tensor:
 
     def _set_grad_fn(self, node: Any, output_nr: int) -> None:
         self.grad_fn, self._output_nr, self._requires_grad = node, output_nr, True
+        self._hv = self._vc[0]   # the data version this history describes (see _dispatch)
 
     def _grad_node(self) -> Any:
         if self.grad_fn is not None:

@@ -148,19 +148,20 @@ def scalar_shape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shap
     return ()
 
 
-def norm_dim(dim: int, rank: int, op: str = "op") -> int:
+def norm_dim(dim: int, rank: int, op: str = "") -> int:
     lo, hi = (-1, 0) if rank == 0 else (-rank, rank - 1)
     if not isinstance(dim, int) or isinstance(dim, bool) or not lo <= dim <= hi:
-        raise IndexError(f"{op}: dim expected to be in range of [{lo}, {hi}], but got {dim!r}")
+        where = f"{op}: " if op else ""   # dispatch prefixes the op's name when not given
+        raise IndexError(f"{where}dim expected to be in range of [{lo}, {hi}], but got {dim!r}")
     return dim % rank if rank else 0
 
 
-def reduce_dims(attrs: dict, rank: int) -> tuple[int, ...]:
+def reduce_dims(attrs: dict, rank: int, op: str = "") -> tuple[int, ...]:
     dim = attrs.get("dim")
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         return tuple(range(rank))
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    return tuple(sorted({norm_dim(d, rank) for d in dims}))
+    return tuple(sorted({norm_dim(d, rank, op) for d in dims}))
 
 
 def reduce(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:

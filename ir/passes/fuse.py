@@ -31,7 +31,7 @@ from ir.graph import Block, Graph, Node, Prim, Value, clone_node
 from ir.nxview import to_networkx, would_create_cycle
 from ir.passes.effects import has_side_effects, mutates_modules
 from ir.passes.pipeline import register_pass
-from ir.printer import Namer, describe, is_payload
+from ir.printer import Namer, describe
 from ir.types import TensorType
 
 Supported = Callable[[Node], bool]
@@ -45,7 +45,8 @@ def fuse_elementwise(graph: Graph, *, min_size: int = 1,
     ``min_size``: groups with fewer ops stay unfused. ``supported(node)``: the backend's
     veto (e.g. dtypes it cannot compile). The same graph always gives the same groups.
 
-        >>> fuse_elementwise(g, supported=lambda n: n.output.type.dtype is float32)  # doctest: +SKIP
+        >>> fuse_elementwise(g, min_size=2, supported=lambda n: n.op_name != "erfc")
+        ... # doctest: +SKIP
     """
     if min_size < 1:
         raise ValueError(f"fuse_elementwise: min_size must be >= 1, got {min_size}")
@@ -108,9 +109,10 @@ def why_not_fusible(node: Node, supported: Supported | None = None) -> str | Non
 
 
 def _why_types_unknown(node: Node) -> str | None:
+    named = [(f"input {i}", v) for i, v in enumerate(node.inputs)]
+    named += [(f"output {i}", v) for i, v in enumerate(node.outputs)]
     devices = set()
-    for what, v in [(f"input {i}", v) for i, v in enumerate(node.inputs)] + \
-                   [(f"output {i}", v) for i, v in enumerate(node.outputs)]:
+    for what, v in named:
         t = v.type
         if isinstance(t, TensorType):
             if t.dtype is None or t.shape is None:
@@ -120,13 +122,15 @@ def _why_types_unknown(node: Node) -> str | None:
             return f"unknown type ({what} is {t!r}, not a tensor or scalar constant)"
     if len(devices) > 1:
         return f"different devices ({', '.join(sorted(devices))})"
+    if not any(isinstance(v.type, TensorType) for v in node.inputs):
+        return "no tensor input (a constant expression)"
     return None
 
 
 def is_scalar_constant(v: Value) -> bool:
     """A ``prim::Constant`` bool, int or float: copied into subgraphs as an immediate."""
     value = v.node.attrs.get("value") if v.node.kind == Prim.CONSTANT else None
-    return isinstance(value, (bool, int, float)) and not is_payload(value)
+    return isinstance(value, (bool, int, float))
 
 
 def _device(node: Node) -> str:
@@ -222,15 +226,12 @@ def _absorb_broadcast_producers(part: _Partition) -> None:
     changed = True
     while changed:
         changed = False
-        for group in reversed(part.groups()):
-            users = _user_groups(part, group)
-            if users is None or len(users) != 1:
-                continue
-            target = users[0]
-            if _device(target) == _device(group[0]):
-                part.merge(target, part.rep[group[0]])
+        for first in [g[0] for g in reversed(part.groups())]:
+            rep = part.rep[first]
+            users = _user_groups(part, part.members[rep])
+            if users is not None and len(users) == 1 and _device(users[0]) == _device(rep):
+                part.merge(users[0], rep)
                 changed = True
-                break
 
 
 def _user_groups(part: _Partition, group: list[Node]) -> list[Node] | None:

@@ -79,11 +79,55 @@ def _cast(x: Any, dt: np.dtype) -> Any:
     return x.astype(dt) if getattr(x, "dtype", dt) != dt else x
 
 
+_ND = np.ndarray
+_DEFAULT = D._default_float
+_SCALARS = (bool, int, float, complex)
+# (op, operand signature) -> (kernel, per-input cast or None, result dtype): elementwise ops
+# without attributes on NumPy inputs skip the type rule after their first call
+_EW_CACHE: dict[tuple, tuple] = {}
+
+
+def _sig(x: Any) -> Any:
+    """What an elementwise type rule depends on: dtype and 0-dim-ness, or the scalar type."""
+    return (x.dtype, x.ndim == 0) if type(x) is _ND else type(x)
+
+
 def run_kernel(name: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
     """Run op ``name`` on arrays/scalars ``inputs`` with bound ``attrs``.
 
     Returns one array, or a tuple for multi-output ops, with the dtype(s) the schema says.
     """
+    n = len(inputs)
+    key = None
+    if not attrs and 0 < n < 3:
+        sig = (_sig(inputs[0]),) if n == 1 else (_sig(inputs[0]), _sig(inputs[1]))
+        key = (name, _DEFAULT[0]) + sig   # the default dtype takes part in promotion
+        hit = _EW_CACHE.get(key)
+        if hit is not None:
+            fn, casts, want = hit
+            if casts is not None:
+                inputs = [x if c is None else _apply_cast(x, c) for x, c in zip(inputs, casts)]
+            out = fn(np, *inputs)
+            if type(out) is not _ND:
+                return np.asarray(out, dtype=want)
+            return out if out.dtype == want else out.astype(want)
+    return _run(name, inputs, attrs, key)
+
+
+def _apply_cast(x: Any, dt: np.dtype) -> Any:
+    return _wrap_int(x, dt) if type(x) is int else x.astype(dt)
+
+
+def _remember(key: tuple, p: "_Plan", before: Sequence[Any], after: Sequence[Any],
+              out_dt: D.DType) -> None:
+    """Cache an elementwise call's casts if every input is a NumPy array or a number."""
+    if not all(type(x) is _ND or type(x) in _SCALARS for x in before):
+        return
+    casts = tuple(None if a is b else np.dtype(getattr(a, "dtype", type(a))) for b, a in zip(before, after))
+    _EW_CACHE[key] = (p.fn, None if all(c is None for c in casts) else casts, NP_DTYPE[out_dt])
+
+
+def _run(name: str, inputs: Sequence[Any], attrs: dict[str, Any], key: tuple | None) -> Any:
     p = _plan(name)
     out_dt = p.schema.dtype_rule([operand(x) for x in inputs], attrs)
     if p.schema.has(FACTORY):
@@ -91,7 +135,9 @@ def run_kernel(name: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
     else:
         xp = backend.array_module(*inputs)
     if p.ew:
-        inputs = _elementwise_inputs(p, inputs, out_dt)
+        before, inputs = inputs, _elementwise_inputs(p, inputs, out_dt)
+        if key is not None and p.n_out == 1 and xp is np:
+            _remember(key, p, before, inputs, out_dt)
     elif p.upcast:
         inputs = [_cast(x, _F32) if getattr(x, "dtype", None) in _HALF_NP else x for x in inputs]
     out = p.fn(xp, *inputs, **attrs)
@@ -112,9 +158,15 @@ def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> lis
         from ir.ops.rules import promote
         out_dt = promote([operand(x) for x in inputs], {})
     compute = _F32 if out_dt in _HALF else NP_DTYPE[out_dt]
+    if compute.kind in "iu":   # Python ints wrap into the int dtype, as in PyTorch (int8 + 1000)
+        inputs = [_wrap_int(x, compute) if type(x) is int else x for x in inputs]
     if p.schema.name == "where":
         return [inputs[0]] + [_cast(x, compute) for x in inputs[1:]]
     return [_cast(x, compute) for x in inputs]
+
+
+def _wrap_int(x: int, dt: np.dtype) -> Any:
+    return np.array(x, dtype=np.int64).astype(dt)[()]
 
 
 def _finish(xp: Any, out: Any, dt: D.DType | None) -> Any:

@@ -111,10 +111,23 @@ def _pow(xp: Any, a: Any, b: Any) -> Any:
 
 for _name, _fn in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
                    ("gt", "greater"), ("ge", "greater_equal"), ("logical_and", "logical_and"),
-                   ("logical_or", "logical_or"), ("logical_xor", "logical_xor"),
-                   ("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"),
-                   ("bitwise_xor", "bitwise_xor")):
+                   ("logical_or", "logical_or"), ("logical_xor", "logical_xor")):
     kernel(_name)(lambda xp, a, b, _f=_fn: getattr(xp, _f)(a, b))
+
+
+def _bitwise(name: str) -> Any:
+    def fn(xp: Any, a: Any, b: Any) -> Any:
+        for v in (a, b):
+            kind = getattr(v, "dtype", np.dtype(type(v))).kind
+            if kind not in "biu":
+                raise TypeError(f"{name}: expected integer or bool tensors, got "
+                                f"{getattr(v, 'dtype', type(v).__name__)}")
+        return getattr(xp, name)(a, b)
+    return fn
+
+
+for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    kernel(_name)(_bitwise(_name))
 kernel("logical_not")(lambda xp, x: xp.logical_not(x))
 kernel("isnan")(lambda xp, x: xp.isnan(x))
 kernel("isinf")(lambda xp, x: xp.isinf(x))

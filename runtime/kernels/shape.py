@@ -27,7 +27,13 @@ def _expand(xp: Any, x: Any, size: Sequence[int]) -> Any:
     return xp.broadcast_to(x, target)
 
 
-kernel("permute")(lambda xp, x, dims: xp.transpose(x, [norm_dim(d, x.ndim, "permute") for d in dims]))
+@kernel("permute")
+def _permute(xp: Any, x: Any, dims: Sequence[int]) -> Any:
+    axes = [norm_dim(d, x.ndim, "permute") for d in dims]
+    if sorted(axes) != list(range(x.ndim)):
+        raise ValueError(f"permute: dims {tuple(dims)} are not a permutation of the "
+                         f"{x.ndim} dims of a tensor of shape {tuple(x.shape)}")
+    return xp.transpose(x, axes)
 
 
 @kernel("transpose")

@@ -12,7 +12,6 @@ class GradcheckError(RuntimeError):
 
 def _jacobians(fn: Callable, inputs: Sequence[Any], eps: float) -> tuple[list, list]:
     from scriptmod.autograd import grad
-    from scriptmod.autograd.grad_mode import no_grad
     from scriptmod.tensor import Tensor
     outs = fn(*inputs)
     outs = outs if isinstance(outs, tuple) else (outs,)
@@ -28,12 +27,12 @@ def _jacobians(fn: Callable, inputs: Sequence[Any], eps: float) -> tuple[list, l
             for j in range(arr.size):
                 pos = np.unravel_index(j, arr.shape)
                 orig = arr[pos]
-                with no_grad():
-                    arr[pos] = orig + eps
-                    plus = _pick(fn(*inputs), outs, o)
-                    arr[pos] = orig - eps
-                    minus = _pick(fn(*inputs), outs, o)
-                    arr[pos] = orig
+                # grad stays on: fn may itself differentiate (gradcheck of a gradient)
+                arr[pos] = orig + eps
+                plus = _pick(fn(*inputs), outs, o)
+                arr[pos] = orig - eps
+                minus = _pick(fn(*inputs), outs, o)
+                arr[pos] = orig
                 num[i][:, j] = ((plus - minus) / (2 * eps)).reshape(-1)
         ana = {i: np.zeros((n_out, inputs[i].numel())) for i in diff}
         for k in range(n_out):

@@ -1,19 +1,146 @@
-"""How a specialization is compiled: the passes run after the generic optimizations and the
-interpreter that executes the result without autograd. The fusion issue's runtime plugs in
-here (``fuse_elementwise`` plus native kernels for fusion groups)."""
+"""How a specialization is compiled: the passes run after the generic optimizations, the
+interpreter that runs the result without autograd, and the user-facing switches.
+
+With fusion on (the default) elementwise ops are grouped by ``fuse_elementwise`` and each
+group runs as one native kernel (``runtime.compiled.CompiledInterpreter``); with it off
+(``fuser(False)`` or ``SCRIPTMOD_DISABLE_FUSION=1``) the same specialization runs unfused on
+the reference kernels. The executor keys its specializations by ``variant()`` too, so
+toggling takes effect on the next call.
+
+    >>> with scriptmod.jit.fuser(False):
+    ...     y_ref = traced(x)                      # unfused
+    >>> [k.asm for k in scriptmod.jit.kernels_for(traced, x)]   # doctest: +SKIP
+"""
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import os
+import threading
+from typing import Any, Iterator
 
+from ir.graph import Graph, Node, Prim
+from runtime import threads
+from runtime.compiled import CompiledInterpreter, fused_kernels
+from runtime.fusion import FusedKernel, supported
 from runtime.interpreter import Interpreter
+
+_state = threading.local()
+_global = {"fusion": None}      # None: follow SCRIPTMOD_DISABLE_FUSION
+
+
+def fusion_enabled() -> bool:
+    """Whether new calls run fused (innermost ``fuser`` context, else the global setting)."""
+    stack = getattr(_state, "stack", None)
+    if stack:
+        return stack[-1]
+    if _global["fusion"] is not None:
+        return bool(_global["fusion"])
+    return os.environ.get("SCRIPTMOD_DISABLE_FUSION", "") in ("", "0")
+
+
+class fuser(contextlib.AbstractContextManager):
+    """Turn elementwise fusion on or off: as a context manager (this thread, restored on
+    exit) or, called and discarded, as a global setter.
+
+        >>> with scriptmod.jit.fuser(False):
+        ...     y = traced(x)                # runs the unfused specialization
+        >>> scriptmod.jit.fuser(True)        # global: fusion on from now on
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = bool(enabled)
+        self._previous = _global["fusion"]
+        _global["fusion"] = self.enabled
+
+    def __enter__(self) -> "fuser":
+        _global["fusion"] = self._previous            # a context is scoped, not global
+        if not hasattr(_state, "stack"):
+            _state.stack = []
+        _state.stack.append(self.enabled)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.stack.pop()
+
+
+def variant() -> str:
+    """What besides the input signature selects a specialization (the executor's cache key)."""
+    return "fused" if fusion_enabled() else "unfused"
 
 
 def compile_passes() -> list[Any]:
     """Passes run on each specialization after fold/canonicalize/CSE/DCE."""
-    return []
+    if not fusion_enabled():
+        return []
+    return [("fuse_elementwise", {"supported": _fusible})]
 
 
-def array_interpreter(graph: Any) -> Interpreter:
+def _fusible(node: Node) -> bool:
+    return supported(node)
+
+
+def array_interpreter(graph: Graph) -> Interpreter:
     """The interpreter that runs a specialized graph on raw arrays."""
-    from scriptmod.jit._executor import ArrayInterpreter
-    return ArrayInterpreter(graph)
+    return _interpreter_class()(graph)
+
+
+_CLASS: list[type] = []
+
+
+def _interpreter_class() -> type:
+    if not _CLASS:
+        from scriptmod.jit._executor import ArrayInterpreter
+
+        class FusedArrayInterpreter(CompiledInterpreter, ArrayInterpreter):
+            """Raw-array execution with native fusion groups."""
+
+            @classmethod
+            def fast_handler(cls, node: Node) -> Any:
+                return _get_attr_handler(node) if node.kind == Prim.GET_ATTR else None
+
+        _CLASS.append(FusedArrayInterpreter)
+    return _CLASS[0]
+
+
+def _get_attr_handler(node: Node) -> Any:
+    """``ArrayInterpreter.get_attr`` as one closure (module reads are most of W4's nodes)."""
+    from scriptmod.tensor import Tensor
+    name = node.attrs["name"]
+
+    def get_attr(interp: Any, n: Node, args: list) -> Any:
+        v = getattr(args[0], name)
+        return v._data if isinstance(v, Tensor) else v
+    return get_attr
+
+
+def kernels_for(script_module: Any, *inputs: Any) -> list[FusedKernel]:
+    """The compiled fusion-group kernels ``script_module`` runs for ``inputs``, in graph
+    order; each has ``.llvm_ir``, ``.asm``, ``.spec`` and ``.kernels`` (one per layout).
+    Runs the module once (without autograd) so that kernels match the real input layouts.
+
+        >>> ks = scriptmod.jit.kernels_for(traced, x)
+        >>> print(ks[0].llvm_ir[:200]); "zmm" in ks[0].asm     # doctest: +SKIP
+    """
+    from scriptmod.autograd import grad_mode
+    module = getattr(script_module, "_module", script_module)    # ScriptFunction
+    with grad_mode.no_grad():
+        module(*inputs)
+    graph = module.graph_for(*inputs)
+    return fused_kernels(graph)
+
+
+def set_num_threads(n: int) -> None:
+    """Threads used by compiled CPU kernels (like ``torch.set_num_threads``).
+
+        >>> scriptmod.set_num_threads(2)
+    """
+    threads.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """Threads used by compiled CPU kernels.
+
+        >>> scriptmod.get_num_threads() >= 1
+        True
+    """
+    return threads.get_num_threads()

@@ -42,12 +42,13 @@ class Executor:
     specs: dict[tuple, Specialization] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=lambda: {"specializations": 0, "calls": 0})
     post_passes: list[Any] = field(default_factory=list)   # e.g. fusion, added by the compiler
+    runtime_self: Any = None    # the module the graphs read at run time (default: ``module``)
 
     def __call__(self, args: Sequence[Any]) -> Any:
         spec = self.specialize(args)
         self.stats["calls"] += 1
-        head = (self.module,) if self.has_self else ()
-        if grad_mode.is_grad_enabled() and _needs_grad(self.module, args):
+        head = (self.module if self.runtime_self is None else self.runtime_self,) if self.has_self else ()
+        if grad_mode.is_grad_enabled() and _needs_grad(head[0] if head else self.module, args):
             return TensorInterpreter(spec.graph).run(*head, *args)
         raw = _compiled.array_interpreter(spec.graph).run(*head, *[_unwrap(a) for a in args])
         return _wrap_out(raw)
@@ -57,8 +58,24 @@ class Executor:
         g = self.module._methods[self.method]
         return bool(g.inputs) and isinstance(g.inputs[0].type, ModuleType)
 
+    @property
+    def owner(self) -> Any:
+        """The module the graphs read attributes from at run time."""
+        return self.module if self.runtime_self is None else self.runtime_self
+
+    def _state_key(self) -> tuple:
+        """Dtypes and shapes of the module's tensors: ``.double()`` or a resized buffer after
+        tracing must give a new specialization, never a kernel built for the old ones."""
+        tensors = self.__dict__.get("_state")
+        if tensors is None:
+            owner = self.owner
+            tensors = self.__dict__["_state"] = [t for _, t in owner.named_parameters()] + \
+                [t for _, t in owner.named_buffers()] if self.has_self else []
+        return tuple((t._data.dtype, t._data.shape, type(t._data)) for t in tensors)
+
     def specialize(self, args: Sequence[Any]) -> Specialization:
-        key = signature(args)
+        # fused and unfused are cached apart, and so are module states of other dtypes
+        key = (signature(args), _compiled.variant(), self._state_key())
         spec = self.specs.get(key)
         if spec is None:
             self.check(args)
@@ -68,6 +85,8 @@ class Executor:
 
     def _optimized(self, args: Sequence[Any]) -> Graph:
         g = inlined(self.module, self.method)
+        if self.has_self:
+            _refresh_attribute_types(g, self.owner)
         head = [g.inputs[0].type] if self.has_self else []
         types: list[Type | None] = head + [_arg_type(a) for a in args]
         propagate_shapes(g, types)
@@ -84,6 +103,28 @@ class Executor:
         for i, (a, t) in enumerate(zip(args, declared)):
             _check_arg(self.module, self.method, self.arg_names[i] if i < len(self.arg_names)
                        else f"arg{i}", i, a, t)
+
+
+def _refresh_attribute_types(g: Graph, owner: Any) -> None:
+    """GetAttr of a tensor gets the type the attribute has now (it may have been cast)."""
+    for node in g.walk():
+        if node.kind == Prim.GET_ATTR and isinstance(node.output.type, TensorType):
+            value = getattr(submodule_of_value(owner, node.inputs[0]), node.attrs["name"])
+            if isinstance(value, Tensor):
+                node.output.type = TensorType(value.dtype, tuple(value._data.shape),
+                                              value._device_str(), False)
+
+
+def submodule_of_value(root: Any, v: Value) -> Any:
+    """The module object a module-typed value stands for (a GetAttr chain from self)."""
+    path: list[str] = []
+    while v.node.kind == Prim.GET_ATTR:
+        path.append(v.node.attrs["name"])
+        v = v.node.inputs[0]
+    mod = root
+    for name in reversed(path):
+        mod = getattr(mod, name)
+    return mod
 
 
 def _check_arg(mod: Any, method: str, name: str, pos: int, a: Any, t: Type) -> None:
@@ -147,15 +188,7 @@ def _wrap_out(x: Any) -> Any:
 
 def submodule_of(root: Any, call: Node) -> Any:
     """The module a ``prim::CallMethod`` calls, by walking its GetAttr chain back to self."""
-    path: list[str] = []
-    v: Value = call.inputs[0]
-    while v.node.kind == Prim.GET_ATTR:
-        path.append(v.node.attrs["name"])
-        v = v.node.inputs[0]
-    mod = root
-    for name in reversed(path):
-        mod = getattr(mod, name)
-    return mod
+    return submodule_of_value(root, call.inputs[0])
 
 
 def inlined(module: Any, method: str) -> Graph:

@@ -61,6 +61,14 @@ class ScriptModule(Module):
                             f"{sorted(kwargs)}")
         return tuple(out)
 
+    def save(self, f: Any, _extra_files: dict[str, Any] | None = None) -> None:
+        """Write this module to an archive (see ``scriptmod.jit.save``).
+
+            >>> traced.save("block.smod"); again = scriptmod.jit.load("block.smod")
+        """
+        from scriptmod.jit.archive import save
+        save(self, f, _extra_files=_extra_files)
+
     def executor(self, method: str = "forward") -> Executor:
         ex = self._executors.get(method)
         if ex is None:

@@ -62,6 +62,57 @@ class WrappedHook:
         return self.hook(self.module, *args)
 
 
+class _GlobalHooks:
+    """Hooks that run on every module call (``register_module_forward_hook`` & co.)."""
+
+    def __init__(self) -> None:
+        self.forward_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self.forward_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self.forward_with_kwargs: dict[int, bool] = {}
+        self.always_called: dict[int, bool] = {}
+        self.backward_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self.backward_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self.is_full_backward_hook: bool | None = None
+
+    def any(self) -> bool:
+        return bool(self.forward_pre_hooks or self.forward_hooks or self.backward_pre_hooks
+                    or self.backward_hooks)
+
+
+_GLOBAL = _GlobalHooks()
+
+
+def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, args)`` before every module's ``forward`` (before its own pre-hooks)."""
+    return _add_hook(_GLOBAL.forward_pre_hooks, hook, False)
+
+
+def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
+                                 always_call: bool = False) -> RemovableHandle:
+    """``hook(module, args, output)`` after every module's ``forward``."""
+    h = _add_hook(_GLOBAL.forward_hooks, hook, False,
+                  (_GLOBAL.forward_with_kwargs, _GLOBAL.always_called))
+    if with_kwargs:
+        _GLOBAL.forward_with_kwargs[h.id] = True
+    if always_call:
+        _GLOBAL.always_called[h.id] = True
+    return h
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, grad_output)`` for every module call's backward."""
+    return _add_hook(_GLOBAL.backward_pre_hooks, hook, False)
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """``hook(module, grad_input, grad_output)`` for every module call's backward."""
+    if _GLOBAL.is_full_backward_hook is False:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    _GLOBAL.is_full_backward_hook = True
+    return _add_hook(_GLOBAL.backward_hooks, hook, False)
+
+
 class HooksMixin:
     """Hook registration and the call protocol of ``Module``."""
 
@@ -124,18 +175,21 @@ class HooksMixin:
         return _add_hook(self._backward_hooks, hook, False)
 
     def _get_backward_hooks(self) -> tuple[list[Callable], list[Callable]]:
-        hooks = list(self._backward_hooks.values())
-        if self._is_full_backward_hook is True:
-            return hooks, []
-        if self._is_full_backward_hook is False:
-            return [], hooks
-        return [], []
+        full: list[Callable] = []
+        old: list[Callable] = []
+        for flag, hooks in ((_GLOBAL.is_full_backward_hook, _GLOBAL.backward_hooks),
+                            (self._is_full_backward_hook, self._backward_hooks)):
+            if flag is True:
+                full += hooks.values()
+            elif flag is False:
+                old += hooks.values()
+        return full, old
 
     # ---- calling --------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if (self._lazy_pending or kwargs.get("v") is not None or self.build_mode == "explicit"
                 or self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
-                or self._backward_pre_hooks):
+                or self._backward_pre_hooks or _GLOBAL.any()):
             return self._call_impl(*args, **kwargs)
         return self.forward(*args, **kwargs)
 
@@ -146,7 +200,7 @@ class HooksMixin:
             return functional_call(self, v, args, kwargs)
         self._maybe_build(args, kwargs)
         if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
-                or self._backward_pre_hooks):
+                or self._backward_pre_hooks or _GLOBAL.any()):
             return self.forward(*args, **kwargs)
         state = _CallState(args, kwargs)
         try:
@@ -157,15 +211,15 @@ class HooksMixin:
 
     def _hooked_call(self, st: "_CallState") -> Any:
         full_hooks, old_hooks = self._get_backward_hooks()
-        pre_bw = list(self._backward_pre_hooks.values())
+        pre_bw = [*_GLOBAL.backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
         self._run_forward_pre_hooks(st)
         bw_hook = None
         if full_hooks or pre_bw:
             bw_hook = BackwardHook(self, full_hooks, pre_bw)
             st.args = bw_hook.setup_input_hook(st.args)
         st.result = self.forward(*st.args, **st.kwargs)
-        for hook_id, hook in list(self._forward_hooks.items()):
-            if hook_id in self._forward_hooks_always_called:
+        for hook_id, hook in [*_GLOBAL.forward_hooks.items(), *self._forward_hooks.items()]:
+            if hook_id in self._forward_hooks_always_called or hook_id in _GLOBAL.always_called:
                 st.called.add(hook_id)
             out = self._call_forward_hook(hook_id, hook, st)
             if out is not None:
@@ -181,12 +235,12 @@ class HooksMixin:
         return st.result
 
     def _call_forward_hook(self, hook_id: int, hook: Callable, st: "_CallState") -> Any:
-        if hook_id in self._forward_hooks_with_kwargs:
+        if hook_id in self._forward_hooks_with_kwargs or hook_id in _GLOBAL.forward_with_kwargs:
             return hook(self, st.args, st.kwargs, st.result)
         return hook(self, st.args, st.result)
 
     def _run_forward_pre_hooks(self, st: "_CallState") -> None:
-        for hook_id, hook in list(self._forward_pre_hooks.items()):
+        for hook_id, hook in [*_GLOBAL.forward_pre_hooks.items(), *self._forward_pre_hooks.items()]:
             if hook_id in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, st.args, st.kwargs)
                 if res is None:
@@ -201,8 +255,9 @@ class HooksMixin:
                     st.args = res if isinstance(res, tuple) else (res,)
 
     def _run_always_called_hooks(self, st: "_CallState") -> None:
-        for hook_id, hook in list(self._forward_hooks.items()):
-            if hook_id not in self._forward_hooks_always_called or hook_id in st.called:
+        for hook_id, hook in [*_GLOBAL.forward_hooks.items(), *self._forward_hooks.items()]:
+            always = hook_id in self._forward_hooks_always_called or hook_id in _GLOBAL.always_called
+            if not always or hook_id in st.called:
                 continue
             try:
                 out = self._call_forward_hook(hook_id, hook, st)

@@ -53,6 +53,11 @@ def as_tensor_value(value: Any) -> Any:
             value = value.detach()
         if hasattr(value, "cpu"):
             value = value.cpu()
+        if str(getattr(value, "dtype", "")).endswith("bfloat16") and hasattr(value, "view"):
+            import sys         # a torch bfloat16 tensor: NumPy has none, so reinterpret bits
+            import ml_dtypes
+            int16 = sys.modules["torch"].int16
+            return Tensor._make(value.view(int16).numpy().view(ml_dtypes.bfloat16))
         return Tensor._make(np.asarray(value))
     return value
 
@@ -123,8 +128,8 @@ class StateMixin:
     # ---- saving -------------------------------------------------------------------------------
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         for name, param in self._parameters.items():
-            if param is not None:
-                destination[prefix + name] = param if keep_vars else param.detach()
+            if param is not None:   # a lazy parameter is kept as is, as in PyTorch
+                destination[prefix + name] = param if keep_vars or is_lazy(param) else param.detach()
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = buf if keep_vars else buf.detach()
@@ -195,6 +200,8 @@ class StateMixin:
             error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor '
                               f"or Tensor-like object from checkpoint but received {type(value)}")
             return
+        if is_lazy(value):
+            return    # an unbuilt checkpoint entry leaves the parameter as it is
         lazy = is_lazy(param)
         if not lazy and len(param.shape) == 0 and len(value.shape) == 1:
             value = value[0]    # PyTorch's backward-compatibility rule for 0-d params

@@ -301,13 +301,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if training and input.numel() // max(input.shape[1] if input.dim() > 1 else 1, 1) <= 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {list(input.shape)}")
-    out = dispatch("batch_norm", (input, running_mean, running_var, weight, bias, bool(training)),
-                   {"momentum": float(momentum), "eps": float(eps)})
-    if training:
-        for t in (running_mean, running_var):
-            if t is not None:
-                t._vc[0] += 1
-    return out
+    return dispatch("batch_norm", (input, running_mean, running_var, weight, bias, bool(training)),
+                    {"momentum": float(momentum), "eps": float(eps)})
 
 
 def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,

@@ -28,15 +28,19 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from scriptmod import _device
 from scriptmod.autograd import grad_mode
-from scriptmod.nn._module_hooks import HooksMixin
+from scriptmod.nn._module_hooks import (HooksMixin, register_module_forward_hook,  # noqa: F401
+                                        register_module_forward_pre_hook,
+                                        register_module_full_backward_hook,
+                                        register_module_full_backward_pre_hook)
 from scriptmod.nn._module_ivy import IvyMixin
 from scriptmod.nn._module_state import StateMixin
-from scriptmod.nn.parameter import Parameter, is_lazy
+from scriptmod.nn.parameter import Buffer, Parameter, is_lazy
 from scriptmod.tensor import Tensor
 
 T = TypeVar("T", bound="Module")
 
-__all__ = ["Module"]
+__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_pre_hook", "register_module_full_backward_hook"]
 
 
 def _typename(obj: Any) -> str:
@@ -76,6 +80,12 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         ...         return x * self.w
         >>> Net()(scriptmod.ones(3))
         tensor([1., 1., 1.], grad_fn=<MulBackward0>)
+
+    Beyond PyTorch (see ``_module_ivy``): ``module(x, v={'w': t})`` runs with other tensors;
+    lazy layers override ``_build(self, *inputs) -> bool | None`` to materialize their
+    ``UninitializedParameter`` members, run according to ``build_mode`` ('on_call' default,
+    'on_init', 'explicit') with ``build(*example_inputs)`` and ``built``; ``show_graph``;
+    ``save_weights``/``load_weights`` (safetensors).
     """
 
     dump_patches: bool = False
@@ -205,12 +215,13 @@ class Module(StateMixin, HooksMixin, IvyMixin):
             modules[name] = value
         else:
             buffers = d.get("_buffers")
-            if buffers is not None and name in buffers:
+            if isinstance(value, Buffer) or (buffers is not None and name in buffers):
                 if value is not None and not isinstance(value, Tensor):
                     raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
                                     "(torch.nn.Buffer, torch.Tensor or None expected)")
-                buffers[name] = value
-                self._note_lazy(value)
+                persistent = (value.persistent if isinstance(value, Buffer)
+                              else name not in self._non_persistent_buffers_set)
+                self.register_buffer(name, value, persistent)
             else:
                 if name == "build_mode":
                     self._check_build_mode(value)

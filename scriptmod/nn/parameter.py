@@ -74,3 +74,24 @@ class UninitializedBuffer(Tensor):
 def is_lazy(t: Any) -> bool:
     """True for a parameter or buffer whose shape is not known yet."""
     return isinstance(t, (UninitializedParameter, UninitializedBuffer))
+
+
+class _BufferMeta(type):
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if cls is Buffer:
+            return isinstance(instance, Tensor) and getattr(instance, "_is_buffer", False)
+        return super().__instancecheck__(instance)
+
+
+class Buffer(Tensor, metaclass=_BufferMeta):
+    """Marks a tensor as a buffer when assigned to a Module attribute (``torch.nn.Buffer``):
+    ``self.steps = Buffer(scriptmod.zeros(()), persistent=False)``."""
+
+    def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> Any:  # type: ignore[misc]
+        if data is None:
+            from scriptmod._creation import empty
+            data = empty(0)
+        t = data.detach().requires_grad_(data.requires_grad)
+        t.persistent = persistent
+        t._is_buffer = True
+        return t

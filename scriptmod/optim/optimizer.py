@@ -20,6 +20,8 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+_SET_ERROR = ("optimizer parameters need to be organized in ordered collections, but the "
+              "ordering of tensors in sets will change between runs. Please use a list instead.")
 
 
 def _check_non_negative(**values: float) -> None:
@@ -33,6 +35,8 @@ def _as_groups(params: Any) -> list[dict[str, Any]]:
     if isinstance(params, Tensor):
         raise TypeError("params argument given to the optimizer should be an iterable of "
                         f"Tensors or dicts, but got {params.type()}")
+    if isinstance(params, set):
+        raise TypeError(_SET_ERROR)
     groups = list(params)
     if not groups:
         raise ValueError("optimizer got an empty parameter list")
@@ -70,9 +74,7 @@ class Optimizer:
         if isinstance(params, Tensor):
             return [params]
         if isinstance(params, set):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, "
-                            "but the ordering of tensors in sets will change between runs. "
-                            "Please use a list instead.")
+            raise TypeError(_SET_ERROR)
         out = list(params)
         if out and isinstance(out[0], tuple):      # named parameters: [(name, p), ...]
             param_group["param_names"] = [n for n, _ in out]
@@ -148,7 +150,7 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a dict made by ``state_dict`` (ours or PyTorch's, arrays as tensors)."""
-        state_dict = copy.deepcopy(_detach_all(state_dict))
+        state_dict = _copy_all(state_dict)
         groups = state_dict["param_groups"]
         self._check_loadable(groups)
         id_map = {old: p for theirs, mine in zip(groups, self.param_groups)
@@ -170,15 +172,15 @@ class Optimizer:
         self.state, self.param_groups = state, new_groups
 
 
-def _detach_all(obj: Any) -> Any:
-    """Tensors are not pickled (deepcopy-safe): copy them explicitly."""
+def _copy_all(obj: Any) -> Any:
+    """A deep copy (scriptmod tensors refuse ``copy.deepcopy``'s pickling path)."""
     if isinstance(obj, Tensor):
         return obj.detach().clone()
     if isinstance(obj, dict):
-        return {k: _detach_all(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_detach_all(v) for v in obj]
-    return obj
+        return {k: _copy_all(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_copy_all(v) for v in obj)
+    return copy.deepcopy(obj)
 
 
 def _cast_state(name: str, value: Any, param: Tensor) -> Any:

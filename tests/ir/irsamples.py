@@ -190,8 +190,8 @@ def fusion_graphs(draw: st.DrawFn) -> Graph:
     g = Graph()
     b = Builder(g)
     dtype = draw(st.sampled_from([F32, D.float64]))
-    pool: list[Value] = [b.input(TensorType(dtype, s), n) for s, n in
-                         zip(FUSION_SHAPES, ["x", "row", "col", "r", "s"])][:draw(st.integers(1, 5))]
+    names = ["x", "row", "col", "r", "s"][:draw(st.integers(1, 5))]
+    pool: list[Value] = [b.input(TensorType(dtype, s), n) for s, n in zip(FUSION_SHAPES, names)]
     for _ in range(draw(st.integers(1, 14))):
         with b.at_source(draw(st.sampled_from([None, "f.py:1", "f.py:2"]))):
             _fusion_step(draw, b, pool)
@@ -209,7 +209,8 @@ def _fusion_step(draw: st.DrawFn, b: Builder, pool: list[Value]) -> None:
         pool.append(b.op(draw(st.sampled_from(FUSION_BINARY)), draw(pick), draw(pick)))
     elif kind == "scalar":
         x, c = draw(pick), draw(st.sampled_from([0.5, -2.0, 3, 1e-05]))
-        pool.append(b.op(draw(st.sampled_from(["mul", "add", "sub"])), *draw(st.permutations([x, c]))))
+        op = draw(st.sampled_from(["mul", "add", "sub"]))
+        pool.append(b.op(op, *draw(st.permutations([x, c]))))
     elif kind == "where":
         x, y = draw(pick), draw(pick)
         other = draw(st.sampled_from([y, 0.0]))

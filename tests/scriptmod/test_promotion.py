@@ -86,13 +86,19 @@ def test_set_default_dtype_rejects_non_floating() -> None:
 def test_promote_types_matches_torch(torch: Any, a: D.DType) -> None:
     for b in ALL:
         want = torch.promote_types(_tt(torch, a), _tt(torch, b))
-        assert sm.promote_types(a, b).name == str(want).split(".")[1], (a, b)
+        assert sm.promote_types(a, b).name == _name(want), (a, b)
+
+
+def _name(torch_dtype: Any) -> str:
+    """scriptmod has no complex32 (ComplexHalf): float16 with complex gives complex64."""
+    name = str(torch_dtype).split(".")[1]
+    return "complex64" if name == "complex32" else name
 
 
 def _torch_result(torch: Any, a: D.DType, other: Any, zero_dim: bool) -> str:
     x = torch.ones(2, dtype=_tt(torch, a))
     y = torch.ones((), dtype=_tt(torch, other)) if zero_dim else other
-    return str(torch.result_type(x, y)).split(".")[1]
+    return _name(torch.result_type(x, y))
 
 
 @pytest.mark.parametrize("a", ALL, ids=str)
@@ -112,8 +118,11 @@ def test_op_result_dtypes_match_torch(torch: Any, op: str) -> None:
              and not (op in ("maximum", "pow") and D.COMPLEX in (a.category, b.category))]
     for a, b in pairs:
         x, y = sm.ones(2, dtype=a), sm.ones((), dtype=b)
-        want = getattr(torch, op)(torch.ones(2, dtype=_tt(torch, a)), torch.ones((), dtype=_tt(torch, b)))
-        assert getattr(sm, op)(x, y).dtype.name == str(want.dtype).split(".")[1], (op, a, b)
+        try:
+            want = getattr(torch, op)(torch.ones(2, dtype=_tt(torch, a)), torch.ones((), dtype=_tt(torch, b)))
+        except (NotImplementedError, RuntimeError):   # torch has no kernel (complex32, bool pow)
+            continue
+        assert getattr(sm, op)(x, y).dtype.name == _name(want.dtype), (op, a, b)
 
 
 @pytest.mark.parametrize("a", ALL, ids=str)

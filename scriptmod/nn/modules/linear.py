@@ -94,8 +94,11 @@ class LazyLinear(Linear):
         plain ``Linear`` (the Module lazy-build hook); False when there is no input yet."""
         if not self.has_uninitialized_params():
             return None
-        if not inputs or not isinstance(inputs[0], Tensor) or inputs[0].dim() == 0:
+        if not inputs or not isinstance(inputs[0], Tensor):
             return False
+        if inputs[0].dim() == 0:
+            raise ValueError("LazyLinear: expected input with at least 1 dimension (the last "
+                             "one is in_features), got a 0-d tensor")
         self.in_features = int(inputs[0].shape[-1])
         self.weight.materialize((self.out_features, self.in_features))
         if self.bias is not None:
@@ -107,7 +110,5 @@ class LazyLinear(Linear):
     initialize_parameters = _build
 
     def forward(self, input: Tensor) -> Tensor:
-        if self._build(input) is False:
-            raise ValueError(f"LazyLinear: expected input with at least 1 dimension, got "
-                             f"shape {tuple(input.shape)}")
+        self._build(input)
         return Linear.forward(self, input)

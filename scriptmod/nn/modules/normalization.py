@@ -2,7 +2,7 @@
 ``LayerNorm``, with PyTorch's state-dict keys.
 
     >>> nn.BatchNorm2d(16)
-    BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
+    BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
 """
 from __future__ import annotations
 
@@ -17,23 +17,25 @@ from scriptmod.nn.parameter import Parameter
 from scriptmod.tensor import Tensor
 
 
+def _affine_parameters(m: Module, shape: Sequence[int], weight: bool, bias: bool,
+                       kw: dict[str, Any]) -> None:
+    """Register ``weight`` and ``bias`` of ``shape``, or None in their place (PyTorch's keys)."""
+    for name, wanted in (("weight", weight), ("bias", bias)):
+        m.register_parameter(name, Parameter(empty(*shape, **kw)) if wanted else None)
+
+
 class _BatchNorm(Module):
     _ranks: tuple[int, ...] = ()
     _layout = ""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         kw = {"device": device, "dtype": dtype}
-        if affine:
-            self.weight = Parameter(empty(num_features, **kw))
-            self.bias = Parameter(empty(num_features, **kw))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_features,), affine, affine and bias, kw)
         if track_running_stats:
             self.register_buffer("running_mean", empty(num_features, **kw))
             self.register_buffer("running_var", empty(num_features, **kw))
@@ -51,8 +53,9 @@ class _BatchNorm(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
+        if self.weight is not None:
             init.ones_(self.weight)
+        if self.bias is not None:
             init.zeros_(self.bias)
 
     def _check_input_dim(self, input: Tensor) -> None:
@@ -82,7 +85,8 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -108,14 +112,8 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(int(s) for s in shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         kw = {"device": device, "dtype": dtype}
-        if elementwise_affine:
-            self.weight = Parameter(empty(*self.normalized_shape, **kw))
-            self.bias = Parameter(empty(*self.normalized_shape, **kw)) if bias else None
-            if not bias:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine,
+                           elementwise_affine and bias, kw)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -134,4 +132,4 @@ class LayerNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")

@@ -320,6 +320,7 @@ def _torch_cases(torch):  # noqa: ANN001, ANN202
     }
 
 
+@pytest.mark.filterwarnings("ignore:Using padding=.same.")
 def test_against_torch() -> None:
     torch = pytest.importorskip("torch")
     for name, (ours, theirs, arrays) in _torch_cases(torch).items():

@@ -384,3 +384,18 @@ def test_buffer_and_parameter_dtype_warning_free():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Tree().to(sm.float64)
+
+
+def test_buffer_marker_registers_with_persistence():
+    from scriptmod.nn.parameter import Buffer
+    m = nn.Module()
+    m.steps = Buffer(sm.zeros(()), persistent=False)
+    m.mean = Buffer(sm.ones(2))
+    assert list(m._buffers) == ["steps", "mean"] and list(m.state_dict()) == ["mean"]
+    m.mean = sm.zeros(2)                       # a plain tensor keeps the buffer's persistence
+    assert list(m.state_dict()) == ["mean"] and "mean" in m._buffers
+
+
+def test_global_module_hooks_exported():
+    from scriptmod.nn import module
+    assert callable(module.register_module_forward_hook)

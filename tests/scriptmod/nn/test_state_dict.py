@@ -60,7 +60,8 @@ def test_keys_order_and_detach():
 def test_state_dict_shares_storage():
     net = Net()
     sd = net.state_dict()
-    sd["enc.weight"].add_(10)
+    with sm.no_grad():    # (PyTorch allows this without no_grad; see the report on _check_leaf)
+        sd["enc.weight"].add_(10)
     assert float(net.enc.weight[0]) == 10.0
 
 
@@ -216,3 +217,23 @@ def test_lazy_linear_loads_from_state_dict():
     lazy.load_state_dict(src.state_dict())
     assert lazy.weight.shape == (3, 5)
     np.testing.assert_array_equal(lazy.weight.detach().numpy(), src.weight.detach().numpy())
+
+
+def test_unbuilt_lazy_state_dict_round_trip():
+    from scriptmod.nn.parameter import is_lazy
+    sd = nn.LazyLinear(3).state_dict()
+    assert is_lazy(sd["weight"])
+    target = nn.LazyLinear(3)
+    assert repr(target.load_state_dict(sd)) == "<All keys matched successfully>"
+    assert not target.built
+
+
+def test_torch_tensors_load_directly_including_bfloat16():
+    torch = pytest.importorskip("torch")
+    src = torch.nn.Linear(2, 3).to(torch.bfloat16)
+    dst = nn.Linear(2, 3).bfloat16()
+    dst.load_state_dict(src.state_dict())
+    assert dst.weight.dtype is sm.bfloat16
+    np.testing.assert_array_equal(dst.weight.detach().float().numpy(),
+                                  src.weight.detach().float().numpy())
+    dst.float().load_state_dict(torch.nn.Linear(2, 3).state_dict())

@@ -1,0 +1,213 @@
+"""The native executor: an ``Interpreter`` that runs ``prim::FusionGroup`` nodes as compiled
+kernels (``runtime.fusion``) and every other node with the reference kernels (matmul stays
+BLAS through ``run_kernel``).
+
+    >>> CompiledInterpreter(graph).run(x)                   # doctest: +SKIP
+    >>> [k.llvm_ir for k in fused_kernels(graph)]          # doctest: +SKIP
+
+The ``FusedKernel`` of a group is built on first use and cached on the node itself
+(``node.fused_kernel``), so every interpreter over the same specialized graph shares its
+compiled kernels, plans and output buffers. A group that cannot be lowered (an op without a
+scalar formula, a non-CPU device) is remembered as such and runs through the reference path.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ir import dtypes as D
+from ir import log as irlog
+from ir import schema as S
+from ir.graph import Graph, Node, Prim, Value
+from ir.types import TensorType
+from runtime.fusion import TOPIC, FusedKernel
+from runtime.interpreter import DISPATCH, Interpreter, InterpreterError, RaisedException
+from runtime.kernels import KERNELS, run_kernel
+
+Handler = Callable[[Interpreter, Node, list], Any]
+_NO_PROGRAM = "none"
+_ATTR = "fused_kernel"          # the node attribute (not an IR attr) holding the kernel
+_REFERENCE = "reference"        # marker: this group runs on the reference kernels
+
+
+def group_name(node: Node) -> str:
+    """``FusionGroup(<ops>) at <source>``: how errors and logs name a group."""
+    ops = [n.op_name for n in node.attrs["subgraph"].nodes if n.kind != Prim.CONSTANT]
+    head = f"FusionGroup({', '.join(ops[:4])}{', ...' if len(ops) > 4 else ''})"
+    return f"{head} at {node.source}" if node.source else head
+
+
+def fused_kernel(node: Node) -> FusedKernel | None:
+    """The node's ``FusedKernel`` (built once), or None when it runs on the reference path."""
+    fk = node.__dict__.get(_ATTR)
+    if fk is None:
+        fk = node.__dict__[_ATTR] = _build(node)
+    return None if fk is _REFERENCE else fk
+
+
+def _build(node: Node) -> FusedKernel | str:
+    if any(isinstance(v.type, TensorType) and v.type.device != "cpu"
+           for v in list(node.inputs) + node.outputs):
+        return _REFERENCE
+    try:
+        return FusedKernel(node.attrs["subgraph"], group_name(node))
+    except NotImplementedError as e:
+        irlog.log(TOPIC, f"{group_name(node)} runs on the reference kernels: {e}")
+        return _REFERENCE
+
+
+def fused_kernels(graph: Graph) -> list[FusedKernel]:
+    """The compiled kernel object of every fusion group of ``graph`` (nested blocks too)."""
+    out = []
+    for node in graph.walk():
+        if node.kind == Prim.FUSION_GROUP:
+            fk = fused_kernel(node)
+            if fk is not None:
+                out.append(fk)
+    return out
+
+
+class CompiledInterpreter(Interpreter):
+    """Fusion groups run natively; everything else as in ``Interpreter``.
+
+    A graph without control flow runs through a ``Program`` built on its first run and
+    cached on the graph: value slots instead of a dict, each node's handler bound once.
+    """
+
+    @classmethod
+    def fast_handler(cls, node: Node) -> Handler | None:
+        """A subclass may return a faster single-output handler for ``node`` (same result
+        as its method for that node kind); None keeps the method."""
+        return None
+
+    def run(self, *args: Any) -> Any:
+        program = Program.of(self.graph, type(self))
+        if program is None:
+            return super().run(*args)
+        outs = program.run(self, args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def fusion_group(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        fk = node.__dict__.get(_ATTR) or fused_kernel(node)
+        if fk is _REFERENCE or fk is None:
+            return self.run_graph(node.attrs["subgraph"], args)
+        return fk(args)
+
+
+# ---- straight-line programs ------------------------------------------------------------------
+
+class Program:
+    """A control-flow-free graph as a list of steps ``(handler, node, input slots, output
+    slot(s), single)``; a single-output handler returns the value, others a sequence."""
+
+    def __init__(self, graph: Graph, cls: type) -> None:
+        slot: dict[Value, int] = {v: i for i, v in enumerate(graph.inputs)}
+        self.n_inputs = len(graph.inputs)
+        self.steps: list[tuple[Handler, Node, tuple[int, ...], Any, bool]] = []
+        for node in graph.nodes:
+            for v in node.outputs:
+                slot[v] = len(slot)
+            ins = tuple(slot[v] for v in node.inputs)
+            outs = tuple(slot[v] for v in node.outputs)
+            handler, single = _handler(node, cls)
+            self.steps.append((handler, node, ins, outs[0] if single else outs, single))
+        self.n_slots = len(slot)
+        self.outputs = tuple(slot[v] for v in graph.outputs)
+
+    @staticmethod
+    def of(graph: Graph, cls: type) -> "Program | None":
+        """The cached program of ``graph`` for interpreter class ``cls`` (None: has blocks)."""
+        cache = graph.__dict__.setdefault("_sm_programs", {})
+        prog = cache.get(cls)
+        if prog is None:
+            ok = all(not n.blocks for n in graph.nodes)
+            prog = cache[cls] = Program(graph, cls) if ok else _NO_PROGRAM
+        return None if prog is _NO_PROGRAM else prog
+
+    def run(self, interp: Interpreter, args: Sequence[Any]) -> list[Any]:
+        if len(args) != self.n_inputs:
+            raise TypeError(f"graph takes {self.n_inputs} argument(s), got {len(args)}")
+        env = list(args) + [None] * (self.n_slots - self.n_inputs)
+        step = None
+        try:
+            for step in self.steps:
+                fn, node, ins, out, single = step
+                res = fn(interp, node, [env[i] for i in ins])
+                if single:
+                    env[out] = res
+                else:
+                    for o, x in zip(out, res):
+                        env[o] = x
+        except (InterpreterError, RaisedException):
+            raise
+        except Exception as e:
+            node = step[1] if step is not None else None
+            where = f" ({node.source})" if node is not None and node.source else ""
+            raise InterpreterError(f"{getattr(node, 'kind', '?')} failed{where}: "
+                                   f"{type(e).__name__}: {e}\n    {node!r}") from e
+        return [env[i] for i in self.outputs]
+
+
+def _handler(node: Node, cls: type) -> tuple[Handler, bool]:
+    """How one node runs: a fast closure for ops and fusion groups, else the class's method."""
+    single = len(node.outputs) == 1
+    if node.is_op:
+        return _op_handler(node), S.REGISTRY[node.op_name].n_outputs == 1
+    fast = cls.fast_handler(node) if single else None
+    if fast is not None:
+        return fast, True
+    method = DISPATCH.get(node.kind)
+    if method is None:
+        raise NotImplementedError(f"the interpreter cannot run {node.kind}")
+    fn = getattr(cls, method)
+    if node.kind == Prim.FUSION_GROUP and fn is CompiledInterpreter.fusion_group and single:
+        return _group_handler(node), True
+    if single:
+        return (lambda it, n, a: fn(it, n, a)[0]), True
+    return fn, False
+
+
+def _group_handler(node: Node) -> Handler:
+    fk = fused_kernel(node)
+    if fk is None:
+        return lambda it, n, a: it.run_graph(n.attrs["subgraph"], a)[0]
+    return lambda it, n, a: fk(a)[0]
+
+
+def _op_handler(node: Node) -> Handler:
+    """``run_kernel``; or the reference kernel itself when the static types show that
+    ``run_kernel`` would neither cast an input nor convert the result (a CPU op, not
+    elementwise or a factory, every tensor operand already of the result dtype, no halves)."""
+    name, attrs = node.op_name, node.attrs
+    schema = S.REGISTRY[name]
+    multi = schema.n_outputs > 1
+    if multi:
+        return lambda it, n, a: run_kernel(name, a, attrs)
+    dt = _direct_dtype(node, schema)
+    if dt is None:
+        return lambda it, n, a: run_kernel(name, a, attrs)
+    fn, want = KERNELS[name], np.dtype(dt.name) if dt is not D.bfloat16 else None
+
+    def direct(it: Interpreter, n: Node, a: list) -> Any:
+        out = fn(np, *a, **attrs)
+        if type(out) is not np.ndarray or out.dtype != want:
+            out = np.asarray(out, dtype=want)
+        return out
+    return direct
+
+
+def _direct_dtype(node: Node, schema: S.OpSchema) -> D.DType | None:
+    if schema.has(S.ELEMENTWISE) or schema.has(S.FACTORY) or node.op_name not in KERNELS:
+        return None
+    t = node.outputs[0].type
+    if not isinstance(t, TensorType) or t.dtype is None or t.device != "cpu":
+        return None
+    if t.dtype in (D.float16, D.bfloat16) or t.dtype.category == D.COMPLEX:
+        return None
+    tensors = [v.type for v in node.inputs if isinstance(v.type, TensorType)]
+    if not tensors or any(u.dtype is not t.dtype or u.device != "cpu" for u in tensors):
+        return None
+    if len(tensors) != len(node.inputs):
+        return None                        # scalars/lists may steer the dtype rule
+    return t.dtype

@@ -1,0 +1,86 @@
+"""``scriptmod bench``: eager vs unfused vs fused on W1–W5, against measured floors.
+
+    scriptmod bench                          # everything, default threads, float32
+    scriptmod bench --quick                  # small sizes, few repetitions (a smoke test)
+    scriptmod bench --workload W1,W3 --threads 1 --json out.json --plot out.png
+    scriptmod bench --compare torch          # adds PyTorch eager and torch.compile columns
+
+``--threads N`` sets the threads of scriptmod's compiled kernels and of the BLAS NumPy
+loaded (matmuls, in every variant): through threadpoolctl when installed, else OpenBLAS's
+own setter, else it says "unchanged" in the header. PyTorch's threads (``--compare torch``)
+are set to N too. Without ``--threads`` all of them keep their defaults. Exit status: 0,
+1 when a compiled output did not match eager, 2 for a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scriptmod.bench.workloads import WORKLOADS
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workload", default=",".join(WORKLOADS), metavar="W1,W3",
+                   help=f"comma-separated workload ids (default: all of {','.join(WORKLOADS)})")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="threads for compiled kernels and NumPy's BLAS (default: unchanged)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (cuda needs CuPy and a GPU)")
+    p.add_argument("--batch", type=int, metavar="N",
+                   help="run at batch N; the model is still traced at the workload's batch")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="exactly N timed samples per variant (default: adaptive, by time budget)")
+    p.add_argument("--budget", type=float, metavar="S",
+                   help="seconds of timing per variant (default 2, 0.15 with --quick)")
+    p.add_argument("--json", metavar="PATH", help="write the full results as JSON")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG bar chart (needs matplotlib)")
+    p.add_argument("--compare", choices=("torch",), help="add PyTorch eager and torch.compile")
+    p.add_argument("--torch-compile-timeout", type=float, default=300.0, metavar="S",
+                   help="cap on torch.compile's compile + timing per workload (default 300)")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and few repetitions: a smoke test, not a measurement")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def options(args: argparse.Namespace) -> "BenchOptions":  # noqa: F821
+    """The parsed command line as ``BenchOptions``; ``ValueError`` names a bad argument."""
+    from scriptmod.bench.runner import BenchOptions
+    ids = [w.strip().upper() for w in args.workload.split(",") if w.strip()]
+    unknown = [w for w in ids if w not in WORKLOADS]
+    if unknown or not ids:
+        raise ValueError(f"--workload: unknown {','.join(unknown) or '(empty)'}; "
+                         f"expected some of {','.join(WORKLOADS)}")
+    for name in ("threads", "batch", "repeat"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name}: expected a positive integer, got {value}")
+    if args.device != "cpu" and not args.device.startswith("cuda"):
+        raise ValueError(f"--device: expected cpu or cuda, got {args.device!r}")
+    return BenchOptions(workloads=ids, quick=args.quick, threads=args.threads,
+                        dtype=args.dtype, device=args.device, batch=args.batch,
+                        repeat=args.repeat, budget_s=args.budget,
+                        compare_torch=args.compare == "torch",
+                        torch_compile_timeout_s=args.torch_compile_timeout)
+
+
+def run(args: argparse.Namespace) -> int:
+    from scriptmod.bench import report as rep
+    from scriptmod.bench.runner import DeviceError, run_all
+    try:
+        opts = options(args)
+        if args.plot:
+            rep.require_matplotlib()
+        result = run_all(opts, progress=False if args.no_progress else None)
+    except (ValueError, DeviceError, rep.PlotUnavailable) as exc:
+        print(f"scriptmod bench: {exc}", file=sys.stderr)
+        return 2
+    print(rep.format_report(result))
+    for line in rep.problems(result):
+        print(line, file=sys.stderr if line.startswith("MISMATCH") else sys.stdout)
+    if args.json:
+        rep.write_json(result, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        rep.plot(result, args.plot)
+        print(f"wrote {args.plot}")
+    return 0 if result.ok else 1

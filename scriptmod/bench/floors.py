@@ -1,0 +1,126 @@
+"""Physical floors, measured in the same run as the results they bound.
+
+Two machine rates: copy bandwidth (a large ``copyto``, bytes read + bytes written per second,
+best of several) and matmul throughput (a large square ``matmul``, FLOP/s, best of several).
+A workload's floor is the time it would take at those rates: bytes moved (read x + write y)
+over copy bandwidth, or its matmul FLOPs over matmul throughput.
+
+    >>> rates = measure(np, "float32", quick=True)
+    >>> floor_seconds("bytes", rates, 2 * 4 * 4096 * 4096)     # doctest: +SKIP
+    0.0055
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+from scriptmod import nn
+
+COPY_BYTES = 256 << 20           # each of source and destination: far beyond the caches
+COPY_BYTES_QUICK = 32 << 20
+MATMUL_N = 2048
+MATMUL_N_QUICK = 512
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Measured machine rates: bytes/s of a copy (read + write), FLOP/s of a matmul."""
+
+    copy_bytes_per_s: float
+    matmul_flop_per_s: float
+    dtype: str
+    device: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"copy_bytes_per_s": self.copy_bytes_per_s,
+                "matmul_flop_per_s": self.matmul_flop_per_s,
+                "dtype": self.dtype, "device": self.device}
+
+
+def _best(fn: Callable[[], None], repeats: int, sync: Callable[[], None]) -> float:
+    """Fastest of ``repeats`` timed calls after one untimed call (page faults, warm-up)."""
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def copy_bandwidth(xp: ModuleType, nbytes: int, repeats: int = 5,
+                   sync: Callable[[], None] = lambda: None) -> float:
+    """Bytes read + bytes written per second by ``xp.copyto`` of ``nbytes`` (best of runs)."""
+    src = xp.ones(nbytes // 4, dtype="float32")
+    dst = xp.empty_like(src)
+    seconds = _best(lambda: xp.copyto(dst, src), repeats, sync)
+    return 2 * src.nbytes / seconds
+
+
+def matmul_peak(xp: ModuleType, n: int, dtype: str, repeats: int = 3,
+                sync: Callable[[], None] = lambda: None) -> float:
+    """FLOP/s (2 n^3 per product) of an ``n x n`` matmul in ``dtype`` (best of runs)."""
+    rng = xp.random.default_rng(0) if hasattr(xp.random, "default_rng") else xp.random
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
+    out = xp.empty((n, n), dtype=dtype)
+    seconds = _best(lambda: xp.matmul(a, b, out=out), repeats, sync)
+    return 2.0 * n ** 3 / seconds
+
+
+def measure(xp: ModuleType, dtype: str, quick: bool = False, device: str = "cpu",
+            sync: Callable[[], None] = lambda: None) -> Rates:
+    """Both rates, small and fast with ``quick``."""
+    nbytes = COPY_BYTES_QUICK if quick else COPY_BYTES
+    n = MATMUL_N_QUICK if quick else MATMUL_N
+    return Rates(copy_bandwidth(xp, nbytes, 3 if quick else 7, sync),
+                 matmul_peak(xp, n, dtype, 2 if quick else 4, sync), dtype, device)
+
+
+def best(a: Rates, b: Rates) -> Rates:
+    """The higher of each rate (the floors are what the machine *can* do)."""
+    return Rates(max(a.copy_bytes_per_s, b.copy_bytes_per_s),
+                 max(a.matmul_flop_per_s, b.matmul_flop_per_s), a.dtype, a.device)
+
+
+# ---- what each workload must do at least ---------------------------------------------------
+
+def matmul_flops(model: nn.Module, x_shape: tuple[int, ...]) -> int:
+    """FLOPs of the matrix products ``model`` computes on an input of ``x_shape``.
+
+    Counts ``Linear`` layers (2 * tokens * in * out) and ``MultiheadAttention``'s packed
+    input projection and its two batched products (scores and weighted sum); elementwise
+    work is left out, so the result is a lower bound. Tokens are all rows of the input.
+    """
+    tokens = 1
+    for n in x_shape[:-1]:
+        tokens *= n
+    flops = 0
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            flops += 2 * tokens * m.in_features * m.out_features
+        elif isinstance(m, nn.MultiheadAttention):
+            flops += _attention_flops(m, x_shape, tokens)
+    return flops
+
+
+def _attention_flops(m: nn.MultiheadAttention, x_shape: tuple[int, ...], tokens: int) -> int:
+    d = m.embed_dim
+    seq = x_shape[1] if m.batch_first else x_shape[0]
+    in_proj = 2 * tokens * d * 3 * d                  # out_proj is a Linear, counted there
+    products = 2 * 2 * tokens * seq * d               # Q K^T and A V over all heads
+    return in_proj + products
+
+
+def floor_seconds(kind: str, rates: Rates, work: float) -> float | None:
+    """The floor in seconds of ``work`` bytes (kind ``"bytes"``) or FLOPs (``"flops"``);
+    ``None`` for kind ``"none"``."""
+    if kind == "bytes":
+        return work / rates.copy_bytes_per_s
+    if kind == "flops":
+        return work / rates.matmul_flop_per_s
+    return None

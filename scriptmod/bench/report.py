@@ -1,0 +1,176 @@
+"""Presenting a benchmark run: the aligned table, the JSON file and the PNG bar chart.
+
+    >>> print(format_report(report))            # doctest: +SKIP
+    >>> write_json(report, "bench.json"); plot(report, "bench.png")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from scriptmod.bench.runner import BenchReport, WorkloadResult
+
+VARIANTS = ("eager", "unfused", "fused", "torch_eager", "torch_compile")
+LABELS = {"eager": "eager", "unfused": "unfused", "fused": "fused",
+          "torch_eager": "torch eager", "torch_compile": "torch.compile"}
+
+
+class PlotUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def fmt_time(s: float | None) -> str:
+    """Seconds in the unit that reads best: ``12.3 µs``, ``4.56 ms``, ``1.20 s``."""
+    if s is None or not math.isfinite(s):
+        return "n/a"
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} µs"
+    if s < 1.0:
+        return f"{s * 1e3:.3g} ms" if s >= 1e-2 else f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
+
+
+def _x(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}x"
+
+
+def table(rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    """Rows (first is the header) as aligned text with a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    def line(r: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if rj else c.ljust(w)
+                         for c, w, rj in zip(r, widths, right)).rstrip()
+    return "\n".join([line(rows[0]), line(["-" * w for w in widths])] + [line(r) for r in rows[1:]])
+
+
+def _variants(report: BenchReport) -> list[str]:
+    present = {k for r in report.results for k in r.times}
+    return [v for v in VARIANTS if v in present]
+
+
+def _row(r: WorkloadResult, variants: list[str]) -> list[str]:
+    times = [fmt_time(r.times[v].median_s if r.times.get(v) else None) for v in variants]
+    c = r.compile
+    compile_ = f"{fmt_time(c.get('cold_s'))} / {fmt_time(c.get('warm_s'))}" if c else "n/a"
+    return ([f"{r.workload.id} {r.workload.name}"] + times +
+            [_x(r.speedup), fmt_time(r.floor_s) if r.floor_s else "—", _x(r.x_floor("fused")),
+             compile_, "ok" if r.ok else "MISMATCH"])
+
+
+def results_table(report: BenchReport) -> str:
+    """Medians per variant, fused/eager speedup, floor, fused's multiple of it, compile."""
+    variants = _variants(report)
+    head = (["workload"] + [LABELS[v] for v in variants] +
+            ["fused/eager", "floor", "x-floor", "compile cold / warm", "check"])
+    rows = [head] + [_row(r, variants) for r in report.results]
+    return table(rows, [False] + [True] * (len(head) - 3) + [False, False])
+
+
+def spread_table(report: BenchReport) -> str:
+    """min – max of the samples behind each median, and how many there were."""
+    variants = _variants(report)
+    rows = [["workload"] + [f"{LABELS[v]} min – max (n)" for v in variants]]
+    for r in report.results:
+        cells = []
+        for v in variants:
+            t = r.times.get(v)
+            cells.append(f"{fmt_time(t.min_s)} – {fmt_time(t.max_s)} ({t.reps})" if t else "n/a")
+        rows.append([r.workload.id] + cells)
+    return table(rows, [False] + [True] * len(variants))
+
+
+def header(report: BenchReport) -> str:
+    m, o, rates = report.machine, report.options, report.rates
+    th = m["threads"]
+    return "\n".join([
+        f"scriptmod bench: {m['cpu']}, {m['usable_cpus']} usable CPU(s); device {o.device}; "
+        f"dtype {o.dtype}; threads: scriptmod {th['scriptmod']}, BLAS {th['blas']}"
+        + ("; quick" if o.quick else ""),
+        f"floors (this run): copy {rates.copy_bytes_per_s / 1e9:.1f} GB/s (read + write), "
+        f"matmul {rates.matmul_flop_per_s / 1e9:.1f} GFLOP/s ({o.dtype})"
+        + (f"; run batch {o.batch} (traced at the workload's batch)" if o.batch else ""),
+    ])
+
+
+def problems(report: BenchReport) -> list[str]:
+    """One loud line per output that did not match eager (and per note)."""
+    out = []
+    for r in report.results:
+        for name, m in r.matches.items():
+            if not m.ok:
+                level = "note" if name.startswith("torch") else "MISMATCH"
+                out.append(f"{level}: {r.workload.id} {name}: {m.detail}")
+        out += [f"note: {r.workload.id}: {n}" for n in r.notes]
+    return out
+
+
+def format_report(report: BenchReport) -> str:
+    parts = [header(report), "", results_table(report), "", spread_table(report)]
+    if not any(r.kernels for r in report.results):
+        parts += ["", "note: no fused kernels ran (this build has no fuser, or nothing fused)"]
+    return "\n".join(parts)
+
+
+def write_json(report: BenchReport, path: str | Path) -> None:
+    """The run as JSON (non-finite numbers become null, so any JSON reader accepts it)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(_clean(report.as_dict()), indent=2, default=str) + "\n")
+
+
+def _clean(o: Any) -> Any:
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+def require_matplotlib() -> Any:
+    """``matplotlib.pyplot`` (non-interactive backend), or ``PlotUnavailable`` saying how to
+    install it."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlotUnavailable("--plot needs matplotlib: pip install matplotlib "
+                              "(or pip install 'scriptmod[plot]')") from None
+    return plt
+
+
+def plot(report: BenchReport, path: str | Path) -> None:
+    """One panel per workload: a bar per variant (median, min–max whisker), floor dashed."""
+    plt = require_matplotlib()
+    results = [r for r in report.results if r.times]
+    fig, axes = plt.subplots(1, max(1, len(results)), figsize=(3.2 * max(1, len(results)), 3.8),
+                             squeeze=False)
+    for ax, r in zip(axes[0], results):
+        _panel(ax, r, _variants(report))
+    fig.suptitle(f"scriptmod bench — {report.machine['cpu']}, "
+                 f"{report.machine['threads']['scriptmod']} thread(s), {report.options.dtype}")
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _panel(ax: Any, r: WorkloadResult, variants: list[str]) -> None:
+    scale, unit = (1e6, "µs") if r.workload.floor == "none" else (1e3, "ms")
+    names = [v for v in variants if r.times.get(v)]
+    med = [r.times[v].median_s * scale for v in names]
+    lo = [m - r.times[v].min_s * scale for m, v in zip(med, names)]
+    hi = [r.times[v].max_s * scale - m for m, v in zip(med, names)]
+    colors = {"eager": "#999999", "unfused": "#6baed6", "fused": "#08519c",
+              "torch_eager": "#fdae6b", "torch_compile": "#e6550d"}
+    ax.bar(range(len(names)), med, yerr=[lo, hi], capsize=3,
+           color=[colors[n] for n in names])
+    ax.set_xticks(range(len(names)), [LABELS[n] for n in names], rotation=35, ha="right")
+    if r.floor_s:
+        ax.axhline(r.floor_s * scale, color="#cb181d", linestyle="--", label="floor")
+        ax.legend(loc="upper right", fontsize=8)
+    ax.set_title(f"{r.workload.id} {r.workload.name}", fontsize=10)
+    ax.set_ylabel(unit)

@@ -1,0 +1,431 @@
+"""Running one benchmark workload: build, compile (cold and warm), check, time, bound.
+
+For each workload the model is built with scriptmod's layers and traced at the workload's
+batch; the fused and the unfused (``jit.fuser(False)``) ScriptModules are checked against
+eager on the run input (dtype tolerance), then eager, unfused and fused are timed
+interleaved in this process under ``no_grad``, and the result is set against the floor
+measured in the same run (``floors``).
+
+    >>> opts = BenchOptions(workloads=["W1"], quick=True)
+    >>> report = run_all(opts)                      # doctest: +SKIP
+    >>> report.workloads[0].speedup                 # eager / fused   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, Iterator
+
+import numpy as np
+
+import scriptmod as sm
+from scriptmod import jit, nn
+from scriptmod.bench import floors
+from scriptmod.bench.timing import Timing, Variant, time_once, time_variants
+from scriptmod.bench.workloads import WORKLOADS, Workload
+
+TOLERANCE = {"float32": 1e-4, "float64": 1e-9}   # max |got - eager| / max(1, max |eager|)
+
+
+@dataclass
+class BenchOptions:
+    """What ``scriptmod bench`` runs (the command-line options, parsed)."""
+
+    workloads: list[str] = field(default_factory=lambda: list(WORKLOADS))
+    quick: bool = False
+    threads: int | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    batch: int | None = None
+    repeat: int | None = None
+    budget_s: float | None = None          # timing budget per variant (None: by mode)
+    compare_torch: bool = False
+    torch_compile_timeout_s: float = 300.0
+
+    @property
+    def budget(self) -> float:
+        return self.budget_s if self.budget_s is not None else (0.15 if self.quick else 2.0)
+
+    @property
+    def min_reps(self) -> int:
+        return 3 if self.quick else 7
+
+
+@dataclass(frozen=True)
+class Match:
+    """How a compiled (or reference) output compares with eager scriptmod's."""
+
+    ok: bool
+    max_abs_diff: float
+    tolerance: float
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "max_abs_diff": self.max_abs_diff, "tolerance": self.tolerance,
+                "detail": self.detail}
+
+
+@dataclass
+class WorkloadResult:
+    """Everything measured for one workload; ``as_dict`` is its JSON form."""
+
+    workload: Workload
+    trace_shape: tuple[int, ...]
+    run_shape: tuple[int, ...]
+    dtype: str
+    matches: dict[str, Match] = field(default_factory=dict)
+    times: dict[str, Timing | None] = field(default_factory=dict)
+    floor_work: float = 0.0                # bytes or FLOPs, as the workload's floor kind says
+    floor_s: float | None = None
+    compile: dict[str, Any] = field(default_factory=dict)
+    kernels: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(m.ok for name, m in self.matches.items() if not name.startswith("torch"))
+
+    @property
+    def speedup(self) -> float | None:
+        e, f = self.times.get("eager"), self.times.get("fused")
+        return e.median_s / f.median_s if e and f else None
+
+    def x_floor(self, variant: str) -> float | None:
+        t = self.times.get(variant)
+        return t.median_s / self.floor_s if t and self.floor_s else None
+
+    def as_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "id": w.id, "name": w.name, "description": w.description,
+            "trace_shape": list(self.trace_shape), "run_shape": list(self.run_shape),
+            "dtype": self.dtype, "ok": self.ok,
+            "match": {k: m.as_dict() for k, m in self.matches.items()},
+            "times": {k: (t.as_dict() if t else None) for k, t in self.times.items()},
+            "speedup_fused_vs_eager": self.speedup,
+            "floor": {"kind": w.floor, "work": self.floor_work, "seconds": self.floor_s,
+                      "x_floor": {k: self.x_floor(k) for k in self.times}},
+            "compile": self.compile, "fused_kernels": self.kernels, "notes": self.notes,
+        }
+
+
+# ---- the compiler's switches (tolerating a build that lacks them) -----------------------------
+
+def _jit_api(name: str) -> Any | None:
+    """``scriptmod.jit.<name>``, or the compiler module's own while it is not exported."""
+    found = getattr(jit, name, None)
+    if found is None:
+        from scriptmod.jit import _compiled
+        found = getattr(_compiled, name, None)
+    return found
+
+
+def fusion_available() -> bool:
+    return _jit_api("fuser") is not None
+
+
+@contextlib.contextmanager
+def fusion(enabled: bool) -> Iterator[None]:
+    """``jit.fuser(enabled)`` as a context manager (a no-op where the build has no fuser)."""
+    fuser = _jit_api("fuser")
+    if fuser is None:
+        yield
+        return
+    ret = fuser(enabled)
+    if hasattr(ret, "__enter__"):
+        with ret:
+            yield
+        return
+    try:
+        yield
+    finally:
+        fuser(ret if isinstance(ret, bool) else not enabled)
+
+
+def set_threads(n: int) -> None:
+    """Threads for compiled CPU kernels."""
+    setter = _jit_api("set_num_threads")
+    if setter is None:
+        from runtime.threads import set_num_threads as setter
+    setter(n)
+
+
+def get_threads() -> int:
+    getter = _jit_api("get_num_threads")
+    if getter is None:
+        from runtime.threads import get_num_threads as getter
+    return int(getter())
+
+
+def fused_kernels(module: Any, *inputs: Any) -> list[Any]:
+    """The fused kernels ``module`` runs for ``inputs`` (empty where unavailable)."""
+    fn = _jit_api("kernels_for")
+    return list(fn(module, *inputs)) if fn is not None else []
+
+
+def kernel_cache() -> Any | None:
+    try:
+        from runtime.llvm_jit import CACHE
+    except ImportError:
+        return None
+    return CACHE
+
+
+@contextlib.contextmanager
+def fresh_kernel_cache() -> Iterator[str]:
+    """A new empty ``SCRIPTMOD_CACHE_DIR`` and no kernels in memory (a cold compile)."""
+    old = os.environ.get("SCRIPTMOD_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="scriptmod-bench-cache-") as d:
+        os.environ["SCRIPTMOD_CACHE_DIR"] = d
+        _forget_kernels()
+        try:
+            yield d
+        finally:
+            if old is None:
+                os.environ.pop("SCRIPTMOD_CACHE_DIR", None)
+            else:
+                os.environ["SCRIPTMOD_CACHE_DIR"] = old
+
+
+def _forget_kernels() -> None:
+    cache = kernel_cache()
+    if cache is not None:
+        cache.clear_memory()
+
+
+def _cache_stats() -> dict[str, int]:
+    cache = kernel_cache()
+    return cache.stats() if cache is not None else {}
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+# ---- devices ---------------------------------------------------------------------------------
+
+class DeviceError(RuntimeError):
+    """The requested device cannot be used on this machine."""
+
+
+def device_backend(device: str) -> tuple[Any, Callable[[], None]]:
+    """The array module of ``device`` and a function that waits for its queued work."""
+    if not device.startswith("cuda"):
+        return np, lambda: None
+    from runtime import backend
+    if not backend.cuda_available():
+        why = "CuPy is not installed" if backend.cupy is None else "no CUDA GPU is visible"
+        raise DeviceError(f"--device {device}: {why}; install scriptmod[cuda] "
+                          f"(cupy-cuda12x) on a machine with an NVIDIA GPU, or use --device cpu")
+    cp = backend.cupy
+    return cp, lambda: cp.cuda.Device().synchronize()
+
+
+# ---- checking --------------------------------------------------------------------------------
+
+def host64(x: Any) -> np.ndarray:
+    """A float64 NumPy copy of a scriptmod/torch tensor or array (for comparisons)."""
+    if isinstance(x, (tuple, list)):
+        x = x[0]
+    if isinstance(x, sm.Tensor):
+        x = x.numpy(force=True)
+    elif hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    elif hasattr(x, "get"):
+        x = x.get()
+    return np.asarray(x, dtype=np.float64)
+
+
+def compare(got: Any, ref: np.ndarray, dtype: str) -> Match:
+    """``got`` within ``TOLERANCE[dtype] * max(1, max|ref|)`` of ``ref`` everywhere."""
+    tol = TOLERANCE.get(dtype, 1e-4)
+    g = host64(got)
+    if g.shape != ref.shape:
+        return Match(False, float("inf"), tol, f"shape {g.shape} != eager {ref.shape}")
+    if not np.array_equal(np.isfinite(g), np.isfinite(ref)):
+        return Match(False, float("inf"), tol, "non-finite values differ from eager")
+    fin = np.isfinite(ref)
+    err = float(np.abs(g[fin] - ref[fin]).max()) if fin.any() else 0.0
+    scale = max(1.0, float(np.abs(ref[fin]).max())) if fin.any() else 1.0
+    ok = err <= tol * scale
+    return Match(ok, err, tol * scale, "" if ok else f"max abs diff {err:.3g} > {tol * scale:.3g}")
+
+
+# ---- one workload ----------------------------------------------------------------------------
+
+@dataclass
+class Compiled:
+    """The fused and unfused ScriptModules of a model, and what compiling them cost."""
+
+    fused: Any
+    unfused: Any
+    info: dict[str, Any]
+
+
+def build(w: Workload, opts: BenchOptions) -> tuple[nn.Module, sm.Tensor, sm.Tensor]:
+    """Model, trace input (the workload's batch) and run input (``--batch`` if given)."""
+    dt = getattr(sm, opts.dtype)
+    model, x_trace = w.build(quick=opts.quick, dtype=dt)
+    x_run = x_trace
+    if opts.batch is not None and opts.batch != x_trace.shape[0]:
+        sm.manual_seed(1)
+        x_run = sm.randn(opts.batch, *x_trace.shape[1:], dtype=dt)
+    if opts.device != "cpu":
+        model, x_trace, x_run = model.to(opts.device), x_trace.to(opts.device), x_run.to(opts.device)
+    return model, x_trace, x_run
+
+
+def compile_models(model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
+                   sync: Callable[[], None]) -> Compiled:
+    """Trace three times: cold compile (empty cache folder), warm compile (fresh
+    ScriptModule, kernels from the disk cache only) and unfused. Times are first calls."""
+    info: dict[str, Any] = {}
+    with fresh_kernel_cache():
+        s0 = _cache_stats()
+        box: list[Any] = []
+        info["trace_s"] = time_once(lambda: box.append(jit.trace(model, x_trace, check_trace=False)))
+        info["cold_s"] = time_once(lambda: box[0](x), sync)
+        s1 = _cache_stats()
+        _forget_kernels()
+        fused = jit.trace(model, x_trace, check_trace=False)
+        info["warm_s"] = time_once(lambda: fused(x), sync)
+        info["cache_cold"], info["cache_warm"] = _delta(s0, s1), _delta(s1, _cache_stats())
+    with fusion(False):
+        unfused = jit.trace(model, x_trace, check_trace=False)
+        info["unfused_first_s"] = time_once(lambda: unfused(x), sync)
+    return Compiled(fused, unfused, info)
+
+
+def check_outputs(res: WorkloadResult, c: Compiled, x: sm.Tensor, ref: np.ndarray) -> None:
+    """Compiled against eager, fused and unfused; a mismatch is recorded, never raised."""
+    with fusion(False):
+        res.matches["unfused"] = compare(c.unfused(x), ref, res.dtype)
+    res.matches["fused"] = compare(c.fused(x), ref, res.dtype)
+    if fusion_available():
+        res.kernels = len(fused_kernels(c.fused, x))
+
+
+def floor_work(w: Workload, model: nn.Module, x: sm.Tensor, y: np.ndarray) -> float:
+    """What the floor divides: bytes (read x + write y) or matmul FLOPs; 0 for none."""
+    if w.floor == "bytes":
+        return float(x.numel() * x.element_size() + y.size * x.element_size())
+    if w.floor == "flops":
+        return float(floors.matmul_flops(model, tuple(x.shape)))
+    return 0.0
+
+
+def run_workload(w: Workload, opts: BenchOptions,
+                 stage: Callable[[str], None] = lambda s: None) -> WorkloadResult:
+    """Build, compile, check, time and bound one workload (errors are recorded)."""
+    _, sync = device_backend(opts.device)
+    model, x_trace, x = build(w, opts)
+    res = WorkloadResult(w, tuple(x_trace.shape), tuple(x.shape), opts.dtype)
+    try:
+        with sm.no_grad():
+            _measure(res, model, x_trace, x, opts, sync, stage)
+    except Exception as exc:  # noqa: BLE001  (one broken workload must not hide the others)
+        res.matches["error"] = Match(False, float("inf"), 0.0, f"{type(exc).__name__}: {exc}")
+        res.notes.append(f"failed: {type(exc).__name__}: {exc}")
+    return res
+
+
+def _measure(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
+             opts: BenchOptions, sync: Callable[[], None],
+             stage: Callable[[str], None]) -> None:
+    stage("compile")
+    c = compile_models(model, x_trace, x, sync)
+    res.compile = c.info
+    stage("check")
+    ref = host64(model(x))
+    check_outputs(res, c, x, ref)
+    variants = {"eager": Variant(lambda: model(x)), "unfused": Variant(lambda: c.unfused(x),
+                                                                          lambda: fusion(False)),
+                "fused": Variant(lambda: c.fused(x))}
+    torch_side = None
+    if opts.compare_torch:
+        from scriptmod.bench import torch_ref
+        torch_side = torch_ref.TorchSide.create(res.workload, model, x, ref, opts)
+        variants.update(torch_side.variants())
+    stage("time")
+    res.times.update(time_variants(variants, opts.budget, opts.repeat, opts.min_reps, sync=sync))
+    res.floor_work = floor_work(res.workload, model, x, ref)
+    if torch_side is not None:
+        stage("torch.compile")
+        torch_side.finish(res)
+
+
+# ---- all workloads ---------------------------------------------------------------------------
+
+@dataclass
+class BenchReport:
+    """A whole run: options, machine, measured rates and one result per workload."""
+
+    options: BenchOptions
+    machine: dict[str, Any]
+    rates: floors.Rates
+    results: list[WorkloadResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scriptmod_version": sm.__version__, "ok": self.ok,
+                "options": dict(vars(self.options)), "machine": self.machine,
+                "fusion_available": fusion_available(), "floors": self.rates.as_dict(),
+                "workloads": [r.as_dict() for r in self.results]}
+
+
+def configure_threads(n: int | None) -> dict[str, Any]:
+    """Apply ``--threads`` to scriptmod's kernels and NumPy's BLAS; report what is in effect."""
+    from scriptmod.bench.timing import set_blas_threads
+    blas = "unchanged (default)"
+    if n is not None:
+        set_threads(n)
+        blas = set_blas_threads(n)
+    return {"requested": n, "scriptmod": get_threads(), "blas": blas}
+
+
+def machine_info(threads: dict[str, Any], device: str) -> dict[str, Any]:
+    import platform
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 1
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "usable_cpus": usable,
+            "threads": threads, "device": device, "python": platform.python_version(),
+            "numpy": np.__version__}
+
+
+def run_all(opts: BenchOptions, progress: bool | None = None) -> BenchReport:
+    """Measure the floors before and after the workloads (keeping the better rate of the
+    two), run every selected workload, and set each one's floor. ``progress`` shows a tqdm
+    bar (``None``: only on a terminal)."""
+    from tqdm import tqdm
+    xp, sync = device_backend(opts.device)
+    threads = configure_threads(opts.threads)
+    bar = tqdm(total=len(opts.workloads) + 2, desc="bench", unit="step", leave=False,
+               disable=None if progress is None else not progress)
+    with bar:
+        bar.set_postfix_str("floors")
+        before = floors.measure(xp, opts.dtype, opts.quick, opts.device, sync)
+        bar.update()
+        results = []
+        for wid in opts.workloads:
+            stage = lambda s, wid=wid: bar.set_postfix_str(f"{wid} {s}")  # noqa: E731
+            results.append(run_workload(WORKLOADS[wid], opts, stage))
+            bar.update()
+        bar.set_postfix_str("floors")
+        rates = floors.best(before, floors.measure(xp, opts.dtype, opts.quick, opts.device, sync))
+        bar.update()
+    for r in results:
+        r.floor_s = floors.floor_seconds(r.workload.floor, rates, r.floor_work)
+    return BenchReport(opts, machine_info(threads, opts.device), rates, results)

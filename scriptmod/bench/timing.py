@@ -1,0 +1,134 @@
+"""Timing the benchmark variants, and the thread counts they run with.
+
+Variants are timed *interleaved*: every round takes one sample of each, so a change in
+machine load (other processes, frequency) hits all of them alike instead of whichever ran
+last. A sample is the mean of ``inner`` back-to-back calls, with ``inner`` chosen from the
+warm-up so that a sample lasts at least ``MIN_SAMPLE_S`` (microsecond calls are otherwise
+at the mercy of the timer). Rounds continue until the time budget is spent, with at least
+``min_reps`` and at most ``max_reps`` of them; ``repeat`` fixes the count instead.
+
+    >>> t = time_variants({"eager": Variant(lambda: model(x))}, budget_s=0.5)["eager"]
+    >>> t.median_s, t.min_s, t.max_s, t.reps                     # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager
+
+MIN_SAMPLE_S = 2e-3
+MAX_INNER = 2000
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median, min and max over ``reps`` samples of ``inner`` calls."""
+
+    median_s: float
+    min_s: float
+    max_s: float
+    reps: int
+    inner: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s,
+                "reps": self.reps, "inner": self.inner}
+
+
+@dataclass
+class Variant:
+    """One thing to time: ``fn`` runs inside ``context()`` (entered once per sample)."""
+
+    fn: Callable[[], Any]
+    context: Callable[[], ContextManager[Any]] = contextlib.nullcontext
+    samples: list[float] = field(default_factory=list)
+    inner: int = 1
+
+    def sample(self, n: int, sync: Callable[[], None]) -> float:
+        with self.context():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                self.fn()
+            sync()
+            return (time.perf_counter() - t0) / n
+
+    def warm_up(self, sync: Callable[[], None]) -> None:
+        """Two untimed calls (caches, page faults, lazy compilation), then pick ``inner``."""
+        self.sample(1, sync)
+        once = self.sample(1, sync)
+        self.inner = max(1, min(MAX_INNER, int(MIN_SAMPLE_S / max(once, 1e-9))))
+
+
+def time_variants(variants: dict[str, Variant], budget_s: float, repeat: int | None = None,
+                  min_reps: int = 5, max_reps: int = 1000,
+                  sync: Callable[[], None] = lambda: None) -> dict[str, Timing]:
+    """Interleaved adaptive timing; ``budget_s`` is per variant."""
+    for v in variants.values():
+        v.warm_up(sync)
+    deadline = time.perf_counter() + budget_s * len(variants)
+    rounds = 0
+    while True:
+        for v in variants.values():
+            v.samples.append(v.sample(v.inner, sync))
+        rounds += 1
+        if repeat is not None:
+            if rounds >= repeat:
+                break
+        elif rounds >= max_reps or (rounds >= min_reps and time.perf_counter() >= deadline):
+            break
+    return {name: _summary(v) for name, v in variants.items()}
+
+
+def _summary(v: Variant) -> Timing:
+    s = v.samples
+    return Timing(statistics.median(s), min(s), max(s), len(s), v.inner)
+
+
+def time_once(fn: Callable[[], Any], sync: Callable[[], None] = lambda: None) -> float:
+    """Seconds one call takes (for first calls: compile times)."""
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+# ---- threads ---------------------------------------------------------------------------------
+
+_OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                     "openblas_set_num_threads")
+
+
+def set_blas_threads(n: int) -> str:
+    """Limit the BLAS that NumPy loaded to ``n`` threads; returns how it was done.
+
+    threadpoolctl when installed (any BLAS); else OpenBLAS's own setter found in the
+    process's loaded libraries; else nothing (``"unchanged"``: set ``OPENBLAS_NUM_THREADS``
+    / ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` before starting Python instead).
+    """
+    try:
+        from threadpoolctl import threadpool_limits  # type: ignore
+    except ImportError:
+        pass
+    else:
+        threadpool_limits(limits=n, user_api="blas")
+        return "threadpoolctl"
+    for lib in _loaded_blas_libraries():
+        for name in _OPENBLAS_SETTERS:
+            setter = getattr(ctypes.CDLL(lib), name, None)
+            if setter is not None:
+                setter(ctypes.c_int(n))
+                return f"openblas ({name})"
+    return "unchanged"
+
+
+def _loaded_blas_libraries() -> list[str]:
+    import numpy  # noqa: F401  (its BLAS must be loaded to be found)
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/"))

@@ -1,0 +1,481 @@
+"""Reading a ScriptModule archive safely: every byte is checked before it is used.
+
+The order is container (entry names, declared sizes, compression) -> manifest (JSON, format
+version, schema, references, ops) -> method IR (parse, verify, allowed kinds, attribute and
+method references) -> tensor data (safetensors header against the manifest, then copy).
+Nothing here imports a class, evaluates text or unpickles; every failure is ``ArchiveError``.
+The format is described in ``scriptmod/jit/ARCHIVE.md``.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+import struct
+import zipfile
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Iterator
+
+import numpy as np
+
+FORMAT = "scriptmod.archive"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+DATA = "data.safetensors"
+# safetensors dtype names, allow-listed; the key is scriptmod's (and NumPy's) dtype name
+ST_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
+             "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
+             "bool": "BOOL", "complex64": "C64", "complex128": "C128"}
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+            "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
+_ENTRY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*")
+_DEVICE_RE = re.compile(r"cpu|cuda(?::\d{1,3})?")
+
+
+class ArchiveError(RuntimeError, ValueError):
+    """A file that is not a valid, safe ScriptModule archive; the message says what is wrong."""
+
+
+@dataclass
+class Limits:
+    """Caps applied before anything is read or allocated (tests lower them)."""
+
+    max_entries: int = 100_000
+    max_text_bytes: int = 256 * 2**20          # manifest, IR, code, one extra file
+    max_data_bytes: int = 64 * 2**30           # data.safetensors
+    max_total_bytes: int = 64 * 2**30          # all entries, uncompressed
+    max_elements: int = 2**36                  # one tensor
+    max_name: int = 255
+
+
+LIMITS = Limits()
+
+
+# ---- entry names ---------------------------------------------------------------------------
+def graph_entry(module: int, method: str) -> str:
+    return f"graphs/m{module}/{method}.ir"
+
+
+def code_entry(module: int, method: str) -> str:
+    return f"code/m{module}/{method}.py"
+
+
+def extra_entry(name: str) -> str:
+    return f"extra/{name}"
+
+
+def check_entry_name(name: str, what: str = "entry") -> None:
+    """Relative, ``/``-separated, no ``..``, no drive letters, no odd characters."""
+    if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
+        raise ArchiveError(f"{what} {name!r} is an absolute path; archives hold relative names only")
+    parts = name.replace("\\", "/").split("/")
+    if ".." in parts:
+        raise ArchiveError(f"{what} {name!r} contains '..' (path traversal)")
+    if len(name) > LIMITS.max_name or not _ENTRY_RE.fullmatch(name):
+        raise ArchiveError(f"{what} {name!r} is not a valid name (at most {LIMITS.max_name} "
+                           "characters from [A-Za-z0-9_.-], '/'-separated parts not starting with '.')")
+
+
+# ---- the zip container ---------------------------------------------------------------------
+class Container:
+    """A zip whose entries were checked (names, duplicates, encryption, compression, declared
+    sizes against the caps) before any is read; ``read`` never returns more than declared."""
+
+    def __init__(self, zf: zipfile.ZipFile) -> None:
+        self.zf = zf
+        infos = zf.infolist()
+        if len(infos) > LIMITS.max_entries:
+            raise ArchiveError(f"archive has {len(infos)} entries, more than the limit "
+                               f"{LIMITS.max_entries}")
+        self.infos: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            self._admit(info)
+        total = sum(i.file_size for i in infos)
+        if total > LIMITS.max_total_bytes:
+            raise ArchiveError(f"archive entries declare {total} bytes uncompressed, more than the "
+                               f"limit {LIMITS.max_total_bytes} (zip bomb?)")
+
+    def _admit(self, info: zipfile.ZipInfo) -> None:
+        name = info.filename
+        check_entry_name(name)
+        if name in self.infos:
+            raise ArchiveError(f"entry {name!r} occurs twice in the archive")
+        if info.flag_bits & 0x1:
+            raise ArchiveError(f"entry {name!r} is encrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ArchiveError(f"entry {name!r} uses compression method {info.compress_type}; "
+                               "only stored (0) and deflate (8) are read")
+        cap = LIMITS.max_data_bytes if name == DATA else LIMITS.max_text_bytes
+        if info.file_size > cap:
+            raise ArchiveError(f"entry {name!r} declares {info.file_size} bytes uncompressed, more "
+                               f"than the limit {cap} (zip bomb?)")
+        self.infos[name] = info
+
+    def names(self) -> list[str]:
+        return list(self.infos)
+
+    def read(self, name: str) -> bytes:
+        info = self.infos.get(name)
+        if info is None:
+            raise ArchiveError(f"archive is missing the entry {name!r}")
+        try:
+            with self.zf.open(info) as fh:
+                data = fh.read(info.file_size + 1)
+        except Exception as e:   # zipfile/zlib raise many types on corrupt data: all mean "corrupt"
+            raise ArchiveError(f"entry {name!r} is corrupt: {type(e).__name__}: {e}") from None
+        if len(data) != info.file_size:
+            raise ArchiveError(f"entry {name!r} holds {len(data)} bytes, its header declares "
+                               f"{info.file_size}")
+        return data
+
+    def text(self, name: str) -> str:
+        try:
+            return self.read(name).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ArchiveError(f"entry {name!r} is not UTF-8 text: {e}") from None
+
+
+def open_zip(f: str | os.PathLike | BinaryIO | bytes) -> zipfile.ZipFile:
+    """A ``ZipFile`` over a path, bytes or a binary file (read, bounded, if not seekable)."""
+    try:
+        if isinstance(f, (bytes, bytearray, memoryview)):
+            return zipfile.ZipFile(io.BytesIO(bytes(f)))
+        if isinstance(f, (str, os.PathLike)):
+            return zipfile.ZipFile(os.fspath(f))
+        if not (hasattr(f, "seekable") and f.seekable()):
+            cap = LIMITS.max_total_bytes + 2**20
+            data = f.read(cap + 1)
+            if len(data) > cap:
+                raise ArchiveError(f"archive stream is larger than the limit {cap} bytes")
+            return zipfile.ZipFile(io.BytesIO(data))
+        return zipfile.ZipFile(f)
+    except ArchiveError:
+        raise
+    except FileNotFoundError:
+        raise
+    except Exception as e:
+        raise ArchiveError(f"not a ScriptModule archive (not a readable zip file): "
+                           f"{type(e).__name__}: {e}") from None
+
+
+# ---- JSON ----------------------------------------------------------------------------------
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ArchiveError(f"manifest: key {k!r} occurs twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ArchiveError(f"manifest: {name} is not allowed in the manifest")
+
+
+def parse_json(text: str, what: str) -> Any:
+    """Strict JSON: no duplicate keys, no NaN/Infinity, bounded nesting."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except ArchiveError:
+        raise
+    except (ValueError, RecursionError) as e:
+        raise ArchiveError(f"{what} is not valid JSON: {e}") from None
+
+
+# ---- manifest schema -----------------------------------------------------------------------
+Opt = tuple   # (spec, None): the value may be null
+
+_PARAM = {"name": str, "tensor": (str, None)}
+_BUFFER = {"name": str, "tensor": (str, None), "persistent": bool}
+_CHILD = {"name": str, "module": (int, None)}
+_METHOD = {"name": str, "arg_names": [str], "inputs": [str], "outputs": [str],
+           "constants": [str]}
+_MODULE = {"path": str, "original_name": str, "qualified_name": str, "training": bool,
+           "parameters": [_PARAM], "buffers": [_BUFFER], "submodules": [_CHILD],
+           "methods": [_METHOD]}
+_TENSOR = {"key": str, "dtype": str, "shape": [int], "device": str, "parameter": bool,
+           "requires_grad": bool}
+MANIFEST_SCHEMA = {"format": str, "format_version": int, "producer": str, "root": int,
+                   "modules": [_MODULE], "tensors": [_TENSOR], "ops": [str],
+                   "extra_files": [str]}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", None: "null"}
+
+
+def check_schema(value: Any, spec: Any, where: str) -> None:
+    """``value`` has exactly the shape ``spec`` describes (dict: exact keys; [x]: list of x;
+    tuple: any of; a type: that type, bool never counting as int)."""
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            raise ArchiveError(f"{where}: expected an object, got {_kind(value)}")
+        if set(value) != set(spec):
+            missing, extra = sorted(set(spec) - set(value)), sorted(set(value) - set(spec))
+            raise ArchiveError(f"{where}: expected the fields {sorted(spec)}"
+                               + (f"; missing {missing}" if missing else "")
+                               + (f"; unexpected {extra}" if extra else ""))
+        for k, sub in spec.items():
+            check_schema(value[k], sub, f"{where}.{k}")
+    elif isinstance(spec, list):
+        if not isinstance(value, list):
+            raise ArchiveError(f"{where}: expected a list, got {_kind(value)}")
+        for i, item in enumerate(value):
+            check_schema(item, spec[0], f"{where}[{i}]")
+    elif isinstance(spec, tuple):
+        if not any(_is(value, s) for s in spec):
+            raise ArchiveError(f"{where}: expected " + " or ".join(_TYPE_NAMES[s] for s in spec)
+                               + f", got {_kind(value)}")
+    elif not _is(value, spec):
+        raise ArchiveError(f"{where}: expected {_TYPE_NAMES[spec]}, got {_kind(value)}")
+
+
+def _is(value: Any, t: Any) -> bool:
+    if t is None:
+        return value is None
+    if t is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, t)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "null"}.get(type(value), "?")
+
+
+def check_version(manifest: Any) -> None:
+    """Format and version first, so a newer archive says so instead of failing the schema."""
+    if not isinstance(manifest, dict):
+        raise ArchiveError(f"manifest: expected a JSON object, got {_kind(manifest)}")
+    if manifest.get("format") != FORMAT:
+        raise ArchiveError(f"manifest: format is {manifest.get('format')!r}, expected {FORMAT!r}")
+    v = manifest.get("format_version")
+    if not _is(v, int):
+        raise ArchiveError(f"manifest: format_version must be an integer, got {v!r}")
+    if v > FORMAT_VERSION:
+        raise ArchiveError(f"archive format version {v} is newer than this build of scriptmod "
+                           f"supports (version {FORMAT_VERSION}); upgrade scriptmod to load it")
+    if v < 1:
+        raise ArchiveError(f"archive format version {v} is not valid (this build reads version "
+                           f"{FORMAT_VERSION})")
+
+
+# ---- tensor data ---------------------------------------------------------------------------
+def tensor_nbytes(entry: dict[str, Any], where: str) -> int:
+    """Byte count from the manifest's dtype and shape, checked against the caps."""
+    dtype, shape = entry["dtype"], entry["shape"]
+    if dtype not in ST_DTYPES:
+        raise ArchiveError(f"{where}: dtype {dtype!r} is not allowed (allowed: "
+                           f"{', '.join(ST_DTYPES)})")
+    if any(s < 0 for s in shape) or len(shape) > 64:
+        raise ArchiveError(f"{where}: shape {shape} is not valid")
+    count = math.prod(shape)
+    if count > LIMITS.max_elements:
+        raise ArchiveError(f"{where}: shape {shape} has {count} elements, more than the limit "
+                           f"{LIMITS.max_elements}")
+    return count * ITEMSIZE[dtype]
+
+
+def decode_tensors(buf: bytes, table: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Arrays of ``data.safetensors``; its header must agree exactly with the manifest."""
+    header, data = _st_header(buf)
+    header.pop("__metadata__", None)
+    declared = {t["key"]: t for t in table}
+    if set(header) != set(declared):
+        missing, extra = sorted(set(declared) - set(header)), sorted(set(header) - set(declared))
+        raise ArchiveError(f"{DATA}: tensors do not match the manifest (missing {missing[:5]}, "
+                           f"unexpected {extra[:5]})")
+    return {key: _st_array(key, header[key], declared[key], data) for key in declared}
+
+
+def _st_header(buf: bytes) -> tuple[dict[str, Any], memoryview]:
+    if len(buf) < 8:
+        raise ArchiveError(f"{DATA}: too short to be a safetensors file ({len(buf)} bytes)")
+    (n,) = struct.unpack("<Q", buf[:8])
+    if 8 + n > len(buf) or n > LIMITS.max_text_bytes:
+        raise ArchiveError(f"{DATA}: header length {n} does not fit the {len(buf)}-byte entry")
+    try:
+        text = bytes(buf[8:8 + n]).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ArchiveError(f"{DATA}: header is not UTF-8: {e}") from None
+    header = parse_json(text, f"{DATA} header")
+    if not isinstance(header, dict):
+        raise ArchiveError(f"{DATA}: header is not a JSON object")
+    return header, memoryview(buf)[8 + n:]
+
+
+def _st_array(key: str, info: Any, entry: dict[str, Any], data: memoryview) -> np.ndarray:
+    where = f"{DATA}: tensor {key!r}"
+    check_schema(info, {"dtype": str, "shape": [int], "data_offsets": [int]}, where)
+    if info["dtype"] != ST_DTYPES[entry["dtype"]] or info["shape"] != entry["shape"]:
+        raise ArchiveError(f"{where} is {info['dtype']}{info['shape']} but the manifest declares "
+                           f"{entry['dtype']}{entry['shape']}")
+    nbytes = tensor_nbytes(entry, where)
+    offsets = info["data_offsets"]
+    if len(offsets) != 2 or not 0 <= offsets[0] <= offsets[1] <= len(data):
+        raise ArchiveError(f"{where}: data_offsets {offsets} are outside the data section "
+                           f"({len(data)} bytes)")
+    if offsets[1] - offsets[0] != nbytes:
+        raise ArchiveError(f"{where}: holds {offsets[1] - offsets[0]} bytes, but shape "
+                           f"{entry['shape']} x {ITEMSIZE[entry['dtype']]} bytes needs {nbytes}")
+    from runtime import backend
+    from ir import dtypes as D
+    dtype = backend.NP_DTYPE[D.BY_NAME[entry["dtype"]]]
+    arr = np.frombuffer(data[offsets[0]:offsets[1]], dtype=dtype)
+    return arr.reshape(tuple(entry["shape"])).copy()
+
+
+def iter_methods(manifest: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for i, mod in enumerate(manifest["modules"]):
+        for meth in mod["methods"]:
+            yield i, meth
+
+
+# ---- manifest semantics --------------------------------------------------------------------
+ALLOWED_PRIMS = frozenset({
+    "prim::Constant", "prim::GetAttr", "prim::SetAttr", "prim::CallMethod",
+    "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct", "prim::TupleUnpack",
+    "prim::TupleIndex", "prim::If", "prim::Loop", "prim::RaiseException", "prim::Print"})
+_MEMBER_RE = re.compile(r"\w{1,255}")                          # Sequential children are "0", "1"
+_IDENT_RE = re.compile(r"[A-Za-z_]\w{0,254}")
+_QUALNAME_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def check_manifest(m: Any) -> None:
+    """Version, schema, then every name, index and reference in the manifest."""
+    check_version(m)
+    check_schema(m, MANIFEST_SCHEMA, "manifest")
+    table = _tensor_table(m["tensors"])
+    mods = m["modules"]
+    if not 0 <= m["root"] < len(mods):
+        raise ArchiveError(f"manifest.root: module index {m['root']} is out of range "
+                           f"({len(mods)} module(s))")
+    used: set[str] = set()
+    for i, mod in enumerate(mods):
+        used |= _check_module(f"manifest.modules[{i}]", mod, len(mods), table)
+    if used != set(table):
+        raise ArchiveError(f"manifest.tensors: {sorted(set(table) - used)[:5]} are not used by "
+                           "any module or method")
+    _check_tree(m)
+    for op in m["ops"]:
+        check_kind(op, "manifest.ops")
+    if len(set(m["extra_files"])) != len(m["extra_files"]):
+        raise ArchiveError("manifest.extra_files: a name occurs twice")
+    for name in m["extra_files"]:
+        check_entry_name(name, "extra file")
+
+
+def check_kind(kind: str, where: str) -> None:
+    """A node kind this build knows: an ``sm::`` op of the registry or an allowed ``prim::``."""
+    from ir.schema import REGISTRY
+    if kind.startswith("sm::") and kind[4:] in REGISTRY:
+        return
+    if kind.startswith("prim::"):
+        if kind in ALLOWED_PRIMS:
+            return
+        raise ArchiveError(f"{where}: node kind {kind!r} is not allowed in an archive (allowed "
+                           f"prim kinds: {', '.join(sorted(ALLOWED_PRIMS))})")
+    raise ArchiveError(f"{where}: unknown op {kind!r} (not in this build's op registry)")
+
+
+def _tensor_table(tensors: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    table: dict[str, dict[str, Any]] = {}
+    for i, t in enumerate(tensors):
+        where = f"manifest.tensors[{i}]"
+        if t["key"] in table or not 0 < len(t["key"]) <= LIMITS.max_name:
+            raise ArchiveError(f"{where}: key {t['key'][:80]!r} is empty, too long or repeated")
+        if not _DEVICE_RE.fullmatch(t["device"]):
+            raise ArchiveError(f"{where}: device {t['device'][:80]!r} is not 'cpu' or 'cuda:N'")
+        tensor_nbytes(t, where)
+        table[t["key"]] = t
+    return table
+
+
+def _check_module(where: str, mod: dict[str, Any], n: int,
+                  table: dict[str, dict[str, Any]]) -> set[str]:
+    _match(_IDENT_RE, mod["original_name"], f"{where}.original_name")
+    _match(_QUALNAME_RE, mod["qualified_name"], f"{where}.qualified_name")
+    if len(mod["qualified_name"]) > 1000 or len(mod["path"]) > 10_000:
+        raise ArchiveError(f"{where}: qualified_name or path is too long")
+    names = [p["name"] for k in ("parameters", "buffers", "submodules") for p in mod[k]]
+    _unique_members(where, names)
+    used = set()
+    for kind in ("parameters", "buffers"):
+        for j, p in enumerate(mod[kind]):
+            if p["tensor"] is not None:
+                _tensor_ref(f"{where}.{kind}[{j}].tensor", p["tensor"], table,
+                            kind == "parameters")
+                used.add(p["tensor"])
+    for j, c in enumerate(mod["submodules"]):
+        if c["module"] is not None and not 0 <= c["module"] < n:
+            raise ArchiveError(f"{where}.submodules[{j}].module: index {c['module']} is out of "
+                               f"range ({n} module(s))")
+    return used | _check_methods(where, mod["methods"], table)
+
+
+def _check_methods(where: str, methods: list[dict[str, Any]],
+                   table: dict[str, dict[str, Any]]) -> set[str]:
+    used: set[str] = set()
+    seen: set[str] = set()
+    for j, meth in enumerate(methods):
+        w = f"{where}.methods[{j}]"
+        _match(_IDENT_RE, meth["name"], f"{w}.name")
+        if meth["name"] in seen:
+            raise ArchiveError(f"{w}.name: method {meth['name']!r} is defined twice")
+        seen.add(meth["name"])
+        for a in meth["arg_names"]:
+            _match(_IDENT_RE, a, f"{w}.arg_names")
+        for key in meth["constants"]:
+            _tensor_ref(f"{w}.constants", key, table, False)
+            used.add(key)
+    return used
+
+
+def _unique_members(where: str, names: list[str]) -> None:
+    from scriptmod.jit._script_module import ScriptModule
+    reserved = set(dir(ScriptModule)) | {"training", "original_name"}
+    for name in names:
+        _match(_MEMBER_RE, name, f"{where}: member name")
+        if name in reserved or name.startswith("__"):
+            raise ArchiveError(f"{where}: member name {name!r} would shadow a ScriptModule "
+                               "attribute")
+    if len(set(names)) != len(names):
+        raise ArchiveError(f"{where}: parameter/buffer/submodule names are not unique")
+
+
+def _tensor_ref(where: str, key: str, table: dict[str, dict[str, Any]], param: bool) -> None:
+    if key not in table:
+        raise ArchiveError(f"{where}: tensor {key[:80]!r} is not in manifest.tensors")
+    if table[key]["parameter"] != param:
+        raise ArchiveError(f"{where}: tensor {key[:80]!r} is "
+                           f"{'not ' if param else ''}a Parameter in manifest.tensors")
+
+
+def _match(pattern: re.Pattern[str], value: str, where: str) -> None:
+    if not pattern.fullmatch(value):
+        raise ArchiveError(f"{where}: {value[:80]!r} is not a valid name")
+
+
+def _check_tree(m: dict[str, Any]) -> None:
+    """Submodules form a DAG reachable from the root (shared submodules allowed, cycles not)."""
+    mods, state = m["modules"], {}   # 1: on the stack, 2: done
+    stack: list[tuple[int, Iterator[Any]]] = [(m["root"], iter(mods[m["root"]]["submodules"]))]
+    state[m["root"]] = 1
+    while stack:
+        i, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            state[i] = 2
+            stack.pop()
+            continue
+        j = child["module"]
+        if j is None or state.get(j) == 2:
+            continue
+        if state.get(j) == 1:
+            raise ArchiveError(f"manifest.modules[{i}]: submodule {child['name']!r} is one of "
+                               "its own ancestors (the module tree has a cycle)")
+        state[j] = 1
+        stack.append((j, iter(mods[j]["submodules"])))
+    unreachable = sorted(set(range(len(mods))) - set(state))
+    if unreachable:
+        raise ArchiveError(f"manifest.modules: module(s) {unreachable[:5]} are not reachable "
+                           "from the root")

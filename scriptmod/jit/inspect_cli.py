@@ -1,0 +1,138 @@
+"""``scriptmod inspect FILE [--graph|--inlined|--code|--manifest]``: what a saved archive holds.
+
+    $ scriptmod inspect block.smod            # module tree, attributes, methods, ops, extras
+    $ scriptmod inspect block.smod --code     # each method's readable code
+
+The archive is fully validated first (as ``jit.load`` does); nothing in it is executed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ir import dtypes as D
+from ir.code import python_code
+from ir.types import TensorType
+from scriptmod.jit.archive import ArchiveError, read
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="a ScriptModule archive written by jit.save")
+    show = parser.add_mutually_exclusive_group()
+    show.add_argument("--graph", action="store_true", help="every method's IR graph")
+    show.add_argument("--inlined", action="store_true", help="forward with calls inlined")
+    show.add_argument("--code", action="store_true", help="every method's readable code")
+    show.add_argument("--manifest", action="store_true", help="the JSON manifest")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        module, manifest = read(args.file)
+    except (ArchiveError, OSError) as e:
+        print(f"scriptmod inspect: {args.file}: {e}", file=sys.stderr)
+        return 1
+    if args.manifest:
+        print(json.dumps(manifest, indent=1, sort_keys=True))
+    elif args.inlined:
+        print(module.inlined_graph, end="")
+    elif args.graph or args.code:
+        for path, mod, _ in _tree(manifest, module):
+            for name, g in mod._methods.items():
+                print(f"# {path or '<root>'}.{name}  ({mod.original_name})")
+                print(g if args.graph else python_code(g, name))
+    else:
+        print("\n".join(summary(manifest, args.file)))
+    return 0
+
+
+def _tree(manifest: dict[str, Any], root: Any) -> list[tuple[str, Any, str | None]]:
+    """(path, module, first path if it is a shared module seen before) in manifest order."""
+    out, seen = [], {}
+    stack: list[tuple[str, Any]] = [("", root)]
+    while stack:
+        path, mod = stack.pop()
+        if id(mod) in seen:
+            out.append((path, mod, seen[id(mod)]))
+            continue
+        seen[id(mod)] = path
+        out.append((path, mod, None))
+        kids = [(f"{path}.{k}" if path else k, c) for k, c in mod._modules.items() if c is not None]
+        stack.extend(reversed(kids))
+    return out
+
+
+def _ttype(entry: dict[str, Any]) -> str:
+    text = repr(TensorType(D.BY_NAME[entry["dtype"]], tuple(entry["shape"]), entry["device"]))
+    return text + ("" if entry["requires_grad"] or not entry["parameter"] else " frozen")
+
+
+def summary(manifest: dict[str, Any], name: str) -> list[str]:
+    tensors = {t["key"]: t for t in manifest["tensors"]}
+    nbytes = sum(D.BY_NAME[t["dtype"]].itemsize * _prod(t["shape"]) for t in tensors.values())
+    lines = [f"{name}: scriptmod archive, format version {manifest['format_version']}, written "
+             f"by {manifest['producer']}", "modules:"]
+    mods, done = manifest["modules"], {}
+    for path, i in _paths(manifest):
+        lines += _module_lines(mods[i], path, done.get(i), tensors)
+        done.setdefault(i, path or "<root>")
+    lines.append(f"tensors: {len(tensors)}, {nbytes} bytes")
+    lines.append(f"ops: {', '.join(manifest['ops'])}")
+    if manifest["extra_files"]:
+        lines.append(f"extra files: {', '.join(manifest['extra_files'])}")
+    return lines
+
+
+def _paths(manifest: dict[str, Any]) -> list[tuple[str, int]]:
+    out, stack, seen = [], [("", manifest["root"])], set()
+    while stack:
+        path, i = stack.pop()
+        out.append((path, i))
+        if i in seen:
+            continue
+        seen.add(i)
+        kids = [(f"{path}.{c['name']}" if path else c["name"], c["module"])
+                for c in manifest["modules"][i]["submodules"] if c["module"] is not None]
+        stack.extend(reversed(kids))
+    return out
+
+
+def _module_lines(mod: dict[str, Any], path: str, shared: str | None,
+                  tensors: dict[str, dict[str, Any]]) -> list[str]:
+    pad = "  " * (path.count(".") + 2 if path else 1)
+    head = path.rsplit(".", 1)[-1] if path else "<root>"
+    if shared is not None:
+        return [f"{pad}{head} -> {shared}  (shared)"]
+    lines = [f"{pad}{head}: {mod['original_name']} ({mod['qualified_name']}), "
+             f"{'train' if mod['training'] else 'eval'}"]
+    for p in mod["parameters"]:
+        t = p["tensor"]
+        lines.append(f"{pad}  param  {p['name']}: {_ttype(tensors[t]) if t else 'None'}"
+                     + (f"  = {t}" if t and t != _join(path, p["name"]) else ""))
+    for b in mod["buffers"]:
+        t = b["tensor"]
+        lines.append(f"{pad}  buffer {b['name']}: {_ttype(tensors[t]) if t else 'None'}"
+                     + ("" if b["persistent"] else "  (non-persistent)"))
+    lines += [f"{pad}  def {_signature(m)}" for m in mod["methods"]]
+    return lines
+
+
+def _signature(meth: dict[str, Any]) -> str:
+    ins = meth["inputs"]
+    if ins and ins[0].startswith("__module__."):
+        ins = ins[1:]
+    names = meth["arg_names"] if len(meth["arg_names"]) == len(ins) else [""] * len(ins)
+    args = ", ".join(f"{n}: {t}" if n else t for n, t in zip(names, ins))
+    return f"{meth['name']}({args}) -> ({', '.join(meth['outputs'])})"
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _prod(shape: list[int]) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out
