@@ -25,7 +25,8 @@ from scriptmod.optim.lr_scheduler import CosineAnnealingLR  # noqa: E402
 TARGET_ACCURACY = 0.95
 
 
-def make_spirals(n_per_class: int, classes: int = 3, noise: float = 0.15) -> tuple[sm.Tensor, sm.Tensor]:
+def make_spirals(n_per_class: int, classes: int = 3,
+                 noise: float = 0.15) -> tuple[sm.Tensor, sm.Tensor]:
     """Points (r cos a, r sin a) on ``classes`` interleaved arms; labels are the arm index."""
     r = sm.rand(classes, n_per_class)
     arm = sm.arange(classes, dtype=sm.float32).unsqueeze(1) * (2 * math.pi / classes)

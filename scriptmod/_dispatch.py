@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ir.ops.rules import broadcast_shapes
 from ir.schema import IMPURE, NONDIFF, REGISTRY, VIEW, OpSchema
 from runtime import random as rng
@@ -48,7 +50,8 @@ class Ctx:
 
 
 class _OpInfo:
-    __slots__ = ("schema", "defaults", "attr_names", "view", "nondiff", "impure", "deriv")
+    __slots__ = ("schema", "defaults", "attr_names", "view", "nondiff", "impure", "deriv", "n_out",
+                 "plain")
 
     def __init__(self, schema: OpSchema) -> None:
         self.schema = schema
@@ -59,12 +62,16 @@ class _OpInfo:
         self.nondiff = NONDIFF in schema.flags
         self.impure = IMPURE in schema.flags
         self.deriv = None
+        self.n_out = schema.n_outputs
+        self.plain = self.n_out == 1 and not self.view   # result needs no view bookkeeping
 
 
 from ir.schema import REQUIRED as _REQUIRED  # noqa: E402
 
 _INFO: dict[str, _OpInfo] = {n: _OpInfo(s) for n, s in REGISTRY.items()}
 _Tensor: Any = None   # scriptmod.tensor.Tensor, set when that module loads
+_make: Any = None     # its _make, bound once
+_ND = np.ndarray
 _derivatives: dict[str, Any] = {}
 
 
@@ -80,7 +87,9 @@ def dispatch(name: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = No
              inplace: bool = False) -> Any:
     """Run op ``name`` on ``inputs`` (Tensors, numbers, int lists, None) with ``attrs``."""
     info = _INFO[name]
-    attrs = _bind(info, attrs)
+    defaults = info.defaults
+    attrs = (dict(defaults) if defaults else {}) if not attrs and defaults is not None \
+        else _bind(info, attrs)
     T = _Tensor
     arrays = []
     needs_grad = False
@@ -97,9 +106,12 @@ def dispatch(name: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = No
         out = run_kernel(name, arrays, attrs)
     except (ValueError, TypeError, IndexError, RuntimeError) as e:
         raise _explain(name, e, inputs) from None
-    if info.schema.n_outputs == 1:
-        result = _wrap(out, info, inputs)
+    if info.plain and type(out) is _ND:   # the common case, inlined: one fresh array
+        result = _make(out)
         outs: tuple = (result,)
+    elif info.n_out == 1:
+        result = _wrap(out, info, inputs)
+        outs = (result,)
     else:
         result = outs = tuple(_wrap(o, info, inputs) for o in out)
     if record:
@@ -189,8 +201,8 @@ def _explain(name: str, e: Exception, inputs: Sequence[Any]) -> Exception:
 
 
 def set_tensor_class(cls: Any) -> None:
-    global _Tensor
-    _Tensor = cls
+    global _Tensor, _make
+    _Tensor, _make = cls, cls._make
 
 
 def set_derivatives(table: dict[str, Any]) -> None:

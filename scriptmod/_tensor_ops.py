@@ -82,9 +82,12 @@ Tensor.subtract = _sub
 Tensor.divide = Tensor.true_divide = _div
 
 
+_OPERANDS = (Tensor, np.ndarray) + _NUMBER
+
+
 def _reflect(name: str) -> Any:
     def method(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, (Tensor, np.ndarray) + _NUMBER):
+        if not isinstance(other, _OPERANDS):
             return NotImplemented
         return dispatch(name, (_operand(other), self))
     return method
@@ -92,7 +95,9 @@ def _reflect(name: str) -> Any:
 
 def _forward(name: str) -> Any:
     def method(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, (Tensor, np.ndarray) + _NUMBER):
+        if type(other) is Tensor:
+            return dispatch(name, (self, other))
+        if not isinstance(other, _OPERANDS):
             return NotImplemented
         return dispatch(name, (self, _operand(other)))
     return method

@@ -87,11 +87,6 @@ _SCALARS = (bool, int, float, complex)
 _EW_CACHE: dict[tuple, tuple] = {}
 
 
-def _sig(x: Any) -> Any:
-    """What an elementwise type rule depends on: dtype and 0-dim-ness, or the scalar type."""
-    return (x.dtype, x.ndim == 0) if type(x) is _ND else type(x)
-
-
 def run_kernel(name: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
     """Run op ``name`` on arrays/scalars ``inputs`` with bound ``attrs``.
 
@@ -100,14 +95,22 @@ def run_kernel(name: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
     n = len(inputs)
     key = None
     if not attrs and 0 < n < 3:
-        sig = (_sig(inputs[0]),) if n == 1 else (_sig(inputs[0]), _sig(inputs[1]))
-        key = (name, _DEFAULT[0]) + sig   # the default dtype takes part in promotion
+        # an operand's signature is what the type rule depends on: (dtype, is 0-dim) of an
+        # array, the type of a number; written inline because this is the eager hot path
+        a = inputs[0]
+        sa = (a.dtype, a.ndim == 0) if type(a) is _ND else type(a)
+        if n == 1:
+            key = (name, _DEFAULT[0], sa)   # the default dtype takes part in promotion
+        else:
+            b = inputs[1]
+            key = (name, _DEFAULT[0], sa, (b.dtype, b.ndim == 0) if type(b) is _ND else type(b))
         hit = _EW_CACHE.get(key)
         if hit is not None:
             fn, casts, want = hit
             if casts is not None:
-                inputs = [x if c is None else _apply_cast(x, c) for x, c in zip(inputs, casts)]
-            out = fn(np, *inputs)
+                out = fn(np, *[x if c is None else _apply_cast(x, c) for x, c in zip(inputs, casts)])
+            else:   # positional, not *inputs: a star-call costs more than the add itself
+                out = fn(np, a) if n == 1 else fn(np, a, b)
             if type(out) is not _ND:
                 return np.asarray(out, dtype=want)
             return out if out.dtype == want else out.astype(want)

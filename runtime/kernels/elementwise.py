@@ -40,7 +40,7 @@ def _special(xp: Any) -> Any:
 kernel("neg")(lambda xp, x: -x if x.dtype != bool else _bool_neg(x))
 kernel("abs")(lambda xp, x: xp.abs(x))
 kernel("sign")(lambda xp, x: xp.sign(x) if x.dtype != bool else x.copy())
-kernel("relu")(lambda xp, x: xp.maximum(x, 0).astype(x.dtype, copy=False) if x.dtype != bool else x.copy())
+kernel("relu")(lambda xp, x: xp.maximum(x, 0) if x.dtype.kind != "b" else x.copy())  # NaN stays NaN
 kernel("floor")(lambda xp, x: xp.floor(x) if x.dtype.kind == "f" else x.copy())
 kernel("ceil")(lambda xp, x: xp.ceil(x) if x.dtype.kind == "f" else x.copy())
 kernel("round")(lambda xp, x: xp.round(x) if x.dtype.kind == "f" else x.copy())

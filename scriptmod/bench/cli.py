@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from scriptmod.bench.workloads import WORKLOADS
+
+if TYPE_CHECKING:
+    from scriptmod.bench.runner import BenchOptions
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -36,13 +40,14 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="PATH", help="write a PNG bar chart (needs matplotlib)")
     p.add_argument("--compare", choices=("torch",), help="add PyTorch eager and torch.compile")
     p.add_argument("--torch-compile-timeout", type=float, default=300.0, metavar="S",
-                   help="cap on torch.compile's compile + timing per workload (default 300)")
+                   help="cap in seconds on the PyTorch child process per workload "
+                   "(eager, then torch.compile's compile and timing; default 300)")
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few repetitions: a smoke test, not a measurement")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def options(args: argparse.Namespace) -> "BenchOptions":  # noqa: F821
+def options(args: argparse.Namespace) -> BenchOptions:
     """The parsed command line as ``BenchOptions``; ``ValueError`` names a bad argument."""
     from scriptmod.bench.runner import BenchOptions
     ids = [w.strip().upper() for w in args.workload.split(",") if w.strip()]

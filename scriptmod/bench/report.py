@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -50,13 +51,18 @@ def _variants(report: BenchReport) -> list[str]:
     return [v for v in VARIANTS if v in present]
 
 
+def _median(r: WorkloadResult, variant: str) -> float | None:
+    t = r.times.get(variant)
+    return t.median_s if t else None
+
+
 def _row(r: WorkloadResult, variants: list[str]) -> list[str]:
-    times = [fmt_time(r.times[v].median_s if r.times.get(v) else None) for v in variants]
+    times = [fmt_time(_median(r, v)) for v in variants]
     c = r.compile
     compile_ = f"{fmt_time(c.get('cold_s'))} / {fmt_time(c.get('warm_s'))}" if c else "n/a"
     return ([f"{r.workload.id} {r.workload.name}"] + times +
             [_x(r.speedup), fmt_time(r.floor_s) if r.floor_s else "—", _x(r.x_floor("fused")),
-             compile_, "ok" if r.ok else "MISMATCH"])
+             compile_, r.status])
 
 
 def results_table(report: BenchReport) -> str:
@@ -69,16 +75,19 @@ def results_table(report: BenchReport) -> str:
 
 
 def spread_table(report: BenchReport) -> str:
-    """min – max of the samples behind each median, and how many there were."""
+    """min – max of the samples behind each median and how many there were, and every
+    variant's multiple of the floor."""
     variants = _variants(report)
-    rows = [["workload"] + [f"{LABELS[v]} min – max (n)" for v in variants]]
+    rows = [["workload"] + [f"{LABELS[v]} min – max (n)" for v in variants] +
+            ["x-floor " + " / ".join(LABELS[v] for v in variants)]]
     for r in report.results:
         cells = []
         for v in variants:
             t = r.times.get(v)
             cells.append(f"{fmt_time(t.min_s)} – {fmt_time(t.max_s)} ({t.reps})" if t else "n/a")
-        rows.append([r.workload.id] + cells)
-    return table(rows, [False] + [True] * len(variants))
+        x = [r.x_floor(v) for v in variants]
+        rows.append([r.workload.id] + cells + [" / ".join(f"{v:.1f}" if v else "—" for v in x)])
+    return table(rows, [False] + [True] * (len(variants) + 1))
 
 
 def header(report: BenchReport) -> str:
@@ -86,7 +95,8 @@ def header(report: BenchReport) -> str:
     th = m["threads"]
     return "\n".join([
         f"scriptmod bench: {m['cpu']}, {m['usable_cpus']} usable CPU(s); device {o.device}; "
-        f"dtype {o.dtype}; threads: scriptmod {th['scriptmod']}, BLAS {th['blas']}"
+        f"dtype {o.dtype}; threads: scriptmod {th['scriptmod']}, "
+        f"BLAS {th['blas'] or '?'} ({th['blas_set_by']})"
         + ("; quick" if o.quick else ""),
         f"floors (this run): copy {rates.copy_bytes_per_s / 1e9:.1f} GB/s (read + write), "
         f"matmul {rates.matmul_flop_per_s / 1e9:.1f} GFLOP/s ({o.dtype})"
@@ -95,19 +105,27 @@ def header(report: BenchReport) -> str:
 
 
 def problems(report: BenchReport) -> list[str]:
-    """One loud line per output that did not match eager (and per note)."""
+    """One loud line per output that did not match eager or workload that failed (and one
+    per note)."""
     out = []
     for r in report.results:
         for name, m in r.matches.items():
             if not m.ok:
-                level = "note" if name.startswith("torch") else "MISMATCH"
+                level = "note" if name.startswith("torch") else r.status
                 out.append(f"{level}: {r.workload.id} {name}: {m.detail}")
         out += [f"note: {r.workload.id}: {n}" for n in r.notes]
     return out
 
 
+FOOTNOTE = ("medians; fused/eager = eager median / fused median; floor = bytes (read x + write "
+            "y) over copy bandwidth, or matmul FLOPs over matmul peak; x-floor = fused / floor; "
+            "compile = first call of a freshly traced module (specialize, fuse, generate, LLVM, "
+            "one run): cold with an empty cache folder, warm from the disk cache")
+
+
 def format_report(report: BenchReport) -> str:
-    parts = [header(report), "", results_table(report), "", spread_table(report)]
+    parts = [header(report), "", results_table(report), "", spread_table(report), "",
+             textwrap.fill(FOOTNOTE, 100)]
     if not any(r.kernels for r in report.results):
         parts += ["", "note: no fused kernels ran (this build has no fuser, or nothing fused)"]
     return "\n".join(parts)
@@ -160,10 +178,11 @@ def plot(report: BenchReport, path: str | Path) -> None:
 
 def _panel(ax: Any, r: WorkloadResult, variants: list[str]) -> None:
     scale, unit = (1e6, "µs") if r.workload.floor == "none" else (1e3, "ms")
-    names = [v for v in variants if r.times.get(v)]
-    med = [r.times[v].median_s * scale for v in names]
-    lo = [m - r.times[v].min_s * scale for m, v in zip(med, names)]
-    hi = [r.times[v].max_s * scale - m for m, v in zip(med, names)]
+    timed = [(v, t) for v in variants if (t := r.times.get(v)) is not None]
+    names = [v for v, _ in timed]
+    med = [t.median_s * scale for _, t in timed]
+    lo = [m - t.min_s * scale for m, (_, t) in zip(med, timed)]
+    hi = [t.max_s * scale - m for m, (_, t) in zip(med, timed)]
     colors = {"eager": "#999999", "unfused": "#6baed6", "fused": "#08519c",
               "torch_eager": "#fdae6b", "torch_compile": "#e6550d"}
     ax.bar(range(len(names)), med, yerr=[lo, hi], capsize=3,

@@ -8,7 +8,7 @@ measured in the same run (``floors``).
 
     >>> opts = BenchOptions(workloads=["W1"], quick=True)
     >>> report = run_all(opts)                      # doctest: +SKIP
-    >>> report.workloads[0].speedup                 # eager / fused   # doctest: +SKIP
+    >>> report.results[0].speedup                   # eager / fused   # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -88,6 +88,11 @@ class WorkloadResult:
         return all(m.ok for name, m in self.matches.items() if not name.startswith("torch"))
 
     @property
+    def status(self) -> str:
+        """``ok``, ``MISMATCH`` (a compiled output differs from eager) or ``ERROR``."""
+        return "ok" if self.ok else "ERROR" if "error" in self.matches else "MISMATCH"
+
+    @property
     def speedup(self) -> float | None:
         e, f = self.times.get("eager"), self.times.get("fused")
         return e.median_s / f.median_s if e and f else None
@@ -146,17 +151,13 @@ def fusion(enabled: bool) -> Iterator[None]:
 
 def set_threads(n: int) -> None:
     """Threads for compiled CPU kernels."""
-    setter = _jit_api("set_num_threads")
-    if setter is None:
-        from runtime.threads import set_num_threads as setter
-    setter(n)
+    from runtime import threads
+    (_jit_api("set_num_threads") or threads.set_num_threads)(n)
 
 
 def get_threads() -> int:
-    getter = _jit_api("get_num_threads")
-    if getter is None:
-        from runtime.threads import get_num_threads as getter
-    return int(getter())
+    from runtime import threads
+    return int((_jit_api("get_num_threads") or threads.get_num_threads)())
 
 
 def fused_kernels(module: Any, *inputs: Any) -> list[Any]:
@@ -219,7 +220,7 @@ def device_backend(device: str) -> tuple[Any, Callable[[], None]]:
         why = "CuPy is not installed" if backend.cupy is None else "no CUDA GPU is visible"
         raise DeviceError(f"--device {device}: {why}; install scriptmod[cuda] "
                           f"(cupy-cuda12x) on a machine with an NVIDIA GPU, or use --device cpu")
-    cp = backend.cupy
+    cp: Any = backend.cupy
     return cp, lambda: cp.cuda.Device().synchronize()
 
 
@@ -273,7 +274,8 @@ def build(w: Workload, opts: BenchOptions) -> tuple[nn.Module, sm.Tensor, sm.Ten
         sm.manual_seed(1)
         x_run = sm.randn(opts.batch, *x_trace.shape[1:], dtype=dt)
     if opts.device != "cpu":
-        model, x_trace, x_run = model.to(opts.device), x_trace.to(opts.device), x_run.to(opts.device)
+        dev = opts.device
+        model, x_trace, x_run = model.to(dev), x_trace.to(dev), x_run.to(dev)
     return model, x_trace, x_run
 
 
@@ -285,17 +287,22 @@ def compile_models(model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
     with fresh_kernel_cache():
         s0 = _cache_stats()
         box: list[Any] = []
-        info["trace_s"] = time_once(lambda: box.append(jit.trace(model, x_trace, check_trace=False)))
+        info["trace_s"] = time_once(lambda: box.append(_trace(model, x_trace)))
         info["cold_s"] = time_once(lambda: box[0](x), sync)
         s1 = _cache_stats()
         _forget_kernels()
-        fused = jit.trace(model, x_trace, check_trace=False)
+        fused = _trace(model, x_trace)
         info["warm_s"] = time_once(lambda: fused(x), sync)
         info["cache_cold"], info["cache_warm"] = _delta(s0, s1), _delta(s1, _cache_stats())
     with fusion(False):
-        unfused = jit.trace(model, x_trace, check_trace=False)
+        unfused = _trace(model, x_trace)
         info["unfused_first_s"] = time_once(lambda: unfused(x), sync)
     return Compiled(fused, unfused, info)
+
+
+def _trace(model: nn.Module, x: sm.Tensor) -> Any:
+    """The bench checks outputs itself (``check_outputs``), against eager, on the run input."""
+    return jit.trace(model, x, check_trace=False)
 
 
 def check_outputs(res: WorkloadResult, c: Compiled, x: sm.Tensor, ref: np.ndarray) -> None:
@@ -343,17 +350,13 @@ def _measure(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor, x: sm.Te
     variants = {"eager": Variant(lambda: model(x)), "unfused": Variant(lambda: c.unfused(x),
                                                                           lambda: fusion(False)),
                 "fused": Variant(lambda: c.fused(x))}
-    torch_side = None
-    if opts.compare_torch:
-        from scriptmod.bench import torch_ref
-        torch_side = torch_ref.TorchSide.create(res.workload, model, x, ref, opts)
-        variants.update(torch_side.variants())
     stage("time")
     res.times.update(time_variants(variants, opts.budget, opts.repeat, opts.min_reps, sync=sync))
     res.floor_work = floor_work(res.workload, model, x, ref)
-    if torch_side is not None:
-        stage("torch.compile")
-        torch_side.finish(res)
+    if opts.compare_torch:
+        from scriptmod.bench import torch_ref
+        stage("torch")
+        torch_ref.TorchSide.create(res.workload, model, x, ref, opts).finish(res)
 
 
 # ---- all workloads ---------------------------------------------------------------------------
@@ -380,12 +383,13 @@ class BenchReport:
 
 def configure_threads(n: int | None) -> dict[str, Any]:
     """Apply ``--threads`` to scriptmod's kernels and NumPy's BLAS; report what is in effect."""
-    from scriptmod.bench.timing import set_blas_threads
-    blas = "unchanged (default)"
+    from scriptmod.bench.timing import blas_threads, set_blas_threads
+    how = "default"
     if n is not None:
         set_threads(n)
-        blas = set_blas_threads(n)
-    return {"requested": n, "scriptmod": get_threads(), "blas": blas}
+        how = set_blas_threads(n)
+    return {"requested": n, "scriptmod": get_threads(), "blas": blas_threads(),
+            "blas_set_by": how}
 
 
 def machine_info(threads: dict[str, Any], device: str) -> dict[str, Any]:
@@ -393,7 +397,8 @@ def machine_info(threads: dict[str, Any], device: str) -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
     except OSError:
         pass
     try:

@@ -5,7 +5,8 @@ machine load (other processes, frequency) hits all of them alike instead of whic
 last. A sample is the mean of ``inner`` back-to-back calls, with ``inner`` chosen from the
 warm-up so that a sample lasts at least ``MIN_SAMPLE_S`` (microsecond calls are otherwise
 at the mercy of the timer). Rounds continue until the time budget is spent, with at least
-``min_reps`` and at most ``max_reps`` of them; ``repeat`` fixes the count instead.
+``min_reps`` and at most ``max_reps`` of them, and past it while the samples are unstable
+(up to ``EXTEND`` budgets); ``repeat`` fixes the count instead.
 
     >>> t = time_variants({"eager": Variant(lambda: model(x))}, budget_s=0.5)["eager"]
     >>> t.median_s, t.min_s, t.max_s, t.reps                     # doctest: +SKIP
@@ -65,21 +66,40 @@ class Variant:
 def time_variants(variants: dict[str, Variant], budget_s: float, repeat: int | None = None,
                   min_reps: int = 5, max_reps: int = 1000,
                   sync: Callable[[], None] = lambda: None) -> dict[str, Timing]:
-    """Interleaved adaptive timing; ``budget_s`` is per variant."""
+    """Interleaved adaptive timing; ``budget_s`` is per variant. Past the budget, rounds go
+    on (up to ``EXTEND`` times the budget) while some variant's samples are not yet stable."""
     for v in variants.values():
         v.warm_up(sync)
-    deadline = time.perf_counter() + budget_s * len(variants)
+    start, total = time.perf_counter(), budget_s * len(variants)
     rounds = 0
-    while True:
+    while repeat is None or rounds < repeat:
         for v in variants.values():
             v.samples.append(v.sample(v.inner, sync))
         rounds += 1
-        if repeat is not None:
-            if rounds >= repeat:
-                break
-        elif rounds >= max_reps or (rounds >= min_reps and time.perf_counter() >= deadline):
+        if repeat is None and _done(variants, rounds, time.perf_counter() - start, total,
+                                    min_reps, max_reps):
             break
     return {name: _summary(v) for name, v in variants.items()}
+
+
+EXTEND = 3.0          # the most a noisy run may stretch the time budget
+STABLE_IQR = 0.10     # interquartile range / median below which samples count as stable
+
+
+def _done(variants: dict[str, Variant], rounds: int, elapsed: float, total: float,
+          min_reps: int, max_reps: int) -> bool:
+    if rounds >= max_reps or elapsed >= EXTEND * total:
+        return True
+    if rounds < min_reps or elapsed < total:
+        return False
+    return all(_relative_iqr(v.samples) <= STABLE_IQR for v in variants.values())
+
+
+def _relative_iqr(samples: list[float]) -> float:
+    if len(samples) < 4:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(samples, n=4)
+    return (q3 - q1) / statistics.median(samples)
 
 
 def _summary(v: Variant) -> Timing:
@@ -97,8 +117,8 @@ def time_once(fn: Callable[[], Any], sync: Callable[[], None] = lambda: None) ->
 
 # ---- threads ---------------------------------------------------------------------------------
 
-_OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
-                     "openblas_set_num_threads")
+_OPENBLAS_PREFIXES = ("scipy_openblas_", "openblas_")
+_OPENBLAS_SUFFIXES = ("64_", "")
 
 
 def set_blas_threads(n: int) -> str:
@@ -115,13 +135,29 @@ def set_blas_threads(n: int) -> str:
     else:
         threadpool_limits(limits=n, user_api="blas")
         return "threadpoolctl"
+    setter = _openblas("set_num_threads")
+    if setter is None:
+        return "unchanged"
+    setter(ctypes.c_int(n))
+    return "openblas"
+
+
+def blas_threads() -> int | None:
+    """Threads of the OpenBLAS NumPy loaded (``None``: another BLAS, or not found)."""
+    getter = _openblas("get_num_threads")
+    return int(getter()) if getter is not None else None
+
+
+def _openblas(what: str) -> Any | None:
+    """OpenBLAS's ``<prefix><what><suffix>`` function from the loaded libraries, if any."""
     for lib in _loaded_blas_libraries():
-        for name in _OPENBLAS_SETTERS:
-            setter = getattr(ctypes.CDLL(lib), name, None)
-            if setter is not None:
-                setter(ctypes.c_int(n))
-                return f"openblas ({name})"
-    return "unchanged"
+        handle = ctypes.CDLL(lib)
+        for prefix in _OPENBLAS_PREFIXES:
+            for suffix in _OPENBLAS_SUFFIXES:
+                fn = getattr(handle, f"{prefix}{what}{suffix}", None)
+                if fn is not None:
+                    return fn
+    return None
 
 
 def _loaded_blas_libraries() -> list[str]:

@@ -12,6 +12,7 @@ timeout, because its compile time is unbounded; a failure or a timeout reads "n/
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import signal
@@ -26,14 +27,6 @@ import numpy as np
 from scriptmod.bench.timing import Timing, Variant, time_variants
 
 TORCH_COMPILE_MODE = "default"
-
-
-def torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def dims_of(wid: str, model: Any) -> dict[str, int]:
@@ -128,64 +121,51 @@ def weights_of(model: Any) -> dict[str, np.ndarray]:
 
 
 class TorchSide:
-    """The PyTorch columns of one workload: eager in process, torch.compile in a child."""
+    """The PyTorch columns of one workload, measured in a child process after scriptmod's
+    own timings: PyTorch's OpenMP workers spin after each parallel region, and would steal
+    a core from whatever scriptmod variant ran next if they lived in this process."""
 
     def __init__(self, wid: str, opts: Any, note: str = "") -> None:
         self.wid, self.opts, self.note = wid, opts, note
-        self.twin: Any = None
-        self.x: Any = None
         self.job: dict[str, Any] = {}
-        self.match: Any = None
 
     @classmethod
     def create(cls, workload: Any, model: Any, x: Any, ref: np.ndarray, opts: Any) -> "TorchSide":
         if opts.device != "cpu":
             return cls(workload.id, opts, "the PyTorch columns are measured on the CPU only")
-        if not torch_available():
+        if importlib.util.find_spec("torch") is None:
             return cls(workload.id, opts, "PyTorch is not importable: pip install torch")
         side = cls(workload.id, opts)
-        side.setup(dims_of(workload.id, model), weights_of(model), x.numpy(force=True), ref)
+        side.job = {"wid": workload.id, "dims": dims_of(workload.id, model),
+                    "weights": weights_of(model), "x": x.numpy(force=True), "ref": ref}
         return side
 
-    def setup(self, dims: dict[str, int], weights: dict[str, np.ndarray], x: np.ndarray,
-              ref: np.ndarray) -> None:
-        import torch
-        from scriptmod.bench.runner import compare
-        if self.opts.threads is not None:
-            torch.set_num_threads(self.opts.threads)
-        self.twin = build_twin(self.wid, dims, weights)
-        self.x = torch.from_numpy(np.ascontiguousarray(x))
-        with torch.no_grad():
-            self.match = compare(self.twin(self.x), ref, self.opts.dtype)
-        self.job = {"wid": self.wid, "dims": dims, "weights": weights, "x": x, "ref": ref}
-
-    def variants(self) -> dict[str, Variant]:
-        if self.twin is None:
-            return {}
-        import torch
-        twin, x = self.twin, self.x
-        return {"torch_eager": Variant(lambda: twin(x), torch.no_grad)}
-
     def finish(self, res: Any) -> None:
-        """Record the eager check and run torch.compile in a child process."""
-        res.times.setdefault("torch_eager", None)
-        res.times["torch_compile"] = None
+        """Run the child; record its checks and timings ("n/a" for whatever it lacks)."""
+        res.times["torch_eager"] = res.times["torch_compile"] = None
         if self.note:
             res.notes.append(self.note)
             return
-        res.matches["torch_eager"] = self.match
-        result = run_compile_job(self.job, self.opts)
+        result = run_torch_job(self.job, self.opts)
+        for name in ("torch_eager", "torch_compile"):
+            part = result.get(name)
+            if part:
+                _record(res, name, part)
         if "error" in result:
-            res.notes.append(f"torch.compile n/a: {result['error']}")
-            return
-        from scriptmod.bench.runner import Match
-        res.matches["torch_compile"] = Match(**result["match"])
-        res.times["torch_compile"] = Timing(**result["timing"])
-        res.compile["torch_compile_first_call_s"] = result["first_call_s"]
+            res.notes.append(f"PyTorch: {result['error']}")
 
 
-def run_compile_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
-    """Run torch.compile for one workload in a child process; ``{"error": ...}`` on failure."""
+def _record(res: Any, name: str, part: dict[str, Any]) -> None:
+    from scriptmod.bench.runner import Match
+    res.matches[name] = Match(**part["match"])
+    res.times[name] = Timing(**part["timing"])
+    if "first_call_s" in part:
+        res.compile[f"{name}_first_call_s"] = part["first_call_s"]
+
+
+def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
+    """PyTorch eager, then torch.compile, in a child process killed after the timeout;
+    what finished before a failure or the timeout is kept."""
     with tempfile.TemporaryDirectory(prefix="scriptmod-torch-") as d:
         np.savez(Path(d) / "weights.npz", **job["weights"])
         np.save(Path(d) / "x.npy", job["x"])
@@ -194,8 +174,12 @@ def run_compile_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
                 "dtype": opts.dtype, "budget": opts.budget, "repeat": opts.repeat,
                 "min_reps": opts.min_reps}
         (Path(d) / "job.json").write_text(json.dumps(spec))
-        return _child([sys.executable, "-m", "scriptmod.bench.torch_ref", d],
-                      opts.torch_compile_timeout_s)
+        result = _child([sys.executable, "-m", "scriptmod.bench.torch_ref", d],
+                        opts.torch_compile_timeout_s)
+        eager = Path(d) / "torch_eager.json"
+        if "torch_eager" not in result and eager.exists():
+            result["torch_eager"] = json.loads(eager.read_text())
+        return result
 
 
 def _child(cmd: list[str], timeout: float) -> dict[str, Any]:
@@ -217,28 +201,39 @@ def _child(cmd: list[str], timeout: float) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def _compile_main(job_dir: str) -> dict[str, Any]:
-    import torch
+def _timed_part(model: Any, x: Any, ref: np.ndarray, spec: dict[str, Any]) -> dict[str, Any]:
+    """First call, check against eager scriptmod, then timing, like the parent's variants."""
     from scriptmod.bench.runner import compare
     from scriptmod.bench.timing import time_once
+    first = time_once(lambda: model(x))
+    match = compare(model(x), ref, spec["dtype"])
+    timing = time_variants({"v": Variant(lambda: model(x))}, spec["budget"], spec["repeat"],
+                           spec["min_reps"])["v"]
+    return {"match": match.as_dict(), "timing": timing.as_dict(), "first_call_s": first}
+
+
+def _child_main(job_dir: str) -> dict[str, Any]:
+    import torch
     d = Path(job_dir)
     spec = json.loads((d / "job.json").read_text())
     if spec["threads"]:
         torch.set_num_threads(spec["threads"])
-    weights = dict(np.load(d / "weights.npz"))
-    twin = build_twin(spec["wid"], spec["dims"], weights)
+    twin = build_twin(spec["wid"], spec["dims"], dict(np.load(d / "weights.npz")))
     x, ref = torch.from_numpy(np.load(d / "x.npy")), np.load(d / "ref.npy")
-    compiled = torch.compile(twin, mode=TORCH_COMPILE_MODE)
+    out: dict[str, Any] = {}
     with torch.no_grad():
-        first = time_once(lambda: compiled(x))
-        match = compare(compiled(x), ref, spec["dtype"])
-        timing = time_variants({"c": Variant(lambda: compiled(x))}, spec["budget"],
-                               spec["repeat"], spec["min_reps"])["c"]
-    return {"match": match.as_dict(), "timing": timing.as_dict(), "first_call_s": first}
+        out["torch_eager"] = _timed_part(twin, x, ref, spec)
+        (d / "torch_eager.json").write_text(json.dumps(out["torch_eager"]))
+        try:
+            compiled = torch.compile(twin, mode=TORCH_COMPILE_MODE)
+            out["torch_compile"] = _timed_part(compiled, x, ref, spec)
+        except Exception as exc:  # noqa: BLE001  (reported to the parent as n/a)
+            out["error"] = f"torch.compile: {type(exc).__name__}: {str(exc)[:300]}"
+    return out
 
 
 if __name__ == "__main__":
     try:
-        print(json.dumps(_compile_main(sys.argv[1])))
+        print(json.dumps(_child_main(sys.argv[1])))
     except Exception as exc:  # noqa: BLE001  (reported to the parent as n/a)
         print(json.dumps({"error": f"{type(exc).__name__}: {str(exc)[:300]}"}))

@@ -8,6 +8,7 @@ The format is described in ``scriptmod/jit/ARCHIVE.md``.
 """
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -69,13 +70,15 @@ def extra_entry(name: str) -> str:
 def check_entry_name(name: str, what: str = "entry") -> None:
     """Relative, ``/``-separated, no ``..``, no drive letters, no odd characters."""
     if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
-        raise ArchiveError(f"{what} {name!r} is an absolute path; archives hold relative names only")
+        raise ArchiveError(f"{what} {name!r} is an absolute path; archives hold relative "
+                           "names only")
     parts = name.replace("\\", "/").split("/")
     if ".." in parts:
         raise ArchiveError(f"{what} {name!r} contains '..' (path traversal)")
     if len(name) > LIMITS.max_name or not _ENTRY_RE.fullmatch(name):
         raise ArchiveError(f"{what} {name!r} is not a valid name (at most {LIMITS.max_name} "
-                           "characters from [A-Za-z0-9_.-], '/'-separated parts not starting with '.')")
+                           "characters from [A-Za-z0-9_.-]; '/'-separated parts not starting "
+                           "with '.')")
 
 
 # ---- the zip container ---------------------------------------------------------------------
@@ -185,8 +188,6 @@ def parse_json(text: str, what: str) -> Any:
 
 
 # ---- manifest schema -----------------------------------------------------------------------
-Opt = tuple   # (spec, None): the value may be null
-
 _PARAM = {"name": str, "tensor": (str, None)}
 _BUFFER = {"name": str, "tensor": (str, None), "persistent": bool}
 _CHILD = {"name": str, "module": (int, None)}
@@ -249,7 +250,7 @@ def check_version(manifest: Any) -> None:
     if manifest.get("format") != FORMAT:
         raise ArchiveError(f"manifest: format is {manifest.get('format')!r}, expected {FORMAT!r}")
     v = manifest.get("format_version")
-    if not _is(v, int):
+    if not isinstance(v, int) or isinstance(v, bool):
         raise ArchiveError(f"manifest: format_version must be an integer, got {v!r}")
     if v > FORMAT_VERSION:
         raise ArchiveError(f"archive format version {v} is newer than this build of scriptmod "
@@ -338,6 +339,7 @@ ALLOWED_PRIMS = frozenset({
 _MEMBER_RE = re.compile(r"\w{1,255}")                          # Sequential children are "0", "1"
 _IDENT_RE = re.compile(r"[A-Za-z_]\w{0,254}")
 _QUALNAME_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_DISPLAY_RE = re.compile(r"[\w<>.\-]{1,255}")                   # original_name: '<lambda>' too
 
 
 def check_manifest(m: Any) -> None:
@@ -392,7 +394,7 @@ def _tensor_table(tensors: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _check_module(where: str, mod: dict[str, Any], n: int,
                   table: dict[str, dict[str, Any]]) -> set[str]:
-    _match(_IDENT_RE, mod["original_name"], f"{where}.original_name")
+    _match(_DISPLAY_RE, mod["original_name"], f"{where}.original_name")
     _match(_QUALNAME_RE, mod["qualified_name"], f"{where}.qualified_name")
     if len(mod["qualified_name"]) > 1000 or len(mod["path"]) > 10_000:
         raise ArchiveError(f"{where}: qualified_name or path is too long")
@@ -430,9 +432,14 @@ def _check_methods(where: str, methods: list[dict[str, Any]],
     return used
 
 
-def _unique_members(where: str, names: list[str]) -> None:
+@functools.lru_cache(maxsize=1)
+def _reserved_names() -> frozenset[str]:
     from scriptmod.jit._script_module import ScriptModule
-    reserved = set(dir(ScriptModule)) | {"training", "original_name"}
+    return frozenset(dir(ScriptModule)) | frozenset(vars(ScriptModule("x", "x")))
+
+
+def _unique_members(where: str, names: list[str]) -> None:
+    reserved = _reserved_names()
     for name in names:
         _match(_MEMBER_RE, name, f"{where}: member name")
         if name in reserved or name.startswith("__"):

@@ -44,7 +44,10 @@ class fuser(contextlib.AbstractContextManager):
 
         >>> with scriptmod.jit.fuser(False):
         ...     y = traced(x)                # runs the unfused specialization
-        >>> scriptmod.jit.fuser(True)        # global: fusion on from now on
+        >>> setting = scriptmod.jit.fuser(False)     # global: fusion off from now on
+        >>> setting.restore()                        # back to the previous global setting
+
+    An explicit global setting takes precedence over ``SCRIPTMOD_DISABLE_FUSION``.
     """
 
     def __init__(self, enabled: bool) -> None:
@@ -61,6 +64,10 @@ class fuser(contextlib.AbstractContextManager):
 
     def __exit__(self, *exc: Any) -> None:
         _state.stack.pop()
+
+    def restore(self) -> None:
+        """Undo the global form: back to the setting before this call."""
+        _global["fusion"] = self._previous
 
 
 def variant() -> str:

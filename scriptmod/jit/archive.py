@@ -17,7 +17,7 @@ import json
 import os
 import re
 import zipfile
-from typing import Any, BinaryIO, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -124,10 +124,14 @@ def _safe_type(t: Type) -> Type:
 
 
 def _savable_graph(g: Graph) -> Graph:
+    """A copy with parseable class names and source locations stripped to ``file:line``
+    (no directories of the saving machine)."""
     g = g.copy()
     values: list[Value] = list(g.inputs)
     for n in g.walk():
         values += list(n.outputs) + [p for b in n.blocks for p in b.params]
+        if n.source is not None:
+            n.source = n.source.replace("\\", "/").rsplit("/", 1)[-1]
     for v in values:
         v.type = _safe_type(v.type)
     return g
@@ -241,6 +245,8 @@ def read(f: Any, map_location: Any = None,
         graphs = {(i, meth["name"]): _load_graph(box, manifest, i, meth, tensors)
                   for i, meth in A.iter_methods(manifest)}
         _check_references(manifest, graphs)
+        for (i, name), g in graphs.items():
+            _check_code(box, i, name, g)
         if _extra_files is not None:
             for name in list(_extra_files):
                 if name in manifest["extra_files"]:
@@ -278,7 +284,7 @@ def _tensors(table: list[dict[str, Any]], arrays: dict[str, np.ndarray],
 
 def _load_graph(box: A.Container, manifest: dict[str, Any], i: int, meth: dict[str, Any],
                 tensors: dict[str, Tensor]) -> Graph:
-    """Parse, allow-list, verify; then the signature and ``.code`` must match the manifest."""
+    """Parse, allow-list, verify; then the signature must match the manifest."""
     where = A.graph_entry(i, meth["name"])
     payloads = [tensors[k]._data for k in meth["constants"]]
     try:
@@ -297,10 +303,13 @@ def _load_graph(box: A.Container, manifest: dict[str, Any], i: int, meth: dict[s
     if sig != (meth["inputs"], meth["outputs"]):
         raise ArchiveError(f"{where}: the graph's signature {sig} does not match the manifest's "
                            f"{(meth['inputs'], meth['outputs'])}")
-    if box.text(A.code_entry(i, meth["name"])) != python_code(g, meth["name"]):
-        raise ArchiveError(f"{A.code_entry(i, meth['name'])} does not match the method's graph "
-                           "(the readable code must show what runs)")
     return g
+
+
+def _check_code(box: A.Container, i: int, name: str, g: Graph) -> None:
+    if box.text(A.code_entry(i, name)) != python_code(g, name):
+        raise ArchiveError(f"{A.code_entry(i, name)} does not match the method's graph "
+                           "(the readable code must show what runs)")
 
 
 def _check_kinds(g: Graph, declared: set[str], where: str) -> None:
@@ -441,7 +450,7 @@ class _MethodRefs:
             raise self.fail(f"prim::SetAttr writes {name!r}, which is not a tensor attribute of "
                             f"{mod['qualified_name']}")
 
-    def call(self, inputs: list[Value], name: str, n_out: int) -> tuple[int, str]:
+    def call(self, inputs: Sequence[Value], name: str, n_out: int) -> tuple[int, str]:
         mod = self.module_of(inputs[0], f"prim::CallMethod[name={name!r}]")
         j = self.owner[inputs[0]]
         callee = self.graphs.get((j, name))
@@ -473,7 +482,7 @@ def _rebuild(manifest: dict[str, Any], graphs: dict[tuple[int, str], Graph],
                          {m["name"]: graphs[(i, m["name"])] for m in e["methods"]},
                          {m["name"]: list(m["arg_names"]) for m in e["methods"]})
             for i, e in enumerate(mods)]
-    get = lambda key: None if key is None else tensors[key]  # noqa: E731
+    get: Any = lambda key: None if key is None else tensors[key]  # noqa: E731
     try:
         for m, e in zip(objs, mods):
             for p in e["parameters"]:

@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _tree(manifest: dict[str, Any], root: Any) -> list[tuple[str, Any, str | None]]:
     """(path, module, first path if it is a shared module seen before) in manifest order."""
-    out, seen = [], {}
+    out: list[tuple[str, Any, str | None]] = []
+    seen: dict[int, str] = {}
     stack: list[tuple[str, Any]] = [("", root)]
     while stack:
         path, mod = stack.pop()
@@ -73,7 +74,7 @@ def summary(manifest: dict[str, Any], name: str) -> list[str]:
     nbytes = sum(D.BY_NAME[t["dtype"]].itemsize * _prod(t["shape"]) for t in tensors.values())
     lines = [f"{name}: scriptmod archive, format version {manifest['format_version']}, written "
              f"by {manifest['producer']}", "modules:"]
-    mods, done = manifest["modules"], {}
+    mods, done = manifest["modules"], dict[int, str]()
     for path, i in _paths(manifest):
         lines += _module_lines(mods[i], path, done.get(i), tensors)
         done.setdefault(i, path or "<root>")

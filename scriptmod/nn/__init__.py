@@ -3,7 +3,8 @@
     >>> from scriptmod import nn
     >>> nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
 """
-from scriptmod.nn.parameter import Parameter, UninitializedParameter  # noqa: F401
+from scriptmod.nn.parameter import (Buffer, Parameter, UninitializedBuffer,  # noqa: F401
+                                    UninitializedParameter)
 from scriptmod.nn.module import Module  # noqa: F401
 from scriptmod.nn.containers import (ModuleDict, ModuleList, ParameterDict,  # noqa: F401
                                      ParameterList, Sequential)

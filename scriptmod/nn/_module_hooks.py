@@ -5,7 +5,8 @@ setup on the inputs, ``forward``, forward hooks, backward-hook setup on the outp
 backward hooks follow PyTorch's ``BackwardHook``: the module's tensor inputs and outputs go
 through an identity ``autograd.Function``; a pre-hook on the output node captures
 ``grad_output`` (and runs backward pre-hooks), a post-hook on the input node sees
-``grad_input`` and calls ``hook(module, grad_input, grad_output)``.
+``grad_input`` and calls ``hook(module, grad_input, grad_output)``. Global hooks
+(``register_module_forward_hook`` & co.) run before a module's own.
 
     >>> h = model.register_forward_hook(lambda m, args, out: out * 2)
     >>> h.remove()

@@ -65,10 +65,6 @@ def _apply(input: Tensor, fn: Callable[[Tensor], Tensor], inplace: bool) -> Tens
     return input.copy_(out)
 
 
-def _float_scalar(v: Any) -> Any:
-    return v.item() if isinstance(v, Tensor) and v.numel() == 1 and not _tracing() else v
-
-
 # ---- activations ------------------------------------------------------------------------
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """max(x, 0)."""
@@ -399,7 +395,8 @@ def _pad_constant(x: Tensor, d: int, lo: int, hi: int, value: float) -> Tensor:
     return parts[0] if len(parts) == 1 else dispatch("cat", tuple(parts), {"dim": d})
 
 
-def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
+        value: float | None = None) -> Tensor:
     """Pad the last ``len(pad) // 2`` dims: ``pad = (left, right, top, bottom, ...)``."""
     if len(pad) % 2 or len(pad) // 2 > input.dim():
         raise ValueError(f"pad: padding length must be even and at most 2 * input.dim() "
@@ -433,6 +430,12 @@ def _causal_mask(L: int, S: int, device: Any) -> Tensor:
     return arange(S, device=device).unsqueeze(0) <= rows
 
 
+def _repeat_heads(t: Tensor, rep: int) -> Tensor:
+    """(..., Hkv, S, E) -> (..., Hkv * rep, S, E), each head repeated ``rep`` times in a row."""
+    lead, (h, s, e) = list(t.shape[:-3]), t.shape[-3:]
+    return t.unsqueeze(-3).expand(*lead, h, rep, s, e).reshape(*lead, h * rep, s, e)
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
@@ -442,10 +445,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, "
                          "not both")
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
-        rep = query.shape[-3] // key.shape[-3]
-        key = key.repeat_interleave(rep, -3) if hasattr(key, "repeat_interleave") else \
-            key.unsqueeze(-3).expand(*key.shape[:-2], rep, *key.shape[-2:]).flatten(-4, -3)
-        value = value.unsqueeze(-3).expand(*value.shape[:-2], rep, *value.shape[-2:]).flatten(-4, -3)
+        key, value = (_repeat_heads(t, query.shape[-3] // t.shape[-3]) for t in (key, value))
     s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = query.matmul(key.transpose(-2, -1)) * s
     if is_causal:
@@ -602,7 +602,8 @@ def _check_same_size(input: Tensor, target: Tensor, name: str) -> None:
 
 
 def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
-             reduce: bool | None = None, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+             reduce: bool | None = None, reduction: str = "mean",
+             weight: Tensor | None = None) -> Tensor:
     """Mean squared error: reduce((x - y)^2)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_same_size(input, target, "mse_loss")
@@ -618,25 +619,28 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     return _reduce((input - target).abs(), reduction)
 
 
-def _nll_checks(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int) -> None:
-    if input.dim() < 1 or target.dim() != max(input.dim() - 1, 0):
-        raise ValueError(f"nll_loss: expected target of shape {tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.dim() > 1 else ()} "
-                         f"for input of shape {tuple(input.shape)}, got {tuple(target.shape)}")
-    if input.dim() >= 2 and input.shape[0] != target.shape[0]:
+def _nll_shapes(input: Tensor, target: Tensor, weight: Tensor | None) -> None:
+    want = (input.shape[0],) + tuple(input.shape[2:]) if input.dim() > 1 else ()
+    if input.dim() >= 2 and target.dim() >= 1 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
                          f"batch_size ({target.shape[0]}).")
-    if input.dim() > 2 and tuple(input.shape[2:]) != tuple(target.shape[1:]):
-        raise ValueError(f"nll_loss: expected target of shape "
-                         f"{(input.shape[0],) + tuple(input.shape[2:])}, got {tuple(target.shape)}")
-    if target.dtype.category > D.INT:
-        raise TypeError(f"nll_loss: expected target of an integer dtype (class indices), got "
-                        f"{target.dtype.name}")
+    if input.dim() == 0 or tuple(target.shape) != want:
+        raise ValueError(f"nll_loss: expected target of shape {want} for input of shape "
+                         f"{tuple(input.shape)}, got {tuple(target.shape)}")
     C = input.shape[1] if input.dim() > 1 else input.shape[0]
     if weight is not None and tuple(weight.shape) != (C,):
         raise ValueError(f"nll_loss: weight tensor should be defined either for all {C} "
                          f"classes or no classes but got weight tensor of shape: "
                          f"{list(weight.shape)}")
-    if not _tracing() and target.numel():
+
+
+def _nll_checks(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int) -> None:
+    _nll_shapes(input, target, weight)
+    if target.dtype.category > D.INT:
+        raise TypeError(f"nll_loss: expected target of an integer dtype (class indices), got "
+                        f"{target.dtype.name}")
+    C = input.shape[1] if input.dim() > 1 else input.shape[0]
+    if not _tracing() and target.numel():    # a value check; a tracer would bake it in
         bad = ((target < 0) | (target >= C)) & (target != ignore_index)
         if bad.any().item():
             raise IndexError(f"Target {int(target[bad].reshape(-1)[0].item())} is out of bounds.")

@@ -515,6 +515,18 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         ``Tensor.share_memory_`` where the tensor class provides it."""
         return self._apply(lambda t: t.share_memory_() if hasattr(t, "share_memory_") else t)
 
+    # ---- compilation --------------------------------------------------------------------
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Compile this module's ``forward`` in place (traced on the first call); the
+        module keeps its hooks, parameters and mode. Options go to ``scriptmod.jit.trace``."""
+        if args:
+            raise TypeError("Module.compile() takes keyword options only (passed to jit.trace)")
+        try:
+            from scriptmod.jit._compile_inplace import compile_in_place
+        except ImportError as e:
+            raise RuntimeError(f"Module.compile needs scriptmod.jit, which is missing: {e}") from e
+        compile_in_place(self, **kwargs)
+
     # ---- repr ---------------------------------------------------------------------------
     def extra_repr(self) -> str:
         """The one-line (or multi-line) summary printed inside ``Name(...)``; override it."""

@@ -16,6 +16,7 @@ def direct(op: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
     return run_kernel(op, list(inputs), attrs)
 
 
+@pytest.mark.filterwarnings("ignore:Casting complex values to real")
 @pytest.mark.parametrize("op,dtype", OC.params())
 def test_kernel_matches_reference(op: str, dtype: str) -> None:
     OC.run_case(OC.CASES[op], dtype, direct)

@@ -283,3 +283,31 @@ def test_gradients_have_input_dtype_and_shape(op: str) -> None:
     for x in xs:
         if isinstance(x, sm.Tensor) and x.requires_grad:
             assert x.grad.dtype is x.dtype and x.grad.shape == x.shape
+
+
+# ---- property: broadcast gradients reduce back to each input's shape --------------------
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@st.composite
+def broadcast_pair(draw: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    out = draw(st.lists(st.integers(1, 3), min_size=0, max_size=3))
+    a = [d if draw(st.booleans()) else 1 for d in out]
+    b = [d if draw(st.booleans()) else 1 for d in out][draw(st.integers(0, len(out))):]
+    return tuple(a), tuple(b)
+
+
+@given(broadcast_pair())
+def test_broadcast_gradients_match_numpy(shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    sa, sb = shapes
+    rng = np.random.default_rng(0)
+    a_np, b_np = rng.standard_normal(sa), rng.standard_normal(sb)
+    a, b = sm.tensor(a_np, requires_grad=True), sm.tensor(b_np, requires_grad=True)
+    (a * b).sum().backward()
+    full = np.broadcast_shapes(sa, sb)
+    want_a = np.broadcast_to(b_np, full).copy()
+    lead = len(full) - len(sa)
+    want_a = want_a.sum(axis=tuple(range(lead)))
+    want_a = want_a.sum(axis=tuple(i for i, d in enumerate(sa) if d == 1), keepdims=True).reshape(sa)
+    assert a.grad.shape == sa and b.grad.shape == sb
+    np.testing.assert_allclose(a.grad.numpy(), want_a, rtol=1e-12)

@@ -112,6 +112,7 @@ def test_tiers_match_torch(torch: Any, a: D.DType) -> None:
         assert sm.result_type(x, s).name == _torch_result(torch, a, s, False), (a, s)
 
 
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 @pytest.mark.parametrize("op", ["add", "mul", "sub", "div", "maximum", "eq", "pow"])
 def test_op_result_dtypes_match_torch(torch: Any, op: str) -> None:
     pairs = [(a, b) for a in ALL for b in ALL if not (op == "sub" and D.bool_ in (a, b))

@@ -394,3 +394,10 @@ def test_repr_autograd_suffixes() -> None:
     assert repr(sm.ones(2, requires_grad=True)) == "tensor([1., 1.], requires_grad=True)"
     assert repr(sm.ones(2, requires_grad=True) * 2) == "tensor([2., 2.], grad_fn=<MulBackward0>)"
     assert repr(sm.tensor([1.5], dtype=sm.bfloat16)) == "tensor([1.5000], dtype=scriptmod.bfloat16)"
+
+
+def test_overhead_benchmark_reports_both_ops() -> None:
+    from scriptmod.bench.overhead import format_table, measure_overhead
+    res = measure_overhead(number=10, rounds=1)
+    assert set(res) == {"add", "relu"} and all(r["scriptmod"] > 0 for r in res.values())
+    assert "overhead" in format_table(res)

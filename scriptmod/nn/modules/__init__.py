@@ -2,7 +2,8 @@
 from scriptmod.nn.modules.activation import (ELU, GELU, Hardtanh, Identity, LeakyReLU,  # noqa: F401
                                              LogSoftmax, PReLU, ReLU, ReLU6, Sigmoid, SiLU,
                                              Softmax, Softplus, Tanh, Threshold)
-from scriptmod.nn.modules.linear import LazyLinear, Linear, NonDynamicallyQuantizableLinear  # noqa: F401
+from scriptmod.nn.modules.linear import (LazyLinear, Linear,  # noqa: F401
+                                         NonDynamicallyQuantizableLinear)
 from scriptmod.nn.modules.conv import Conv2d  # noqa: F401
 from scriptmod.nn.modules.pooling import AvgPool2d, MaxPool2d  # noqa: F401
 from scriptmod.nn.modules.flatten import Flatten, Unflatten  # noqa: F401

@@ -58,7 +58,8 @@ class Conv2d(Module):
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        self.kernel_size, self.stride = F._pair(kernel_size, "kernel_size"), F._pair(stride, "stride")
+        self.kernel_size = F._pair(kernel_size, "kernel_size")
+        self.stride = F._pair(stride, "stride")
         self.padding = padding if isinstance(padding, str) else F._pair(padding, "padding")
         self.dilation = F._pair(dilation, "dilation")
         _check_conv_args(in_channels, out_channels, groups, padding, self.stride, padding_mode)

@@ -151,6 +151,14 @@ def test_archive_is_deterministic_and_holds_no_paths(tmp_path):
                     assert "/" not in line.split("  # ", 1)[1], line
 
 
+def test_source_locations_keep_no_directories():
+    traced = jit.trace(nn.Linear(3, 2), sm.randn(2, 3))
+    for n in traced.graph.walk():
+        n.source = "/home/someone/secret/model.py:12"
+    text = zipfile.ZipFile(io.BytesIO(_bytes(traced))).read("graphs/m0/forward.ir").decode()
+    assert "# model.py:12" in text and "secret" not in text
+
+
 def test_manifest_describes_the_module():
     traced = jit.trace(_shared_model(), sm.randn(3, 4))
     man = json.loads(zipfile.ZipFile(io.BytesIO(_bytes(traced))).read("manifest.json"))
@@ -203,6 +211,20 @@ def test_loaded_module_has_the_module_api():
     assert loaded.fc.weight.grad is not None and loaded.frozen.grad is None
     assert "prim::CallMethod" in str(loaded.graph) and "sm::matmul" in str(loaded.inlined_graph)
     assert loaded.executor().stats["specializations"] >= 1
+
+
+def test_map_location():
+    traced = jit.trace(_shared_model(), sm.randn(3, 4))
+    data = _bytes(traced)
+    seen = []
+
+    def mover(t, saved):
+        seen.append(saved)
+        return t
+    for where in ("cpu", sm.device("cpu"), {"cuda:0": "cpu"}, mover):
+        loaded = jit.load(io.BytesIO(data), map_location=where)
+        assert all(p.device.type == "cpu" for p in loaded.parameters())
+    assert seen and set(seen) == {"cpu"}
 
 
 def test_script_function_round_trip():

@@ -399,3 +399,17 @@ def test_buffer_marker_registers_with_persistence():
 def test_global_module_hooks_exported():
     from scriptmod.nn import module
     assert callable(module.register_module_forward_hook)
+
+
+def test_compile_in_place_keeps_results_and_hooks():
+    pytest.importorskip("scriptmod.jit._compile_inplace")
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).eval()
+    x = sm.randn(5, 3)
+    want = m(x).detach().numpy()
+    log = []
+    m.register_forward_hook(lambda mod, args, out: log.append("hook"))
+    assert m.compile() is None
+    with sm.no_grad():
+        got = m(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert log == ["hook"]

@@ -1,0 +1,181 @@
+"""Traced modules run fused (native kernels per fusion group) and unfused give the same
+outputs as eager from the first call; the fuser switch, the thread setting, kernel
+inspection, re-specialization and buffer safety at the module level."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import scriptmod as sm
+from ir.graph import Prim
+from runtime import llvm_jit
+from scriptmod import jit, nn
+from scriptmod.jit._compiled import (fuser, fusion_enabled, get_num_threads, kernels_for,
+                                     set_num_threads)
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRIPTMOD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "smcache"))
+    monkeypatch.delenv("SCRIPTMOD_DISABLE_FUSION", raising=False)
+
+
+class Block(nn.Module):
+    """Linear -> GELU(tanh) -> Linear, plus the residual."""
+
+    def __init__(self, d: int = 24, hidden: int = 40) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d, hidden)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(hidden, d)
+
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        return self.fc2(self.act(self.fc1(x))) + x
+
+
+class Zoo(nn.Module):
+    """The W2 activation chain."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gelu, self.prelu = nn.GELU(), nn.PReLU(init=0.25)
+        self.sigmoid, self.tanh = nn.Sigmoid(), nn.Tanh()
+        self.threshold, self.relu = nn.Threshold(0.1, 0.0), nn.ReLU()
+
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        h = self.prelu(self.gelu(x))
+        h = self.threshold(self.sigmoid(h) * self.tanh(h))
+        return self.relu(h + x)
+
+
+def _groups(g: Any) -> int:
+    return sum(n.kind == Prim.FUSION_GROUP for n in g.walk())
+
+
+def _traced(model: nn.Module, *shape: int) -> tuple[Any, nn.Module, sm.Tensor]:
+    sm.manual_seed(0)
+    x = sm.randn(*shape)
+    return jit.trace(model, x), model, x
+
+
+@pytest.mark.parametrize("make,shape", [(Block, (5, 24)), (Zoo, (7, 33)), (Zoo, (1, 4097))])
+def test_fused_unfused_and_eager_agree_from_the_first_call(make: Any, shape: tuple) -> None:
+    traced, model, x = _traced(make(), *shape)
+    with sm.no_grad():
+        fused = traced(x).numpy().copy()
+        with fuser(False):
+            unfused = traced(x).numpy().copy()
+        eager = model(x).numpy()
+    np.testing.assert_allclose(fused, eager, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(fused, unfused, rtol=2e-5, atol=2e-6)
+    assert _groups(traced.graph_for(x)) >= 1
+    with fuser(False):
+        assert _groups(traced.graph_for(x)) == 0
+
+
+def test_fuser_switch_keeps_separate_specializations() -> None:
+    traced, _, x = _traced(Block(), 3, 24)
+    ex = traced.executor("forward")
+    with sm.no_grad():
+        traced(x)
+        with fuser(False):
+            assert not fusion_enabled()
+            traced(x)
+        traced(x)
+    assert ex.stats["specializations"] == 2 and fusion_enabled()
+    setting = fuser(False)                      # the global setter form
+    try:
+        assert not fusion_enabled() and _groups(traced.graph_for(x)) == 0
+    finally:
+        setting.restore()
+    assert fusion_enabled() and _groups(traced.graph_for(x)) >= 1
+
+
+def test_env_var_disables_fusion(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRIPTMOD_DISABLE_FUSION", "1")
+    traced, model, x = _traced(Block(), 2, 24)
+    assert _groups(traced.graph_for(x)) == 0
+    with sm.no_grad():
+        np.testing.assert_allclose(traced(x).numpy(), model(x).numpy(), rtol=2e-5, atol=2e-6)
+    with fuser(True):
+        assert _groups(traced.graph_for(x)) >= 1
+
+
+def test_second_call_compiles_nothing() -> None:
+    traced, _, x = _traced(Block(), 4, 24)
+    with sm.no_grad():
+        traced(x)
+        before = llvm_jit.CACHE.stats()["compiles"]
+        for _ in range(3):
+            traced(sm.randn(4, 24))
+    assert llvm_jit.CACHE.stats()["compiles"] == before
+    assert traced.executor("forward").stats["specializations"] == 1
+
+
+def test_kernels_for_exposes_ir_and_asm() -> None:
+    traced, _, x = _traced(Block(), 3, 24)
+    ks = kernels_for(traced, x)
+    assert len(ks) == 2                        # bias+GELU epilogue, bias+residual
+    for k in ks:
+        assert "define void" in k.llvm_ir and k.kernel.name in k.asm
+    assert any(s.kind == "strided" and s.inner == 1 for s in ks[0].spec.inputs)   # bias row
+
+
+def test_new_batch_and_dtype_respecialize() -> None:
+    traced, model, x = _traced(Block(), 4, 24)
+    with sm.no_grad():
+        traced(x)
+        x7 = sm.randn(7, 24)
+        np.testing.assert_allclose(traced(x7).numpy(), model(x7).numpy(), rtol=2e-5, atol=2e-6)
+        m64 = Block().to(sm.float64)
+        t64 = jit.trace(m64, x.to(sm.float64))
+        y = t64(x7.to(sm.float64))
+        assert y.dtype == sm.float64
+        np.testing.assert_allclose(y.numpy(), m64(x7.to(sm.float64)).numpy(), rtol=1e-12)
+
+
+def test_mismatching_input_gets_a_clear_error() -> None:
+    traced, _, x = _traced(Block(), 4, 24)
+    with sm.no_grad():
+        traced(x)
+        with pytest.raises(ValueError, match="argument 'x'.*rank"):
+            traced(sm.randn(24))
+        with pytest.raises(TypeError, match="argument 'x'"):
+            traced(sm.ones(4, 24, dtype=sm.int64))
+
+
+def test_results_held_by_the_user_are_never_overwritten() -> None:
+    traced, model, x = _traced(Zoo(), 16, 64)
+    with sm.no_grad():
+        xs = [sm.randn(16, 64) for _ in range(4)]
+        ys = [traced(xi) for xi in xs]
+        for xi, yi in zip(xs, ys):
+            np.testing.assert_allclose(yi.numpy(), model(xi).numpy(), rtol=2e-5, atol=2e-6)
+
+
+def test_num_threads_setting_gives_identical_results() -> None:
+    traced, _, _ = _traced(Zoo(), 1, 8)
+    x = sm.randn(3, 70001)
+    before = get_num_threads()
+    try:
+        with sm.no_grad():
+            set_num_threads(1)
+            assert get_num_threads() == 1
+            one = traced(x).numpy().copy()
+            set_num_threads(2)
+            two = traced(x).numpy()
+        np.testing.assert_array_equal(one, two)
+    finally:
+        set_num_threads(before)
+
+
+def test_autograd_path_still_works_with_fusion_on() -> None:
+    traced, model, x = _traced(Block(), 3, 24)
+    y = traced(x)
+    y.sum().backward()
+    g_traced = model.fc1.weight.grad.numpy().copy()
+    model.zero_grad()
+    model(x).sum().backward()
+    np.testing.assert_allclose(g_traced, model.fc1.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
