@@ -43,7 +43,7 @@ def fused_kernel(node: Node) -> FusedKernel | None:
     fk = node.__dict__.get(_ATTR)
     if fk is None:
         fk = node.__dict__[_ATTR] = _build(node)
-    return None if fk is _REFERENCE else fk
+    return fk if isinstance(fk, FusedKernel) else None
 
 
 def _build(node: Node) -> FusedKernel | str:
@@ -98,25 +98,37 @@ class CompiledInterpreter(Interpreter):
 # ---- straight-line programs ------------------------------------------------------------------
 
 class Program:
-    """A control-flow-free graph as a list of steps ``(handler, node, input slots, output
-    slot(s), single)``; a single-output handler returns the value, others a sequence."""
+    """A control-flow-free graph compiled to one Python function (as ``torch.fx`` does):
+    one line per node, values in local variables, each node's handler bound once, constants
+    inlined. A failing line is mapped back to its node for the error message."""
 
-    def __init__(self, graph: Graph, cls: type) -> None:
-        slot: dict[Value, int] = {v: i for i, v in enumerate(graph.inputs)}
-        self.n_inputs = len(graph.inputs)
-        self.steps: list[tuple[Handler, Node, tuple[int, ...], Any, bool]] = []
-        for node in graph.nodes:
+    def __init__(self, graph: Graph, cls: type[CompiledInterpreter]) -> None:
+        name: dict[Value, str] = {v: f"v{i}" for i, v in enumerate(graph.inputs)}
+        ns: dict[str, Any] = {}
+        self.nodes: list[Node] = []
+        lines = [f"def program(it, {', '.join(name[v] for v in graph.inputs)}):"]
+        for k, node in enumerate(graph.nodes):
             for v in node.outputs:
-                slot[v] = len(slot)
-            ins = tuple(slot[v] for v in node.inputs)
-            outs = tuple(slot[v] for v in node.outputs)
+                name[v] = f"v{len(name)}"
+            outs = [name[v] for v in node.outputs]
+            self.nodes.append(node)
+            if node.kind == Prim.CONSTANT and len(outs) == 1:
+                ns[f"c{k}"] = node.attrs.get("value")
+                lines.append(f"    {outs[0]} = c{k}")
+                continue
             handler, single = _handler(node, cls)
-            self.steps.append((handler, node, ins, outs[0] if single else outs, single))
-        self.n_slots = len(slot)
-        self.outputs = tuple(slot[v] for v in graph.outputs)
+            ns[f"h{k}"], ns[f"n{k}"] = handler, node
+            call = f"h{k}(it, n{k}, [{', '.join(name[v] for v in node.inputs)}])"
+            target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
+            lines.append(f"    {target} = {call}" if outs else f"    {call}")
+        lines.append(f"    return [{', '.join(name[v] for v in graph.outputs)}]")
+        self.n_inputs = len(graph.inputs)
+        self.source = "\n".join(lines) + "\n"
+        exec(compile(self.source, "<scriptmod program>", "exec"), ns)
+        self.fn = ns["program"]
 
     @staticmethod
-    def of(graph: Graph, cls: type) -> "Program | None":
+    def of(graph: Graph, cls: type[CompiledInterpreter]) -> "Program | None":
         """The cached program of ``graph`` for interpreter class ``cls`` (None: has blocks)."""
         cache = graph.__dict__.setdefault("_sm_programs", {})
         prog = cache.get(cls)
@@ -128,28 +140,29 @@ class Program:
     def run(self, interp: Interpreter, args: Sequence[Any]) -> list[Any]:
         if len(args) != self.n_inputs:
             raise TypeError(f"graph takes {self.n_inputs} argument(s), got {len(args)}")
-        env = list(args) + [None] * (self.n_slots - self.n_inputs)
-        step = None
         try:
-            for step in self.steps:
-                fn, node, ins, out, single = step
-                res = fn(interp, node, [env[i] for i in ins])
-                if single:
-                    env[out] = res
-                else:
-                    for o, x in zip(out, res):
-                        env[o] = x
+            return self.fn(interp, *args)
         except (InterpreterError, RaisedException):
             raise
         except Exception as e:
-            node = step[1] if step is not None else None
-            where = f" ({node.source})" if node is not None and node.source else ""
-            raise InterpreterError(f"{getattr(node, 'kind', '?')} failed{where}: "
-                                   f"{type(e).__name__}: {e}\n    {node!r}") from e
-        return [env[i] for i in self.outputs]
+            node = self._failing_node(e)
+            if node is None:
+                raise
+            where = f" ({node.source})" if node.source else ""
+            raise InterpreterError(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
+                                   f"    {node!r}") from e
+
+    def _failing_node(self, e: BaseException) -> Node | None:
+        tb, line = e.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code is self.fn.__code__:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        k = None if line is None else line - 2            # line 1 is the ``def``
+        return self.nodes[k] if k is not None and 0 <= k < len(self.nodes) else None
 
 
-def _handler(node: Node, cls: type) -> tuple[Handler, bool]:
+def _handler(node: Node, cls: type[CompiledInterpreter]) -> tuple[Handler, bool]:
     """How one node runs: a fast closure for ops and fusion groups, else the class's method."""
     single = len(node.outputs) == 1
     if node.is_op:
@@ -178,23 +191,53 @@ def _group_handler(node: Node) -> Handler:
 def _op_handler(node: Node) -> Handler:
     """``run_kernel``; or the reference kernel itself when the static types show that
     ``run_kernel`` would neither cast an input nor convert the result (a CPU op, not
-    elementwise or a factory, every tensor operand already of the result dtype, no halves)."""
+    elementwise or a factory, every tensor operand already of the result dtype, no halves).
+    View ops of module state are memoized (see ``_memo_view``)."""
     name, attrs = node.op_name, node.attrs
     schema = S.REGISTRY[name]
-    multi = schema.n_outputs > 1
-    if multi:
+    if schema.n_outputs > 1:
         return lambda it, n, a: run_kernel(name, a, attrs)
     dt = _direct_dtype(node, schema)
     if dt is None:
-        return lambda it, n, a: run_kernel(name, a, attrs)
-    fn, want = KERNELS[name], np.dtype(dt.name) if dt is not D.bfloat16 else None
+        handler: Handler = lambda it, n, a: run_kernel(name, a, attrs)   # noqa: E731
+    else:
+        fn, want = KERNELS[name], np.dtype(dt.name)
 
-    def direct(it: Interpreter, n: Node, a: list) -> Any:
-        out = fn(np, *a, **attrs)
-        if type(out) is not np.ndarray or out.dtype != want:
-            out = np.asarray(out, dtype=want)
+        def handler(it: Interpreter, n: Node, a: list) -> Any:
+            out = fn(np, *a, **attrs)
+            if type(out) is not np.ndarray or out.dtype != want:
+                out = np.asarray(out, dtype=want)
+            return out
+    return _memo_view(node, handler) if _memoizable(node) else handler
+
+
+VIEW_OPS = frozenset({"transpose", "permute", "unsqueeze", "squeeze", "narrow", "expand",
+                      "reshape"})
+
+
+def _memoizable(node: Node) -> bool:
+    """A view op of a module attribute (a weight): same input object, same view."""
+    ins = node.inputs
+    return (node.op_name in VIEW_OPS and bool(ins) and ins[0].node.kind == Prim.GET_ATTR
+            and all(v.node.kind == Prim.CONSTANT for v in ins[1:]))
+
+
+def _memo_view(node: Node, handler: Handler) -> Handler:
+    """Reuse the last result while the input is the same array object and the result was a
+    view of it (in-place updates of the weight show through; a new ``.data`` misses).
+    One tuple slot, replaced atomically, so threads never see a mismatched pair."""
+    memo: list = [None]
+
+    def view(it: Interpreter, n: Node, a: list) -> Any:
+        x, last = a[0], memo[0]
+        if last is not None and last[0] is x:
+            return last[1]
+        out = handler(it, n, a)
+        base = getattr(out, "base", None)
+        if out is x or (base is not None and (base is x or base is getattr(x, "base", 0))):
+            memo[0] = (x, out)
         return out
-    return direct
+    return view
 
 
 def _direct_dtype(node: Node, schema: S.OpSchema) -> D.DType | None:

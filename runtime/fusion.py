@@ -10,7 +10,8 @@ data-pointer read per input and one ctypes call.
     >>> fk = FusedKernel(node.attrs["subgraph"], name="FusionGroup_0")   # doctest: +SKIP
     >>> y, = fk([x, a, b]); print(fk.llvm_ir[:40], "zmm" in fk.asm)   # doctest: +SKIP
 
-Output buffers: each plan keeps up to ``POOL`` arrays per output. A call reuses one only when
+Output buffers: each plan keeps up to ``POOL`` arrays per output (at most ``POOL_BYTES``, env
+``SCRIPTMOD_POOL_MB``, over the process). A call reuses one only when
 the pool holds the *only* reference to it (``sys.getrefcount``), i.e. nothing outside this
 object (user code, a Tensor, a view's ``.base``, the interpreter's environment) can observe
 it; otherwise a fresh ``np.empty`` array is allocated (NumPy's allocator, huge pages for big
@@ -20,7 +21,9 @@ after the array is dropped) is not protected, exactly as with NumPy's own alloca
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
+import weakref
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -42,6 +45,8 @@ from runtime.llvm_jit import CompiledKernel, compile_spec
 
 TOPIC = "fusion"
 POOL = 2                       # output buffers kept per output of a plan
+POOL_BYTES = int(os.environ.get("SCRIPTMOD_POOL_MB", "1024")) << 20   # cap over all plans
+_pooled = [0]
 MAX_PLANS = 64                 # layouts remembered per group before the table is reset
 DTYPES = frozenset({D.bool_, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16,
                     D.bfloat16, D.float32, D.float64})
@@ -82,9 +87,16 @@ class GroupProgram:
     outputs: tuple[int, ...]
     out_types: tuple[TensorType, ...]
 
+    @property
+    def in_dtypes(self) -> tuple[DType, ...]:
+        return tuple(_dt(t) for t in self.in_types)
+
+    @property
+    def out_dtypes(self) -> tuple[DType, ...]:
+        return tuple(_dt(t) for t in self.out_types)
+
     def spec(self, inputs: Sequence[InputSpec], rank: int) -> KernelSpec:
-        return KernelSpec(inputs, self.ops, self.outputs,
-                          [t.dtype for t in self.out_types], rank=rank)
+        return KernelSpec(inputs, self.ops, self.outputs, self.out_dtypes, rank=rank)
 
 
 def lower_subgraph(sub: Graph) -> GroupProgram:
@@ -100,7 +112,7 @@ def lower_subgraph(sub: Graph) -> GroupProgram:
         if not node.is_op or len(node.outputs) != 1:
             raise NotImplementedError(f"fusion: cannot lower {node.kind} in a fusion group")
         args = tuple(_arg(node, v, index, consts) for v in node.inputs)
-        ops.append(OpStep(node.op_name, args, dict(node.attrs), _tensor(node.output).dtype))
+        ops.append(OpStep(node.op_name, args, dict(node.attrs), _dt(_tensor(node.output))))
         index[node.output] = len(sub.inputs) + len(ops) - 1
     for v in sub.outputs:
         if v not in index or index[v] < len(sub.inputs):
@@ -109,6 +121,11 @@ def lower_subgraph(sub: Graph) -> GroupProgram:
     names = tuple(v.debug_name or f"input {i}" for i, v in enumerate(sub.inputs))
     return GroupProgram(in_types, names, tuple(ops), tuple(index[v] for v in sub.outputs),
                         tuple(_tensor(v) for v in sub.outputs))
+
+
+def _dt(t: TensorType) -> DType:
+    assert t.dtype is not None, "lowering checked every dtype"
+    return t.dtype
 
 
 def _tensor(v: Value) -> TensorType:
@@ -139,7 +156,7 @@ def _imm_dtype(node: Node, v: Value) -> DType:
             return D.bool_
         operands = operands[1:]
     out = R.promote(operands, {})
-    return out if out in DTYPES else _tensor(node.output).dtype
+    return out if out in DTYPES else _dt(_tensor(node.output))
 
 
 # ---- layouts: shapes and strides -> (input specs, coalesced shape, strides) -----------------
@@ -164,10 +181,10 @@ def plan_layout(prog: GroupProgram, shapes: Sequence[tuple[int, ...]],
                                [[st[d] for d in keep] for st in full], scalar)
     c_order = _c_strides(shape)
     specs, kept = [], []
-    for t, st, sc in zip(prog.in_types, strides, scalar):
+    for dt, st, sc in zip(prog.in_dtypes, strides, scalar):
         kind = "scalar" if sc else "contiguous" if st == c_order else "strided"
         inner = st[-1] if kind == "strided" and st[-1] in (0, 1) else None
-        specs.append(InputSpec(t.dtype, kind, inner))
+        specs.append(InputSpec(dt, kind, inner))
         kept.append(tuple(st) if kind == "strided" else None)
     return Layout(tuple(specs), tuple(shape), tuple(kept))
 
@@ -226,11 +243,25 @@ def _data_ptr(a: np.ndarray) -> int:
 
 
 def _fresh(pool: list, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A new output array, kept in ``pool`` while the process-wide pooled bytes stay under
+    ``POOL_BYTES`` (so many specializations cannot pin unbounded memory)."""
     buf = np.empty(shape, dtype)
     if len(pool) >= POOL:
-        del pool[0]
-    pool.append(buf)
+        _pooled[0] -= pool.pop(0).nbytes
+    if _pooled[0] + buf.nbytes <= POOL_BYTES:
+        pool.append(buf)
+        _pooled[0] += buf.nbytes
     return buf
+
+
+def _release(pools: tuple[tuple[list, np.dtype], ...]) -> None:
+    """A plan died: its pooled bytes no longer count."""
+    _pooled[0] -= sum(b.nbytes for pool, _ in pools for b in pool)
+
+
+def pooled_bytes() -> int:
+    """Bytes currently held in output-buffer pools (all groups of this process)."""
+    return _pooled[0]
 
 
 def _free_count() -> int:
@@ -266,15 +297,16 @@ class LaunchPlan:
     """Everything one layout needs per call, computed once: kernel, meta, output pools."""
 
     __slots__ = ("kernel", "spec", "fn", "n", "out_shape", "out_dtypes", "pools", "meta",
-                 "meta_addr", "ptrs", "ptrs_addr", "owner", "ptr_type")
+                 "meta_addr", "ptrs", "ptrs_addr", "owner", "ptr_type", "__weakref__")
 
     def __init__(self, kernel: CompiledKernel | None, spec: KernelSpec, layout: Layout,
                  out_shape: tuple[int, ...], out_dtypes: Sequence[np.dtype]) -> None:
         self.kernel, self.spec = kernel, spec
-        self.fn = kernel.cfunc if kernel is not None else None
+        self.fn: Any = kernel.cfunc if kernel is not None else None
         self.n = _numel(out_shape)
         self.out_shape, self.out_dtypes = out_shape, tuple(out_dtypes)
         self.pools: tuple[tuple[list, np.dtype], ...] = tuple(([], d) for d in out_dtypes)
+        weakref.finalize(self, _release, self.pools)
         meta = spec.meta(layout.shape, layout.strides) if spec.strided else []
         self.meta = (ctypes.c_int64 * max(1, len(meta)))(*meta)
         self.meta_addr = ctypes.addressof(self.meta)
@@ -346,9 +378,9 @@ class FusedKernel:
         self.program = lower_subgraph(subgraph)
         shapes = {t.shape for t in self.program.out_types}
         if len(shapes) != 1:
-            raise NotImplementedError(f"fusion: outputs of different shapes {sorted(shapes)}")
-        self._np_in = tuple(NP_DTYPE[t.dtype] for t in self.program.in_types)
-        self._np_out = tuple(NP_DTYPE[t.dtype] for t in self.program.out_types)
+            raise NotImplementedError(f"fusion: outputs of different shapes {shapes}")
+        self._np_in = tuple(NP_DTYPE[d] for d in self.program.in_dtypes)
+        self._np_out = tuple(NP_DTYPE[d] for d in self.program.out_dtypes)
         self._plans: dict[tuple, LaunchPlan] = {}
         self._key = layout_key(len(self.program.in_types))
         self._kernels: dict[str, CompiledKernel] = {}
@@ -394,7 +426,7 @@ class FusedKernel:
             raise TypeError(f"{where}: expected a NumPy array on cpu like {t!r}, got "
                             f"{type(a).__module__}.{type(a).__name__}")
         if a.dtype != want:
-            raise TypeError(f"{where}: expected dtype {t.dtype.name} ({t!r}), got {a.dtype}")
+            raise TypeError(f"{where}: expected dtype {_dt(t).name} ({t!r}), got {a.dtype}")
         if a.ndim != len(t.shape or ()) or any(
                 isinstance(d, int) and d != n for d, n in zip(t.shape or (), a.shape)):
             raise ValueError(f"{where}: expected shape {t!r}, got {tuple(a.shape)}")

@@ -70,11 +70,20 @@ class Tensor:
         return t
 
     def _alias(self) -> "Tensor":
-        """Same data and version counter, no autograd history."""
+        """Same data and version counter, no autograd history. Not an autograd view: in-place
+        writes through it are allowed (as with PyTorch's ``detach``) and bump the version."""
         t = Tensor._make(self._data)
         t._vc = self._vc
-        t._base = self._base if self._base is not None else self
         return t
+
+    def __deepcopy__(self, memo: dict) -> "Tensor":
+        """A new leaf with copied data, keeping ``requires_grad`` (and a copy of ``.grad``)."""
+        out = Tensor._make(self._data.copy())
+        out._requires_grad = self._requires_grad
+        memo[id(self)] = out
+        if self.grad is not None:
+            out.grad = self.grad.__deepcopy__(memo)
+        return out
 
     # ---- basic properties -----------------------------------------------------------
     @property

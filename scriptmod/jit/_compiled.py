@@ -25,7 +25,7 @@ from runtime.fusion import FusedKernel, supported
 from runtime.interpreter import Interpreter
 
 _state = threading.local()
-_global = {"fusion": None}      # None: follow SCRIPTMOD_DISABLE_FUSION
+_global: dict[str, bool | None] = {"fusion": None}   # None: follow SCRIPTMOD_DISABLE_FUSION
 
 
 def fusion_enabled() -> bool:
@@ -110,14 +110,41 @@ def _interpreter_class() -> type:
 
 
 def _get_attr_handler(node: Node) -> Any:
-    """``ArrayInterpreter.get_attr`` as one closure (module reads are most of W4's nodes)."""
+    """``ArrayInterpreter.get_attr`` as one closure (module reads are most of W4's nodes).
+    For a module whose class defines no attribute of that name, ``getattr`` would end in
+    ``Module.__getattr__``'s registry search: do that search directly (no failed lookup)."""
+    from scriptmod.nn.module import Module
     from scriptmod.tensor import Tensor
     name = node.attrs["name"]
+    plain: dict[type, bool] = {}
 
     def get_attr(interp: Any, n: Node, args: list) -> Any:
-        v = getattr(args[0], name)
+        obj = args[0]
+        cls = type(obj)
+        fast = plain.get(cls)
+        if fast is None:
+            fast = plain[cls] = (issubclass(cls, Module) and cls.__getattr__ is Module.__getattr__
+                                 and not hasattr(cls, name))
+        v = _registry_get(obj.__dict__, name) if fast else _MISSING
+        if v is _MISSING:
+            v = getattr(obj, name)
         return v._data if isinstance(v, Tensor) else v
     return get_attr
+
+
+_MISSING = object()
+
+
+def _registry_get(d: dict, name: str) -> Any:
+    """What ``getattr`` finds on a Module: the instance dict, then parameters, buffers,
+    submodules (the order of ``Module.__getattr__``)."""
+    if name in d:
+        return d[name]
+    for registry in ("_parameters", "_buffers", "_modules"):
+        members = d.get(registry)
+        if members is not None and name in members:
+            return members[name]
+    return _MISSING
 
 
 def kernels_for(script_module: Any, *inputs: Any) -> list[FusedKernel]:

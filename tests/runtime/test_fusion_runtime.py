@@ -420,3 +420,57 @@ def test_second_process_compiles_nothing_and_corrupt_entries_are_rebuilt(tmp_pat
     third = _child(cache)
     assert third["corrupt"] == 1 and third["compiles"] == 1
     assert _child(cache)["compiles"] == 0
+
+
+# ---- edges: empty tensors, loops, threads, pool cap, error mapping ---------------------------------
+
+def test_empty_tensors_allocate_without_a_launch() -> None:
+    fk = _small_kernel()
+    out = fk([np.ones((0, 8), np.float32), np.ones(8, np.float32)])[0]
+    assert out.shape == (0, 8) and out.dtype == np.float32 and not fk.kernels
+
+
+def test_group_inside_a_loop_runs_natively_and_keeps_carried_values() -> None:
+    g = Graph()
+    b = Builder(g)
+    x = b.input(TensorType(F32, (4, 8)), "x")
+    (y,) = b.loop(3, [x], lambda i, acc: [b.op("add", b.op("mul", acc, 2.0), x)])
+    b.ret(y)
+    fuse_elementwise(g, supported=supported)
+    assert sum(n.kind == Prim.FUSION_GROUP for n in g.walk()) == 1
+    xs = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(CompiledInterpreter(g).run(xs), 15 * xs)
+    assert fused_kernels(g)[0].kernels
+
+
+def test_concurrent_callers_of_one_group() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    fk = _small_kernel()
+    bias = np.zeros(8, np.float32)
+    xs = [np.full((64, 8), float(k), np.float32) for k in range(64)]
+
+    def call(x: np.ndarray) -> bool:
+        return all(np.array_equal(fk([x, bias])[0], x) for _ in range(20))
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(call, xs))
+
+
+def test_pool_cap_disables_pooling(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runtime.fusion as F
+    monkeypatch.setattr(F, "POOL_BYTES", 0)
+    fk = _small_kernel()
+    x, bias = np.ones((4, 8), np.float32), np.zeros(8, np.float32)
+    before = F.pooled_bytes()
+    assert np.array_equal(fk([x, bias])[0], x) and F.pooled_bytes() == before
+
+
+def test_failing_node_is_named_in_the_error() -> None:
+    from runtime.interpreter import InterpreterError
+    g = Graph()
+    b = Builder(g, source="model.py:12")
+    x = b.input(TensorType(F32, ("N", "K")), "x")
+    w = b.input(TensorType(F32, ("K", "M")), "w")
+    b.ret(b.op("relu", b.op("matmul", x, w)))
+    fuse_elementwise(g, supported=supported)
+    with pytest.raises(InterpreterError, match=r"sm::matmul failed \(model.py:12\)"):
+        CompiledInterpreter(g).run(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
