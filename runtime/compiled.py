@@ -1,6 +1,7 @@
 """The native executor: an ``Interpreter`` that runs ``prim::FusionGroup`` nodes as compiled
 kernels (``runtime.fusion``) and every other node with the reference kernels (matmul stays
-BLAS through ``run_kernel``).
+BLAS through ``run_kernel``). A control-flow-free graph is compiled once to a Python
+function (``Program``) so the per-call path is one line per node.
 
     >>> CompiledInterpreter(graph).run(x)                   # doctest: +SKIP
     >>> [k.llvm_ir for k in fused_kernels(graph)]          # doctest: +SKIP
@@ -71,8 +72,8 @@ def fused_kernels(graph: Graph) -> list[FusedKernel]:
 class CompiledInterpreter(Interpreter):
     """Fusion groups run natively; everything else as in ``Interpreter``.
 
-    A graph without control flow runs through a ``Program`` built on its first run and
-    cached on the graph: value slots instead of a dict, each node's handler bound once.
+    A graph without control flow runs through a ``Program`` (one generated Python function)
+    built on its first run and cached on the graph; graphs with blocks run node by node.
     """
 
     @classmethod
@@ -112,7 +113,8 @@ class Program:
                 name[v] = f"v{len(name)}"
             outs = [name[v] for v in node.outputs]
             self.nodes.append(node)
-            if node.kind == Prim.CONSTANT and len(outs) == 1:
+            if node.kind == Prim.CONSTANT and len(outs) == 1 and \
+                    getattr(cls, "constant") is Interpreter.constant:
                 ns[f"c{k}"] = node.attrs.get("value")
                 lines.append(f"    {outs[0]} = c{k}")
                 continue

@@ -7,6 +7,8 @@ from scriptmod.jit._script_module import ScriptFunction, ScriptModule  # noqa: F
 from scriptmod.jit._trace import TracingCheckError, trace, trace_module  # noqa: F401
 from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
 from scriptmod.jit.archive import ArchiveError, load, save  # noqa: F401
+from scriptmod.jit._compiled import fuser, kernels_for  # noqa: F401
 
 __all__ = ["trace", "trace_module", "ScriptModule", "ScriptFunction", "TracerWarning",
-           "TracingError", "TracingCheckError", "save", "load", "ArchiveError"]
+           "TracingError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
+           "kernels_for"]

@@ -283,7 +283,7 @@ def test_random_graphs_fused_match_interpreter(case: tuple[Graph, list[np.ndarra
         np.testing.assert_allclose(f, r, rtol=5e-5, atol=1e-5, equal_nan=True)
 
 
-# ---- guards ---------------------------------------------------------------------------------------
+# ---- guards ----------------------------------------------------------------------------------
 
 def _small_kernel() -> FusedKernel:
     g = Graph()
@@ -375,7 +375,7 @@ def test_llvm_ir_and_asm_of_each_group() -> None:
     assert fk.spec.rank >= 1
 
 
-# ---- the disk cache across processes --------------------------------------------------------------
+# ---- the disk cache across processes ---------------------------------------------------------
 
 _CHILD = textwrap.dedent("""
     import sys, json
@@ -422,7 +422,7 @@ def test_second_process_compiles_nothing_and_corrupt_entries_are_rebuilt(tmp_pat
     assert _child(cache)["compiles"] == 0
 
 
-# ---- edges: empty tensors, loops, threads, pool cap, error mapping ---------------------------------
+# ---- edges: empty tensors, loops, threads, pool cap, error mapping ---------------------------
 
 def test_empty_tensors_allocate_without_a_launch() -> None:
     fk = _small_kernel()
