@@ -156,7 +156,8 @@ class OpSchema:
 def _operand(t: Type) -> Any:
     if isinstance(t, TensorType):
         return (t.dtype, t.shape)
-    return {IntType: int, FloatType: float, BoolType: bool}.get(t, None)
+    scalars: dict[Type, type] = {IntType: int, FloatType: float, BoolType: bool}
+    return scalars.get(t)
 
 
 REGISTRY: dict[str, OpSchema] = {}

@@ -27,7 +27,9 @@ def same(ops: Sequence[Any], attrs: dict) -> DType:
 
 
 def promote(ops: Sequence[Any], attrs: dict) -> DType:
-    dim, zero, scalars = [], [], []
+    dim: list[DType] = []
+    zero: list[DType] = []
+    scalars: list[type] = []
     for o in ops:
         if isinstance(o, tuple):
             (zero if o[1] is not None and len(o[1]) == 0 else dim).append(o[0])
@@ -118,11 +120,12 @@ def broadcast_dims(a: Dim, b: Dim) -> Dim:
 
 
 def broadcast_shapes(*shapes: Shape | None) -> Shape | None:
-    if any(s is None for s in shapes):
+    known = [s for s in shapes if s is not None]
+    if len(known) != len(shapes):
         return None
-    n = max((len(s) for s in shapes), default=0)
+    n = max((len(s) for s in known), default=0)
     out: list[Dim] = [1] * n
-    for s in shapes:
+    for s in known:
         for i, d in enumerate(s, start=n - len(s)):
             try:
                 out[i] = broadcast_dims(out[i], d)

@@ -33,9 +33,9 @@ def infer_reshape(src: Shape | None, shape: Sequence[Dim] | None) -> Shape | Non
                 raise ValueError(f"reshape: shape {tuple(shape)} is invalid for input of size {total}")
             shape[i] = total // known
         elif src is not None:   # cancel equal symbolic factors: (B, 4, 8) -> (B, -1) gives 32
-            left = [d for d in src]
+            left: list[Dim] | None = list(src)
             for d in rest:
-                if d in left:
+                if left is not None and d in left:
                     left.remove(d)
                 else:
                     left = None
