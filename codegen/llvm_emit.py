@@ -5,6 +5,7 @@ it emits. Only LLVM intrinsics are called (never libm).
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Iterator, Sequence
 
 from llvmlite import ir
@@ -37,10 +38,31 @@ def storage_type(dt: DType) -> ir.Type:
     return {D.bool_: I8, D.float16: ir.HalfType(), D.bfloat16: I16}.get(dt) or ll_type(dt)
 
 
+class _LoopID(ir.values.MDValue):
+    """``distinct !{!self, hints...}``: the self-referential loop ID LLVM's loop hints need
+    (llvmlite's ``add_metadata`` cannot express the self reference)."""
+
+    def descr(self, buf: list) -> None:
+        ops = ", ".join([self.get_reference()] + [op.get_reference() for op in self.operands])
+        buf += (f"distinct !{{{ops}}}", "\n")
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+
+def loop_hints(module: ir.Module, interleave: int) -> ir.values.MDValue:
+    """Loop metadata asking the vectorizer to interleave ``interleave`` vector iterations."""
+    count = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                 ir.Constant(I32, interleave)])
+    return _LoopID(module, [count], name=str(len(module.metadata)))
+
+
 @contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
-              name: str = "i") -> Iterator[ir.Value]:
-    """``for i in range(start, stop)`` (signed i64); yields the induction variable."""
+              name: str = "i", interleave: int | None = None) -> Iterator[ir.Value]:
+    """``for i in range(start, stop)`` (signed i64); yields the induction variable.
+    ``interleave``: ask LLVM to interleave that many vector iterations (``loop_hints``)."""
     pre = b.block
     header = b.append_basic_block(f"{name}.header")
     body = b.append_basic_block(f"{name}.body")
@@ -53,13 +75,27 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
     b.position_at_end(body)
     yield phi
     phi.add_incoming(b.add(phi, ir.Constant(I64, 1), flags=["nsw"]), b.block)
-    b.branch(header)
+    latch = b.branch(header)
+    if interleave:
+        latch.set_metadata("llvm.loop", loop_hints(b.module, interleave))
     b.position_at_end(end)
 
 
 def if_then(b: ir.IRBuilder, pred: ir.Value) -> "contextmanager[None]":
     """``if pred:`` block (llvmlite's own helper, re-exported beside ``for_range``)."""
     return b.if_then(pred)
+
+
+@lru_cache(maxsize=None)
+def host_has_scalef() -> bool:
+    """Whether ``llvm.ldexp`` vectorizes to one instruction on this host (AVX-512
+    ``vscalef``); elsewhere it may become a scalar libm call, so vmath does the bit trick."""
+    try:
+        import llvmlite.binding as llvm
+        llvm.initialize_native_target()
+        return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
+    except Exception:          # no native target: the generic form is always correct
+        return False
 
 
 class LLVMEmitter(Emitter):
@@ -101,6 +137,22 @@ class LLVMEmitter(Emitter):
     def call(self, fn: str, args: Sequence[V], dt: DType) -> V:
         t = ll_type(dt)
         return self._intrinsic(_INTRINSIC[fn], [t], t, list(args))
+
+    def ldexp(self, a: V, k: V, dt: DType) -> V | None:
+        """a * 2**k (k a same-width int, |k| < 2**30) with one rounding, as ``llvm.ldexp``;
+        None where the host has no vector instruction for it (see ``host_has_scalef``)."""
+        if not host_has_scalef():
+            return None
+        if k.type.width != 32:
+            k = self.b.trunc(k, I32)
+        return self._intrinsic("ldexp", [a.type, I32], a.type, [a, k])
+
+    def lrint(self, a: V, dt: DType) -> V | None:
+        """rint(a) converted to int32 in one instruction (``llvm.lrint``, current rounding
+        mode: nearest-even), for |a| < 2**31; None unless ``ldexp`` is native too."""
+        if not host_has_scalef():
+            return None
+        return self._intrinsic("lrint", [I32, a.type], I32, [a])
 
     def cmp(self, op: str, a: V, b: V, dt: DType) -> V:
         dt = compute_dtype(dt)

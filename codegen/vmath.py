@@ -24,6 +24,10 @@ _LN2 = {False: (0.693145751953125, 1.428606765330187045e-06),
 _LOG2E = 1.4426950408889634
 _FRAC = {False: (23, 127), True: (52, 1023)}          # mantissa bits, exponent bias
 _EXP_DEG = {False: 7, True: 13}
+# float32 e**r = 1 + q, q = r P(r) for |r| <= ln2/2: P minimax for the relative error of q
+# (expm1(r): 4.4e-7; of 1 + q: 1.8e-7), so that tanh can use q where 1 - e**-2|x| cancels
+_EXPQ_F32 = (0.9999999403953552, 0.49999377131462097, 0.1666693538427353, 0.041875194758176804,
+             0.00833332072943449)
 _EXPM1_DEG = {False: 7, True: 13}
 _LOG_TERMS = {False: 5, True: 11}
 _ERF_TERMS = {False: 7, True: 13}
@@ -62,12 +66,30 @@ def _scale(m: Num, k: V) -> V:
                        int_of(m.dt), m.dt)
 
 
-def _ldexp(m: Num, p: V, kf: V) -> V:
-    """p * 2**kf in two steps so that results down to subnormal and up to inf are right."""
-    k = m.to_int(kf)
+def _ldexp(m: Num, p: V, kf: V, k: V | None = None) -> V:
+    """p * 2**kf (kf an integral float with |kf| < 2**30; ``k`` the same as an int if the
+    caller has it), right down to subnormal results and up to inf: one hardware scale where
+    the emitter has one (``ldexp``: AVX-512 ``vscalef``), else two exact power-of-two
+    multiplies."""
+    k = m.to_int(kf) if k is None else k
+    fast = getattr(m.e, "ldexp", None)
+    y = fast(p, k, m.dt) if fast is not None else None
+    if y is not None:
+        return y
     k1 = m.iop("ashr", k, m.int_const(1))
     k2 = m.iop("sub", k, k1)
     return m.mul(m.mul(p, _scale(m, k1)), _scale(m, k2))
+
+
+def _round_ln2(m: Num, x: V) -> tuple[V, V | None]:
+    """k = rint(x / ln2) as a float, and as an int where the emitter converts with rounding
+    in one step (``lrint``: then the float is the int converted back, no separate round)."""
+    y = m.mul(x, m.c(_LOG2E))
+    lrint = getattr(m.e, "lrint", None)
+    ki = lrint(y, m.dt) if lrint is not None else None
+    if ki is None:
+        return m.call("rint", y), None
+    return m.e.convert(ki, D.int32, m.dt), ki
 
 
 def _reduce_ln2(m: Num, x: V) -> tuple[V, V]:
@@ -78,12 +100,41 @@ def _reduce_ln2(m: Num, x: V) -> tuple[V, V]:
     return k, m.fma(m.neg(k), m.c(lo), r)
 
 
+def _exp_core(m: Num, x: V, tail: V | None = None) -> V:
+    """e**(x + tail) for x already clamped to the finite range (not NaN) and a ``tail`` far
+    below ulp(x)/2 added after the reduction, so that x + tail need not be representable."""
+    return _exp_parts(m, x, tail)[0]
+
+
+def _exp_parts(m: Num, x: V, tail: V | None = None) -> tuple[V, V | None, V]:
+    """(e**(x + tail), q, k): x + tail = k ln2 + r, e**r = 1 + q (q only for float32: an
+    expm1(r) accurate to 4.4e-7 relative). float32 reduces with one fma by ln2 rounded to
+    float32: the error k * 1.9e-9 stays below 3e-7 over the whole range (|k| <= 160)."""
+    k, ki = _round_ln2(m, x)
+    if m.f64:
+        hi, lo = _LN2[True]
+        r = m.fma(m.neg(k), m.c(lo), m.fma(m.neg(k), m.c(hi), x))
+    else:
+        r = m.fma(m.neg(k), m.c(math.log(2.0)), x)
+    if tail is not None:
+        r = m.add(r, tail)
+    if m.f64:
+        return _ldexp(m, m.poly(r, _INV_FACT[:_EXP_DEG[True] + 1]), k, ki), None, k
+    q = m.mul(r, m.poly(r, _EXPQ_F32))
+    return _ldexp(m, m.add(q, m.c(1.0)), k, ki), q, k
+
+
 def exp(m: Num, x: V) -> V:
     """e**x."""
     lo, hi = (-746.0, 710.0) if m.f64 else (-104.0, 89.0)
-    k, r = _reduce_ln2(m, m.clamp(x, lo, hi))
-    y = _ldexp(m, m.poly(r, _INV_FACT[:_EXP_DEG[m.f64] + 1]), k)
-    return m.keep_nan(x, y)
+    return m.keep_nan(x, _exp_core(m, m.clamp(x, lo, hi)))
+
+
+def _exp_neg_abs(m: Num, x: V) -> tuple[V, V | None, V]:
+    """``_exp_parts`` of -|x| (NaN gives finite values: callers keep NaN themselves).
+    ``sigmoid`` and ``tanh`` of the same value emit it identically, so LLVM computes it
+    once for both."""
+    return _exp_parts(m, m.call("maxnum", m.neg(m.call("fabs", x)), m.c(-104.0)))
 
 
 def exp2(m: Num, x: V) -> V:
@@ -111,14 +162,27 @@ def expm1(m: Num, x: V) -> V:
 
 
 def sigmoid(m: Num, x: V) -> V:
-    """1 / (1 + e**-x): exact limits 0 and 1, no overflow trouble."""
-    return m.div(m.c(1.0), m.add(m.c(1.0), exp(m, m.neg(x))))
+    """1 / (1 + e**-x): exact limits 0 and 1, no overflow trouble. float32 from
+    E = e**-|x| (shared with ``tanh``): 1 / (1 + E) for x >= 0, E / (1 + E) below."""
+    if m.f64:
+        return m.div(m.c(1.0), m.add(m.c(1.0), exp(m, m.neg(x))))
+    e = _exp_neg_abs(m, x)[0]
+    y = m.div(m.sel(m.cmp("lt", x, m.c(0.0)), e, m.c(1.0)), m.add(m.c(1.0), e))
+    return m.keep_nan(x, y)
 
 
 def tanh(m: Num, x: V) -> V:
-    """copysign(q / (q + 2), x) with q = expm1(2|x|): accurate near 0, saturates to 1."""
-    cap = 20.0 if m.f64 else 10.0
+    """copysign(q / (q + 2), x) with q = expm1(2|x|): accurate near 0, saturates to 1.
+    float32: (1 - E^2) / (1 + E^2) with E = e**-|x| = 2**k (1 + q) (shared with ``sigmoid``);
+    where k = 0 (|x| < ln2/2) 1 - E^2 cancels and is computed as -q (2 + q) instead."""
     ax = m.call("fabs", x)
+    if not m.f64:
+        e, q, k = _exp_neg_abs(m, x)
+        e2 = m.mul(e, e)
+        num = m.sel(m.cmp("eq", k, m.c(0.0)), m.neg(m.fma(q, q, m.add(q, q))),
+                    m.sub(m.c(1.0), e2))
+        return m.keep_nan(x, m.call("copysign", m.div(num, m.add(m.c(1.0), e2)), x))
+    cap = 20.0
     ax = m.sel(m.cmp("gt", ax, m.c(cap)), m.c(cap), ax)
     q = expm1(m, m.add(ax, ax))
     return m.call("copysign", m.div(q, m.add(q, m.c(2.0))), x)
@@ -263,16 +327,42 @@ def _clenshaw(m: Num, u: V, c: tuple[float, ...]) -> V:
     return m.add(m.fma(u, b1, m.c(c[0])), m.neg(b2))
 
 
+# float32 erfc(a) = Q(t) e**(-a^2), t = 1 / (1 + a/2), for 0 <= a <= 10.5 (erfc is below
+# the smallest subnormal beyond): Q a minimax polynomial of erfcx (degree 7, relative error
+# 4.4e-7 with these float32 coefficients; fitted with scipy's erfcx on 6000 points).
+_ERFC_F32_P = 0.5
+_ERFC_F32_AMAX = 10.5
+_ERFC_F32 = (-3.5655408282764256e-05, 0.28300318121910095, 0.2725093364715576,
+             0.301399290561676, -0.005979072768241167, 0.4438384175300598,
+             -0.39246484637260437, 0.09772975742816925)
+
+
+def _erfc_pos_f32(m: Num, ax: V) -> V:
+    """float32 erfc(ax) for ax >= 0 (NaN gives a finite value): one division, one exp.
+    e**(-a^2) is e**(hi + lo) with hi + lo = -a^2 exactly (fma), so the tail keeps full
+    relative accuracy although a^2 reaches 110."""
+    a = m.call("minnum", ax, m.c(_ERFC_F32_AMAX))
+    t = m.div(m.c(1.0), m.fma(a, m.c(_ERFC_F32_P), m.c(1.0)))
+    na = m.neg(a)
+    hi = m.mul(na, a)
+    lo = m.fma(na, a, m.neg(hi))
+    return m.mul(m.poly(t, _ERFC_F32), _exp_core(m, hi, lo))
+
+
 def erf(m: Num, x: V) -> V:
     """erf(x): Taylor series below 0.5, 1 - erfc(|x|) above."""
     ax = m.call("fabs", x)
-    big = m.call("copysign", m.sub(m.c(1.0), _erfc_big(m, ax)), x)
+    c = _erfc_big(m, ax) if m.f64 else _erfc_pos_f32(m, ax)
+    big = m.call("copysign", m.sub(m.c(1.0), c), x)
     return m.keep_nan(x, m.sel(m.cmp("lt", ax, m.c(0.5)), _erf_small(m, x), big))
 
 
 def erfc(m: Num, x: V) -> V:
     """erfc(x) with full relative accuracy in the right tail (no 1 - erf cancellation)."""
     ax = m.call("fabs", x)
+    if not m.f64:
+        c = _erfc_pos_f32(m, ax)
+        return m.keep_nan(x, m.sel(m.cmp("lt", x, m.c(0.0)), m.sub(m.c(2.0), c), c))
     c = _erfc_big(m, ax)
     big = m.sel(m.cmp("lt", x, m.c(0.0)), m.sub(m.c(2.0), c), c)
     small = m.sub(m.c(1.0), _erf_small(m, x))

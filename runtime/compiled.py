@@ -202,6 +202,11 @@ def _op_handler(node: Node) -> Handler:
     dt = _direct_dtype(node, schema)
     if dt is None:
         handler: Handler = lambda it, n, a: run_kernel(name, a, attrs)   # noqa: E731
+    elif name == "matmul" and not attrs and _plain_matmul(node, dt):
+        matmul = np.matmul             # the guards already proved what ``_matmul`` checks
+
+        def handler(it: Interpreter, n: Node, a: list) -> Any:
+            return matmul(a[0], a[1])
     else:
         fn, want = KERNELS[name], np.dtype(dt.name)
 
@@ -240,6 +245,21 @@ def _memo_view(node: Node, handler: Handler) -> Handler:
             memo[0] = (x, out)
         return out
     return view
+
+
+def _plain_matmul(node: Node, dt: D.DType) -> bool:
+    """``np.matmul`` alone is exactly the ``matmul`` kernel here: a float/int dtype NumPy
+    multiplies natively (both operands already of it, see ``_direct_dtype``), operands of
+    rank >= 1 with static contraction dims that agree. The specialization's guards (input
+    signature and module state) make the static types hold at run time."""
+    if dt not in (D.float32, D.float64, D.int32, D.int64):
+        return False
+    a, b = (v.type for v in node.inputs)
+    if not (isinstance(a, TensorType) and isinstance(b, TensorType)) or a.shape is None \
+            or b.shape is None or not a.shape or not b.shape:
+        return False
+    k1, k2 = a.shape[-1], (b.shape[-2] if len(b.shape) > 1 else b.shape[0])
+    return isinstance(k1, int) and k1 == k2
 
 
 def _direct_dtype(node: Node, schema: S.OpSchema) -> D.DType | None:

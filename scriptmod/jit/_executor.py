@@ -9,6 +9,7 @@ so autograd records the same ops eager execution would.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -47,8 +48,9 @@ class Executor:
     def __call__(self, args: Sequence[Any]) -> Any:
         spec = self.specialize(args)
         self.stats["calls"] += 1
-        head = (self.module if self.runtime_self is None else self.runtime_self,) if self.has_self else ()
-        if grad_mode.is_grad_enabled() and _needs_grad(head[0] if head else self.module, args):
+        owner = self.owner
+        head = (owner,) if self.has_self else ()
+        if grad_mode.is_grad_enabled() and _needs_grad(owner if head else self.module, args):
             return TensorInterpreter(spec.graph).run(*head, *args)
         raw = _compiled.array_interpreter(spec.graph).run(*head, *[_unwrap(a) for a in args])
         return _wrap_out(raw)
@@ -56,7 +58,11 @@ class Executor:
     @property
     def has_self(self) -> bool:
         g = self.module._methods[self.method]
-        return bool(g.inputs) and isinstance(g.inputs[0].type, ModuleType)
+        found = self.__dict__.get("_has_self")
+        if found is None or found[0] is not g:             # cached per method graph
+            found = self.__dict__["_has_self"] = \
+                (g, bool(g.inputs) and isinstance(g.inputs[0].type, ModuleType))
+        return found[1]
 
     @property
     def owner(self) -> Any:
@@ -64,14 +70,26 @@ class Executor:
         return self.module if self.runtime_self is None else self.runtime_self
 
     def _state_key(self) -> tuple:
-        """Dtypes and shapes of the module's tensors: ``.double()`` or a resized buffer after
-        tracing must give a new specialization, never a kernel built for the old ones."""
-        tensors = self.__dict__.get("_state")
-        if tensors is None:
-            owner = self.owner
-            tensors = self.__dict__["_state"] = [t for _, t in owner.named_parameters()] + \
-                [t for _, t in owner.named_buffers()] if self.has_self else []
-        return tuple((t._data.dtype, t._data.shape, type(t._data)) for t in tensors)
+        """(dtype, shape, array type) of every parameter and buffer of the module tree:
+        ``.double()``, ``.to(device)``, a replaced or resized buffer after tracing must give
+        a new specialization, never a kernel built for the old ones.
+
+        Cheap on the hot path: the registry slots (``_parameters``/``_buffers`` dicts and
+        names, plus the ``_modules`` slots of the tree) are found once; each call reads the
+        current arrays with C-level ``map`` and, when every slot still holds the very same
+        array object (identity, with the arrays kept alive so an id cannot be recycled)
+        and the same submodules, reuses the key computed for them."""
+        st = self.__dict__.get("_state")
+        if st is None:
+            st = self.__dict__["_state"] = _StateSlots(self.owner) if self.has_self else None
+        if st is None:
+            return ()
+        key = st.key()
+        if key is None:                                  # the tree changed shape: re-find
+            st = self.__dict__["_state"] = _StateSlots(self.owner)
+            key = st.key()
+            assert key is not None
+        return key
 
     def specialize(self, args: Sequence[Any]) -> Specialization:
         # fused and unfused are cached apart, and so are module states of other dtypes
@@ -103,6 +121,61 @@ class Executor:
         for i, (a, t) in enumerate(zip(args, declared)):
             _check_arg(self.module, self.method, self.arg_names[i] if i < len(self.arg_names)
                        else f"arg{i}", i, a, t)
+
+
+class _StateSlots:
+    """Where the module tree keeps its tensors, for ``Executor._state_key``."""
+
+    def __init__(self, root: Any) -> None:
+        self.t_regs: list[dict] = []
+        self.t_names: list[str] = []
+        self.m_regs: list[dict] = []
+        self.m_names: list[str] = []
+        self._walk(root, set())
+        self.mods = tuple(map(_getitem, self.m_regs, self.m_names))
+        self.last: tuple | None = None                   # (arrays, key)
+
+    def _walk(self, mod: Any, seen: set[int]) -> bool:
+        """Record ``mod``'s tensor slots and those of its subtree; True if it has any (the
+        slot of a tensor-free submodule is not watched: the graph reads nothing there)."""
+        if id(mod) in seen:
+            return False
+        seen.add(id(mod))
+        found = False
+        for reg_name in ("_parameters", "_buffers"):
+            reg = mod.__dict__.get(reg_name) or {}
+            for name, t in reg.items():
+                if t is not None:
+                    self.t_regs.append(reg)
+                    self.t_names.append(name)
+                    found = True
+        subs = mod.__dict__.get("_modules") or {}
+        for name, child in subs.items():
+            if child is not None and self._walk(child, seen):
+                self.m_regs.append(subs)
+                self.m_names.append(name)
+                found = True
+        return found
+
+    def key(self) -> tuple | None:
+        """The state key, or None when a submodule or tensor slot changed (rebuild)."""
+        try:
+            if not all(map(_is, map(_getitem, self.m_regs, self.m_names), self.mods)):
+                return None
+            arrays = tuple(map(_data_of, map(_getitem, self.t_regs, self.t_names)))
+        except (KeyError, AttributeError):
+            return None
+        last = self.last
+        if last is not None and all(map(_is, arrays, last[0])):
+            return last[1]
+        key = tuple((a.dtype, a.shape, type(a)) for a in arrays)
+        self.last = (arrays, key)
+        return key
+
+
+_getitem = dict.__getitem__
+_is = operator.is_
+_data_of = operator.attrgetter("_data")
 
 
 def _refresh_attribute_types(g: Graph, owner: Any) -> None:

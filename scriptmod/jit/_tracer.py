@@ -42,13 +42,24 @@ def user_source() -> str | None:
     f = sys._getframe(2)
     fallback = None
     while f is not None:
-        path = f.f_code.co_filename
+        path = _normalized(f.f_code.co_filename)
         if not path.startswith(_INTERNAL):
             return f"{os.path.basename(path)}:{f.f_lineno}"
         if fallback is None and _NN in path:
             fallback = f"{os.path.basename(path)}:{f.f_lineno}"
         f = f.f_back
     return fallback
+
+
+_NORMALIZED: dict[str, str] = {}
+
+
+def _normalized(path: str) -> str:
+    """Absolute, normalized form of a code object's file name (``a/../b`` on sys.path)."""
+    out = _NORMALIZED.get(path)
+    if out is None:
+        out = _NORMALIZED[path] = os.path.normpath(os.path.abspath(path))
+    return out
 
 
 def class_name(module: Any) -> str:

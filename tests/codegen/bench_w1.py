@@ -13,7 +13,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+if _ROOT not in sys.path:      # normalized: an "a/../.." entry makes the tracer's own frames
+    sys.path.insert(0, _ROOT)  # look like user code (co_filename differs from __file__)
 
 import numpy as np  # noqa: E402
 
