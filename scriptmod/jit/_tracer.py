@@ -34,6 +34,7 @@ class TracingError(RuntimeError):
 _INTERNAL = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
     sys.modules["scriptmod"], sys.modules["ir"], sys.modules["runtime"]))
 _NN = os.sep + os.path.join("scriptmod", "nn") + os.sep
+_MODELS = os.sep + os.path.join("scriptmod", "bench") + os.sep   # built-in models are user code
 
 
 def user_source() -> str | None:
@@ -43,7 +44,7 @@ def user_source() -> str | None:
     fallback = None
     while f is not None:
         path = _normalized(f.f_code.co_filename)
-        if not path.startswith(_INTERNAL):
+        if _MODELS in path or not (path.startswith(_INTERNAL) or path.startswith("<frozen")):
             return f"{os.path.basename(path)}:{f.f_lineno}"
         if fallback is None and _NN in path:
             fallback = f"{os.path.basename(path)}:{f.f_lineno}"
@@ -58,7 +59,8 @@ def _normalized(path: str) -> str:
     """Absolute, normalized form of a code object's file name (``a/../b`` on sys.path)."""
     out = _NORMALIZED.get(path)
     if out is None:
-        out = _NORMALIZED[path] = os.path.normpath(os.path.abspath(path))
+        out = path if path.startswith("<") else os.path.normpath(os.path.abspath(path))
+        _NORMALIZED[path] = out
     return out
 
 
