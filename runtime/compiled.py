@@ -8,8 +8,10 @@ function (``Program``) so the per-call path is one line per node.
 
 The ``FusedKernel`` of a group is built on first use and cached on the node itself
 (``node.fused_kernel``), so every interpreter over the same specialized graph shares its
-compiled kernels, plans and output buffers. A group that cannot be lowered (an op without a
-scalar formula, a non-CPU device) is remembered as such and runs through the reference path.
+compiled kernels, plans and output buffers. A group typed on a CUDA device (CuPy arrays) runs
+as a ``runtime.cuda_fusion.CudaFusedKernel``. A group that cannot be lowered (an op without a
+scalar formula, mixed devices, CUDA without CuPy) is remembered as such and runs through the
+reference path.
 """
 from __future__ import annotations
 
@@ -22,9 +24,11 @@ from ir import log as irlog
 from ir import schema as S
 from ir.graph import Graph, Node, Prim, Value
 from ir.types import TensorType
+from runtime.cuda_fusion import CudaFusedKernel
 from runtime.fusion import TOPIC, FusedKernel
 from runtime.interpreter import DISPATCH, Interpreter, InterpreterError, RaisedException
 from runtime.kernels import KERNELS, run_kernel
+from runtime.kernels.nn import matmul_rows
 
 Handler = Callable[[Interpreter, Node, list], Any]
 _NO_PROGRAM = "none"
@@ -48,10 +52,13 @@ def fused_kernel(node: Node) -> FusedKernel | None:
 
 
 def _build(node: Node) -> FusedKernel | str:
-    if any(isinstance(v.type, TensorType) and v.type.device != "cpu"
-           for v in list(node.inputs) + node.outputs):
-        return _REFERENCE
+    devices = {v.type.device for v in list(node.inputs) + node.outputs
+               if isinstance(v.type, TensorType)}
     try:
+        if devices and all(d.startswith("cuda") for d in devices):     # CuPy arrays
+            return CudaFusedKernel(node.attrs["subgraph"], group_name(node))
+        if devices - {"cpu"}:
+            return _REFERENCE
         return FusedKernel(node.attrs["subgraph"], group_name(node))
     except NotImplementedError as e:
         irlog.log(TOPIC, f"{group_name(node)} runs on the reference kernels: {e}")
@@ -203,7 +210,9 @@ def _op_handler(node: Node) -> Handler:
     if dt is None:
         handler: Handler = lambda it, n, a: run_kernel(name, a, attrs)   # noqa: E731
     elif name == "matmul" and not attrs and _plain_matmul(node, dt):
-        matmul = np.matmul             # the guards already proved what ``_matmul`` checks
+        # the guards already proved what ``_matmul`` checks; a stack times a float matrix
+        # takes the few-GEMMs path of the kernel
+        matmul = matmul_rows if _stack_by_matrix(node, dt) else np.matmul
 
         def handler(it: Interpreter, n: Node, a: list) -> Any:
             return matmul(a[0], a[1])
@@ -260,6 +269,12 @@ def _plain_matmul(node: Node, dt: D.DType) -> bool:
         return False
     k1, k2 = a.shape[-1], (b.shape[-2] if len(b.shape) > 1 else b.shape[0])
     return isinstance(k1, int) and k1 == k2
+
+
+def _stack_by_matrix(node: Node, dt: D.DType) -> bool:
+    a, b = (v.type for v in node.inputs)
+    assert isinstance(a, TensorType) and isinstance(b, TensorType)
+    return dt in (D.float32, D.float64) and len(a.shape or ()) >= 3 and len(b.shape or ()) == 2
 
 
 def _direct_dtype(node: Node, schema: S.OpSchema) -> D.DType | None:

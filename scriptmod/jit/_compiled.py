@@ -109,7 +109,9 @@ def compile_passes() -> list[Any]:
 
 
 def _fusible(node: Node) -> bool:
-    return supported(node)
+    """A backend can compile ``node``: LLVM for CPU tensors, CUDA C for CuPy tensors."""
+    from runtime import cuda_fusion
+    return supported(node) or cuda_fusion.supported(node)
 
 
 def array_interpreter(graph: Graph) -> Interpreter:

@@ -3,17 +3,19 @@ references in float64, and dtype-aware comparisons."""
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
 import scipy.special as sps
 
-from codegen.c_source import CPU_SHIM, render_c
+from codegen.c_source import CPU_SHIM, CSource, render_c
 from codegen.kernel import InputSpec, KernelSpec, OpStep, broadcast_strides
 from ir import dtypes as D
 from ir.dtypes import DType
@@ -47,33 +49,95 @@ def run_llvm(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple = 
     return outs
 
 
-_SHIMS: dict[str, ctypes.CDLL] = {}
+SHIM_FLAGS = ("-std=c++17", "-O1", "-shared", "-fPIC")
+SHIM_CHUNK = 120                         # kernels per translation unit
+_SHIMS: dict[str, Callable] = {}         # source text -> its ``sm_launch_<name>`` function
 
 
 def have_gxx() -> bool:
     return shutil.which("g++") is not None
 
 
+def shim_cache_dir() -> str:
+    """Where built shim libraries are kept, keyed by a hash of their source and flags."""
+    d = os.path.join(tempfile.gettempdir(), f"scriptmod-shim-{os.getuid()}")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _unit(sources: Sequence[CSource]) -> str:
+    """One C++ translation unit for many CPU-shim kernels: the shared prelude once, each
+    kernel's launcher renamed ``sm_launch_<name>``."""
+    prelude = CPU_SHIM.prelude
+    parts = [prelude]
+    for src in sources:
+        assert src.text.startswith(prelude), "a CPU_SHIM source starts with its prelude"
+        body = src.text[len(prelude):]
+        parts.append(body.replace('extern "C" void sm_launch(',
+                                  f'extern "C" void sm_launch_{src.name}('))
+    return "\n".join(parts)
+
+
+def build_library(text: str) -> str:
+    """Compile ``text`` to a shared library (cached on disk); returns its path."""
+    key = hashlib.sha256((" ".join(SHIM_FLAGS) + "\n" + text).encode()).hexdigest()[:24]
+    so = os.path.join(shim_cache_dir(), f"{key}.so")
+    if not os.path.exists(so):
+        d = tempfile.mkdtemp(prefix="sm-shim-")
+        c, tmp = os.path.join(d, "k.cpp"), os.path.join(d, "k.so")
+        with open(c, "w") as f:
+            f.write(text)
+        r = subprocess.run(["g++", *SHIM_FLAGS, c, "-o", tmp], capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"g++ failed on the shim source {c}:\n{r.stderr[:4000]}")
+        os.replace(tmp, so)                  # atomic: concurrent builders never see half a file
+    return so
+
+
+def build_shims(sources: Sequence[CSource], jobs: int | None = None) -> None:
+    """Build every kernel of ``sources`` not built yet: ``SHIM_CHUNK`` kernels per library,
+    libraries compiled in parallel. ``shim_function(src)`` then finds each one."""
+    todo = {s.name: s for s in sources if s.text not in _SHIMS}
+    if not todo:
+        return
+    names = sorted(todo)                     # a deterministic split: libraries stay cached
+    chunks = [[todo[n] for n in names[i:i + SHIM_CHUNK]] for i in range(0, len(names), SHIM_CHUNK)]
+    jobs = jobs or max(1, min(len(chunks), os.cpu_count() or 1))
+    with ThreadPoolExecutor(jobs) as pool:
+        paths = list(pool.map(lambda ch: build_library(_unit(ch)), chunks))
+    for chunk, path in zip(chunks, paths):
+        lib = ctypes.CDLL(path)
+        for src in chunk:
+            fn = getattr(lib, f"sm_launch_{src.name}")
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_uint,
+                           ctypes.c_uint]
+            fn.restype = None
+            _SHIMS[src.text] = fn
+
+
+def shim_function(src: CSource) -> Callable:
+    """The launcher of ``src`` (built on demand)."""
+    build_shims([src])
+    return _SHIMS[src.text]
+
+
+def launch_shim(src: CSource, inputs: Sequence[np.ndarray], outs: Sequence[np.ndarray],
+                meta: Sequence[int], grid: int = 3, block: int = 32) -> None:
+    """Run the grid-stride loop of ``src`` over every (block, thread) of the launch."""
+    arrays = list(inputs) + list(outs)
+    ptrs = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+    meta_arr = (ctypes.c_longlong * max(1, len(meta)))(*meta)
+    n = int(np.prod(outs[0].shape, dtype=np.int64)) if outs else 0
+    shim_function(src)(ptrs, n, meta_arr, grid, block)
+
+
 def run_shim(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple = None,
              grid: int = 3, block: int = 32):
     """Render C for the CPU shim, build it with g++, run the grid-stride loop via ctypes."""
     out_shape = out_shape if out_shape is not None else inputs[0].shape
-    src = render_c(spec, CPU_SHIM)
-    lib = _SHIMS.get(src.text)
-    if lib is None:
-        d = tempfile.mkdtemp(prefix="sm-shim-")
-        c, so = os.path.join(d, "k.cpp"), os.path.join(d, "k.so")
-        open(c, "w").write(src.text)
-        subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", c, "-o", so],
-                       check=True, capture_output=True, text=True)
-        lib = _SHIMS[src.text] = ctypes.CDLL(so)
     outs = [np.empty(out_shape, np_dtype(d)) for d in spec.out_dtypes]
-    arrays = list(inputs) + outs
-    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-    meta = layout(spec, inputs, out_shape)
-    meta_arr = (ctypes.c_longlong * max(1, len(meta)))(*meta)
-    n = int(np.prod(out_shape, dtype=np.int64))
-    lib.sm_launch(ptrs, ctypes.c_longlong(n), meta_arr, ctypes.c_uint(grid), ctypes.c_uint(block))
+    launch_shim(render_c(spec, CPU_SHIM), inputs, outs, layout(spec, inputs, out_shape),
+                grid, block)
     return outs
 
 
