@@ -24,7 +24,31 @@ def _matmul(xp: Any, a: Any, b: Any) -> Any:
     if k1 != k2:
         raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
                          f"multiplied ({k1} != {k2})")
+    if xp is np and a.ndim >= 3 and b.ndim == 2 and a.dtype in _BLAS:
+        return matmul_rows(a, b)
     return xp.matmul(a, b)
+
+
+_BLAS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def matmul_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b)`` for a stacked ``a`` (rank >= 3) and a matrix ``b``, as few large
+    BLAS calls as the layout of ``a`` allows (NumPy itself makes one GEMM per leading index:
+    a transposed ``(L, N, E)`` view of an ``(N, L, E)`` array would be ``L`` GEMMs of ``N``
+    rows). The result is C-contiguous, as NumPy's (and PyTorch's) is."""
+    lead = a.ndim - 1
+    if not a.size:
+        return np.matmul(a, b)
+    perm = sorted(range(lead), key=lambda d: -a.strides[d])
+    ap = a.transpose(perm + [lead])
+    if not ap.flags.c_contiguous or perm == list(range(lead)):
+        if a.flags.c_contiguous:       # one GEMM over all rows
+            return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
+        return np.matmul(a, b)
+    out = np.empty(a.shape[:-1] + b.shape[1:], np.result_type(a, b))
+    np.matmul(ap, b, out=out.transpose(perm + [lead]))   # GEMMs of ap.shape[-2] rows
+    return out
 
 
 def _lib(xp: Any) -> Any:

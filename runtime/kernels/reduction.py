@@ -8,6 +8,7 @@ import numpy as np
 
 from ir import dtypes as D
 from ir.ops.rules import norm_dim, reduce_dims
+from runtime import threads
 from runtime.backend import NP_DTYPE
 from runtime.kernels import kernel
 
@@ -52,9 +53,27 @@ def _prod(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = 
 def _mean(xp: Any, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
     if dtype is not None:
         x = x.astype(NP_DTYPE[dtype] if dtype not in (D.float16, D.bfloat16) else np.float32)
+    axes = _axes(x, dim)
+    inner = _trailing(xp, x, axes)
+    if inner:
+        flat = np.einsum("ij->i", x.reshape(-1, inner))
+        flat /= inner
+        kept = tuple(1 if a in axes else n for a, n in enumerate(x.shape))
+        return flat.reshape(kept if keepdim else tuple(n for a, n in enumerate(x.shape)
+                                                        if a not in axes))
     with np.errstate(all="ignore"), warnings.catch_warnings():   # mean of nothing is nan
         warnings.simplefilter("ignore", RuntimeWarning)
-        return xp.mean(x, axis=_axes(x, dim), keepdims=keepdim)
+        return xp.mean(x, axis=axes, keepdims=keepdim)
+
+
+def _trailing(xp: Any, x: Any, axes: tuple[int, ...]) -> int:
+    """Elements per row when ``axes`` are the trailing dims of a C-contiguous non-empty
+    float32/64 NumPy array with rows short enough for einsum's lane sums; else 0."""
+    if xp is not np or x.dtype not in _FLOATS or not x.size or not axes \
+            or not x.flags.c_contiguous or sorted(axes) != list(range(x.ndim - len(axes), x.ndim)):
+        return 0
+    inner = x.size // max(1, int(np.prod(x.shape[:x.ndim - len(axes)])))
+    return inner if inner <= _EINSUM_ROW else 0
 
 
 @kernel("var")
@@ -135,6 +154,8 @@ def _softmax(xp: Any, x: Any, dim: int, dtype: Any = None) -> Any:
     d = norm_dim(dim, x.ndim, "softmax")
     if x.ndim == 0:
         return xp.ones_like(x)
+    if _rowwise_ok(xp, x, d):
+        return _by_rows(x, _softmax_rows)
     m = xp.max(x, axis=d, keepdims=True) if x.size else x
     with np.errstate(all="ignore"):
         e = xp.exp(x - m)
@@ -147,10 +168,74 @@ def _log_softmax(xp: Any, x: Any, dim: int, dtype: Any = None) -> Any:
     d = norm_dim(dim, x.ndim, "log_softmax")
     if x.ndim == 0:
         return xp.zeros_like(x)
+    if _rowwise_ok(xp, x, d):
+        return _by_rows(x, _log_softmax_rows)
     m = xp.max(x, axis=d, keepdims=True) if x.size else x
     with np.errstate(all="ignore"):
         s = x - m
         return s - xp.log(xp.sum(xp.exp(s), axis=d, keepdims=True))
+
+
+# ---- row kernels: a C-contiguous float array reduced along its last dim ----------------------
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_EINSUM_ROW = 1024       # rows up to this long are summed by einsum (SIMD lanes, short chains)
+_ROWS_PER_TASK = 1 << 18  # elements below which a row kernel stays on the calling thread
+
+
+def _rowwise_ok(xp: Any, x: Any, d: int) -> bool:
+    """The row path: NumPy, float32/64, C-contiguous, reducing the last dim, non-empty."""
+    return xp is np and x.dtype in _FLOATS and d == x.ndim - 1 and x.size > 0 \
+        and x.flags.c_contiguous
+
+
+def _by_rows(x: np.ndarray, rows: Any) -> np.ndarray:
+    """``rows(src, dst)`` over the rows of ``x`` into a new C-contiguous array, split into row
+    blocks across the kernel threads (NumPy releases the GIL inside its loops)."""
+    n = x.shape[-1]
+    src, out = x.reshape(-1, n), np.empty_like(x)
+    dst = out.reshape(-1, n)
+    with np.errstate(all="ignore"):
+        threads.parallel_for(lambda lo, hi: rows(src[lo:hi], dst[lo:hi]), src.shape[0],
+                             min_split=max(1, _ROWS_PER_TASK // n))
+    return out
+
+
+def _row_sum(e: np.ndarray) -> np.ndarray:
+    """Sums of the rows of a 2-D array, shape (rows, 1)."""
+    if e.shape[1] <= _EINSUM_ROW:
+        return np.einsum("ij->i", e)[:, None]
+    return np.add.reduce(e, axis=1, keepdims=True)
+
+
+def _row_max(x: np.ndarray) -> np.ndarray:
+    """Row maxima for softmax. ``fmax`` skips NaN (and is faster than ``maximum``): a row
+    holding a NaN still comes out all NaN, through its sum, exactly as with ``max``."""
+    return np.fmax.reduce(x, axis=1, keepdims=True)
+
+
+_EXP_SAFE = 60.0    # |x| <= this: exp(x) is normal and n * exp(x) finite (float32 too)
+
+
+def _bounded(x: np.ndarray) -> bool:
+    """Every element within +-_EXP_SAFE (False for NaN/inf): softmax may skip the row max.
+    exp(x) / sum(exp(x)) is then as accurate as the shifted form, more so where x - max
+    would round, and two whole-block reductions cost far less than one per row."""
+    return bool(x.max() <= _EXP_SAFE and x.min() >= -_EXP_SAFE)
+
+
+def _softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
+    if _bounded(x):
+        np.exp(x, out=out)
+    else:
+        np.subtract(x, _row_max(x), out=out)
+        np.exp(out, out=out)
+    np.divide(out, _row_sum(out), out=out)
+
+
+def _log_softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
+    # always shifted: x - log(sum(exp(x))) would lose absolute accuracy near 0 for large x
+    np.subtract(x, _row_max(x), out=out)
+    out -= np.log(_row_sum(np.exp(out)))
 
 
 @kernel("cumsum")

@@ -460,7 +460,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
 
 def _mha_masks(attn_mask: Tensor | None, key_padding_mask: Tensor | None, q: Tensor,
                shape: tuple[int, int, int, int]) -> Tensor | None:
-    """One additive (N*H | 1, L, S) mask; boolean masks mean True = may NOT attend."""
+    """One additive mask broadcasting over (N, H, L, S) scores; boolean masks mean
+    True = may NOT attend."""
     bsz, heads, L, S = shape
     mask = None
     if attn_mask is not None:
@@ -469,13 +470,12 @@ def _mha_masks(attn_mask: Tensor | None, key_padding_mask: Tensor | None, q: Ten
             raise ValueError(f"MultiheadAttention: attn_mask should have shape {want[0]}, got "
                              f"{tuple(attn_mask.shape)}")
         mask = _additive(attn_mask, q)
-        mask = mask.unsqueeze(0) if mask.dim() == 2 else mask
+        mask = mask if mask.dim() == 2 else mask.reshape(bsz, heads, L, S)
     if key_padding_mask is not None:
         if tuple(key_padding_mask.shape) != (bsz, S):
             raise ValueError(f"MultiheadAttention: key_padding_mask should have shape "
                              f"{(bsz, S)}, got {tuple(key_padding_mask.shape)}")
-        kpm = _additive(key_padding_mask, q).reshape(bsz, 1, 1, S).expand(bsz, heads, 1, S)
-        kpm = kpm.reshape(bsz * heads, 1, S)
+        kpm = _additive(key_padding_mask, q).reshape(bsz, 1, 1, S)
         mask = kpm if mask is None else mask + kpm
     return mask
 
@@ -502,17 +502,30 @@ def _append_kv(k: Tensor, v: Tensor, extra_k: Tensor, extra_v: Tensor, dim: int,
 
 
 def _heads(x: Tensor, n: int, bsz: int, heads: int) -> Tensor:
-    """(n, bsz, E) -> (bsz * heads, n, head_dim)."""
-    return x.reshape(n, bsz * heads, -1).transpose(0, 1)
+    """(n, bsz, E) -> (bsz, heads, n, head_dim): a view (only the last dim is split), so no
+    copy is made whatever the layout of ``x``; BLAS reads each head's matrix in place."""
+    return x.reshape(n, bsz, heads, -1).permute(1, 2, 0, 3)
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float) -> tuple:
-    scores = (q * (1.0 / math.sqrt(q.shape[-1]))).matmul(k.transpose(-2, -1))
+def _static_heads(t: Tensor, bsz: int, heads: int, name: str) -> Tensor:
+    """A (bsz * heads, S, head_dim) ``static_k``/``static_v`` as (bsz, heads, S, head_dim)."""
+    if t.dim() != 3 or t.shape[0] != bsz * heads:
+        raise ValueError(f"MultiheadAttention: expected {name} of shape "
+                         f"({bsz * heads}, S, head_dim), got {tuple(t.shape)}")
+    return t.reshape(bsz, heads, t.shape[1], t.shape[2])
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
+            training: bool) -> tuple:
+    """softmax(q k^T + mask) v on (N, H, L, hd) heads; ``q`` comes already scaled. A dropout
+    with p > 0 stays in the graph with the training flag as its input (train/eval after
+    tracing is honoured); p == 0 emits nothing."""
+    scores = q.matmul(k.transpose(-2, -1))
     if mask is not None:
         scores = scores + mask
     weights = scores.softmax(-1)
     if dropout_p > 0.0:
-        weights = dropout(weights, dropout_p, True)
+        weights = dropout(weights, dropout_p, training)
     return weights.matmul(v), weights
 
 
@@ -525,6 +538,23 @@ def _kv_extras(k: Tensor, v: Tensor, bias_k: Tensor | None, bias_v: Tensor | Non
     elif bias_k is not None or bias_v is not None:
         raise ValueError("MultiheadAttention: bias_k and bias_v must both be given or both None")
     return k, v, masks
+
+
+def _batch_major(x: Tensor) -> bool:
+    """A 3-D (L, N, E) tensor laid out (N, L, E) in memory (a ``batch_first`` input)."""
+    st = x._data.strides if x.dim() == 3 else None
+    return st is not None and x.shape[0] > 1 and x.shape[1] > 1 and st[1] > st[0]
+
+
+def _merge_heads(out: Tensor, weight: Tensor, bias: Tensor | None, batch_major: bool) -> Tensor:
+    """(N, H, L, hd) heads -> out_proj -> (L, N, E). Computed in the caller's memory order:
+    for a batch-major input the result is an (L, N, E) view of an (N, L, E) array."""
+    bsz, heads, L, hd = out.shape
+    if batch_major:
+        flat = out.permute(0, 2, 1, 3).reshape(bsz * L, heads * hd)
+        return linear(flat, weight, bias).reshape(bsz, L, heads * hd).transpose(0, 1)
+    flat = out.permute(2, 0, 1, 3).reshape(L * bsz, heads * hd)
+    return linear(flat, weight, bias).reshape(L, bsz, heads * hd)
 
 
 def multi_head_attention_forward(
@@ -554,19 +584,21 @@ def multi_head_attention_forward(
     q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias, sep)
     masks: list[Tensor | None] = [attn_mask, key_padding_mask]
     k, v, masks = _kv_extras(k, v, bias_k, bias_v, masks, bsz)
-    q = _heads(q, L, bsz, num_heads)
-    k = static_k if static_k is not None else _heads(k, k.shape[0], bsz, num_heads)
-    v = static_v if static_v is not None else _heads(v, v.shape[0], bsz, num_heads)
+    # the scale joins q's bias add (one fused pass) instead of a pass over the heads
+    q = _heads(q * (1.0 / math.sqrt(E // num_heads)), L, bsz, num_heads)
+    k = _heads(k, k.shape[0], bsz, num_heads) if static_k is None else \
+        _static_heads(static_k, bsz, num_heads, "static_k")
+    v = _heads(v, v.shape[0], bsz, num_heads) if static_v is None else \
+        _static_heads(static_v, bsz, num_heads, "static_v")
     if add_zero_attn:
-        z = full([k.shape[0], 1, k.shape[2]], 0.0, dtype=k.dtype, device=k.device)
-        k, v, masks = _append_kv(k, v, z, z, 1, masks)
-    mask = _mha_masks(masks[0], masks[1], q, (bsz, num_heads, L, k.shape[1]))
-    out, weights = _attend(q, k, v, mask, dropout_p if training else 0.0)
-    out = linear(out.transpose(0, 1).reshape(L * bsz, E), out_proj_weight, out_proj_bias)
-    out = out.reshape(L, bsz, E) if batched else out.reshape(L, E)
+        z = full([bsz, num_heads, 1, k.shape[3]], 0.0, dtype=k.dtype, device=k.device)
+        k, v, masks = _append_kv(k, v, z, z, 2, masks)
+    mask = _mha_masks(masks[0], masks[1], q, (bsz, num_heads, L, k.shape[2]))
+    out, weights = _attend(q, k, v, mask, dropout_p, training)
+    out = _merge_heads(out, out_proj_weight, out_proj_bias, _batch_major(query))
+    out = out if batched else out.reshape(L, E)
     if not need_weights:
         return out, None
-    weights = weights.reshape(bsz, num_heads, L, k.shape[1])
     if average_attn_weights:
         weights = weights.mean(dim=1)
     return out, (weights if batched else weights.squeeze(0))
