@@ -156,7 +156,8 @@ def _ref(g: Graph, *arrays: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (1, 7), (7, 1), (3, 1023), (1, 4097), (5, 4097),
-                                       (2, 32768), (1, 65537), (3, 70001)])
+                                       (2, threads.MIN_SPLIT // 2), (1, threads.MIN_SPLIT + 1),
+                                       (3, threads.MIN_SPLIT // 3 + 5)])
 def test_odd_sizes_and_thread_split(rows: int, cols: int, two_threads: Any) -> None:
     g = _w1_like()
     rng = np.random.default_rng(rows * cols)
