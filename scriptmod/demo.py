@@ -24,16 +24,13 @@ IR_LINES = 30
 
 LOAD_AND_RUN = """\
 import sys, numpy as np, scriptmod
+from runtime.llvm_jit import CACHE
 m = scriptmod.jit.load(sys.argv[1])
 x = scriptmod.from_numpy(np.load(sys.argv[2]))
 with scriptmod.no_grad():
     y = m(x).numpy()
 print(f"max abs diff {float(np.abs(y - np.load(sys.argv[3])).max()):.6g}")
-try:
-    from runtime.llvm_jit import CACHE
-    print("kernel cache:", CACHE.stats())
-except ImportError:
-    pass
+print("kernel cache of this process:", CACHE.stats())
 """
 
 
@@ -80,13 +77,11 @@ def show_graphs(traced: Any, x: Any) -> None:
 
 
 def show_kernel(traced: Any, x: Any) -> None:
-    from scriptmod.bench.runner import fused_kernels, fusion_available
+    import scriptmod as sm
     section(f"LLVM IR of a fusion kernel (first {IR_LINES} lines)")
-    traced(x)                                   # compile the kernels for this input
-    kernels = fused_kernels(traced, x)
+    kernels = sm.jit.kernels_for(traced, x)     # runs the module once: real input layouts
     if not kernels:
-        why = "this build has no fuser" if not fusion_available() else "nothing was fused"
-        print(f"(no fused kernel: {why})")
+        print("(nothing was fused: no kernel to show)")
         return
     k = kernels[0]
     lines = str(k.llvm_ir).splitlines()

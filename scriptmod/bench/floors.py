@@ -5,16 +5,19 @@ best of several) and matmul throughput (a large square ``matmul``, FLOP/s, best 
 A workload's floor is the time it would take at those rates: bytes moved (read x + write y)
 over copy bandwidth, or its matmul FLOPs over matmul throughput.
 
-    >>> rates = measure(np, "float32", quick=True)
+    >>> rates = measure(np, "float32", quick=True, threads=2)
     >>> floor_seconds("bytes", rates, 2 * 4 * 4096 * 4096)     # doctest: +SKIP
     0.0055
 """
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
+
+import numpy as np
 
 from scriptmod import nn
 
@@ -32,10 +35,11 @@ class Rates:
     matmul_flop_per_s: float
     dtype: str
     device: str
+    copy_threads: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         return {"copy_bytes_per_s": self.copy_bytes_per_s,
-                "matmul_flop_per_s": self.matmul_flop_per_s,
+                "matmul_flop_per_s": self.matmul_flop_per_s, "copy_threads": self.copy_threads,
                 "dtype": self.dtype, "device": self.device}
 
 
@@ -53,11 +57,24 @@ def _best(fn: Callable[[], None], repeats: int, sync: Callable[[], None]) -> flo
 
 
 def copy_bandwidth(xp: ModuleType, nbytes: int, repeats: int = 5,
-                   sync: Callable[[], None] = lambda: None) -> float:
-    """Bytes read + bytes written per second by ``xp.copyto`` of ``nbytes`` (best of runs)."""
+                   sync: Callable[[], None] = lambda: None, threads: int = 1) -> float:
+    """Bytes read + bytes written per second by ``xp.copyto`` of ``nbytes`` (best of runs),
+    split over ``threads`` threads (one ``copyto`` per contiguous chunk; NumPy releases the
+    GIL while it copies), so the floor of an N-thread kernel is an N-thread copy."""
     src = xp.ones(nbytes // 4, dtype="float32")
     dst = xp.empty_like(src)
-    seconds = _best(lambda: xp.copyto(dst, src), repeats, sync)
+    if threads <= 1 or xp is not np:
+        seconds = _best(lambda: xp.copyto(dst, src), repeats, sync)
+        return 2 * src.nbytes / seconds
+    bounds = np.linspace(0, src.size, threads + 1).astype(int)
+    chunks = [(dst[lo:hi], src[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    with ThreadPoolExecutor(threads - 1) as pool:
+        def copy() -> None:
+            futures = [pool.submit(np.copyto, d, s) for d, s in chunks[1:]]
+            np.copyto(*chunks[0])
+            for f in futures:
+                f.result()
+        seconds = _best(copy, repeats, sync)
     return 2 * src.nbytes / seconds
 
 
@@ -73,18 +90,20 @@ def matmul_peak(xp: ModuleType, n: int, dtype: str, repeats: int = 3,
 
 
 def measure(xp: ModuleType, dtype: str, quick: bool = False, device: str = "cpu",
-            sync: Callable[[], None] = lambda: None) -> Rates:
-    """Both rates, small and fast with ``quick``."""
+            sync: Callable[[], None] = lambda: None, threads: int = 1) -> Rates:
+    """Both rates (copy over ``threads`` threads; matmul with the BLAS's own threads),
+    small and fast with ``quick``."""
     nbytes = COPY_BYTES_QUICK if quick else COPY_BYTES
     n = MATMUL_N_QUICK if quick else MATMUL_N
-    return Rates(copy_bandwidth(xp, nbytes, 3 if quick else 7, sync),
-                 matmul_peak(xp, n, dtype, 2 if quick else 4, sync), dtype, device)
+    return Rates(copy_bandwidth(xp, nbytes, 3 if quick else 7, sync, threads),
+                 matmul_peak(xp, n, dtype, 2 if quick else 4, sync), dtype, device, threads)
 
 
 def best(a: Rates, b: Rates) -> Rates:
     """The higher of each rate (the floors are what the machine *can* do)."""
     return Rates(max(a.copy_bytes_per_s, b.copy_bytes_per_s),
-                 max(a.matmul_flop_per_s, b.matmul_flop_per_s), a.dtype, a.device)
+                 max(a.matmul_flop_per_s, b.matmul_flop_per_s), a.dtype, a.device,
+                 a.copy_threads)
 
 
 # ---- what each workload must do at least ---------------------------------------------------

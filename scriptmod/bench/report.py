@@ -98,7 +98,8 @@ def header(report: BenchReport) -> str:
         f"dtype {o.dtype}; threads: scriptmod {th['scriptmod']}, "
         f"BLAS {th['blas'] or '?'} ({th['blas_set_by']})"
         + ("; quick" if o.quick else ""),
-        f"floors (this run): copy {rates.copy_bytes_per_s / 1e9:.1f} GB/s (read + write), "
+        f"floors (this run): copy {rates.copy_bytes_per_s / 1e9:.1f} GB/s (read + write, "
+        f"{rates.copy_threads} thread(s)), "
         f"matmul {rates.matmul_flop_per_s / 1e9:.1f} GFLOP/s ({o.dtype})"
         + (f"; run batch {o.batch} (traced at the workload's batch)" if o.batch else ""),
     ])
@@ -126,8 +127,6 @@ FOOTNOTE = ("medians; fused/eager = eager median / fused median; floor = bytes (
 def format_report(report: BenchReport) -> str:
     parts = [header(report), "", results_table(report), "", spread_table(report), "",
              textwrap.fill(FOOTNOTE, 100)]
-    if not any(r.kernels for r in report.results):
-        parts += ["", "note: no fused kernels ran (this build has no fuser, or nothing fused)"]
     return "\n".join(parts)
 
 
@@ -161,7 +160,8 @@ def require_matplotlib() -> Any:
 
 
 def plot(report: BenchReport, path: str | Path) -> None:
-    """One panel per workload: a bar per variant (median, min–max whisker), floor dashed."""
+    """One panel per workload: a bar per variant (median, interquartile whisker; min and max
+    are in the table and the JSON), the floor dashed."""
     plt = require_matplotlib()
     results = [r for r in report.results if r.times]
     fig, axes = plt.subplots(1, max(1, len(results)), figsize=(3.2 * max(1, len(results)), 3.8),
@@ -181,15 +181,18 @@ def _panel(ax: Any, r: WorkloadResult, variants: list[str]) -> None:
     timed = [(v, t) for v in variants if (t := r.times.get(v)) is not None]
     names = [v for v, _ in timed]
     med = [t.median_s * scale for _, t in timed]
-    lo = [m - t.min_s * scale for m, (_, t) in zip(med, timed)]
-    hi = [t.max_s * scale - m for m, (_, t) in zip(med, timed)]
+    lo = [max(0.0, m - t.q1_s * scale) for m, (_, t) in zip(med, timed)]
+    hi = [max(0.0, t.q3_s * scale - m) for m, (_, t) in zip(med, timed)]
     colors = {"eager": "#999999", "unfused": "#6baed6", "fused": "#08519c",
               "torch_eager": "#fdae6b", "torch_compile": "#e6550d"}
-    ax.bar(range(len(names)), med, yerr=[lo, hi], capsize=3,
-           color=[colors[n] for n in names])
+    bars = ax.bar(range(len(names)), med, yerr=[lo, hi], capsize=3,
+                  color=[colors[n] for n in names])
+    ax.bar_label(bars, labels=[f"{m:.3g}" for m in med], fontsize=7, padding=2)
     ax.set_xticks(range(len(names)), [LABELS[n] for n in names], rotation=35, ha="right")
     if r.floor_s:
-        ax.axhline(r.floor_s * scale, color="#cb181d", linestyle="--", label="floor")
+        ax.axhline(r.floor_s * scale, color="#cb181d", linestyle="--",
+                   label=f"floor {r.floor_s * scale:.3g} {unit}")
         ax.legend(loc="upper right", fontsize=8)
     ax.set_title(f"{r.workload.id} {r.workload.name}", fontsize=10)
-    ax.set_ylabel(unit)
+    ax.set_ylabel(f"{unit} per call (median, IQR)")
+    ax.margins(y=0.12)

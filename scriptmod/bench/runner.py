@@ -2,9 +2,9 @@
 
 For each workload the model is built with scriptmod's layers and traced at the workload's
 batch; the fused and the unfused (``jit.fuser(False)``) ScriptModules are checked against
-eager on the run input (dtype tolerance), then eager, unfused and fused are timed
-interleaved in this process under ``no_grad``, and the result is set against the floor
-measured in the same run (``floors``).
+eager on the run input (dtype tolerance), then eager, unfused and fused are timed back to
+back in this process under ``no_grad`` (``timing``), and the result is set against the
+floor measured in the same run (``floors``).
 
     >>> opts = BenchOptions(workloads=["W1"], quick=True)
     >>> report = run_all(opts)                      # doctest: +SKIP
@@ -116,61 +116,30 @@ class WorkloadResult:
         }
 
 
-# ---- the compiler's switches (tolerating a build that lacks them) -----------------------------
+# ---- the compiler's switches and its kernel cache -------------------------------------------
 
-def _jit_api(name: str) -> Any | None:
-    """``scriptmod.jit.<name>``, or the compiler module's own while it is not exported."""
-    found = getattr(jit, name, None)
-    if found is None:
-        from scriptmod.jit import _compiled
-        found = getattr(_compiled, name, None)
-    return found
-
-
-def fusion_available() -> bool:
-    return _jit_api("fuser") is not None
-
-
-@contextlib.contextmanager
-def fusion(enabled: bool) -> Iterator[None]:
-    """``jit.fuser(enabled)`` as a context manager (a no-op where the build has no fuser)."""
-    fuser = _jit_api("fuser")
-    if fuser is None:
-        yield
-        return
-    ret = fuser(enabled)
-    if hasattr(ret, "__enter__"):
-        with ret:
-            yield
-        return
-    try:
-        yield
-    finally:
-        fuser(ret if isinstance(ret, bool) else not enabled)
+def fusion(enabled: bool) -> ContextManager[Any]:
+    """Fusion on or off for calls made inside the ``with`` (this thread)."""
+    return jit.fuser(enabled)
 
 
 def set_threads(n: int) -> None:
     """Threads for compiled CPU kernels."""
-    from runtime import threads
-    (_jit_api("set_num_threads") or threads.set_num_threads)(n)
+    sm.set_num_threads(n)
 
 
 def get_threads() -> int:
-    from runtime import threads
-    return int((_jit_api("get_num_threads") or threads.get_num_threads)())
+    return int(sm.get_num_threads())
 
 
 def fused_kernels(module: Any, *inputs: Any) -> list[Any]:
-    """The fused kernels ``module`` runs for ``inputs`` (empty where unavailable)."""
-    fn = _jit_api("kernels_for")
-    return list(fn(module, *inputs)) if fn is not None else []
+    """The fused kernels ``module`` runs for ``inputs``, each with ``.llvm_ir`` and ``.asm``."""
+    return list(jit.kernels_for(module, *inputs))
 
 
-def kernel_cache() -> Any | None:
-    try:
-        from runtime.llvm_jit import CACHE
-    except ImportError:
-        return None
+def kernel_cache() -> Any:
+    """The process's compiled-kernel cache (memory and disk; ``stats()`` counts)."""
+    from runtime.llvm_jit import CACHE
     return CACHE
 
 
@@ -191,14 +160,11 @@ def fresh_kernel_cache() -> Iterator[str]:
 
 
 def _forget_kernels() -> None:
-    cache = kernel_cache()
-    if cache is not None:
-        cache.clear_memory()
+    kernel_cache().clear_memory()
 
 
 def _cache_stats() -> dict[str, int]:
-    cache = kernel_cache()
-    return cache.stats() if cache is not None else {}
+    return dict(kernel_cache().stats())
 
 
 def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -310,8 +276,7 @@ def check_outputs(res: WorkloadResult, c: Compiled, x: sm.Tensor, ref: np.ndarra
     with fusion(False):
         res.matches["unfused"] = compare(c.unfused(x), ref, res.dtype)
     res.matches["fused"] = compare(c.fused(x), ref, res.dtype)
-    if fusion_available():
-        res.kernels = len(fused_kernels(c.fused, x))
+    res.kernels = len(fused_kernels(c.fused, x))
 
 
 def floor_work(w: Workload, model: nn.Module, x: sm.Tensor, y: np.ndarray) -> float:
@@ -377,7 +342,7 @@ class BenchReport:
     def as_dict(self) -> dict[str, Any]:
         return {"scriptmod_version": sm.__version__, "ok": self.ok,
                 "options": dict(vars(self.options)), "machine": self.machine,
-                "fusion_available": fusion_available(), "floors": self.rates.as_dict(),
+                "floors": self.rates.as_dict(),
                 "workloads": [r.as_dict() for r in self.results]}
 
 
@@ -421,7 +386,7 @@ def run_all(opts: BenchOptions, progress: bool | None = None) -> BenchReport:
                disable=None if progress is None else not progress)
     with bar:
         bar.set_postfix_str("floors")
-        before = floors.measure(xp, opts.dtype, opts.quick, opts.device, sync)
+        before = floors.measure(xp, opts.dtype, opts.quick, opts.device, sync, get_threads())
         bar.update()
         results = []
         for wid in opts.workloads:
@@ -429,7 +394,8 @@ def run_all(opts: BenchOptions, progress: bool | None = None) -> BenchReport:
             results.append(run_workload(WORKLOADS[wid], opts, stage))
             bar.update()
         bar.set_postfix_str("floors")
-        rates = floors.best(before, floors.measure(xp, opts.dtype, opts.quick, opts.device, sync))
+        after = floors.measure(xp, opts.dtype, opts.quick, opts.device, sync, get_threads())
+        rates = floors.best(before, after)
         bar.update()
     for r in results:
         r.floor_s = floors.floor_seconds(r.workload.floor, rates, r.floor_work)

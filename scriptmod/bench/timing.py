@@ -1,12 +1,15 @@
 """Timing the benchmark variants, and the thread counts they run with.
 
-Variants are timed *interleaved*: every round takes one sample of each, so a change in
-machine load (other processes, frequency) hits all of them alike instead of whichever ran
-last. A sample is the mean of ``inner`` back-to-back calls, with ``inner`` chosen from the
+Variants are timed one after the other in the same process, each in its own block: a
+warm-up, then samples. (Interleaving them round by round was tried and rejected: on W1 a
+100 ms eager call between two fused calls roughly doubled the fused median, 4.7 -> 8.4 ms,
+because the eager call's 64 MB temporaries disturb the memory system the fused kernel then
+runs in; a block measures each variant in its own steady state, as a loop over one model
+runs.) A sample is the mean of ``inner`` back-to-back calls, with ``inner`` chosen from the
 warm-up so that a sample lasts at least ``MIN_SAMPLE_S`` (microsecond calls are otherwise
-at the mercy of the timer). Rounds continue until the time budget is spent, with at least
-``min_reps`` and at most ``max_reps`` of them, and past it while the samples are unstable
-(up to ``EXTEND`` budgets); ``repeat`` fixes the count instead.
+at the mercy of the timer). Samples continue until the time budget is spent, with at least
+``min_reps`` and at most ``max_reps`` of them, and past it while they are unstable (up to
+``EXTEND`` budgets); ``repeat`` fixes the count instead.
 
     >>> t = time_variants({"eager": Variant(lambda: model(x))}, budget_s=0.5)["eager"]
     >>> t.median_s, t.min_s, t.max_s, t.reps                     # doctest: +SKIP
@@ -26,17 +29,20 @@ MAX_INNER = 2000
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call: median, min and max over ``reps`` samples of ``inner`` calls."""
+    """Seconds per call: median, min, max and quartiles over ``reps`` samples of ``inner``
+    calls each."""
 
     median_s: float
     min_s: float
     max_s: float
     reps: int
     inner: int
+    q1_s: float = 0.0
+    q3_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s,
-                "reps": self.reps, "inner": self.inner}
+                "q1_s": self.q1_s, "q3_s": self.q3_s, "reps": self.reps, "inner": self.inner}
 
 
 @dataclass
@@ -66,33 +72,32 @@ class Variant:
 def time_variants(variants: dict[str, Variant], budget_s: float, repeat: int | None = None,
                   min_reps: int = 5, max_reps: int = 1000,
                   sync: Callable[[], None] = lambda: None) -> dict[str, Timing]:
-    """Interleaved adaptive timing; ``budget_s`` is per variant. Past the budget, rounds go
-    on (up to ``EXTEND`` times the budget) while some variant's samples are not yet stable."""
-    for v in variants.values():
+    """Each variant in turn, back to back: warm-up, then samples for ``budget_s`` (longer,
+    up to ``EXTEND`` budgets, while its samples are not yet stable)."""
+    out = {}
+    for name, v in variants.items():
         v.warm_up(sync)
-    start, total = time.perf_counter(), budget_s * len(variants)
-    rounds = 0
-    while repeat is None or rounds < repeat:
-        for v in variants.values():
+        start = time.perf_counter()
+        while repeat is None or len(v.samples) < repeat:
             v.samples.append(v.sample(v.inner, sync))
-        rounds += 1
-        if repeat is None and _done(variants, rounds, time.perf_counter() - start, total,
-                                    min_reps, max_reps):
-            break
-    return {name: _summary(v) for name, v in variants.items()}
+            if repeat is None and _done(v.samples, time.perf_counter() - start, budget_s,
+                                        min_reps, max_reps):
+                break
+        out[name] = _summary(v)
+    return out
 
 
 EXTEND = 3.0          # the most a noisy run may stretch the time budget
 STABLE_IQR = 0.10     # interquartile range / median below which samples count as stable
 
 
-def _done(variants: dict[str, Variant], rounds: int, elapsed: float, total: float,
-          min_reps: int, max_reps: int) -> bool:
-    if rounds >= max_reps or elapsed >= EXTEND * total:
+def _done(samples: list[float], elapsed: float, budget: float, min_reps: int,
+          max_reps: int) -> bool:
+    if len(samples) >= max_reps or elapsed >= EXTEND * budget:
         return True
-    if rounds < min_reps or elapsed < total:
+    if len(samples) < min_reps or elapsed < budget:
         return False
-    return all(_relative_iqr(v.samples) <= STABLE_IQR for v in variants.values())
+    return _relative_iqr(samples) <= STABLE_IQR
 
 
 def _relative_iqr(samples: list[float]) -> float:
@@ -104,7 +109,8 @@ def _relative_iqr(samples: list[float]) -> float:
 
 def _summary(v: Variant) -> Timing:
     s = v.samples
-    return Timing(statistics.median(s), min(s), max(s), len(s), v.inner)
+    q1, _, q3 = statistics.quantiles(s, n=4) if len(s) >= 2 else (s[0], s[0], s[0])
+    return Timing(statistics.median(s), min(s), max(s), len(s), v.inner, q1, q3)
 
 
 def time_once(fn: Callable[[], Any], sync: Callable[[], None] = lambda: None) -> float:

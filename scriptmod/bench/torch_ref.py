@@ -2,12 +2,13 @@
 
 Each twin has the module structure of the scriptmod model, so the scriptmod ``state_dict``
 loads into it key for key: both sides compute with the same weights and the same input,
-and the twin's output is checked against eager scriptmod's before it is timed. PyTorch
-eager is timed in this process, interleaved with the scriptmod variants. torch.compile runs
-in a child process (``python -m scriptmod.bench.torch_ref JOB_DIR``) killed after the
-timeout, because its compile time is unbounded; a failure or a timeout reads "n/a".
+and the twin's output is checked against eager scriptmod's before it is timed. Both PyTorch
+columns are measured in a child process (``python -m scriptmod.bench.torch_ref JOB_DIR``)
+after scriptmod's own timings, eager first, then torch.compile (default mode). The child
+is killed after the timeout because torch.compile's compile time is unbounded; whatever
+did not finish reads "n/a".
 
-    >>> side = TorchSide.create(WORKLOADS["W1"], model, x, ref, opts)   # doctest: +SKIP
+    >>> TorchSide.create(WORKLOADS["W1"], model, x, ref, opts).finish(result)   # doctest: +SKIP
 """
 from __future__ import annotations
 
