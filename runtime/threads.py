@@ -70,16 +70,25 @@ def split(n: int, parts: int, align: int = ALIGN) -> list[tuple[int, int]]:
     return [(lo, min(lo + per, n)) for lo in range(0, n, per)]
 
 
+CHUNKS_PER_THREAD = 4   # dynamic schedule: a core slowed by a neighbour takes fewer chunks
+
+
 def parallel_for(fn: Callable[[int, int], None], n: int, min_split: int = MIN_SPLIT) -> None:
-    """Call ``fn(lo, hi)`` over chunks covering ``[0, n)``; the caller runs the last chunk."""
+    """Call ``fn(lo, hi)`` over chunks covering ``[0, n)``. The caller and the workers pull
+    chunks from one shared iterator (its ``next`` is atomic under the GIL), so on a machine
+    where one core is slowed the others take over its share instead of waiting for it."""
     threads = get_num_threads()
     if threads == 1 or n < min_split:
         if n > 0:
             fn(0, n)
         return
-    chunks = split(n, threads)
+    chunks = iter(split(n, threads * CHUNKS_PER_THREAD))
+
+    def work() -> None:
+        for lo, hi in chunks:
+            fn(lo, hi)
     pool = _pool(threads - 1)
-    futures = [pool.submit(fn, lo, hi) for lo, hi in chunks[:-1]]
-    fn(*chunks[-1])
+    futures = [pool.submit(work) for _ in range(threads - 1)]
+    work()
     for f in futures:
         f.result()
