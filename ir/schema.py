@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ir import dtypes as D
-from ir.dtypes import DType
 from ir.types import (AnyType, BoolType, DeviceType, DTypeType, FloatType, IntType, ListType,
-                      NoneType, NumberType, OptionalType, StrType, TensorType, TupleType, Type)
+                      NoneType, NumberType, OptionalType, StrType, TensorType, Type)
 
 # ---- flags: named op groups that passes and emitters match on -------------------------
 ELEMENTWISE = "elementwise"    # output[i] depends only on inputs[i] after broadcasting

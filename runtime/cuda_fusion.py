@@ -26,13 +26,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from codegen.c_source import CUDA, CSource, render_c
-from codegen.formulas import FORMULAS
 from codegen.kernel import KernelSpec
 from ir import log as irlog
 from ir.graph import Graph, Node
-from ir.types import TensorType
 from runtime import backend
-from runtime.fusion import _ATTRS, DTYPES, TOPIC, FusedKernel, Layout, plan_layout
+from runtime.fusion import TOPIC, FusedKernel, Layout, plan_layout, supported_on
 
 BLOCK = 256                    # threads per block
 MAX_GRID = 4096                # blocks per launch; the grid-stride loop does the rest
@@ -46,18 +44,8 @@ _RAW_LOCK = threading.Lock()
 
 
 def supported(node: Node) -> bool:
-    """The CUDA backend's veto for ``fuse_elementwise``: what ``runtime.fusion.supported``
-    accepts, with every tensor on a CUDA device instead of the CPU."""
-    if not node.is_op or node.op_name not in FORMULAS:
-        return False
-    if not set(node.attrs) <= _ATTRS.get(node.op_name, set()):
-        return False
-    for v in list(node.inputs) + node.outputs:
-        t = v.type
-        if isinstance(t, TensorType) and (not t.device.startswith("cuda")
-                                          or t.dtype not in DTYPES):
-            return False
-    return True
+    """The CUDA backend's veto: ``runtime.fusion.supported_on`` with every tensor on CUDA."""
+    return supported_on(node, lambda device: device.startswith("cuda"))
 
 
 def raw_kernel(src: CSource, cupy: ModuleType) -> Kernel:

@@ -34,7 +34,6 @@ from codegen.formulas import FORMULAS
 from codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
 from ir import dtypes as D
 from ir import log as irlog
-from ir import schema as S
 from ir.dtypes import DType
 from ir.graph import Graph, Node, Prim, Value
 from ir.ops import rules as R
@@ -61,18 +60,24 @@ class FusionGuardError(TypeError):
     """Base for guard failures (the concrete errors are ``TypeError`` and ``ValueError``)."""
 
 
-def supported(node: Node) -> bool:
-    """The CPU backend's veto for ``fuse_elementwise``: a scalar formula, CPU tensors,
-    dtypes the code generator handles, and only attributes the formula reads."""
+def supported_on(node: Node, on_device: Callable[[str], bool]) -> bool:
+    """A backend's veto for ``fuse_elementwise``: a scalar formula, every tensor on a device
+    the backend runs (``on_device``), dtypes the code generator handles, and only
+    attributes the formula reads."""
     if not node.is_op or node.op_name not in FORMULAS:
         return False
     if not set(node.attrs) <= _ATTRS.get(node.op_name, set()):
         return False
     for v in list(node.inputs) + node.outputs:
         t = v.type
-        if isinstance(t, TensorType) and (t.device != "cpu" or t.dtype not in DTYPES):
+        if isinstance(t, TensorType) and (not on_device(t.device) or t.dtype not in DTYPES):
             return False
     return True
+
+
+def supported(node: Node) -> bool:
+    """The CPU backend's veto: ``supported_on`` with every tensor on the CPU."""
+    return supported_on(node, lambda device: device == "cpu")
 
 
 # ---- lowering: subgraph -> layout-free program ------------------------------------------------

@@ -5,8 +5,7 @@ The elementwise vocabulary is table-driven: one name in ``UNARY`` gives ``Tensor
 """
 from __future__ import annotations
 
-import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +13,7 @@ from ir import dtypes as D
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import SavedTensor
-from scriptmod.tensor import MinMax, Size, Tensor, _dtype_arg
+from scriptmod.tensor import MinMax, Tensor, _dtype_arg
 
 _gstate = grad_mode._state
 _NUMBER = (int, float, bool, complex)

@@ -17,7 +17,7 @@ from ir import dtypes as D
 from ir.dtypes import DType
 from runtime import backend
 from scriptmod import _device
-from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class, unary
+from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import AccumulateGrad, RemovableHandle, run_backward
 

@@ -1,5 +1,4 @@
 """Reductions over ``dim`` (None: all dims) with ``keepdim``; softmax-like normalizations."""
-from ir import dtypes as D
 from ir.ops import rules as R
 from ir.schema import NONDIFF, REDUCTION, op
 

@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 
 from ir import dtypes as D
-from ir.ops.rules import broadcast_shapes, norm_dim
+from ir.ops.rules import norm_dim
 from ir.ops.shape import infer_reshape
 from runtime import backend
 from runtime import random as rng

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Any, Iterator
+from typing import Any
 
 from ir.graph import Graph, Node, Prim
 from runtime import threads

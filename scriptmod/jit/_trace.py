@@ -1,7 +1,6 @@
 """``jit.trace`` and ``jit.trace_module``: run once, record, build a ScriptModule tree."""
 from __future__ import annotations
 
-import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
@@ -15,7 +14,7 @@ from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._executor import inlined, submodule_of
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule
-from scriptmod.jit._tracer import Tracer, TracerWarning, _flatten_args, class_name
+from scriptmod.jit._tracer import Tracer, _flatten_args, class_name
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
 

@@ -19,7 +19,6 @@ from ir import schema as S
 from ir.builder import Builder
 from ir.graph import Graph, Value
 from ir.types import BoolType, IntType, ModuleType, TensorType, TupleType, Type
-from scriptmod import _dispatch
 from scriptmod.tensor import Size, Tensor
 
 

@@ -151,6 +151,14 @@ class Sequential(Module):
         return self
 
 
+def _abs_index(idx: Any, n: int) -> str:
+    """The non-negative string key of list index ``idx`` (PyTorch's IndexError otherwise)."""
+    idx = operator.index(idx)
+    if not (-n <= idx < n):
+        raise IndexError(f"index {idx} is out of range")
+    return str(idx + n if idx < 0 else idx)
+
+
 class ModuleList(Module):
     """A list of submodules, registered (and so seen by ``parameters()``, ``to()``...)."""
 
@@ -160,12 +168,7 @@ class ModuleList(Module):
             self += modules
 
     def _get_abs_string_index(self, idx: Any) -> str:
-        idx = operator.index(idx)
-        if not (-len(self) <= idx < len(self)):
-            raise IndexError(f"index {idx} is out of range")
-        if idx < 0:
-            idx += len(self)
-        return str(idx)
+        return _abs_index(idx, len(self))
 
     def __getitem__(self, idx: Any) -> Any:
         if isinstance(idx, slice):
@@ -327,12 +330,7 @@ class ParameterList(Module):
             self += values
 
     def _get_abs_string_index(self, idx: Any) -> str:
-        idx = operator.index(idx)
-        if not (-len(self) <= idx < len(self)):
-            raise IndexError(f"index {idx} is out of range")
-        if idx < 0:
-            idx += len(self)
-        return str(idx)
+        return _abs_index(idx, len(self))
 
     def __getitem__(self, idx: Any) -> Any:
         if isinstance(idx, slice):

@@ -20,7 +20,7 @@ import numpy as np
 
 from ir import dtypes as D
 from scriptmod import _dispatch
-from scriptmod._creation import arange, full, ones, tensor as _const
+from scriptmod._creation import arange, full, tensor as _const
 from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
 from scriptmod.autograd import grad_mode
