@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from scriptmod.nn import functional as F
+from scriptmod.nn._functional_loss import _legacy_reduction
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
 
@@ -13,7 +14,7 @@ class _Loss(Module):
     def __init__(self, size_average: bool | None = None, reduce: bool | None = None,
                  reduction: str = "mean") -> None:
         super().__init__()
-        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
 
 
 class _WeightedLoss(_Loss):
