@@ -74,6 +74,10 @@ op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0
    "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d)
 op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.same, _embedding)
 op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE)
+# In training with running stats, the kernel also updates them and ``num_batches_tracked``
+# (in place), so the bookkeeping follows the graph's ``training`` value after tracing;
+# ``momentum=None`` is a cumulative average (1 / num_batches_tracked).
 op("batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight, "
-   "Tensor? bias, bool training, *, float momentum=0.1, float eps=1e-05) -> Tensor",
+   "Tensor? bias, bool training, Tensor? num_batches_tracked, *, float? momentum=0.1, "
+   "float eps=1e-05) -> Tensor",
    R.same, R.same_shape, IMPURE)

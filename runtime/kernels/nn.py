@@ -267,9 +267,19 @@ def dropout_mask(xp: Any, x: Any, p: float) -> Any:
     return keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - p))
 
 
+def _average_factor(num_batches_tracked: Any, momentum: float | None) -> float:
+    """Count this batch; the weight of the new statistics (PyTorch's rule)."""
+    if num_batches_tracked is not None:
+        num_batches_tracked[...] += 1
+    if momentum is not None:
+        return momentum
+    return 1.0 / float(num_batches_tracked) if num_batches_tracked is not None else 0.0
+
+
 @kernel("batch_norm")
 def _batch_norm(xp: Any, x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any,
-                training: bool, momentum: float = 0.1, eps: float = 1e-5) -> Any:
+                training: bool, num_batches_tracked: Any = None, momentum: float | None = 0.1,
+                eps: float = 1e-5) -> Any:
     if x.ndim < 2:
         raise ValueError(f"batch_norm: expected at least a 2-D input (N, C, ...), got {tuple(x.shape)}")
     c = x.shape[1]
@@ -287,8 +297,9 @@ def _batch_norm(xp: Any, x: Any, running_mean: Any, running_var: Any, weight: An
                              f"got input of shape {tuple(x.shape)}")
         mean, var = xf.mean(axis=axes), xf.var(axis=axes)
         if training and running_mean is not None:
-            running_mean[...] = ((1 - momentum) * running_mean + momentum * mean).astype(running_mean.dtype)
-            running_var[...] = ((1 - momentum) * running_var + momentum * var * count / (count - 1)
+            f = _average_factor(num_batches_tracked, momentum)
+            running_mean[...] = ((1 - f) * running_mean + f * mean).astype(running_mean.dtype)
+            running_var[...] = ((1 - f) * running_var + f * var * count / (count - 1)
                                 ).astype(running_var.dtype)
     else:
         mean, var = running_mean.astype(xf.dtype), running_var.astype(xf.dtype)

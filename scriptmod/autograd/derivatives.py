@@ -420,7 +420,7 @@ def _dropout(ctx: Any, g: Tensor) -> tuple:
 
 @derivative("batch_norm", saves=(0, 1, 2, 3, 5))
 def _batch_norm(ctx: Any, g: Tensor) -> tuple:
-    x, rm, rv, w, _, training = ctx.inputs
+    x, rm, rv, w, _, training, _ = ctx.inputs
     eps = ctx.attrs["eps"]
     dims = [0] + list(range(2, x.ndim))
     shape = [1, x.shape[1]] + [1] * (x.ndim - 2)
@@ -440,4 +440,4 @@ def _batch_norm(ctx: Any, g: Tensor) -> tuple:
                         - xhat * (gh * xhat).sum(dim=dims, keepdim=True))
     else:
         gx = gh * inv
-    return gx, None, None, gw, gb, None
+    return gx, None, None, gw, gb, None, None

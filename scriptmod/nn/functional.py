@@ -291,13 +291,18 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
-               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """Normalize over every dim but 1; in training, updates the running stats in place."""
+               momentum: float | None = 0.1, eps: float = 1e-5, *,
+               num_batches_tracked: Tensor | None = None) -> Tensor:
+    """Normalize over every dim but 1. In training it updates the running stats in place and
+    counts the batch in ``num_batches_tracked`` (a scriptmod extension: the op does the
+    bookkeeping, so a traced model follows ``.train()``/``.eval()``); ``momentum=None`` is a
+    cumulative average."""
     if training and input.numel() // max(input.shape[1] if input.dim() > 1 else 1, 1) <= 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {list(input.shape)}")
-    return dispatch("batch_norm", (input, running_mean, running_var, weight, bias, bool(training)),
-                    {"momentum": float(momentum), "eps": float(eps)})
+    return dispatch("batch_norm", (input, running_mean, running_var, weight, bias, bool(training),
+                                   num_batches_tracked),
+                    {"momentum": None if momentum is None else float(momentum), "eps": float(eps)})
 
 
 def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,

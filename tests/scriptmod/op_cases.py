@@ -805,16 +805,21 @@ def _bn_samples(g: Gen) -> list[Sample]:
     c = Gen("float32", 5)
     stats = lambda: (c.arr((3,), -1, 1).astype(g.arr(()).dtype), c.arr((3,), 0.5, 2).astype(g.arr(()).dtype))  # noqa: E731
     gr = g.grad_of(0, 3, 4)
-    return [Sample("train", (g.arr((4, 3)),) + stats() + (g.arr((3,)), g.arr((3,)), True), {}, gr),
-            Sample("eval", (g.arr((2, 3, 2, 2)),) + stats() + (g.arr((3,)), g.arr((3,)), False),
+    count = lambda: np.zeros((), np.int64)  # noqa: E731
+    return [Sample("train", (g.arr((4, 3)),) + stats() + (g.arr((3,)), g.arr((3,)), True, count()),
+                   {}, gr),
+            Sample("eval", (g.arr((2, 3, 2, 2)),) + stats() + (g.arr((3,)), g.arr((3,)), False, None),
                    {"eps": 1e-3}, gr),
-            Sample("no-affine", (g.arr((2, 3, 3)), None, None, None, None, True), {}, g.grad_of(0)),
-            Sample("noncontig", (g.arr((4, 3), noncontig=True),) + stats() + (None, None, True), {},
-                   g.grad_of(0))]
+            Sample("no-affine", (g.arr((2, 3, 3)), None, None, None, None, True, None), {},
+                   g.grad_of(0)),
+            Sample("noncontig", (g.arr((4, 3), noncontig=True),) + stats() + (None, None, True, None),
+                   {}, g.grad_of(0)),
+            Sample("cumulative", (g.arr((4, 3)),) + stats() + (None, None, True, count()),
+                   {"momentum": None}, g.grad_of(0))]
 
 
-def _bn_ref(x: np.ndarray, rm: Any, rv: Any, w: Any, b: Any, training: bool,
-            momentum: float = 0.1, eps: float = 1e-5) -> np.ndarray:
+def _bn_ref(x: np.ndarray, rm: Any, rv: Any, w: Any, b: Any, training: bool, nbt: Any = None,
+            momentum: float | None = 0.1, eps: float = 1e-5) -> np.ndarray:
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
     if training or rm is None:

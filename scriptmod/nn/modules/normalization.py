@@ -63,25 +63,16 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}: expected {self._layout} input with "
                              f"C={self.num_features}, got shape {tuple(input.shape)}")
 
-    def _average_factor(self) -> float:
-        """Momentum, or 1/num_batches_tracked (a cumulative average) when momentum is None;
-        counts this batch when training with running stats."""
-        if not (self.training and self.track_running_stats):
-            return 0.0 if self.momentum is None else self.momentum
-        if self.num_batches_tracked is not None:
-            self.num_batches_tracked.add_(1)
-        if self.momentum is None:
-            return 1.0 / float(self.num_batches_tracked.item())
-        return self.momentum
-
     def forward(self, input: Tensor) -> Tensor:
+        """The ``batch_norm`` op updates the running stats and ``num_batches_tracked`` itself
+        when its training flag is set, so a traced BatchNorm follows train/eval."""
         self._check_input_dim(input)
-        factor = self._average_factor()
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_stats = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if use_stats else None,
                             self.running_var if use_stats else None, self.weight, self.bias,
-                            bn_training, factor, self.eps)
+                            bn_training, self.momentum, self.eps,
+                            num_batches_tracked=self.num_batches_tracked if use_stats else None)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "

@@ -282,3 +282,26 @@ def test_tuple_outputs_and_inputs():
     s, p = traced((a, b))
     _close(s, a + b)
     _close(p, a * b)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_bookkeeping_follows_train_eval_after_tracing(momentum):
+    """Traced in eval mode, switched to train: the batch count and running stats update
+    exactly as eager does (the op does the bookkeeping, not Python control flow)."""
+    sm.manual_seed(3)
+    eager = nn.BatchNorm1d(4, momentum=momentum).eval()
+    x = sm.randn(6, 4)
+    traced = jit.trace(nn.BatchNorm1d(4, momentum=momentum).eval(), x)
+    traced.train()
+    eager.train()
+    with sm.no_grad():
+        for _ in range(3):
+            xb = sm.randn(6, 4)
+            _close(traced(xb), eager(xb))
+    assert int(traced.num_batches_tracked) == int(eager.num_batches_tracked) == 3
+    _close(traced.running_mean, eager.running_mean)
+    _close(traced.running_var, eager.running_var)
+    traced.eval()
+    with sm.no_grad():
+        traced(x)
+    assert int(traced.num_batches_tracked) == 3, "eval mode must not count batches"
