@@ -105,6 +105,23 @@ class CompiledInterpreter(Interpreter):
 
 # ---- straight-line programs ------------------------------------------------------------------
 
+def _last_uses(graph: Graph) -> dict[int, list[Value]]:
+    """Node index -> the values whose last use is that node (graph outputs never die)."""
+    nodes = graph.nodes
+    last: dict[Value, int] = {}
+    for k, node in enumerate(nodes):
+        for v in node.outputs:
+            last[v] = k                      # an unused result dies where it is made
+        for v in node.inputs:
+            last[v] = k
+    keep = set(graph.outputs)
+    out: dict[int, list[Value]] = {}
+    for v, k in last.items():
+        if v not in keep:
+            out.setdefault(k, []).append(v)
+    return out
+
+
 class Program:
     """A control-flow-free graph compiled to one Python function (as ``torch.fx`` does):
     one line per node, values in local variables, each node's handler bound once, constants
@@ -115,6 +132,7 @@ class Program:
         ns: dict[str, Any] = {}
         self.nodes: list[Node] = []
         lines = [f"def program(it, {', '.join(name[v] for v in graph.inputs)}):"]
+        dying = _last_uses(graph)
         for k, node in enumerate(graph.nodes):
             for v in node.outputs:
                 name[v] = f"v{len(name)}"
@@ -129,7 +147,11 @@ class Program:
             ns[f"h{k}"], ns[f"n{k}"] = handler, node
             call = f"h{k}(it, n{k}, [{', '.join(name[v] for v in node.inputs)}])"
             target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
-            lines.append(f"    {target} = {call}" if outs else f"    {call}")
+            line = f"    {target} = {call}" if outs else f"    {call}"
+            dead = [name[v] for v in dying.get(k, ())]
+            # drop values at their last use (same line: line k + 2 is still node k), so a
+            # large intermediate is freed, and its memory reused, as soon as eager would
+            lines.append(line + (f"; del {', '.join(dead)}" if dead else ""))
         lines.append(f"    return [{', '.join(name[v] for v in graph.outputs)}]")
         self.n_inputs = len(graph.inputs)
         self.source = "\n".join(lines) + "\n"
