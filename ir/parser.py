@@ -420,6 +420,15 @@ class Parser:
             block.register_output(v)
 
 
+
 def parse(text: str, constants: Mapping[str, Any] | Sequence[Any] | None = None) -> Graph:
-    """The graph that ``text`` prints (see the module docstring)."""
-    return Parser(text, constants).parse()
+    """The graph that ``text`` prints (see the module docstring). Any malformed input, however
+    hostile (absurd nesting, giant numbers), gives an ``IRParseError``."""
+    try:
+        return Parser(text, constants).parse()
+    except RecursionError:
+        raise IRParseError("nesting too deep", 1, 1) from None
+    except ValueError as e:
+        if isinstance(e, IRParseError):
+            raise
+        raise IRParseError(f"invalid literal ({e})", 1, 1) from None

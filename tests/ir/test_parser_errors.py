@@ -52,3 +52,13 @@ def test_blocks_must_be_numbered_in_order():
 """
     e = _error(text)
     assert (e.line, e.column) == (3, 5) and "expected 'block0'" in str(e)
+
+
+def test_hostile_text_always_gives_parse_errors() -> None:
+    """Absurd nesting and giant literals are IRParseError, never RecursionError/ValueError."""
+    from ir.parser import IRParseError, parse
+    giant = "graph(%x : Float(" + "9" * 5000 + ")):\n  return (%x)\n"
+    nested = "graph():\n  %0 : int = prim::Constant[value=" + "[" * 5000 + "]()\n  return (%0)\n"
+    for text in (giant, nested):
+        with pytest.raises(IRParseError):
+            parse(text)
