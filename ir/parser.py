@@ -420,7 +420,6 @@ class Parser:
             block.register_output(v)
 
 
-
 def parse(text: str, constants: Mapping[str, Any] | Sequence[Any] | None = None) -> Graph:
     """The graph that ``text`` prints (see the module docstring). Any malformed input, however
     hostile (absurd nesting, giant numbers), gives an ``IRParseError``."""
