@@ -69,9 +69,10 @@ def class_name(module: Any) -> str:
     if qualified:
         return qualified
     cls = type(module)
+    qual = cls.__qualname__.replace("<locals>", "_locals_")   # printable and parseable
     if cls.__module__.startswith("scriptmod.nn"):
-        return f"nn.{cls.__qualname__}"
-    return f"{cls.__module__}.{cls.__qualname__}"
+        return f"nn.{qual}"
+    return f"{cls.__module__}.{qual}"
 
 
 def tensor_type(t: Tensor) -> TensorType:
