@@ -61,7 +61,6 @@ class _OpInfo:
         self.view = VIEW in schema.flags
         self.nondiff = NONDIFF in schema.flags
         self.impure = IMPURE in schema.flags
-        self.deriv = None
         self.n_out = schema.n_outputs
         self.plain = self.n_out == 1 and not self.view   # result needs no view bookkeeping
 
@@ -88,8 +87,7 @@ def dispatch(name: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = No
     """Run op ``name`` on ``inputs`` (Tensors, numbers, int lists, None) with ``attrs``."""
     info = _INFO[name]
     defaults = info.defaults
-    attrs = (dict(defaults) if defaults else {}) if not attrs and defaults is not None \
-        else _bind(info, attrs)
+    attrs = dict(defaults) if not attrs and defaults is not None else _bind(info, attrs)
     T = _Tensor
     arrays = []
     needs_grad = False
