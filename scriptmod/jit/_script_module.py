@@ -15,6 +15,9 @@ from scriptmod.jit._executor import Executor, inlined
 from scriptmod.nn.module import Module
 
 
+_CONTAINERS = {"nn.Sequential": "list", "nn.ModuleList": "list", "nn.ModuleDict": "dict"}
+
+
 class ScriptModule(Module):
     """A module whose methods are IR graphs. Made by ``jit.trace`` (or loaded from an archive).
 
@@ -34,6 +37,37 @@ class ScriptModule(Module):
 
     def _get_name(self) -> str:
         return self.original_name
+
+    # ---- container protocol of a traced Sequential / ModuleList / ModuleDict --------------
+    def _container(self, op: str) -> str:
+        kind = _CONTAINERS.get(self._qualified_name)
+        if kind is None:
+            raise TypeError(f"'{self.original_name}' ScriptModule does not support {op} (only "
+                            f"traced Sequential, ModuleList and ModuleDict do)")
+        return kind
+
+    def __getitem__(self, idx: Any) -> Any:
+        if self._container("indexing") == "dict":
+            return self._modules[idx]
+        return list(self._modules.values())[idx]
+
+    def __len__(self) -> int:
+        self._container("len()")
+        return len(self._modules)
+
+    def __bool__(self) -> bool:
+        """A module is truthy (defining ``__len__`` must not make ``if traced:`` raise);
+        a traced container is truthy when it holds something, like its eager original."""
+        return _CONTAINERS.get(self._qualified_name) is None or len(self._modules) > 0
+
+    def __iter__(self) -> Any:
+        if self._container("iteration") == "dict":
+            return iter(self._modules)
+        return iter(self._modules.values())
+
+    def __contains__(self, key: Any) -> bool:
+        self._container("'in'")
+        return key in self._modules
 
     def extra_repr(self) -> str:
         return f"original_name={self.original_name}"

@@ -305,3 +305,14 @@ def test_batchnorm_bookkeeping_follows_train_eval_after_tracing(momentum):
     with sm.no_grad():
         traced(x)
     assert int(traced.num_batches_tracked) == 3, "eval mode must not count batches"
+
+
+def test_traced_containers_index_like_their_originals(small):
+    seq = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 2))
+    traced = jit.trace(seq, sm.randn(2, 3))
+    assert len(traced) == 3 and traced[0].original_name == "Linear"
+    assert [m.original_name for m in traced] == ["Linear", "ReLU", "Linear"]
+    assert traced[-1].weight is seq[-1].weight
+    assert bool(traced) and bool(jit.trace(*small))
+    with pytest.raises(TypeError, match="does not support indexing"):
+        jit.trace(*small)[0]
