@@ -7,6 +7,8 @@
 """
 from __future__ import annotations
 
+import builtins as _builtins
+
 __version__ = "0.1.0"
 
 from ir.dtypes import (DType as dtype, bfloat16, complex64, complex128, float16, float32,  # noqa: F401
@@ -47,28 +49,26 @@ def _install_functions() -> None:
 _install_functions()
 
 
-def is_tensor(obj: object) -> builtins_bool:  # type: ignore[name-defined]  # noqa: F821
+# (``bool``, ``int`` and ``float`` name dtypes in this module, as in torch; annotations below
+# mean the Python builtins.)
+def is_tensor(obj: object) -> "_builtins.bool":
     return isinstance(obj, Tensor)
 
 
-def numel(input: Tensor) -> int:
+def numel(input: Tensor) -> "_builtins.int":
     return input.numel()
 
 
 def result_type(a: object, b: object) -> dtype:
+    """The dtype ``a op b`` would have (PyTorch's promotion, scalars included)."""
     from ir.ops.rules import promote
-    from runtime.kernels import operand
     ops = [(x.dtype, tuple(x.shape)) if isinstance(x, Tensor) else type(x) for x in (a, b)]
     return promote(ops, {})
 
 
-def can_cast(from_: dtype, to: dtype) -> builtins_bool:  # type: ignore[name-defined]  # noqa: F821
+def can_cast(from_: dtype, to: dtype) -> "_builtins.bool":
+    """Whether ``from_`` converts to ``to`` without leaving its kind (torch.can_cast)."""
     return from_.category <= to.category
-
-
-import builtins as _builtins  # noqa: E402
-
-builtins_bool = _builtins.bool
 
 # ---- subpackages (after the core above: they build on it) ------------------------------
 from scriptmod import func, jit, nn, optim  # noqa: E402,F401
