@@ -1,4 +1,4 @@
-"""scriptmod: PyTorch-style modules, traced or scripted into our own IR and compiled.
+"""scriptmod: PyTorch-style modules, traced into our own IR and compiled.
 
     >>> import scriptmod as sm
     >>> x = sm.randn(2, 3)
