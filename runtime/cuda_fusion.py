@@ -27,10 +27,9 @@ import numpy as np
 
 from codegen.c_source import CUDA, CSource, render_c
 from codegen.kernel import KernelSpec
-from ir import log as irlog
 from ir.graph import Graph, Node
 from runtime import backend
-from runtime.fusion import TOPIC, FusedKernel, Layout, plan_layout, supported_on
+from runtime.fusion import FusedKernel, Layout, plan_layout, supported_on
 
 BLOCK = 256                    # threads per block
 MAX_GRID = 4096                # blocks per launch; the grid-stride loop does the rest
@@ -166,17 +165,11 @@ class CudaFusedKernel(FusedKernel):
         device = arrays[0].device.id if arrays else self.xp.cuda.Device().id
         return CudaLaunchPlan(self.xp, kernel, spec, layout, out_shape, self._np_out, device)
 
-    def _compile(self, spec: KernelSpec) -> Kernel:  # type: ignore[override]
-        key = spec.key()
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            if irlog.enabled(TOPIC):
-                irlog.log(TOPIC, f"{self.name}: CUDA kernel for layout "
-                                 f"{[s.text() for s in spec.inputs]} rank {spec.rank}")
-            src = self._sources[key] = render_c(spec, CUDA)
-            kernel = self._kernels[key] = self._make_kernel(src)
-        self._last, self._last_spec = kernel, spec
-        return kernel
+    BACKEND = "CUDA"
+
+    def _build(self, spec: KernelSpec) -> Kernel:
+        src = self._sources[spec.key()] = render_c(spec, CUDA)
+        return self._make_kernel(src)
 
     # ---- inspection -----------------------------------------------------------------------------
     @property

@@ -465,16 +465,22 @@ class FusedKernel:
         kernel = self._compile(spec) if _numel(out_shape) else None
         return LaunchPlan(kernel, spec, layout, out_shape, self._np_out)
 
-    def _compile(self, spec: KernelSpec) -> CompiledKernel:
+    BACKEND = "LLVM"
+
+    def _compile(self, spec: KernelSpec) -> Any:
+        """The kernel for ``spec``, built once per layout (``_build`` is the backend's part)."""
         key = spec.key()
         kernel = self._kernels.get(key)
         if kernel is None:
             if irlog.enabled(TOPIC):
-                irlog.log(TOPIC, f"{self.name}: kernel for layout "
+                irlog.log(TOPIC, f"{self.name}: {self.BACKEND} kernel for layout "
                                  f"{[s.text() for s in spec.inputs]} rank {spec.rank}")
-            kernel = self._kernels[key] = compile_spec(spec)
+            kernel = self._kernels[key] = self._build(spec)
         self._last, self._last_spec = kernel, spec
         return kernel
+
+    def _build(self, spec: KernelSpec) -> Any:
+        return compile_spec(spec)
 
     # ---- inspection ------------------------------------------------------------------------------
     @property

@@ -5,11 +5,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from ir import dtypes as D
 from scriptmod._creation import tensor, zeros_like
-from scriptmod.autograd.grad_mode import no_grad
 from scriptmod.optim.optimizer import Optimizer, _check_non_negative
 from scriptmod.tensor import Tensor
 
@@ -48,6 +47,8 @@ class Adam(Optimizer):
         return state
 
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
+        if p.is_complex():
+            raise NotImplementedError("Adam: complex parameters are not supported")
         grad = -p.grad if group["maximize"] else p.grad
         lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
         state = self._state_for(p, group["amsgrad"])
@@ -66,18 +67,6 @@ class Adam(Optimizer):
             v = state["max_exp_avg_sq"]
         denom = v.sqrt() / math.sqrt(1 - beta2 ** step) + group["eps"]
         p.sub_(m / denom * (lr / (1 - beta1 ** step)))
-
-    @no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One update of every parameter that has a gradient; returns ``closure()``."""
-        loss = self._closure_loss(closure)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    if p.is_complex():
-                        raise NotImplementedError("Adam: complex parameters are not supported")
-                    self._update(p, group)
-        return loss
 
 
 class AdamW(Adam):

@@ -10,7 +10,7 @@ import warnings
 from collections import defaultdict
 from typing import Any, Callable, Iterable
 
-from scriptmod.autograd.grad_mode import enable_grad
+from scriptmod.autograd.grad_mode import enable_grad, no_grad
 from scriptmod.tensor import Tensor
 
 
@@ -117,8 +117,19 @@ class Optimizer:
                     p.grad = p.grad.detach()
                     p.grad.zero_()
 
+    @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+        """One update of every parameter that has a gradient; returns ``closure()``."""
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group)
+        return loss
+
+    def _update(self, p: Tensor, group: dict[str, Any]) -> None:
+        """The algorithm: update ``p`` in place from ``p.grad`` (subclasses define it)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _update()")
 
     def _closure_loss(self, closure: Callable[[], Any] | None) -> Any:
         if closure is None:

@@ -4,9 +4,8 @@
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from scriptmod.autograd.grad_mode import no_grad
 from scriptmod.optim.optimizer import Optimizer, _check_non_negative
 from scriptmod.tensor import Tensor
 
@@ -41,13 +40,3 @@ class SGD(Optimizer):
                 buf.mul_(mu).add_(grad, alpha=1 - group["dampening"])
             grad = grad + buf * mu if group["nesterov"] else buf
         p.add_(grad, alpha=-group["lr"])
-
-    @no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One update of every parameter that has a gradient; returns ``closure()``."""
-        loss = self._closure_loss(closure)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, group)
-        return loss

@@ -11,6 +11,7 @@ import pytest
 import scriptmod as sm
 from ir.graph import Prim
 from runtime import llvm_jit
+from scriptmod.bench.workloads import MLP, ActivationZoo
 from scriptmod import jit, nn
 from scriptmod.jit._compiled import (fuser, fusion_enabled, get_num_threads, kernels_for,
                                      set_num_threads)
@@ -22,32 +23,12 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     monkeypatch.delenv("SCRIPTMOD_DISABLE_FUSION", raising=False)
 
 
-class Block(nn.Module):
-    """Linear -> GELU(tanh) -> Linear, plus the residual."""
-
-    def __init__(self, d: int = 24, hidden: int = 40) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(d, hidden)
-        self.act = nn.GELU(approximate="tanh")
-        self.fc2 = nn.Linear(hidden, d)
-
-    def forward(self, x: sm.Tensor) -> sm.Tensor:
-        return self.fc2(self.act(self.fc1(x))) + x
+def Block() -> nn.Module:
+    """Linear -> GELU(tanh) -> Linear, plus the residual (W3's model, small)."""
+    return MLP(24, 40)
 
 
-class Zoo(nn.Module):
-    """The W2 activation chain."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gelu, self.prelu = nn.GELU(), nn.PReLU(init=0.25)
-        self.sigmoid, self.tanh = nn.Sigmoid(), nn.Tanh()
-        self.threshold, self.relu = nn.Threshold(0.1, 0.0), nn.ReLU()
-
-    def forward(self, x: sm.Tensor) -> sm.Tensor:
-        h = self.prelu(self.gelu(x))
-        h = self.threshold(self.sigmoid(h) * self.tanh(h))
-        return self.relu(h + x)
+Zoo = ActivationZoo   # the W2 activation chain
 
 
 def _groups(g: Any) -> int:
