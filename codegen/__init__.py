@@ -2,9 +2,9 @@
 
 Pure text generation: nothing here executes code (see ``runtime.llvm_jit``).
 
-    >>> from codegen.kernel import KernelSpec, InputSpec, OpStep
-    >>> from codegen.llvm_ir import render_llvm
-    >>> from ir import dtypes as D
+    >>> from scriptmod.codegen.kernel import KernelSpec, InputSpec, OpStep
+    >>> from scriptmod.codegen.llvm_ir import render_llvm
+    >>> from scriptmod.ir import dtypes as D
     >>> spec = KernelSpec([InputSpec(D.float32, "contiguous")],
     ...                   [OpStep("exp", (0,), {}, D.float32)], [1], [D.float32], rank=1)
     >>> "define void" in render_llvm(spec).text

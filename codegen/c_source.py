@@ -17,11 +17,11 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from codegen.emitter import Emitter, V, compute_dtype, int_range_as_float
-from codegen.formulas import lower_steps, round_bf16
-from codegen.kernel import KernelSpec
-from ir import dtypes as D
-from ir.dtypes import DType
+from .emitter import Emitter, V, compute_dtype, int_range_as_float
+from .formulas import lower_steps, round_bf16
+from .kernel import KernelSpec
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
 
 _CTYPE = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short",
           "int32": "int", "int64": "long long", "float32": "float", "float64": "double",

@@ -16,8 +16,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
-from ir import dtypes as D
-from ir.dtypes import DType
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
 
 V = Any  # an emitted value: opaque to formulas
 

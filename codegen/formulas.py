@@ -14,11 +14,11 @@ import math
 import struct
 from typing import Callable, NamedTuple, Sequence
 
-from codegen import vmath
-from codegen.emitter import Emitter, Num, V, compute_dtype
-from codegen.kernel import Imm, KernelSpec
-from ir import dtypes as D
-from ir.dtypes import DType
+from . import vmath
+from .emitter import Emitter, Num, V, compute_dtype
+from .kernel import Imm, KernelSpec
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
 
 
 class TV(NamedTuple):

@@ -3,7 +3,7 @@
 Values are numbered: inputs first (``0 .. len(inputs)-1``), then one value per ``OpStep``.
 An argument is a value index or an ``Imm`` constant::
 
-    >>> from ir import dtypes as D
+    >>> from scriptmod.ir import dtypes as D
     >>> spec = KernelSpec(
     ...     inputs=[InputSpec(D.float32, "contiguous"), InputSpec(D.float32, "strided", inner=1)],
     ...     ops=[OpStep("mul", (0, 1), {}, D.float32),
@@ -23,8 +23,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Sequence, Union
 
-from ir import dtypes as D
-from ir.dtypes import DType
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
 
 KINDS = ("contiguous", "strided", "scalar")
 

@@ -10,10 +10,10 @@ from typing import Iterator, Sequence
 
 from llvmlite import ir
 
-from codegen.emitter import Emitter, V, compute_dtype, int_range_as_float
-from codegen.formulas import round_bf16
-from ir import dtypes as D
-from ir.dtypes import DType
+from .emitter import Emitter, V, compute_dtype, int_range_as_float
+from .formulas import round_bf16
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 PTR = ir.PointerType()

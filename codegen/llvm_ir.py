@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from codegen.formulas import lower_steps
-from codegen.kernel import KernelSpec
-from codegen.llvm_emit import I64, PTR, LLVMEmitter, for_range, storage_type
+from .formulas import lower_steps
+from .kernel import KernelSpec
+from .llvm_emit import I64, PTR, LLVMEmitter, for_range, storage_type
 
 _ONE, _ZERO = ir.Constant(I64, 1), ir.Constant(I64, 0)
 # Ops whose formulas are long dependency chains (an exp, a division, a polynomial). A loop of

@@ -1,6 +1,6 @@
 """Debug output for codegen, shown only with ``SCRIPTMOD_LOG=codegen`` (comma list allowed).
 
-    >>> from codegen.log import debug
+    >>> from scriptmod.codegen.log import debug
     >>> debug("compiled %s in %.1f ms", "k_ab12", 21.3)   # silent unless enabled
 """
 from __future__ import annotations

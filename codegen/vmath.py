@@ -8,15 +8,15 @@ large ``|b*log(a)|`` ~1e-13, erf/erfc 1e-13 deep in the tail). sin/cos reduce wi
 4-part pi/2: accurate for ``|x| < 2**20``, bounded in [-1, 1] beyond (no Payne-Hanek);
 float32 sin/cos/pow run in float64 internally.
 
-    >>> from codegen.emitter import Num
+    >>> from scriptmod.codegen.emitter import Num
     >>> y = exp(Num(emitter, float32), x)     # doctest: +SKIP
 """
 from __future__ import annotations
 
 import math
 
-from codegen.emitter import Num, V, int_of
-from ir import dtypes as D
+from .emitter import Num, V, int_of
+from scriptmod.ir import dtypes as D
 
 # ---- constants ------------------------------------------------------------------------
 _LN2 = {False: (0.693145751953125, 1.428606765330187045e-06),

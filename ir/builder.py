@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator, Sequence, Union
 
-import ir.ops  # noqa: F401  (fills the registry)
-from ir import dtypes as D
-from ir import schema as S
-from ir.dtypes import DType
-from ir.graph import Block, Graph, IRError, Node, Prim, Value, known_value
-from ir.types import (SCALAR_TYPES, AnyType, BoolType, DTypeType, IntType, ListType,
+from . import ops  # noqa: F401  (fills the registry)
+from . import dtypes as D
+from . import schema as S
+from .dtypes import DType
+from .graph import Block, Graph, IRError, Node, Prim, Value, known_value
+from .types import (SCALAR_TYPES, AnyType, BoolType, DTypeType, IntType, ListType,
                       ModuleType, NoneType, OptionalType, TensorType, TupleType, Type)
 
 ValueLike = Union[Value, int, float, bool, str, None, DType, list, tuple]

@@ -14,11 +14,11 @@ import keyword
 import re
 from typing import Any
 
-from ir import schema as S
-from ir.dtypes import DType
-from ir.graph import Block, Graph, Node, Prim, Value
-from ir.printer import _shown_attrs, subgraphs, tensor_constants
-from ir.types import (AnyType, BoolType, DeviceType, DTypeType, FloatType, IntType, ListType,
+from . import schema as S
+from .dtypes import DType
+from .graph import Block, Graph, Node, Prim, Value
+from .printer import _shown_attrs, subgraphs, tensor_constants
+from .types import (AnyType, BoolType, DeviceType, DTypeType, FloatType, IntType, ListType,
                       ModuleType, NoneType, NumberType, OptionalType, StrType, TensorType,
                       TupleType, Type)
 

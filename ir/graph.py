@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from ir.dtypes import DType
-from ir.types import Type
+from .dtypes import DType
+from .types import Type
 
 
 class Prim:
@@ -277,7 +277,7 @@ class Node:
             yield from b.walk()
 
     def __repr__(self) -> str:
-        from ir.printer import describe
+        from .printer import describe
         return describe(self)
 
 
@@ -426,7 +426,7 @@ class Graph:
         return g, env
 
     def __str__(self) -> str:
-        from ir.printer import print_graph
+        from .printer import print_graph
         return print_graph(self)
 
     def __repr__(self) -> str:
@@ -434,7 +434,7 @@ class Graph:
 
     @property
     def code(self) -> str:
-        from ir.code import python_code
+        from .code import python_code
         return python_code(self)
 
 

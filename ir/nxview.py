@@ -10,8 +10,8 @@ from typing import Iterable
 
 import networkx as nx
 
-from ir.graph import Block, Graph, Node
-from ir.printer import Namer, format_attr
+from .graph import Block, Graph, Node
+from .printer import Namer, format_attr
 
 
 def _top_level(node: Node, block: Block) -> Node | None:

@@ -16,13 +16,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-import ir.ops  # noqa: F401  (fills the registry)
-from ir import dtypes as D
-from ir import schema as S
-from ir import types as T
-from ir.graph import Block, Graph, IRError, Node, Prim, Value
-from ir.printer import TENSOR_TEXT
-from ir.types import BoolType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type
+from . import ops  # noqa: F401  (fills the registry)
+from . import dtypes as D
+from . import schema as S
+from . import types as T
+from .graph import Block, Graph, IRError, Node, Prim, Value
+from .printer import TENSOR_TEXT
+from .types import BoolType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type
 
 _TOKEN_RE = re.compile(r"""
  (?P<ws>\s+)

@@ -11,9 +11,9 @@ import json
 import re
 from typing import Any
 
-from ir import schema as S
-from ir.dtypes import DType
-from ir.graph import Block, Graph, Node, Prim, Value
+from . import schema as S
+from .dtypes import DType
+from .graph import Block, Graph, Node, Prim, Value
 
 INDENT = "  "
 TENSOR_TEXT = "<Tensor>"

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ir import dtypes as D
-from ir.types import (AnyType, BoolType, DeviceType, DTypeType, FloatType, IntType, ListType,
+from . import dtypes as D
+from .types import (AnyType, BoolType, DeviceType, DTypeType, FloatType, IntType, ListType,
                       NoneType, NumberType, OptionalType, StrType, TensorType, Type)
 
 # ---- flags: named op groups that passes and emitters match on -------------------------

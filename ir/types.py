@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from ir.dtypes import DType
+from .dtypes import DType
 
 Dim = Union[int, str, None]   # concrete size, symbolic name, or unknown
 Shape = tuple[Dim, ...]

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-import ir.ops  # noqa: F401  (fills the registry)
-from ir import schema as S
-from ir.builder import constant_type, infer_op_types
-from ir.graph import Block, Graph, Node, Prim, Value
-from ir.printer import describe, is_payload
-from ir.types import (AnyType, BoolType, FloatType, IntType, ListType, ModuleType, NoneType,
+from . import ops  # noqa: F401  (fills the registry)
+from . import schema as S
+from .builder import constant_type, infer_op_types
+from .graph import Block, Graph, Node, Prim, Value
+from .printer import describe, is_payload
+from .types import (AnyType, BoolType, FloatType, IntType, ListType, ModuleType, NoneType,
                       NumberType, OptionalType, TensorType, TupleType, Type)
 
 

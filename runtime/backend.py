@@ -12,8 +12,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ir import dtypes as D
-from ir.dtypes import DType
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
 
 try:  # CuPy is optional; a machine without a GPU runs everything on NumPy
     import cupy as _cp  # type: ignore

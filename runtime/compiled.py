@@ -19,16 +19,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ir import dtypes as D
-from ir import log as irlog
-from ir import schema as S
-from ir.graph import Graph, Node, Prim, Value
-from ir.types import TensorType
-from runtime.cuda_fusion import CudaFusedKernel
-from runtime.fusion import TOPIC, FusedKernel
-from runtime.interpreter import DISPATCH, Interpreter, InterpreterError, RaisedException
-from runtime.kernels import KERNELS, run_kernel
-from runtime.kernels.nn import matmul_rows
+from scriptmod.ir import dtypes as D
+from scriptmod.ir import log as irlog
+from scriptmod.ir import schema as S
+from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.types import TensorType
+from .cuda_fusion import CudaFusedKernel
+from .fusion import TOPIC, FusedKernel
+from .interpreter import DISPATCH, Interpreter, InterpreterError, RaisedException
+from .kernels import KERNELS, run_kernel
+from .kernels.nn import matmul_rows
 
 Handler = Callable[[Interpreter, Node, list], Any]
 _NO_PROGRAM = "none"

@@ -25,11 +25,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from codegen.c_source import CUDA, CSource, render_c
-from codegen.kernel import KernelSpec
-from ir.graph import Graph, Node
-from runtime import backend
-from runtime.fusion import FusedKernel, Layout, plan_layout, supported_on
+from scriptmod.codegen.c_source import CUDA, CSource, render_c
+from scriptmod.codegen.kernel import KernelSpec
+from scriptmod.ir.graph import Graph, Node
+from . import backend
+from .fusion import FusedKernel, Layout, plan_layout, supported_on
 
 BLOCK = 256                    # threads per block
 MAX_GRID = 4096                # blocks per launch; the grid-stride loop does the rest

@@ -30,17 +30,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from codegen.formulas import FORMULAS
-from codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
-from ir import dtypes as D
-from ir import log as irlog
-from ir.dtypes import DType
-from ir.graph import Graph, Node, Prim, Value
-from ir.ops import rules as R
-from ir.types import TensorType
-from runtime import threads
-from runtime.backend import NP_DTYPE
-from runtime.llvm_jit import CompiledKernel, compile_spec
+from scriptmod.codegen.formulas import FORMULAS
+from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
+from scriptmod.ir import dtypes as D
+from scriptmod.ir import log as irlog
+from scriptmod.ir.dtypes import DType
+from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.ops import rules as R
+from scriptmod.ir.types import TensorType
+from . import threads
+from .backend import NP_DTYPE
+from .llvm_jit import CompiledKernel, compile_spec
 
 TOPIC = "fusion"
 POOL = 2                       # output buffers kept per output of a plan

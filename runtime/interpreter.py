@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ir import schema as S
-from ir.graph import Block, Graph, Node, Prim, Value
-from runtime.kernels import run_kernel
+from scriptmod.ir import schema as S
+from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
+from .kernels import run_kernel
 
 MethodResolver = Callable[[Any, str], Graph]
 

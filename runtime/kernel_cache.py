@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from codegen.log import debug
+from scriptmod.codegen.log import debug
 
 MAGIC = b"SCRIPTMOD-OBJ 1\n"
 

@@ -3,7 +3,7 @@
 New pass builder at O3 (loop + SLP vectorization) for the host CPU name and features; the
 object code goes through ``runtime.kernel_cache`` so that a second process compiles nothing.
 
-    >>> from codegen.llvm_ir import render_llvm
+    >>> from scriptmod.codegen.llvm_ir import render_llvm
     >>> k = compile_llvm(render_llvm(spec))            # doctest: +SKIP
     >>> k.run([out], [x, a, b], out.size, meta)       # doctest: +SKIP
     >>> "zmm" in k.asm                                 # doctest: +SKIP
@@ -21,11 +21,11 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from codegen.kernel import KernelSpec
-from codegen.llvm_ir import LLVMKernel, render_llvm
-from codegen.log import debug
-from runtime.kernel_cache import KernelCache, cache_key, undefined_symbols
-from runtime.threads import parallel_for
+from scriptmod.codegen.kernel import KernelSpec
+from scriptmod.codegen.llvm_ir import LLVMKernel, render_llvm
+from scriptmod.codegen.log import debug
+from .kernel_cache import KernelCache, cache_key, undefined_symbols
+from .threads import parallel_for
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
                                ctypes.c_void_p)

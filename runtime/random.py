@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from runtime import backend
+from . import backend
 
 _seed: list[int] = [np.random.SeedSequence().entropy % (2 ** 63)]
 _generators: dict[str, Any] = {}

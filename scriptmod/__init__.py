@@ -11,10 +11,10 @@ import builtins as _builtins
 
 __version__ = "0.1.0"
 
-from ir.dtypes import (DType as dtype, bfloat16, complex64, complex128, float16, float32,  # noqa: F401
+from scriptmod.ir.dtypes import (DType as dtype, bfloat16, complex64, complex128, float16, float32,  # noqa: F401
                        float64, get_default_dtype, int8, int16, int32, int64, promote_types,
                        set_default_dtype, uint8)
-from ir.dtypes import bool_ as bool  # noqa: A001
+from scriptmod.ir.dtypes import bool_ as bool  # noqa: A001
 from scriptmod._device import device  # noqa: F401
 from scriptmod.tensor import Size, Tensor  # noqa: F401
 from scriptmod import _tensor_ops  # noqa: F401  (methods)
@@ -61,7 +61,7 @@ def numel(input: Tensor) -> "_builtins.int":
 
 def result_type(a: object, b: object) -> dtype:
     """The dtype ``a op b`` would have (PyTorch's promotion, scalars included)."""
-    from ir.ops.rules import promote
+    from scriptmod.ir.ops.rules import promote
     ops = [(x.dtype, tuple(x.shape)) if isinstance(x, Tensor) else type(x) for x in (a, b)]
     return promote(ops, {})
 

@@ -12,10 +12,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ir import dtypes as D
-from ir.dtypes import DType
-from runtime import backend
-from runtime import random as rng
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
+from scriptmod.runtime import backend
+from scriptmod.runtime import random as rng
 from scriptmod import _device
 from scriptmod._dispatch import dispatch
 from scriptmod.tensor import Tensor, _dtype_arg, wrap

@@ -11,10 +11,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ir.ops.rules import broadcast_shapes
-from ir.schema import IMPURE, NONDIFF, REGISTRY, VIEW, OpSchema
-from runtime import random as rng
-from runtime.kernels import run_kernel
+from scriptmod.ir.ops.rules import broadcast_shapes
+from scriptmod.ir.schema import IMPURE, NONDIFF, REGISTRY, VIEW, OpSchema
+from scriptmod.runtime import random as rng
+from scriptmod.runtime.kernels import run_kernel
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import Node, SavedTensor
 
@@ -65,7 +65,7 @@ class _OpInfo:
         self.plain = self.n_out == 1 and not self.view   # result needs no view bookkeeping
 
 
-from ir.schema import REQUIRED as _REQUIRED  # noqa: E402
+from scriptmod.ir.schema import REQUIRED as _REQUIRED  # noqa: E402
 
 _INFO: dict[str, _OpInfo] = {n: _OpInfo(s) for n, s in REGISTRY.items()}
 _Tensor: Any = None   # scriptmod.tensor.Tensor, set when that module loads

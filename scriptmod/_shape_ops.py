@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor
@@ -44,7 +44,7 @@ def view(self: Tensor, *shape: Any) -> Tensor:
 
 
 def _view_dtype(self: Tensor, dtype: D.DType) -> Tensor:
-    from runtime.backend import NP_DTYPE
+    from scriptmod.runtime.backend import NP_DTYPE
     from scriptmod.tensor import wrap
     if dtype.itemsize != self.dtype.itemsize:
         raise RuntimeError(f"view(dtype): {self.dtype.name} and {dtype.name} have different sizes")
@@ -340,7 +340,7 @@ def _setitem(self: Tensor, idx: Any, value: Any) -> None:
         _assign(self, dispatch("index_put", (self, v.to(self.dtype), *tensors), {"spec": spec},
                                inplace=True))
         return
-    from runtime.kernels.shape import build_index
+    from scriptmod.runtime.kernels.shape import build_index
     try:
         self._data[build_index(spec, [t._data for t in tensors], self._data.shape)] = \
             v._data.astype(self._data.dtype, copy=False)

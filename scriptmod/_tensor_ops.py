@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import SavedTensor

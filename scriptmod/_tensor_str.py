@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 
 _DEFAULT_SHOWN = {D.int64, D.bool_}
 _THRESHOLD = 1000

@@ -24,7 +24,7 @@ IR_LINES = 30
 
 LOAD_AND_RUN = """\
 import sys, numpy as np, scriptmod
-from runtime.llvm_jit import CACHE
+from scriptmod.runtime.llvm_jit import CACHE
 m = scriptmod.jit.load(sys.argv[1])
 x = scriptmod.from_numpy(np.load(sys.argv[2]))
 with scriptmod.no_grad():

@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from runtime import backend
+from scriptmod.runtime import backend
 from scriptmod import _device
 from scriptmod.tensor import Size, Tensor
 
@@ -56,7 +56,7 @@ class SerializationError(RuntimeError):
 
 # ---- the raw safetensors layer ---------------------------------------------------------------
 def _np_dtype(name: str) -> np.dtype:
-    from ir import dtypes as D
+    from scriptmod.ir import dtypes as D
     return backend.NP_DTYPE[D.BY_NAME[name]]
 
 
@@ -186,7 +186,7 @@ class _Encoder:
         return node
 
     def encode(self, obj: Any, path: str) -> Any:
-        from ir.dtypes import DType
+        from scriptmod.ir.dtypes import DType
         if isinstance(obj, Tensor):
             return self.tensor(obj, path)
         if obj is None or isinstance(obj, (bool, int, float, str)):
@@ -235,7 +235,7 @@ class _Decoder:
         return self._container(tag, val)
 
     def _container(self, tag: str, val: Any) -> Any:
-        from ir import dtypes as D
+        from scriptmod.ir import dtypes as D
         if tag in ("D", "OD"):
             out = OrderedDict() if tag == "OD" else {}
             for pair in val:

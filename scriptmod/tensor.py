@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ir import dtypes as D
-from ir.dtypes import DType
-from runtime import backend
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
+from scriptmod.runtime import backend
 from scriptmod import _device
 from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class
 from scriptmod.autograd import grad_mode

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import op_cases as OC
-from ir.schema import ELEMENTWISE, FACTORY, IMPURE, NONDIFF, REGISTRY, VIEW, parse_schema
-from runtime.kernels import KERNELS
+from scriptmod.ir.schema import ELEMENTWISE, FACTORY, IMPURE, NONDIFF, REGISTRY, VIEW, parse_schema
+from scriptmod.runtime.kernels import KERNELS
 from scriptmod.autograd.derivatives import DERIVATIVES
 
 TABLES = {"KERNELS": KERNELS, "DERIVATIVES": DERIVATIVES, "op_cases.CASES": OC.CASES}
@@ -30,7 +30,7 @@ def test_differentiable_ops_have_derivatives_and_nondiff_ops_do_not() -> None:
 
 
 def test_fusible_elementwise_ops_have_scalar_formulas() -> None:
-    formulas = pytest.importorskip("codegen.formulas").FORMULAS
+    formulas = pytest.importorskip("scriptmod.codegen.formulas").FORMULAS
     ew = {n for n, s in REGISTRY.items() if ELEMENTWISE in s.flags and IMPURE not in s.flags}
     assert sorted(ew - set(formulas)) == []
     assert sorted(set(formulas) - set(REGISTRY)) == []
@@ -51,13 +51,13 @@ def test_schema_is_consistent(name: str) -> None:
 
 
 def test_registering_twice_is_an_error() -> None:
-    from ir.ops import rules as R
-    from ir.schema import op
+    from scriptmod.ir.ops import rules as R
+    from scriptmod.ir.schema import op
     with pytest.raises(ValueError, match="declared twice"):
         op("add(Tensor self, Tensor other) -> Tensor", R.promote, R.broadcast)
 
 
 def test_kernel_for_undeclared_op_is_an_error() -> None:
-    from runtime.kernels import kernel
+    from scriptmod.runtime.kernels import kernel
     with pytest.raises(KeyError, match="undeclared"):
         kernel("not_an_op")(lambda xp, x: x)

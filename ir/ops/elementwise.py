@@ -1,7 +1,7 @@
 """Elementwise ops: one row each. Composite activations (gelu, silu, ...) are not here:
 they are decompositions into these primitives (see ``scriptmod.nn.functional``)."""
-from ir.ops import rules as R
-from ir.schema import BINARY, COMMUTATIVE, ELEMENTWISE, NONDIFF, UNARY, op
+from . import rules as R
+from ..schema import BINARY, COMMUTATIVE, ELEMENTWISE, NONDIFF, UNARY, op
 
 EW, UN, BIN = ELEMENTWISE, UNARY, BINARY
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ir.ops import rules as R
-from ir.schema import IMPURE, op
-from ir.types import Dim, Shape
+from . import rules as R
+from ..schema import IMPURE, op
+from ..types import Dim, Shape
 
 
 def matmul_shape(a: Shape | None, b: Shape | None) -> Shape | None:

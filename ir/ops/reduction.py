@@ -1,6 +1,6 @@
 """Reductions over ``dim`` (None: all dims) with ``keepdim``; softmax-like normalizations."""
-from ir.ops import rules as R
-from ir.schema import NONDIFF, REDUCTION, op
+from . import rules as R
+from ..schema import NONDIFF, REDUCTION, op
 
 RED = REDUCTION
 _DIMS = "int[]? dim=None, bool keepdim=False"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ir import dtypes as D
-from ir.dtypes import DType
-from ir.types import Dim, Shape
+from .. import dtypes as D
+from ..dtypes import DType
+from ..types import Dim, Shape
 
 
 def is_tensor(o: Any) -> bool:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ir.ops import rules as R
-from ir.schema import FACTORY, IMPURE, NONDIFF, VIEW, op
-from ir.types import Dim, Shape
+from . import rules as R
+from ..schema import FACTORY, IMPURE, NONDIFF, VIEW, op
+from ..types import Dim, Shape
 
 
 def _numel(s: Sequence[Dim]) -> Dim:

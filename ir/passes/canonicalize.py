@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ir import schema as S
-from ir.builder import Builder
-from ir.graph import Graph, Node, Prim, Value
-from ir.types import TensorType
+from .. import schema as S
+from ..builder import Builder
+from ..graph import Graph, Node, Prim, Value
+from ..types import TensorType
 
 Rule = Callable[[Node], "Value | None"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 from collections import ChainMap
 from typing import Any, Hashable
 
-from ir import schema as S
-from ir.dtypes import DType
-from ir.graph import Block, Graph, Node, Prim
-from ir.passes.effects import is_pure, mutates_modules
-from ir.printer import is_payload
+from .. import schema as S
+from ..dtypes import DType
+from ..graph import Block, Graph, Node, Prim
+from .effects import is_pure, mutates_modules
+from ..printer import is_payload
 
 
 def eliminate_common_subexpressions(graph: Graph) -> Graph:

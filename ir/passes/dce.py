@@ -2,8 +2,8 @@
 and unused outputs of ``prim::If`` / carried values of ``prim::Loop``."""
 from __future__ import annotations
 
-from ir.graph import Block, Graph, Node, Prim, Value
-from ir.passes.effects import has_side_effects
+from ..graph import Block, Graph, Node, Prim, Value
+from .effects import has_side_effects
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:

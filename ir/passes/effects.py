@@ -1,8 +1,8 @@
 """Which nodes may be removed, merged or moved: side effects and purity."""
 from __future__ import annotations
 
-from ir import schema as S
-from ir.graph import SIDE_EFFECT_KINDS, Graph, Node, Prim
+from .. import schema as S
+from ..graph import SIDE_EFFECT_KINDS, Graph, Node, Prim
 
 STRUCTURAL_PURE = frozenset({Prim.CONSTANT, Prim.LIST_CONSTRUCT, Prim.LIST_UNPACK,
                              Prim.TUPLE_CONSTRUCT, Prim.TUPLE_UNPACK, Prim.TUPLE_INDEX,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ir import schema as S
-from ir.builder import Builder
-from ir.graph import Graph, Node, Prim, Value, known_value
-from ir.printer import is_payload
+from .. import schema as S
+from ..builder import Builder
+from ..graph import Graph, Node, Prim, Value, known_value
+from ..printer import is_payload
 
 Evaluator = Callable[[Node, list], list]
 

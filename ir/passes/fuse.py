@@ -25,14 +25,14 @@ from typing import Callable, Iterable, Sequence
 
 import networkx as nx
 
-from ir import log as irlog
-from ir import schema as S
-from ir.graph import Block, Graph, Node, Prim, Value, clone_node
-from ir.nxview import to_networkx, would_create_cycle
-from ir.passes.effects import has_side_effects, mutates_modules
-from ir.passes.pipeline import register_pass
-from ir.printer import Namer, describe
-from ir.types import TensorType
+from .. import log as irlog
+from .. import schema as S
+from ..graph import Block, Graph, Node, Prim, Value, clone_node
+from ..nxview import to_networkx, would_create_cycle
+from .effects import has_side_effects, mutates_modules
+from .pipeline import register_pass
+from ..printer import Namer, describe
+from ..types import TensorType
 
 Supported = Callable[[Node], bool]
 TOPIC = "fusion"

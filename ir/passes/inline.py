@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ir.graph import Block, Graph, IRError, Node, Prim, clone_node
-from ir.printer import describe
+from ..graph import Block, Graph, IRError, Node, Prim, clone_node
+from ..printer import describe
 
 Resolver = Callable[[Node], "Graph | None"]
 MAX_DEPTH = 64

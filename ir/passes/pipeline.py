@@ -5,15 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence, Union
 
-from ir import log as irlog
-from ir.graph import Graph
-from ir.passes.canonicalize import canonicalize
-from ir.passes.cse import eliminate_common_subexpressions
-from ir.passes.dce import eliminate_dead_code
-from ir.passes.fold import fold_constants
-from ir.passes.inline import inline_calls
-from ir.passes.shapes import propagate_shapes
-from ir.verify import IRVerifyError, verify as verify_graph
+from .. import log as irlog
+from ..graph import Graph
+from .canonicalize import canonicalize
+from .cse import eliminate_common_subexpressions
+from .dce import eliminate_dead_code
+from .fold import fold_constants
+from .inline import inline_calls
+from .shapes import propagate_shapes
+from ..verify import IRVerifyError, verify as verify_graph
 
 Pass = Callable[..., Graph]
 PassEntry = Union[str, Pass, tuple]

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ir import schema as S
-from ir.builder import infer_op_types, join_types
-from ir.graph import Block, Graph, Node, Prim
-from ir.printer import describe
-from ir.types import AnyType, ListType, TensorType, TupleType, Type
+from .. import schema as S
+from ..builder import infer_op_types, join_types
+from ..graph import Block, Graph, Node, Prim
+from ..printer import describe
+from ..types import AnyType, ListType, TensorType, TupleType, Type
 
 MAX_LOOP_ROUNDS = 32
 

@@ -14,12 +14,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-import ir.ops  # noqa: F401  (fills the schema registry)
-from ir import dtypes as D
-from ir.ops.rules import real_of
-from ir.schema import ELEMENTWISE, FACTORY, REDUCTION, REGISTRY, OpSchema
-from runtime import backend
-from runtime.backend import NP_DTYPE, from_np_dtype
+import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.ops.rules import real_of
+from scriptmod.ir.schema import ELEMENTWISE, FACTORY, REDUCTION, REGISTRY, OpSchema
+from .. import backend
+from ..backend import NP_DTYPE, from_np_dtype
 
 Kernel = Callable[..., Any]
 KERNELS: dict[str, Kernel] = {}
@@ -158,7 +158,7 @@ def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> lis
         if p.schema.name in ("where", "cast", "logical_not", "isnan", "isinf",
                              "logical_and", "logical_or", "logical_xor"):
             return list(inputs)
-        from ir.ops.rules import promote
+        from scriptmod.ir.ops.rules import promote
         out_dt = promote([operand(x) for x in inputs], {})
     compute = _F32 if out_dt in _HALF else NP_DTYPE[out_dt]
     if compute.kind in "iu":   # Python ints wrap into the int dtype, as in PyTorch (int8 + 1000)
@@ -183,6 +183,6 @@ def _finish(xp: Any, out: Any, dt: D.DType | None) -> Any:
     return out
 
 
-from runtime.kernels import elementwise, nn, reduction, scalar, shape  # noqa: E402,F401
+from . import elementwise, nn, reduction, scalar, shape  # noqa: E402,F401
 
 __all__ = ["KERNELS", "kernel", "run_kernel", "operand"]

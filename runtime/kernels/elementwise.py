@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from runtime.backend import NP_DTYPE
-from runtime.kernels import kernel
-from ir import dtypes as D
+from ..backend import NP_DTYPE
+from . import kernel
+from scriptmod.ir import dtypes as D
 
 
 def _quiet(fn: Callable) -> Callable:

@@ -7,10 +7,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ir.ops.nn import _out_size
-from runtime import random as rng
-from runtime.backend import device_of
-from runtime.kernels import kernel
+from scriptmod.ir.ops.nn import _out_size
+from .. import random as rng
+from ..backend import device_of
+from . import kernel
 
 
 @kernel("matmul")

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from ir import dtypes as D
-from ir.ops.rules import norm_dim, reduce_dims
-from runtime import threads
-from runtime.backend import NP_DTYPE
-from runtime.kernels import kernel
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.ops.rules import norm_dim, reduce_dims
+from .. import threads
+from ..backend import NP_DTYPE
+from . import kernel
 
 
 def _axes(x: Any, dim: Any) -> tuple[int, ...]:

@@ -1,7 +1,7 @@
 """Reference kernels of the integer size arithmetic ops (``ir.ops.scalar``)."""
 from __future__ import annotations
 
-from runtime.kernels import kernel
+from . import kernel
 
 kernel("int_add")(lambda xp, a, b: int(a) + int(b))
 kernel("int_sub")(lambda xp, a, b: int(a) - int(b))

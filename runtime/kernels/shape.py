@@ -6,13 +6,13 @@ from typing import Any, Sequence
 import ml_dtypes
 import numpy as np
 
-from ir import dtypes as D
-from ir.ops.rules import norm_dim
-from ir.ops.shape import infer_reshape
-from runtime import backend
-from runtime import random as rng
-from runtime.backend import NP_DTYPE
-from runtime.kernels import kernel
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.ops.rules import norm_dim
+from scriptmod.ir.ops.shape import infer_reshape
+from .. import backend
+from .. import random as rng
+from ..backend import NP_DTYPE
+from . import kernel
 
 
 @kernel("reshape")
@@ -22,7 +22,7 @@ def _reshape(xp: Any, x: Any, shape: Sequence[int]) -> Any:
 
 @kernel("expand")
 def _expand(xp: Any, x: Any, size: Sequence[int]) -> Any:
-    from ir.ops.shape import _expand as rule
+    from scriptmod.ir.ops.shape import _expand as rule
     target = rule([(None, tuple(x.shape))], {}, [None, [int(s) for s in size]])
     return xp.broadcast_to(x, target)
 

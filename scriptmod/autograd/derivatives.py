@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from runtime.kernels import nn as knn
+from scriptmod.runtime.kernels import nn as knn
 from scriptmod.tensor import Tensor
 
 # the module, not the ``scriptmod.tensor`` factory function that shadows it on the package
@@ -139,7 +139,7 @@ def _clamp(ctx: Any, g: Tensor) -> tuple:
 
 # ---- reductions ----------------------------------------------------------------------
 def _dims(ctx: Any) -> list[int]:
-    from ir.ops.rules import reduce_dims
+    from scriptmod.ir.ops.rules import reduce_dims
     return list(reduce_dims(ctx.attrs, len(ctx.input_meta[0][0])))
 
 
@@ -412,7 +412,7 @@ def _dropout(ctx: Any, g: Tensor) -> tuple:
         return g, None
     if p == 1.0:
         return _zero(g), None
-    from runtime import random as rng
+    from scriptmod.runtime import random as rng
     with rng.replay(ctx.device, ctx.rng):
         mask = knn.dropout_mask(x._xp(), _arr(x), p)
     return g * T.wrap(mask).to(g.dtype), None

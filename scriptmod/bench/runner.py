@@ -139,7 +139,7 @@ def fused_kernels(module: Any, *inputs: Any) -> list[Any]:
 
 def kernel_cache() -> Any:
     """The process's compiled-kernel cache (memory and disk; ``stats()`` counts)."""
-    from runtime.llvm_jit import CACHE
+    from scriptmod.runtime.llvm_jit import CACHE
     return CACHE
 
 
@@ -181,7 +181,7 @@ def device_backend(device: str) -> tuple[Any, Callable[[], None]]:
     """The array module of ``device`` and a function that waits for its queued work."""
     if not device.startswith("cuda"):
         return np, lambda: None
-    from runtime import backend
+    from scriptmod.runtime import backend
     if not backend.cuda_available():
         why = "CuPy is not installed" if backend.cupy is None else "no CUDA GPU is visible"
         raise DeviceError(f"--device {device}: {why}; install scriptmod[cuda] "

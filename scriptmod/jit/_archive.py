@@ -318,8 +318,8 @@ def _st_array(key: str, info: Any, entry: dict[str, Any], data: memoryview) -> n
     if offsets[1] - offsets[0] != nbytes:
         raise ArchiveError(f"{where}: holds {offsets[1] - offsets[0]} bytes, but shape "
                            f"{entry['shape']} x {ITEMSIZE[entry['dtype']]} bytes needs {nbytes}")
-    from runtime import backend
-    from ir import dtypes as D
+    from scriptmod.runtime import backend
+    from scriptmod.ir import dtypes as D
     dtype = backend.NP_DTYPE[D.BY_NAME[entry["dtype"]]]
     arr = np.frombuffer(data[offsets[0]:offsets[1]], dtype=dtype)
     return arr.reshape(tuple(entry["shape"])).copy()
@@ -368,7 +368,7 @@ def check_manifest(m: Any) -> None:
 
 def check_kind(kind: str, where: str) -> None:
     """A node kind this build knows: an ``sm::`` op of the registry or an allowed ``prim::``."""
-    from ir.schema import REGISTRY
+    from scriptmod.ir.schema import REGISTRY
     if kind.startswith("sm::") and kind[4:] in REGISTRY:
         return
     if kind.startswith("prim::"):

@@ -18,11 +18,11 @@ import os
 import threading
 from typing import Any
 
-from ir.graph import Graph, Node, Prim
-from runtime import threads
-from runtime.compiled import CompiledInterpreter, fused_kernels
-from runtime.fusion import FusedKernel, supported
-from runtime.interpreter import Interpreter
+from scriptmod.ir.graph import Graph, Node, Prim
+from scriptmod.runtime import threads
+from scriptmod.runtime.compiled import CompiledInterpreter, fused_kernels
+from scriptmod.runtime.fusion import FusedKernel, supported
+from scriptmod.runtime.interpreter import Interpreter
 
 class _Local(threading.local):
     stack: list = []          # class default: a thread that never entered a context (no
@@ -110,7 +110,7 @@ def compile_passes() -> list[Any]:
 
 def _fusible(node: Node) -> bool:
     """A backend can compile ``node``: LLVM for CPU tensors, CUDA C for CuPy tensors."""
-    from runtime import cuda_fusion
+    from scriptmod.runtime import cuda_fusion
     return supported(node) or cuda_fusion.supported(node)
 
 

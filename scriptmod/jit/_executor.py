@@ -13,11 +13,11 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ir import dtypes as D
-from ir.graph import Graph, Node, Prim, Value
-from ir.passes import inline_calls, propagate_shapes, run_pipeline
-from ir.types import IntType, ModuleType, TensorType, TupleType, Type
-from runtime.interpreter import Interpreter, evaluate_node
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
+from scriptmod.ir.types import IntType, ModuleType, TensorType, TupleType, Type
+from scriptmod.runtime.interpreter import Interpreter, evaluate_node
 from scriptmod._dispatch import dispatch
 from scriptmod.jit import _compiled
 from scriptmod.autograd import grad_mode

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ir.code import code_with_constants, python_code
-from ir.graph import Graph
+from scriptmod.ir.code import code_with_constants, python_code
+from scriptmod.ir.graph import Graph
 from scriptmod.jit._executor import Executor, inlined
 from scriptmod.nn.module import Module
 

@@ -6,10 +6,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ir.graph import Graph, Prim
-from ir.passes import propagate_shapes
-from ir.types import TensorType, TupleType
-from ir.schema import IMPURE, REGISTRY
+from scriptmod.ir.graph import Graph, Prim
+from scriptmod.ir.passes import propagate_shapes
+from scriptmod.ir.types import TensorType, TupleType
+from scriptmod.ir.schema import IMPURE, REGISTRY
 from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._executor import inlined, submodule_of

@@ -15,10 +15,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ir import schema as S
-from ir.builder import Builder
-from ir.graph import Graph, Value
-from ir.types import BoolType, IntType, ModuleType, TensorType, TupleType, Type
+from scriptmod.ir import schema as S
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, Value
+from scriptmod.ir.types import BoolType, IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.tensor import Size, Tensor
 
 
@@ -31,7 +31,7 @@ class TracingError(RuntimeError):
 
 
 _INTERNAL = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
-    sys.modules["scriptmod"], sys.modules["ir"], sys.modules["runtime"]))
+    sys.modules["scriptmod"], sys.modules["scriptmod.ir"], sys.modules["scriptmod.runtime"]))
 _NN = os.sep + os.path.join("scriptmod", "nn") + os.sep
 _MODELS = os.sep + os.path.join("scriptmod", "bench") + os.sep   # built-in models are user code
 

@@ -21,12 +21,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ir.code import python_code
-from ir.graph import Graph, Prim, Value
-from ir.parser import TensorPlaceholder, parse
-from ir.printer import is_payload, tensor_constants
-from ir.types import BoolType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type
-from ir.verify import verify
+from scriptmod.ir.code import python_code
+from scriptmod.ir.graph import Graph, Prim, Value
+from scriptmod.ir.parser import TensorPlaceholder, parse
+from scriptmod.ir.printer import is_payload, tensor_constants
+from scriptmod.ir.types import BoolType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type
+from scriptmod.ir.verify import verify
 from scriptmod.jit import _archive as A
 from scriptmod.jit._archive import ArchiveError
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule

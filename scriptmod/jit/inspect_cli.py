@@ -12,9 +12,9 @@ import json
 import sys
 from typing import Any
 
-from ir import dtypes as D
-from ir.code import python_code
-from ir.types import TensorType
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.code import python_code
+from scriptmod.ir.types import TensorType
 from scriptmod.jit.archive import ArchiveError, read
 
 

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 from scriptmod._creation import arange, full
 from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where

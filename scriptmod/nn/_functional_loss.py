@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 
 
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 from scriptmod.tensor import Tensor
 from scriptmod.nn.functional import _softplus, _tracing
 

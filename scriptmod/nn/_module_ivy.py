@@ -174,7 +174,7 @@ class IvyMixin:
             graph = jit.trace(self, example_inputs if len(example_inputs) > 1
                               else example_inputs[0]).graph
         try:
-            from ir.nxview import to_dot
+            from scriptmod.ir.nxview import to_dot
         except ImportError as e:
             raise RuntimeError(f"show_graph needs ir.nxview.to_dot, which is missing: {e}") from e
         dot = to_dot(graph)

@@ -563,6 +563,6 @@ def _checked_device(device: Any) -> str:
                            "(supported devices: 'cpu', 'cuda')")
     canon = _device.canonical(device)
     if canon.startswith("cuda"):
-        from runtime import backend
+        from scriptmod.runtime import backend
         backend.require_cuda(canon)
     return canon

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 from scriptmod._creation import tensor, zeros_like
 from scriptmod.optim.optimizer import Optimizer, _check_non_negative
 from scriptmod.tensor import Tensor

@@ -19,8 +19,8 @@ if _ROOT not in sys.path:      # normalized: an "a/../.." entry makes the tracer
 
 import numpy as np  # noqa: E402
 
-from codegen.kernel import Imm, InputSpec, KernelSpec, OpStep  # noqa: E402
-from ir import dtypes as D  # noqa: E402
+from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep  # noqa: E402
+from scriptmod.ir import dtypes as D  # noqa: E402
 
 F32 = D.float32
 
@@ -61,8 +61,8 @@ def median_ms(fn, reps: int) -> float:
 
 def main() -> None:
     os.environ.setdefault("SCRIPTMOD_CACHE_DIR", tempfile.mkdtemp(prefix="smbench-"))
-    from runtime import llvm_jit, threads
-    from runtime.kernel_cache import KernelCache
+    from scriptmod.runtime import llvm_jit, threads
+    from scriptmod.runtime.kernel_cache import KernelCache
     n = 4096
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, n), dtype=np.float32)

@@ -15,10 +15,10 @@ import ml_dtypes
 import numpy as np
 import scipy.special as sps
 
-from codegen.c_source import CPU_SHIM, CSource, render_c
-from codegen.kernel import InputSpec, KernelSpec, OpStep, broadcast_strides
-from ir import dtypes as D
-from ir.dtypes import DType
+from scriptmod.codegen.c_source import CPU_SHIM, CSource, render_c
+from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep, broadcast_strides
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
 
 FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
 INTS = (D.int8, D.uint8, D.int16, D.int32, D.int64)
@@ -40,7 +40,7 @@ def layout(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple) -> 
 
 def run_llvm(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple = None):
     """Compile with LLVM and run; returns the output arrays."""
-    from runtime.llvm_jit import compile_spec
+    from scriptmod.runtime.llvm_jit import compile_spec
     out_shape = out_shape if out_shape is not None else inputs[0].shape
     outs = [np.empty(out_shape, np_dtype(d)) for d in spec.out_dtypes]
     k = compile_spec(spec)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from bench_w1 import w1_reference, w1_spec
-from codegen.c_source import CPU_SHIM, CUDA, render_c
-from codegen.kernel import InputSpec, KernelSpec, OpStep
+from scriptmod.codegen.c_source import CPU_SHIM, CUDA, render_c
+from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
 from harness import (REF_BINARY, REF_UNARY, assert_close, binary_spec, have_gxx, run_shim,
                      unary_spec)
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 from test_formulas import COMPARE, FLOAT_BINARY, FLOAT_UNARY, INT_BINARY
 
 needs_gxx = pytest.mark.skipif(not have_gxx(), reason="g++ not found")

@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codegen.formulas import FORMULAS
-from codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
+from scriptmod.codegen.formulas import FORMULAS
+from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
 from harness import (FLOATS, INTS, REF_BINARY, REF_UNARY, assert_close, binary_spec, np_dtype,
                      run_llvm, unary_spec)
-from ir import dtypes as D
-from ir.ops import ops_with
-from ir.schema import ELEMENTWISE
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.ops import ops_with
+from scriptmod.ir.schema import ELEMENTWISE
 
 FLOAT_UNARY = ["neg", "abs", "sign", "relu", "floor", "ceil", "round", "trunc", "exp", "log",
                "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf",
@@ -192,7 +192,7 @@ def test_where_clamp_and_immediates():
 
 
 def test_integer_powers_lower_to_multiplies():
-    from codegen.llvm_ir import render_llvm
+    from scriptmod.codegen.llvm_ir import render_llvm
     spec = KernelSpec([InputSpec(D.float32)],
                       [OpStep("pow", (0, Imm(3, D.int64)), {}, D.float32)], [1], [D.float32])
     text = render_llvm(spec).text

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from bench_w1 import w1_reference, w1_spec
-from codegen.kernel import Imm, InputSpec, KernelSpec, OpStep, broadcast_strides
+from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep, broadcast_strides
 from harness import assert_close, run_llvm, run_shim
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 
 F32 = D.float32
 
@@ -95,7 +95,7 @@ def test_half_types_broadcast():
 
 
 def test_w1_kernel_matches_and_vectorizes():
-    from runtime.llvm_jit import compile_spec
+    from scriptmod.runtime.llvm_jit import compile_spec
     rng = np.random.default_rng(4)
     x = rng.standard_normal((64, 4096), dtype=np.float32)
     a, b = rng.standard_normal(4096, dtype=np.float32), rng.standard_normal(4096, dtype=np.float32)
@@ -109,9 +109,9 @@ def test_w1_kernel_matches_and_vectorizes():
 
 
 def test_no_external_calls_in_any_formula_kernel():
-    from runtime.kernel_cache import undefined_symbols
-    from runtime.llvm_jit import compile_object
-    from codegen.llvm_ir import render_llvm
+    from scriptmod.runtime.kernel_cache import undefined_symbols
+    from scriptmod.runtime.llvm_jit import compile_object
+    from scriptmod.codegen.llvm_ir import render_llvm
     names = ["exp", "log", "erf", "erfc", "sin", "cos", "tanh", "expm1", "log1p", "atan2", "pow"]
     steps = [OpStep(op, (0, 0) if op in ("atan2", "pow") else (0,), {}, F32) for op in names]
     spec = KernelSpec([InputSpec(F32)], steps, list(range(1, len(steps) + 1)), [F32] * len(steps))

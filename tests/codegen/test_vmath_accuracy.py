@@ -11,7 +11,7 @@ import pytest
 import scipy.special as sps
 
 from harness import run_llvm, unary_spec
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 
 REF = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "tanh": np.tanh,
        "sigmoid": sps.expit, "erf": sps.erf, "erfc": sps.erfc, "sqrt": np.sqrt,

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import scipy.special as sps
 
-from codegen import llvm_emit
-from codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
-from codegen.llvm_ir import render_llvm
+from scriptmod.codegen import llvm_emit
+from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
+from scriptmod.codegen.llvm_ir import render_llvm
 from harness import run_llvm, unary_spec
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 
 F32 = D.float32
 
@@ -50,7 +50,7 @@ def test_zoo_kernel_matches_float64():
 
 @pytest.mark.skipif(not llvm_emit.host_has_scalef(), reason="needs AVX-512 (vscalef)")
 def test_sigmoid_and_tanh_share_one_exp():
-    from runtime.llvm_jit import compile_spec
+    from scriptmod.runtime.llvm_jit import compile_spec
     spec = unary_spec(["sigmoid", "tanh"], F32, lambda op: F32)
     both = KernelSpec(spec.inputs, list(spec.ops) + [OpStep("mul", (1, 2), {}, F32)], [3],
                       [F32], rank=1)

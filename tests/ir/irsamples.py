@@ -7,10 +7,10 @@ import textwrap
 import pytest
 from hypothesis import strategies as st
 
-from ir import dtypes as D
-from ir.builder import Builder
-from ir.graph import Graph, Value
-from ir.types import ModuleType, TensorType
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, Value
+from scriptmod.ir.types import ModuleType, TensorType
 
 F32 = D.float32
 

@@ -1,9 +1,9 @@
 """The Python view of graphs: valid syntax, inlining, control flow, constants."""
 import ast
 
-from ir.builder import Builder
-from ir.code import code_with_constants
-from ir.graph import Graph
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.code import code_with_constants
+from scriptmod.ir.graph import Graph
 from irsamples import assert_golden, control_flow, mlp, t
 from test_printer import FakeArray
 
@@ -38,7 +38,7 @@ def test_control_flow_code():
 def test_while_loop_unpack_side_effects_and_constants():
     g = Graph()
     b = Builder(g)
-    m = b.input(__import__("ir").types.ModuleType("M"), "self")
+    m = b.input(__import__("scriptmod.ir").ir.types.ModuleType("M"), "self")
     x = b.input(t(2), "x.1")
     w = b.constant(FakeArray())
     c = b.op("gt", b.op("sum", x), 0.0)

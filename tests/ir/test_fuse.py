@@ -4,18 +4,18 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from ir import dtypes as D
-from ir import schema as S
-from ir.builder import Builder
-from ir.graph import Graph, Prim
-from ir.parser import parse
-from ir.passes import fuse_elementwise, run_pipeline
-from ir.passes.fuse import why_not_fusible
-from ir.types import TensorType
-from ir.verify import verify
+from scriptmod.ir import dtypes as D
+from scriptmod.ir import schema as S
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, Prim
+from scriptmod.ir.parser import parse
+from scriptmod.ir.passes import fuse_elementwise, run_pipeline
+from scriptmod.ir.passes.fuse import why_not_fusible
+from scriptmod.ir.types import TensorType
+from scriptmod.ir.verify import verify
 from irsamples import (assert_golden, control_flow, fusion_graphs, mlp_gelu, random_graphs, t,
                        w1, w2)
-from runtime.interpreter import Interpreter
+from scriptmod.runtime.interpreter import Interpreter
 
 RNG = np.random.default_rng(0)
 

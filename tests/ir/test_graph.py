@@ -1,9 +1,9 @@
 """Graph data structure: SSA use lists, placement, mutation, cloning."""
 import pytest
 
-from ir.builder import Builder
-from ir.graph import Graph, IRError, Prim, known_value
-from ir.verify import verify
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, IRError, Prim, known_value
+from scriptmod.ir.verify import verify
 from irsamples import control_flow, mlp, t
 
 
@@ -84,7 +84,7 @@ def test_if_outputs_join_branch_types():
     g = Graph()
     b = Builder(g)
     x = b.input(t(2, 3), "x")
-    c = b.input(t(dtype=__import__("ir").dtypes.bool_), "c")
+    c = b.input(t(dtype=__import__("scriptmod.ir").ir.dtypes.bool_), "c")
     y, = b.if_(c, lambda: x, lambda: b.op("sum", x, dim=[0], keepdim=True))
     assert y.type == t(None, 3)
     assert y.node.kind == Prim.IF

@@ -3,13 +3,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from ir import dtypes as D
-from ir.builder import Builder
-from ir.graph import Graph
-from ir.passes import run_pipeline
-from ir.types import ModuleType
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph
+from scriptmod.ir.passes import run_pipeline
+from scriptmod.ir.types import ModuleType
 from irsamples import control_flow, mlp, random_graphs, t
-from runtime.interpreter import Interpreter, InterpreterError, RaisedException, evaluate_node
+from scriptmod.runtime.interpreter import Interpreter, InterpreterError, RaisedException, evaluate_node
 
 
 def test_if_and_loop():

@@ -1,8 +1,8 @@
 """networkx views (dependences, fusion cycles, DOT) and the SCRIPTMOD_LOG helper."""
-from ir import log
-from ir.builder import Builder
-from ir.graph import Graph
-from ir.nxview import to_dot, to_networkx, would_create_cycle
+from scriptmod.ir import log
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph
+from scriptmod.ir.nxview import to_dot, to_networkx, would_create_cycle
 from irsamples import control_flow, t
 
 

@@ -1,7 +1,7 @@
 """Malformed IR text: IRParseError with line, column and what was expected."""
 import pytest
 
-from ir.parser import IRParseError, parse
+from scriptmod.ir.parser import IRParseError, parse
 
 GOOD = """graph(%x : Float(2)):
   %1 : Float(2) = sm::neg(%x)
@@ -56,7 +56,7 @@ def test_blocks_must_be_numbered_in_order():
 
 def test_hostile_text_always_gives_parse_errors() -> None:
     """Absurd nesting and giant literals are IRParseError, never RecursionError/ValueError."""
-    from ir.parser import IRParseError, parse
+    from scriptmod.ir.parser import IRParseError, parse
     giant = "graph(%x : Float(" + "9" * 5000 + ")):\n  return (%x)\n"
     nested = "graph():\n  %0 : int = prim::Constant[value=" + "[" * 5000 + "]()\n  return (%0)\n"
     for text in (giant, nested):

@@ -2,16 +2,16 @@
 import numpy as np
 import pytest
 
-from ir import dtypes as D
-from ir.builder import Builder
-from ir.graph import Graph, Prim
-from ir.passes import (canonicalize, eliminate_common_subexpressions, eliminate_dead_code,
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, Prim
+from scriptmod.ir.passes import (canonicalize, eliminate_common_subexpressions, eliminate_dead_code,
                        fold_constants, inline_calls, propagate_shapes, run_pipeline)
-from ir.passes.shapes import ShapePropagationError
-from ir.types import ModuleType
-from ir.verify import verify
+from scriptmod.ir.passes.shapes import ShapePropagationError
+from scriptmod.ir.types import ModuleType
+from scriptmod.ir.verify import verify
 from irsamples import assert_golden, control_flow, mlp, t
-from runtime.interpreter import Interpreter, evaluate_node
+from scriptmod.runtime.interpreter import Interpreter, evaluate_node
 
 RNG = np.random.default_rng(0)
 

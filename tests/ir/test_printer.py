@@ -1,8 +1,8 @@
 """Golden text of the printer."""
-from ir import dtypes as D
-from ir.builder import Builder
-from ir.graph import Graph
-from ir.printer import describe
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph
+from scriptmod.ir.printer import describe
 from irsamples import assert_golden, control_flow, mlp, t
 
 
@@ -61,7 +61,7 @@ def test_names_dedup_tensor_constants_multi_outputs_and_fusion():
     sb.ret(sb.op("exp", a))
     f, = b.fusion_group(sub, [b.op("add", x, c)])
     v, i = b.op("max_dim", f, dim=1)
-    b.set_attr(b.input(__import__("ir").types.ModuleType("M"), "self"), "cache", v)
+    b.set_attr(b.input(__import__("scriptmod.ir").ir.types.ModuleType("M"), "self"), "cache", v)
     b.ret(i, y)
     assert_golden(str(g), """
         graph(%x : Float(2, 2), %x.1 : Float(2, 2), %self : __module__.M):

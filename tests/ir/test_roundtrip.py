@@ -3,8 +3,8 @@ import ast
 
 from hypothesis import given
 
-from ir.parser import TensorPlaceholder, parse
-from ir.verify import verify
+from scriptmod.ir.parser import TensorPlaceholder, parse
+from scriptmod.ir.verify import verify
 from irsamples import control_flow, mlp, random_graphs
 from test_printer import FakeArray, test_names_dedup_tensor_constants_multi_outputs_and_fusion  # noqa: F401
 
@@ -53,8 +53,8 @@ def test_tensor_constants_get_payloads_in_order():
 
 
 def test_fusion_subgraph_roundtrip():
-    from ir.builder import Builder
-    from ir.graph import Graph
+    from scriptmod.ir.builder import Builder
+    from scriptmod.ir.graph import Graph
     from irsamples import t
     sub = Graph()
     sb = Builder(sub)

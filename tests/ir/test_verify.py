@@ -1,10 +1,10 @@
 """The verifier accepts good graphs and rejects each kind of broken one, citing the node."""
 import pytest
 
-from ir import dtypes as D
-from ir.builder import Builder
-from ir.graph import Graph, Prim, Use
-from ir.verify import IRVerifyError, verify
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, Prim, Use
+from scriptmod.ir.verify import IRVerifyError, verify
 from irsamples import control_flow, mlp, t
 
 

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from codegen.c_source import CPU_SHIM, CUDA
+from scriptmod.codegen.c_source import CPU_SHIM, CUDA
 from tests.codegen.harness import build_library
 
 C_TYPE = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short",

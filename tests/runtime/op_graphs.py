@@ -11,10 +11,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ir.builder import Builder
-from ir.graph import Graph
-from ir.types import TensorType
-from runtime.backend import from_np_dtype
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph
+from scriptmod.ir.types import TensorType
+from scriptmod.runtime.backend import from_np_dtype
 
 
 def tensor_type(a: np.ndarray, device: str = "cpu") -> TensorType:

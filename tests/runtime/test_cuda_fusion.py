@@ -16,19 +16,19 @@ import pytest
 
 import fake_cupy
 import op_cases as OC
-from codegen.c_source import CUDA, render_c
-from codegen.formulas import FORMULAS
-from ir import dtypes as D
-from ir.builder import Builder
-from ir.graph import Graph, Prim
-from ir.passes import fuse_elementwise
-from ir.types import TensorType
+from scriptmod.codegen.c_source import CUDA, render_c
+from scriptmod.codegen.formulas import FORMULAS
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, Prim
+from scriptmod.ir.passes import fuse_elementwise
+from scriptmod.ir.types import TensorType
 from op_graphs import group_graph
-from runtime import backend, cuda_fusion
-from runtime import fusion as F
-from runtime.compiled import CompiledInterpreter, fused_kernel
-from runtime.cuda_fusion import CudaFusedKernel, launch_dims
-from runtime.interpreter import Interpreter
+from scriptmod.runtime import backend, cuda_fusion
+from scriptmod.runtime import fusion as F
+from scriptmod.runtime.compiled import CompiledInterpreter, fused_kernel
+from scriptmod.runtime.cuda_fusion import CudaFusedKernel, launch_dims
+from scriptmod.runtime.interpreter import Interpreter
 from tests.codegen.harness import have_gxx
 
 needs_gxx = pytest.mark.skipif(not have_gxx(), reason="g++ not found")

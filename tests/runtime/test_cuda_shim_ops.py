@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 import op_cases as OC
-from codegen.c_source import CPU_SHIM, CUDA, CSource, render_c
-from codegen.formulas import FORMULAS
-from codegen.kernel import KINDS, KernelSpec
-from ir import dtypes as D
-from ir import schema as S
+from scriptmod.codegen.c_source import CPU_SHIM, CUDA, CSource, render_c
+from scriptmod.codegen.formulas import FORMULAS
+from scriptmod.codegen.kernel import KINDS, KernelSpec
+from scriptmod.ir import dtypes as D
+from scriptmod.ir import schema as S
 from op_graphs import group_graph
-from runtime.backend import NP_DTYPE
-from runtime.fusion import DTYPES, lower_subgraph, plan_layout
+from scriptmod.runtime.backend import NP_DTYPE
+from scriptmod.runtime.fusion import DTYPES, lower_subgraph, plan_layout
 from tests.codegen.harness import build_shims, have_gxx, launch_shim
 
 pytestmark = pytest.mark.skipif(not have_gxx(), reason="g++ not found")

@@ -19,16 +19,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import op_cases as OC
-from codegen.formulas import FORMULAS
-from ir import dtypes as D
-from ir.builder import Builder
-from ir.graph import Graph, Prim
-from ir.passes import fuse_elementwise
-from ir.types import TensorType
-from runtime import threads
-from runtime.compiled import CompiledInterpreter, fused_kernel, fused_kernels
-from runtime.fusion import DTYPES, FusedKernel, plan_layout, supported
-from runtime.interpreter import Interpreter
+from scriptmod.codegen.formulas import FORMULAS
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, Prim
+from scriptmod.ir.passes import fuse_elementwise
+from scriptmod.ir.types import TensorType
+from scriptmod.runtime import threads
+from scriptmod.runtime.compiled import CompiledInterpreter, fused_kernel, fused_kernels
+from scriptmod.runtime.fusion import DTYPES, FusedKernel, plan_layout, supported
+from scriptmod.runtime.interpreter import Interpreter
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 F32 = D.float32
@@ -384,7 +384,7 @@ _CHILD = textwrap.dedent("""
     import numpy as np
     import scriptmod as sm, scriptmod.jit
     from scriptmod import nn
-    from runtime import llvm_jit
+    from scriptmod.runtime import llvm_jit
     sm.manual_seed(0)
     m = nn.Sequential(nn.Linear(16, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 16))
     x = sm.randn(4, 16)
@@ -457,7 +457,7 @@ def test_concurrent_callers_of_one_group() -> None:
 
 
 def test_pool_cap_disables_pooling(monkeypatch: pytest.MonkeyPatch) -> None:
-    import runtime.fusion as F
+    import scriptmod.runtime.fusion as F
     monkeypatch.setattr(F, "POOL_BYTES", 0)
     fk = _small_kernel()
     x, bias = np.ones((4, 8), np.float32), np.zeros(8, np.float32)
@@ -466,7 +466,7 @@ def test_pool_cap_disables_pooling(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_failing_node_is_named_in_the_error() -> None:
-    from runtime.interpreter import InterpreterError
+    from scriptmod.runtime.interpreter import InterpreterError
     g = Graph()
     b = Builder(g, source="model.py:12")
     x = b.input(TensorType(F32, ("N", "K")), "x")

@@ -9,9 +9,9 @@ from typing import Any, Sequence
 import pytest
 
 import op_cases as OC
-from ir.schema import REGISTRY
+from scriptmod.ir.schema import REGISTRY
 from op_graphs import op_graph
-from runtime.interpreter import Interpreter
+from scriptmod.runtime.interpreter import Interpreter
 
 
 def interpret(op: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:

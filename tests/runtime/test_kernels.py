@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import op_cases as OC
-from runtime.kernels import KERNELS, operand, run_kernel
+from scriptmod.runtime.kernels import KERNELS, operand, run_kernel
 
 
 def direct(op: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
@@ -23,7 +23,7 @@ def test_kernel_matches_reference(op: str, dtype: str) -> None:
 
 
 def test_every_op_has_a_kernel() -> None:
-    from ir.schema import REGISTRY
+    from scriptmod.ir.schema import REGISTRY
     assert sorted(set(REGISTRY) - set(KERNELS)) == []
 
 
@@ -53,7 +53,7 @@ def test_zero_dim_results_are_arrays() -> None:
 
 
 def test_operand_describes_what_rules_see() -> None:
-    from ir import dtypes as D
+    from scriptmod.ir import dtypes as D
     assert operand(np.zeros((2, 3), np.float32)) == (D.float32, (2, 3))
     assert operand(2.0) is float and operand(True) is bool and operand([1, 2]) is None
 

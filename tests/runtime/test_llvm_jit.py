@@ -14,11 +14,11 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from codegen.kernel import Imm, InputSpec, KernelSpec, OpStep  # noqa: E402
-from codegen.llvm_ir import render_llvm  # noqa: E402
-from ir import dtypes as D  # noqa: E402
-from runtime import llvm_jit, threads  # noqa: E402
-from runtime.kernel_cache import KernelCache, undefined_symbols  # noqa: E402
+from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep  # noqa: E402
+from scriptmod.codegen.llvm_ir import render_llvm  # noqa: E402
+from scriptmod.ir import dtypes as D  # noqa: E402
+from scriptmod.runtime import llvm_jit, threads  # noqa: E402
+from scriptmod.runtime.kernel_cache import KernelCache, undefined_symbols  # noqa: E402
 
 F32 = D.float32
 
@@ -85,7 +85,7 @@ def test_second_process_compiles_nothing(tmp_path):
     script = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})
         from test_llvm_jit import _spec
-        from runtime import llvm_jit
+        from scriptmod.runtime import llvm_jit
         llvm_jit.compile_spec(_spec(3.0))
         s = llvm_jit.CACHE.stats()
         print(s["compiles"], s["disk_hits"])
@@ -109,7 +109,7 @@ def test_corrupt_entry_is_rebuilt(tmp_path, damage):
     elif damage == "magic":
         raw[:4] = b"XXXX"
     else:                         # valid header and checksum around bytes that are not ELF
-        from runtime.kernel_cache import _encode
+        from scriptmod.runtime.kernel_cache import _encode
         raw = bytearray(_encode(path.stem, b"not an object file" * 10))
     path.write_bytes(bytes(raw))
     fresh = KernelCache(tmp_path)

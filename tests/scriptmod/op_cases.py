@@ -20,8 +20,8 @@ import ml_dtypes
 import numpy as np
 import scipy.special as sps
 
-from ir import dtypes as D
-from ir.schema import REGISTRY
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.schema import REGISTRY
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 INTS = ("uint8", "int8", "int16", "int32", "int64")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import scriptmod as sm
-from runtime.kernels import run_kernel
-from runtime.kernels.nn import matmul_rows
+from scriptmod.runtime.kernels import run_kernel
+from scriptmod.runtime.kernels.nn import matmul_rows
 from scriptmod import nn
 
 RNG = np.random.default_rng(11)

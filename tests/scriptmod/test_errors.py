@@ -96,7 +96,7 @@ def test_error_message(name: str) -> None:
 
 
 def test_cuda_without_cupy_or_gpu_names_the_op_and_the_device() -> None:
-    from runtime import backend
+    from scriptmod.runtime import backend
     if backend.cuda_available():
         pytest.skip("a GPU is present")
     for call, frag in ((lambda: sm.ones(2, device="cuda"), "full()"),

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import scriptmod as sm
-from ir.graph import Prim
-from runtime import llvm_jit
+from scriptmod.ir.graph import Prim
+from scriptmod.runtime import llvm_jit
 from scriptmod.bench.workloads import MLP, ActivationZoo
 from scriptmod import jit, nn
 from scriptmod.jit._compiled import (fuser, fusion_enabled, get_num_threads, kernels_for,

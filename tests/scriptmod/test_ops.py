@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import scriptmod as sm
-from ir.schema import IMPURE, NONDIFF, REGISTRY
+from scriptmod.ir.schema import IMPURE, NONDIFF, REGISTRY
 from scriptmod._dispatch import dispatch
 from scriptmod.autograd import gradcheck
 from scriptmod.autograd.derivatives import DERIVATIVES

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import scriptmod as sm
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 
 ALL = list(D.ALL)
 SCALARS: list[Any] = [True, 3, 2.5, 1 + 2j]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 from scriptmod._creation import empty, tensor
 from scriptmod.nn import functional as F
 from scriptmod.nn import init

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ir import dtypes as D
+from scriptmod.ir import dtypes as D
 from scriptmod._creation import empty
 from scriptmod.autograd.grad_mode import no_grad
 from scriptmod.nn import functional as F

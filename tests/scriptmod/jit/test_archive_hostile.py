@@ -474,7 +474,7 @@ def test_tensor_constant_mismatches(good):
 
 
 def test_cuda_tensor_on_a_machine_without_cuda(good):
-    from runtime import backend
+    from scriptmod.runtime import backend
     if backend.cuda_available():
         pytest.skip("this machine has CUDA")
     data = with_manifest(good, lambda m: _tensor(m, "fc.weight").update(device="cuda:0"))

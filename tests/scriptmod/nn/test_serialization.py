@@ -136,7 +136,7 @@ def test_map_location(tmp_path):
     seen = []
     load(tmp_path / "m.st", map_location=lambda t, loc: seen.append(loc))
     assert seen == ["cpu"]
-    from runtime import backend
+    from scriptmod.runtime import backend
     if not backend.cuda_available():
         with pytest.raises(RuntimeError, match="map_location='cpu'"):
             load(tmp_path / "m.st", map_location="cuda")
