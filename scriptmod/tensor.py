@@ -160,8 +160,16 @@ class Tensor:
         return backend.array_module(self._data)
 
     @property
+    def _version(self) -> int:
+        """How many in-place writes this tensor's storage has had (shared with its views and
+        ``detach()`` aliases, as in PyTorch); autograd checks saved tensors against it."""
+        return self._vc[0]
+
+    @property
     def data(self) -> "Tensor":
-        return self.detach()
+        """The same storage with no history and its own version counter (PyTorch's
+        ``.data``: writes through it are invisible to autograd's version checks)."""
+        return Tensor._make(self._data)
 
     @data.setter
     def data(self, value: "Tensor") -> None:

@@ -13,7 +13,7 @@ from scriptmod._creation import empty, tensor
 from scriptmod.nn import functional as F
 from scriptmod.nn import init
 from scriptmod.nn.module import Module
-from scriptmod.nn.parameter import Parameter
+from scriptmod.nn.parameter import Parameter, is_lazy
 from scriptmod.tensor import Tensor
 
 
@@ -25,6 +25,7 @@ def _affine_parameters(m: Module, shape: Sequence[int], weight: bool, bias: bool
 
 
 class _BatchNorm(Module):
+    _version = 2        # version 2 added num_batches_tracked (PyTorch's numbering)
     _ranks: tuple[int, ...] = ()
     _layout = ""
 
@@ -58,6 +59,21 @@ class _BatchNorm(Module):
         if self.bias is not None:
             init.zeros_(self.bias)
 
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict,
+                              strict: bool, missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        """A checkpoint older than version 2 (or without metadata) has no
+        ``num_batches_tracked``: keep the current count, as PyTorch does."""
+        version = local_metadata.get("version", None)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats \
+                and key not in state_dict:
+            nbt = self.num_batches_tracked
+            state_dict[key] = (nbt if nbt is not None and not is_lazy(nbt)
+                               else tensor(0, dtype=D.int64))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() not in self._ranks or input.shape[1] != self.num_features:
             raise ValueError(f"{type(self).__name__}: expected {self._layout} input with "
@@ -69,10 +85,12 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_stats = not self.training or self.track_running_stats
+        nbt = self.num_batches_tracked if use_stats else None
+        if self.training and nbt is not None:
+            nbt._vc[0] += 1     # PyTorch's num_batches_tracked.add_(1) bumps _version
         return F.batch_norm(input, self.running_mean if use_stats else None,
                             self.running_var if use_stats else None, self.weight, self.bias,
-                            bn_training, self.momentum, self.eps,
-                            num_batches_tracked=self.num_batches_tracked if use_stats else None)
+                            bn_training, self.momentum, self.eps, num_batches_tracked=nbt)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "

@@ -237,3 +237,68 @@ def test_torch_tensors_load_directly_including_bfloat16():
     np.testing.assert_array_equal(dst.weight.detach().float().numpy(),
                                   src.weight.detach().float().numpy())
     dst.float().load_state_dict(torch.nn.Linear(2, 3).state_dict())
+
+
+# ---- BatchNorm versioning (PyTorch's _NormBase._version = 2) ------------------------------
+def _bn_model(lib):
+    m = lib.nn
+    return m.Sequential(m.Linear(2, 3), m.BatchNorm1d(3),
+                        m.Sequential(m.ReLU(), m.BatchNorm2d(3)), m.LayerNorm(3),
+                        m.BatchNorm1d(3, track_running_stats=False))
+
+
+def test_batchnorm_metadata_version_2_others_1():
+    meta = _bn_model(sm).state_dict()._metadata
+    assert meta == OrderedDict([("", {"version": 1}), ("0", {"version": 1}),
+                                ("1", {"version": 2}), ("2", {"version": 1}),
+                                ("2.0", {"version": 1}), ("2.1", {"version": 2}),
+                                ("3", {"version": 1}), ("4", {"version": 2})])
+    torch = pytest.importorskip("torch")
+    assert meta == _bn_model(torch).state_dict()._metadata
+    assert nn.BatchNorm1d(2).state_dict(prefix="bn.")._metadata == {"bn": {"version": 2}}
+
+
+@pytest.mark.parametrize("meta", ["none", "plain_dict", "empty", "version_1"])
+def test_old_checkpoint_without_num_batches_tracked_loads_strict(meta):
+    m = _bn_model(sm)
+    m[1].num_batches_tracked.fill_(5)
+    sd = m.state_dict()
+    del sd["1.num_batches_tracked"], sd["2.1.num_batches_tracked"]
+    if meta == "none":
+        del sd._metadata
+    elif meta == "plain_dict":
+        sd = dict(sd)
+    elif meta == "empty":
+        sd._metadata = OrderedDict()
+    else:
+        sd._metadata["1"] = {"version": 1}
+        sd._metadata["2.1"] = {"version": 1}
+    fresh = _bn_model(sm)
+    fresh[1].num_batches_tracked.fill_(3)
+    assert fresh.load_state_dict(sd, strict=True) == ([], [])
+    assert fresh[1].num_batches_tracked.item() == 3      # the current count is kept
+    assert "1.num_batches_tracked" not in sd             # the caller's dict is not changed
+    np.testing.assert_array_equal(fresh[1].running_mean.numpy(), m[1].running_mean.numpy())
+
+
+def test_version_2_checkpoint_missing_num_batches_tracked_is_an_error():
+    m = _bn_model(sm)
+    sd = m.state_dict()
+    del sd["1.num_batches_tracked"]
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "1.num_batches_tracked"'):
+        m.load_state_dict(sd)
+    assert m.load_state_dict(sd, strict=False).missing_keys == ["1.num_batches_tracked"]
+
+
+def test_old_checkpoint_matches_torch():
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (sm, torch):
+        m = lib.nn.BatchNorm1d(3)
+        m.num_batches_tracked.fill_(4)
+        sd = OrderedDict((k, v) for k, v in m.state_dict().items() if "num_batches" not in k)
+        sd._metadata = OrderedDict([("", {"version": 1})])
+        res = m.load_state_dict(sd)
+        results.append((list(res.missing_keys), list(res.unexpected_keys),
+                        int(m.num_batches_tracked.item())))
+    assert results[0] == results[1]
