@@ -23,6 +23,7 @@ from scriptmod._creation import arange, full, tensor as _const
 from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
 from scriptmod.autograd import grad_mode
+from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -122,12 +123,19 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """where(x > 0, x, w * x) with ``weight`` broadcast over channel dim 1 (dim 0 of 1-D)."""
+    """where(x > 0, x, w * x) with ``weight`` broadcast over channel dim 1; with more than one
+    weight a 1-D input (one channel) raises, as PyTorch documents."""
+    if weight.dim() > 1:
+        raise ShapeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                         f"ndim = {weight.dim()}")
     n = weight.numel()
-    if n != 1:
-        if input.dim() == 0 or input.shape[1 if input.dim() >= 2 else 0] != n:
-            raise ValueError(f"prelu: expected the input's channel dim (dim 1) to have size "
-                             f"{n} (weight.numel()), got input of shape {tuple(input.shape)}")
+    if n != 1:   # PyTorch: the channel dim is dim 1, and a 1-D input has one channel
+        if input.dim() == 0:
+            raise ShapeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.dim() >= 2 else 1
+        if channels != n:
+            raise ShapeError(f"Mismatch of parameter numbers and input channel size. Found "
+                             f"parameter numbers = {n} and channel size = {channels}.")
         if input.dim() >= 2:
             weight = weight.reshape([n] + [1] * (input.dim() - 2))
     elif weight.dim() != 0:

@@ -146,10 +146,6 @@ class PReLU(Module):
         init.constant_(self.weight, self.init)
 
     def forward(self, input: Tensor) -> Tensor:
-        n = self.num_parameters
-        if n != 1 and (input.dim() == 0 or input.shape[1 if input.dim() >= 2 else 0] != n):
-            raise ValueError(f"PReLU: expected input with {n} channels (num_parameters) in dim "
-                             f"1, got shape {tuple(input.shape)}")
         return F.prelu(input, self.weight)
 
     def extra_repr(self) -> str:

