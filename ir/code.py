@@ -10,6 +10,7 @@ into their user, control flow becomes ``if``/``for``/``while``, fusion groups be
 """
 from __future__ import annotations
 
+import json
 import keyword
 import re
 from typing import Any
@@ -58,6 +59,27 @@ def literal(value: Any) -> str:
         inner = ", ".join(literal(v) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     return repr(value)
+
+
+def is_identifier(name: str) -> bool:
+    """``name`` can follow a dot in Python source (``self.fc``, never ``self.0``)."""
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def attribute(obj: str, name: str) -> str:
+    """``obj.name``, or ``getattr(obj, "0")`` for a Sequential child or any non-identifier."""
+    return f"{obj}.{name}" if is_identifier(name) else f"getattr({obj}, {_quoted(name)})"
+
+
+def _quoted(text: str) -> str:
+    """A double-quoted Python string literal (torch's ``getattr(self, "0")`` style)."""
+    return json.dumps(text)
+
+
+def function_name(name: str) -> str:
+    """A valid Python function name for ``def`` (``<lambda>`` -> ``_lambda``, as torch)."""
+    name = re.sub(r"\W", "", name) or "_"
+    return name if is_identifier(name) else "_" + name
 
 
 class PyNamer:
@@ -113,7 +135,7 @@ class CodePrinter:
         outs = self.graph.outputs
         ret = annotation(outs[0].type) if len(outs) == 1 else \
             "None" if not outs else f"Tuple[{', '.join(annotation(v.type) for v in outs)}]"
-        self.emit(0, f"def {name}({', '.join(params)}) -> {ret}:")
+        self.emit(0, f"def {function_name(name)}({', '.join(params)}) -> {ret}:")
         self.block(self.graph.block, 1)
         values = ", ".join(self.ref(v) for v in outs)
         self.emit(1, f"return {values}" if outs else "return None")
@@ -167,11 +189,14 @@ class CodePrinter:
         if k == Prim.CONSTANT:
             return f"CONSTANTS.{self.constants[node]}"
         if k == Prim.GET_ATTR:
-            return f"{a[0]}.{node.attrs['name']}"
+            return attribute(a[0], node.attrs["name"])
         if k == Prim.SET_ATTR:
-            return f"{a[0]}.{node.attrs['name']} = {a[1]}"
+            name = node.attrs["name"]
+            if is_identifier(name):
+                return f"{a[0]}.{name} = {a[1]}"
+            return f"setattr({a[0]}, {name!r}, {a[1]})"
         if k == Prim.CALL_METHOD:
-            return f"{a[0]}.{node.attrs['name']}({', '.join(a[1:])})"
+            return f"{attribute(a[0], node.attrs['name'])}({', '.join(a[1:])})"
         if k == Prim.LIST_CONSTRUCT:
             return f"[{', '.join(a)}]"
         if k == Prim.TUPLE_CONSTRUCT:

@@ -3,7 +3,8 @@
 Its submodules are ScriptModules mirroring the original tree and it shares the original's
 Parameter and buffer objects, so ``state_dict`` keys, ``load_state_dict``, ``.to()`` and
 optimizer steps all act on the tensors the graphs read through ``prim::GetAttr``. Hooks
-registered on it run in Python around the compiled call (PyTorch refuses them).
+registered on it run in Python around the compiled call (PyTorch refuses them). Every traced
+method is reachable as an attribute (``traced.encode(x)``, ``traced.encode.code``).
 """
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from typing import Any, Sequence
 
 from scriptmod.ir.code import code_with_constants, python_code
 from scriptmod.ir.graph import Graph
+from scriptmod.ir.types import ModuleType
 from scriptmod.jit._executor import Executor, inlined
+from scriptmod.jit._structure import unflatten
 from scriptmod.nn.module import Module
+from scriptmod.tensor import wrap
 
 
 _CONTAINERS = {"nn.Sequential": "list", "nn.ModuleList": "list", "nn.ModuleDict": "dict"}
@@ -21,19 +25,31 @@ _CONTAINERS = {"nn.Sequential": "list", "nn.ModuleList": "list", "nn.ModuleDict"
 class ScriptModule(Module):
     """A module whose methods are IR graphs. Made by ``jit.trace`` (or loaded from an archive).
 
-        >>> traced = scriptmod.jit.trace(model, x)
-        >>> print(traced.graph); y = traced(x)
+        >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU()).eval()
+        >>> traced = scriptmod.jit.trace(model, scriptmod.ones(2, 4))
+        >>> print(traced.graph)
+        graph(%self : __module__.nn.Sequential, %input : Float(B, 4)):
+          %0 : __module__.nn.Linear = prim::GetAttr[name="0"](%self)...
+          ...
+          return (%3)
+        >>> traced(scriptmod.ones(5, 4)).shape
+        scriptmod.Size([5, 8])
     """
 
     def __init__(self, original_name: str, qualified_name: str,
                  methods: dict[str, Graph] | None = None,
-                 arg_names: dict[str, list[str]] | None = None) -> None:
+                 arg_names: dict[str, list[str]] | None = None,
+                 out_specs: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.original_name = original_name
         self._qualified_name = qualified_name
         self._methods: dict[str, Graph] = dict(methods or {})
         self._arg_names: dict[str, list[str]] = dict(arg_names or {})
+        self._out_specs: dict[str, Any] = {k: v for k, v in (out_specs or {}).items() if v is not None}
         self._executors: dict[str, Executor] = {}
+        for name in self._methods:        # ``traced.encode(x)``; an instance attribute, so that
+            if _installable(self, name):  # attribute reads on the hot path stay plain lookups
+                self.__dict__[name] = ScriptMethod(self, name)
 
     def _get_name(self) -> str:
         return self.original_name
@@ -81,7 +97,12 @@ class ScriptModule(Module):
                                f"module was not called during tracing")
         if kwargs:
             args = self._positional(method, args, kwargs)
-        return self.executor(method)(args)
+        out = self.executor(method)(args)
+        if self._out_specs:                   # a dict or namedtuple output: rebuild it
+            spec = self._out_specs.get(method)
+            if spec is not None:
+                return unflatten(out, spec)
+        return out
 
     def _positional(self, method: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
         names = self._arg_names.get(method, [])
@@ -98,7 +119,11 @@ class ScriptModule(Module):
     def save(self, f: Any, _extra_files: dict[str, Any] | None = None) -> None:
         """Write this module to an archive (see ``scriptmod.jit.save``).
 
+            >>> x = scriptmod.ones(2, 4)
+            >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), x)
             >>> traced.save("block.smod"); again = scriptmod.jit.load("block.smod")
+            >>> bool((again(x) == traced(x)).all())
+            True
         """
         from scriptmod.jit.archive import save
         save(self, f, _extra_files=_extra_files)
@@ -123,12 +148,18 @@ class ScriptModule(Module):
 
     @property
     def code(self) -> str:
-        """Python-syntax view of ``graph``."""
-        return python_code(self.graph, "forward")
+        """Python-syntax view of ``graph`` (a saved traced function keeps its name)."""
+        return python_code(self.graph, self._code_name())
+
+    def _code_name(self) -> str:
+        g = self.graph
+        is_function = not g.inputs or not isinstance(g.inputs[0].type, ModuleType)
+        return self.original_name if is_function else "forward"
 
     @property
-    def code_with_constants(self) -> tuple[str, dict[str, Any]]:
-        return code_with_constants(self.graph, "forward")
+    def code_with_constants(self) -> tuple[str, "ConstMap"]:
+        """``(code, consts)``: ``consts.c0`` is the Tensor ``CONSTANTS.c0`` in ``code``."""
+        return _with_constants(self.graph, self._code_name())
 
     def graph_for(self, *inputs: Any) -> Graph:
         """The optimized graph actually run for ``inputs`` (specializing it if needed)."""
@@ -142,12 +173,90 @@ class ScriptModule(Module):
                                  f"not called while tracing)") from None
 
 
-class ScriptFunction:
-    """A traced plain function: ``graph``, ``code`` and a compiled ``__call__``."""
+def _installable(module: ScriptModule, name: str) -> bool:
+    """A traced method becomes an attribute unless the name is private or already means
+    something on a ScriptModule (its API, ``nn.Module``'s, or its state): those always win,
+    so a method named ``double`` stays compiled (and saved) without hiding ``Module.double``."""
+    return (name != "forward" and not name.startswith("_") and not hasattr(ScriptModule, name)
+            and name not in module.__dict__)
 
-    def __init__(self, name: str, graph: Graph, arg_names: list[str]) -> None:
-        self.__name__ = self.original_name = name
-        self._module = ScriptModule(name, name, {"forward": graph}, {"forward": arg_names})
+
+class RecursiveScriptModule(ScriptModule):
+    """A ScriptModule loaded from an archive; it prints as PyTorch's loaded modules do,
+    ``RecursiveScriptModule(original_name=Block)``."""
+
+    def _get_name(self) -> str:
+        return "RecursiveScriptModule"
+
+
+class ConstMap(dict):
+    """The constants of ``code_with_constants``: ``consts.c0`` (PyTorch) or ``consts["c0"]``,
+    each a Tensor."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no constant {name!r} (the code names {sorted(self)})") from None
+
+    @property
+    def const_mapping(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def _with_constants(graph: Graph, name: str) -> tuple[str, ConstMap]:
+    code, payloads = code_with_constants(graph, name)
+    return code, ConstMap({k: wrap(v) for k, v in payloads.items()})
+
+
+class ScriptMethod:
+    """A traced method other than ``forward``: ``traced.encode(x)`` runs it compiled (its own
+    guards and specializations), ``.graph``/``.inlined_graph``/``.code`` show it.
+
+        >>> traced = scriptmod.jit.trace_module(model, {"forward": x, "encode": x})
+        >>> z = traced.encode(x); print(traced.encode.code)
+    """
+
+    def __init__(self, owner: ScriptModule, name: str) -> None:
+        self.owner, self.name = owner, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.owner._run(self.name, args, kwargs)
+
+    @property
+    def graph(self) -> Graph:
+        return self.owner._method_graph(self.name)
+
+    @property
+    def inlined_graph(self) -> Graph:
+        self.owner._method_graph(self.name)
+        return inlined(self.owner, self.name)
+
+    @property
+    def code(self) -> str:
+        return python_code(self.graph, self.name)
+
+    @property
+    def code_with_constants(self) -> tuple[str, ConstMap]:
+        return _with_constants(self.graph, self.name)
+
+    def graph_for(self, *inputs: Any) -> Graph:
+        """The optimized graph run for ``inputs``."""
+        return self.owner.executor(self.name).specialize(inputs).graph
+
+    def __repr__(self) -> str:
+        return f"<ScriptMethod {self.owner.original_name}.{self.name}>"
+
+
+class ScriptFunction:
+    """A traced plain function: ``graph``, ``code`` (``def f(x: Tensor) -> Tensor:``) and a
+    compiled ``__call__``."""
+
+    def __init__(self, name: str, graph: Graph, arg_names: list[str],
+                 out_spec: Any = None) -> None:
+        self.__name__ = self.original_name = self.name = name
+        self._module = ScriptModule(name, name, {"forward": graph}, {"forward": arg_names},
+                                    {"forward": out_spec})
 
     @property
     def graph(self) -> Graph:
@@ -157,11 +266,11 @@ class ScriptFunction:
 
     @property
     def code(self) -> str:
-        return self._module.code
+        return python_code(self.graph, self.name)
 
     @property
-    def code_with_constants(self) -> tuple[str, dict[str, Any]]:
-        return self._module.code_with_constants
+    def code_with_constants(self) -> tuple[str, ConstMap]:
+        return _with_constants(self.graph, self.name)
 
     def graph_for(self, *inputs: Any) -> Graph:
         return self._module.graph_for(*inputs)

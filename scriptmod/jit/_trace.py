@@ -1,8 +1,12 @@
 """``jit.trace`` and ``jit.trace_module``: run once, record, build a ScriptModule tree."""
 from __future__ import annotations
 
+import difflib
+import functools
+import warnings
+import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Dict, Iterator, Sequence, Tuple
 
 import numpy as np
 
@@ -14,7 +18,9 @@ from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._executor import inlined, submodule_of
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule
-from scriptmod.jit._tracer import Tracer, _flatten_args, class_name
+from scriptmod.jit._structure import flatten, flatten_output, unflatten
+from scriptmod.jit._tracer import Tracer, TracerWarning, _flatten_args, _is_traced_arg, class_name
+from scriptmod._traced_int import watch_range
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
 
@@ -41,7 +47,7 @@ def _tracing(tracer: Tracer) -> Iterator[None]:
             patched.append((m, original))
     _dispatch.TRACERS.append(tracer)
     try:
-        with grad_mode.no_grad():
+        with grad_mode.no_grad(), watch_range():   # range(x.size(0)) is seen and guarded
             yield
     finally:
         _dispatch.TRACERS.remove(tracer)
@@ -49,49 +55,138 @@ def _tracing(tracer: Tracer) -> Iterator[None]:
             m.__dict__.pop("forward", None)
 
 
+_SUB_SPECS: "weakref.WeakKeyDictionary[Tracer, dict[int, dict[str, Any]]]" = \
+    weakref.WeakKeyDictionary()   # tracer -> id(submodule) -> method -> output structure
+
+
 def _make_hook(tracer: Tracer, module: Any, forward: Callable) -> Callable:
     def traced_forward(*args: Any, **kwargs: Any) -> Any:
-        return tracer.call_module(module, forward, args, kwargs)
+        specs: list[Any] = []
+
+        @functools.wraps(forward)            # the same signature, for argument names
+        def flat_forward(*a: Any) -> Any:    # a dict/namedtuple result crosses as a tuple
+            plain, spec = flatten(forward(*a))
+            specs.append(spec)
+            return plain
+
+        before = set(tracer.graphs.get(id(module), ()))
+        plain = tracer.call_module(module, flat_forward, args, kwargs)
+        spec = specs[-1] if specs else None
+        if spec is not None:
+            for name in set(tracer.graphs.get(id(module), ())) - before:
+                _SUB_SPECS.setdefault(tracer, {}).setdefault(id(module), {})[name] = spec
+        return unflatten(plain, spec)
     return traced_forward
 
 
-def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple, kwargs: dict) -> tuple[Graph, list[str]]:
+def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple,
+            kwargs: dict) -> tuple[Graph, list[str], Any]:
+    """One root call traced: its graph, the names of its graph inputs, its output structure."""
     names, flat = _flatten_args(fn, args, kwargs)
+    flat = _distinct(flat)
     with _tracing(tracer):
         frame = tracer.new_frame(target, flat, names)
         try:
-            out = fn(*flat)
+            plain, spec = flatten_output(fn(*flat), tracer.strict)
         except BaseException:
             tracer.frames.clear()
             raise
-        graph = tracer.finish_frame(frame, out)
-    return graph, names
+        graph = tracer.finish_frame(frame, plain)
+    return graph, [n for n, a in zip(names, flat) if _is_traced_arg(a)], spec
+
+
+def _distinct(flat: list[Any]) -> list[Any]:
+    """One tensor passed as two arguments (``trace(f, (x, x))``) becomes two tensor objects
+    sharing its data, so that each graph input keeps its own value (``a - b`` stays ``a - b``)."""
+    seen: set[int] = set()
+
+    def own(a: Any) -> Any:
+        if isinstance(a, Tensor):
+            if id(a) in seen:
+                return a.detach()
+            seen.add(id(a))
+        elif isinstance(a, (tuple, list)) and not hasattr(type(a), "_fields"):
+            return type(a)(own(x) for x in a)
+        return a
+    return [own(a) for a in flat]
+
+
+Calls = Dict[str, Tuple[tuple, Dict[str, Any]]]     # method -> (positional, keyword) inputs
 
 
 def trace_module(mod: Module, inputs: dict[str, Any], *, check_trace: bool = True,
                  check_inputs: Sequence[dict[str, Any]] | None = None,
                  check_tolerance: float = 1e-5, strict: bool = True,
-                 example_kwarg_inputs: dict[str, Any] | None = None) -> ScriptModule:
-    """Trace several methods: ``trace_module(m, {"forward": x, "encode": (x, y)})``."""
+                 example_kwarg_inputs: dict[str, Any] | None = None,
+                 example_inputs_is_kwarg: bool = False) -> ScriptModule:
+    """Trace several methods: ``trace_module(m, {"forward": x, "encode": (x, y)})``; each is
+    then a compiled method of the result (``traced.encode(x)``, ``traced.encode.code``).
+
+    With ``example_inputs_is_kwarg=True`` (PyTorch's flag) every value is a dict of keyword
+    arguments; ``example_kwarg_inputs`` adds keyword arguments to ``forward``'s inputs.
+    """
     if not isinstance(mod, Module):
         raise TypeError(f"trace_module: expected a scriptmod.nn.Module, got {type(mod).__name__}")
+    if not isinstance(inputs, dict) or not inputs:
+        raise TypeError(f"trace_module: inputs must be a non-empty dict of method name -> example "
+                        f"inputs, got {type(inputs).__name__}")
+    calls = _calls(mod, inputs, example_kwarg_inputs, example_inputs_is_kwarg)
+    sm = _trace_calls(mod, calls, strict)
+    if check_trace:
+        for check in check_inputs or [inputs]:
+            _check(mod, sm, _calls(mod, check, example_kwarg_inputs, example_inputs_is_kwarg),
+                   check_tolerance, strict)
+    return sm
+
+
+def _calls(mod: Module, inputs: dict[str, Any], kwarg_inputs: dict[str, Any] | None,
+           is_kwarg: bool) -> Calls:
+    """Each method's example inputs as (positional, keyword) arguments."""
+    out: Calls = {}
+    for method, value in inputs.items():
+        _check_method_name(mod, method)
+        if is_kwarg or (kwarg_inputs is not None and isinstance(value, dict)):
+            if not isinstance(value, dict):
+                raise TypeError(f"trace_module: inputs[{method!r}] must be a dict of keyword "
+                                f"arguments (example_inputs_is_kwarg=True), got "
+                                f"{type(value).__name__}")
+            out[method] = ((), dict(value))
+        elif method == "forward" and kwarg_inputs is not None:
+            out[method] = (() if value is None else _as_tuple(value), dict(kwarg_inputs))
+        else:
+            out[method] = (_as_tuple(value), {})
+    return out
+
+
+def _check_method_name(mod: Module, method: Any) -> None:
+    """A method to trace exists, is callable, and can become an attribute of the result."""
+    if not isinstance(method, str) or not method.isidentifier():
+        raise TypeError(f"trace_module: method names must be identifiers, got {method!r}")
+    members = [n for reg in ("_parameters", "_buffers", "_modules") for n in getattr(mod, reg)]
+    if method in members:
+        raise ValueError(f"trace_module: {type(mod).__name__}.{method} is a parameter, buffer or "
+                         f"submodule, not a method")
+    if not callable(getattr(mod, method, None)):
+        raise AttributeError(f"trace_module: {type(mod).__name__} has no method {method!r}")
+
+
+def _trace_calls(mod: Module, calls: Calls, strict: bool) -> ScriptModule:
+    """Record every method of ``calls`` with one tracer (shared submodule graphs)."""
     tracer = Tracer(mod, strict)
     arg_names: dict[int, dict[str, list[str]]] = {}
-    for method, args in inputs.items():
-        fn = getattr(mod, method)
-        kwargs = example_kwarg_inputs if method == "forward" and example_kwarg_inputs else {}
-        graph, names = _record(tracer, mod, fn, _as_tuple(args) if not kwargs else (), kwargs)
+    specs: dict[int, dict[str, Any]] = {}
+    for method, (args, kwargs) in calls.items():
+        graph, names, spec = _record(tracer, mod, getattr(mod, method), args, kwargs)
         tracer.graphs.setdefault(id(mod), {})[method] = graph
         tracer.modules[id(mod)] = mod
         arg_names.setdefault(id(mod), {})[method] = names
+        specs.setdefault(id(mod), {})[method] = spec
     for mid, names in tracer.arg_names_of_calls.items():
         arg_names.setdefault(mid, {}).update(names)
-    _symbolic_batch(tracer, inputs)
-    sm = _build(mod, tracer, arg_names, {})
-    if check_trace:
-        for check in check_inputs or [inputs]:
-            _check(mod, sm, check, check_tolerance, strict)
-    return sm
+    for mid, sub in _SUB_SPECS.pop(tracer, {}).items():
+        specs.setdefault(mid, {}).update(sub)
+    _symbolic_batch(tracer, {m: a + tuple(kw.values()) for m, (a, kw) in calls.items()})
+    return _build(mod, tracer, arg_names, specs, {})
 
 
 def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,
@@ -99,27 +194,47 @@ def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,
           strict: bool = True, example_kwarg_inputs: dict[str, Any] | None = None) -> Any:
     """Trace a Module's forward (-> ScriptModule) or a function (-> ScriptFunction).
 
+        >>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU()).eval()
         >>> traced = scriptmod.jit.trace(model, scriptmod.randn(8, 64))
-        >>> traced(scriptmod.randn(3, 64))     # other batch sizes need no new trace
+        >>> traced(scriptmod.randn(3, 64)).shape     # other batch sizes need no new trace
+        scriptmod.Size([3, 32])
     """
     if example_inputs is None and example_kwarg_inputs is None:
         raise TypeError("trace: example_inputs is required (a Tensor or a tuple of Tensors)")
+    if example_kwarg_inputs is not None and not isinstance(example_kwarg_inputs, dict):
+        raise TypeError(f"trace: example_kwarg_inputs must be a dict of keyword arguments, got "
+                        f"{type(example_kwarg_inputs).__name__}")
     if isinstance(func, Module):
         checks = [{"forward": c} for c in check_inputs] if check_inputs is not None else None
-        return trace_module(func, {"forward": example_inputs if example_inputs is not None else ()},
-                            check_trace=check_trace, check_inputs=checks,
-                            check_tolerance=check_tolerance, strict=strict,
+        if example_inputs is None:      # PyTorch: the kwargs are the example inputs
+            return trace_module(func, {"forward": example_kwarg_inputs}, check_trace=check_trace,
+                                check_inputs=checks, check_tolerance=check_tolerance,
+                                strict=strict, example_inputs_is_kwarg=True)
+        return trace_module(func, {"forward": example_inputs}, check_trace=check_trace,
+                            check_inputs=checks, check_tolerance=check_tolerance, strict=strict,
                             example_kwarg_inputs=example_kwarg_inputs)
     if not callable(func):
         raise TypeError(f"trace: expected a Module or a function, got {type(func).__name__}")
-    args = _as_tuple(example_inputs) if example_inputs is not None else ()
-    graph, names = _record(Tracer(None, strict), None, func, args, example_kwarg_inputs or {})
-    sf = ScriptFunction(getattr(func, "__name__", "function"), graph, names)
+    call = _function_call(example_inputs, example_kwarg_inputs)
+    graph, names, spec = _record(Tracer(None, strict), None, func, *call)
+    sf = ScriptFunction(getattr(func, "__name__", "function"), graph, names, spec)
     if check_trace:
-        for c in check_inputs or [args]:
-            _compare(lambda *a: func(*a), sf, _as_tuple(c), check_tolerance, graph,
-                     lambda a: _retrace_fn(func, a, strict))
+        for c in check_inputs or [example_inputs if example_inputs is not None
+                                  else example_kwarg_inputs]:
+            args, kwargs = _function_call(c, example_kwarg_inputs)
+            again = _quietly(lambda: _record(Tracer(None, strict), None, func, args, kwargs)[0])
+            _compare(func, sf, args, kwargs, check_tolerance, graph, again, "function")
     return sf
+
+
+def _function_call(example: Any, kwarg_inputs: dict[str, Any] | None) -> tuple[tuple, dict]:
+    """A function's example (or check) inputs as (positional, keyword) arguments: with
+    ``example_kwarg_inputs`` a dict is keyword arguments, anything else positional ones."""
+    if kwarg_inputs is None:
+        return _as_tuple(example), {}
+    if isinstance(example, dict):
+        return (), dict(example)
+    return (() if example is None else _as_tuple(example)), dict(kwarg_inputs)
 
 
 def _symbolic_batch(tracer: Tracer, inputs: dict[str, Any]) -> None:
@@ -158,23 +273,20 @@ def _batch_type(t: Any, batch: int) -> Any:
     return t
 
 
-def _retrace_fn(func: Callable, args: tuple, strict: bool) -> Graph:
-    return _record(Tracer(None, strict), None, func, args, {})[0]
-
-
 def _build(mod: Module, tracer: Tracer, arg_names: dict[int, dict[str, list[str]]],
-           memo: dict[int, ScriptModule]) -> ScriptModule:
+           specs: dict[int, dict[str, Any]], memo: dict[int, ScriptModule]) -> ScriptModule:
     if id(mod) in memo:
         return memo[id(mod)]
     sm = ScriptModule(type(mod).__name__, class_name(mod), tracer.graphs.get(id(mod), {}),
-                      arg_names.get(id(mod), {}))
+                      arg_names.get(id(mod), {}), specs.get(id(mod), {}))
     memo[id(mod)] = sm
     for name, p in mod._parameters.items():
         sm.register_parameter(name, p)
     for name, b in mod._buffers.items():
         sm.register_buffer(name, b, persistent=name not in mod._non_persistent_buffers_set)
     for name, child in mod._modules.items():
-        sm.add_module(name, None if child is None else _build(child, tracer, arg_names, memo))
+        sm.add_module(name, None if child is None else
+                      _build(child, tracer, arg_names, specs, memo))
     sm.training = mod.training
     return sm
 
@@ -193,40 +305,120 @@ def _structure(g: Graph) -> list[tuple]:
     return out
 
 
-def _check(mod: Module, sm: ScriptModule, inputs: dict[str, Any], tol: float, strict: bool) -> None:
-    args = _as_tuple(inputs["forward"]) if "forward" in inputs else ()
-    graph = inlined(sm, "forward")
-    retrace = lambda a: inlined(trace_module(mod, {"forward": a}, check_trace=False,  # noqa: E731
-                                             strict=strict), "forward")
-    _compare(mod, sm, args, tol, graph, retrace)
+def _check(mod: Module, sm: ScriptModule, calls: Calls, tol: float, strict: bool) -> None:
+    """PyTorch's check: trace again with the check inputs; outputs that differ from the
+    Python code warn (random ops, train-mode dropout), a graph that differs raises."""
+    again = _quietly(lambda: _trace_calls(mod, calls, strict))
+    for method, (args, kwargs) in calls.items():
+        eager = mod if method == "forward" else getattr(mod, method)
+        _compare(eager, lambda *a, **k: sm._run(method, a, k), args, kwargs, tol,
+                 inlined(sm, method), inlined(again, method), method)
 
 
-def _compare(eager: Callable, traced: Callable, args: tuple, tol: float, graph: Graph,
-             retrace: Callable[[tuple], Graph]) -> None:
-    again = retrace(args)
-    if _structure(again) != _structure(graph):
-        raise TracingCheckError(
-            "Tracing failed sanity checks: the graph differs across invocations (the traced "
-            "code depends on values that change between runs).\nFirst trace:\n"
-            f"{graph}\nSecond trace:\n{again}")
+def _quietly(fn: Callable[[], Any]) -> Any:
+    """Run a check's re-trace without repeating the first trace's TracerWarnings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TracerWarning)
+        return fn()
+
+
+def _compare(eager: Callable, traced: Callable, args: tuple, kwargs: dict[str, Any], tol: float,
+             graph: Graph, again: Graph, what: str) -> None:
     with grad_mode.no_grad():
-        expected = eager(*args)
-        got = traced(*args)
-    impure = sorted({n.kind for n in graph.walk() if n.is_op and IMPURE in REGISTRY[n.op_name].flags})
-    for i, (e, t) in enumerate(zip(_leaves(expected), _leaves(got))):
-        ea, ta = np.asarray(e.numpy(force=True), dtype=np.float64), np.asarray(t.numpy(force=True), dtype=np.float64)
-        if ea.shape != ta.shape or not np.allclose(ea, ta, rtol=tol, atol=tol, equal_nan=True):
-            err = np.abs(ea - ta).max() if ea.shape == ta.shape else f"shapes {ea.shape} vs {ta.shape}"
-            hint = (f" The trace has nondeterministic nodes ({', '.join(impure)}): did you forget "
-                    f"to call .eval() on the model, or should you pass check_trace=False?" if impure else "")
-            raise TracingCheckError(f"Tracing failed sanity checks: output {i} of the traced code "
-                                    f"does not match the Python code (max abs difference {err}, "
-                                    f"tolerance {tol}).{hint}")
+        got = _run_checked(traced, args, kwargs, "trace", what)
+        expected = _run_checked(eager, args, kwargs, "Python function", what)
+    got_leaves, expected_leaves = _leaves(got), _leaves(expected)
+    if len(got_leaves) != len(expected_leaves):
+        raise TracingCheckError(f"Tracing failed sanity checks!\nThe trace of {what} returns "
+                                f"{len(got_leaves)} tensor(s), the Python function "
+                                f"{len(expected_leaves)}")
+    warned = False
+    for i, (t, e) in enumerate(zip(got_leaves, expected_leaves)):
+        problem = _mismatch(t, e, tol)
+        if problem is not None:
+            if not warned:
+                _warn_nondeterministic(graph)
+                warned = True
+            warnings.warn(TracerWarning(
+                f"Output nr {i + 1}. of the traced function does not match the corresponding "
+                f"output of the Python function. Detailed error:\n{problem}"), stacklevel=4)
+    if _structure(again) != _structure(graph):
+        raise TracingCheckError(_graph_diff(graph, again))
+
+
+def _run_checked(fn: Callable, args: tuple, kwargs: dict[str, Any], running: str,
+                 what: str) -> Any:
+    """Run on fresh copies of the inputs (in-place ops must not leak between the runs)."""
+    try:
+        return fn(*_clone(args), **_clone(kwargs))
+    except Exception as e:
+        raise TracingCheckError(f"Tracing failed sanity checks!\nencountered an exception while "
+                                f"running the {running} ({what}) with test inputs.\nException:"
+                                f"\n    {type(e).__name__}: {e}") from e
+
+
+def _clone(x: Any) -> Any:
+    if isinstance(x, Tensor):
+        copy = Tensor._make(x._data.copy())
+        return copy.requires_grad_(True) if x.requires_grad else copy
+    if isinstance(x, dict):
+        return {k: _clone(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)) and not hasattr(type(x), "_fields"):
+        return type(x)(_clone(v) for v in x)
+    return x
+
+
+def _mismatch(got: Tensor, expected: Tensor, tol: float) -> str | None:
+    """``None`` when close (rtol = atol = ``tol``, NaN equal to NaN), else what differs."""
+    a = np.asarray(got.numpy(force=True), dtype=np.float64)
+    b = np.asarray(expected.numpy(force=True), dtype=np.float64)
+    if a.shape != b.shape:
+        return f"The values for attribute 'shape' do not match: {a.shape} != {b.shape}."
+    close = np.isclose(a, b, rtol=tol, atol=tol, equal_nan=True)
+    if close.all():
+        return None
+    bad = int((~close).sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diff = np.where(close, 0.0, np.abs(a - b))
+        rel = np.where(close, 0.0, diff / np.abs(b))
+    where = np.unravel_index(int(np.nanargmax(diff)), diff.shape) if diff.size else ()
+    return (f"Tensor-likes are not close!\n\nMismatched elements: {bad} / {a.size} "
+            f"({100.0 * bad / max(a.size, 1):.1f}%)\nGreatest absolute difference: "
+            f"{np.nanmax(diff)} at index {tuple(int(i) for i in where)} (up to {tol} allowed)\n"
+            f"Greatest relative difference: {np.nanmax(rel)} (up to {tol} allowed)")
+
+
+def _warn_nondeterministic(graph: Graph) -> None:
+    nodes = [n for n in graph.walk() if n.is_op and IMPURE in REGISTRY[n.op_name].flags]
+    if nodes:
+        listed = "\n".join("\t" + str(n) for n in nodes[:20])
+        warnings.warn(TracerWarning(
+            "Trace had nondeterministic nodes. Did you forget call .eval() on your model? "
+            f"Nodes:\n{listed}\nThis may cause errors in trace checking. To disable trace "
+            "checking, pass check_trace=False to scriptmod.jit.trace()"), stacklevel=5)
+
+
+def _graph_diff(first: Graph, second: Graph) -> str:
+    """PyTorch's message for graphs that differ across invocations, with the first node
+    that differs (tensor constants compare by value, which the printed text hides)."""
+    a, b = _structure(first), _structure(second)
+    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    nodes1, nodes2 = list(first.walk()), list(second.walk())
+    node = lambda ns: str(ns[k]) if k < len(ns) else "(no node)"  # noqa: E731
+    diff = "\n".join(difflib.unified_diff(str(first).splitlines(), str(second).splitlines(),
+                                          "first trace", "second trace", lineterm=""))
+    return ("Tracing failed sanity checks!\nERROR: Graphs differed across invocations! The graph "
+            "differs across invocations: the traced code depends on values that change between "
+            f"runs (a Python value, a global, a random number drawn outside the graph).\n"
+            f"\tFirst diverging operator:\n\t\t- {node(nodes1)}\n\t\t+ {node(nodes2)}\n"
+            f"\tGraph diff:\n{diff or '(the printed graphs are equal; a tensor constant differs)'}")
 
 
 def _leaves(x: Any) -> list[Tensor]:
     if isinstance(x, Tensor):
         return [x]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _leaves(v)]
     if isinstance(x, (tuple, list)):
         return [t for i in x for t in _leaves(i)]
     return []

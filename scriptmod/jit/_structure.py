@@ -1,0 +1,197 @@
+"""Output containers the IR has no type for: dicts and namedtuples.
+
+A traced method returning a dict or a namedtuple is recorded as returning a tuple of its
+values; the container's *structure* (dict keys, the namedtuple class, where they nest inside
+tuples and lists) is kept beside the graph and rebuilt around every call's result. Archives
+store the structure as JSON (a namedtuple by its name and fields: loading rebuilds a
+namedtuple class of that name, never imports the user's class).
+
+    >>> plain, spec = flatten_output({"y": 1, "h": (2, 3)}, strict=False)
+    >>> plain
+    (1, (2, 3))
+    >>> unflatten(plain, spec)
+    {'y': 1, 'h': (2, 3)}
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import keyword
+import warnings
+from typing import Any
+
+from scriptmod.ir.types import ListType, TupleType, Type
+from scriptmod.jit._tracer import TracerWarning, TracingError
+
+# A spec is None (the value as the graph returns it) or one of
+#   ("dict", keys, children)  ("namedtuple", cls, children)  ("tuple", children)  ("list", children)
+Spec = Any
+
+_CONTAINER_HINT = (
+    "this is only valid if the container structure does not change based on the module's "
+    "inputs. Consider using a constant container instead (e.g. for `list`, use a `tuple` "
+    "instead. for `dict`, use a `NamedTuple` instead). If you absolutely need this and know the "
+    "side effects, pass strict=False to trace() to allow this behavior.")
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+
+
+def _message(kind: str) -> str:
+    return (f"Encountering a {kind} at the output of the tracer might cause the trace to be "
+            f"incorrect, {_CONTAINER_HINT}")
+
+
+def flatten_output(out: Any, strict: bool) -> tuple[Any, Spec]:
+    """A traced function's result as the graph can return it, and its structure. Under
+    ``strict`` a dict raises and a list warns (PyTorch's rules for the top-level output)."""
+    if strict:
+        kinds = _kinds(out, 0)
+        if "dict" in kinds:
+            raise TracingError(_message("dict"))
+        if "list" in kinds:
+            warnings.warn(TracerWarning(_message("list")), stacklevel=4)
+    return flatten(out)
+
+
+def _kinds(x: Any, depth: int) -> set[str]:
+    if depth > MAX_DEPTH:
+        return set()
+    if isinstance(x, dict):
+        return {"dict"}.union(*(_kinds(v, depth + 1) for v in x.values()))
+    if isinstance(x, (tuple, list)):
+        own = {"list"} if isinstance(x, list) else set()
+        return own.union(*(_kinds(v, depth + 1) for v in x))
+    return set()
+
+
+def flatten(x: Any, depth: int = 0) -> tuple[Any, Spec]:
+    """Dicts become tuples of their values (in key order), namedtuples plain tuples."""
+    if depth > MAX_DEPTH:
+        raise TracingError(f"the traced output nests containers more than {MAX_DEPTH} deep")
+    if isinstance(x, dict):
+        for k in x:
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise TracingError(f"a dict at the output of a traced function must have str or "
+                                   f"int keys, got a {type(k).__name__} key {k!r}")
+        values, specs = _flatten_items(x.values(), depth)
+        return tuple(values), ("dict", tuple(x), specs)
+    if isinstance(x, tuple) and hasattr(type(x), "_fields"):
+        values, specs = _flatten_items(x, depth)
+        return tuple(values), ("namedtuple", type(x), specs)
+    if isinstance(x, (tuple, list)):
+        values, specs = _flatten_items(x, depth)
+        plain = tuple(values) if isinstance(x, tuple) else values
+        if all(s is None for s in specs):
+            return (x if all(a is b for a, b in zip(values, x)) else plain), None
+        return plain, ("tuple" if isinstance(x, tuple) else "list", specs)
+    return x, None
+
+
+def _flatten_items(items: Any, depth: int) -> tuple[list[Any], tuple[Spec, ...]]:
+    pairs = [flatten(v, depth + 1) for v in items]
+    return [p[0] for p in pairs], tuple(p[1] for p in pairs)
+
+
+def unflatten(x: Any, spec: Spec) -> Any:
+    """Rebuild the container ``spec`` describes around ``x`` (what the graph returned)."""
+    if spec is None:
+        return x
+    kind, children = spec[0], spec[-1]
+    if not isinstance(x, (tuple, list)) or len(x) != len(children):
+        raise RuntimeError(f"traced output {type(x).__name__} does not fit the recorded {kind} "
+                           f"of {len(children)} item(s)")
+    items = [unflatten(v, s) for v, s in zip(x, children)]
+    if kind == "dict":
+        return dict(zip(spec[1], items))
+    if kind == "namedtuple":
+        return spec[1](*items)
+    return tuple(items) if kind == "tuple" else items
+
+
+# ---- archives ------------------------------------------------------------------------------
+def to_json(spec: Spec) -> Any:
+    """``null`` | ``["dict", keys, children]`` | ``["namedtuple", name, fields, children]`` |
+    ``["tuple", children]`` | ``["list", children]``."""
+    if spec is None:
+        return None
+    children = [to_json(s) for s in spec[-1]]
+    if spec[0] == "dict":
+        return ["dict", list(spec[1]), children]
+    if spec[0] == "namedtuple":
+        cls = spec[1]
+        return ["namedtuple", _type_name(cls), list(cls._fields), children]
+    return [spec[0], children]
+
+
+def _type_name(cls: type) -> str:
+    name = cls.__name__
+    return name if name.isidentifier() and not keyword.iskeyword(name) else "NamedTuple"
+
+
+def from_json(data: Any, out_type: Type, where: str) -> Spec:
+    """A validated spec from an archive; it must fit the graph's output type ``out_type``.
+    Raises ``ValueError`` naming ``where``."""
+    count = [0]
+    return _from_json(data, out_type, where, 0, count)
+
+
+def _from_json(data: Any, t: Type, where: str, depth: int, count: list[int]) -> Spec:
+    count[0] += 1
+    if depth > MAX_DEPTH or count[0] > MAX_NODES:
+        raise ValueError(f"{where}: the output structure is nested too deep or too large")
+    if data is None:
+        return None
+    if not isinstance(data, list) or not data or data[0] not in _ARITY or len(data) != _ARITY[data[0]]:
+        raise ValueError(f"{where}: expected null or a [kind, ...] list with kind one of "
+                         f"{sorted(_ARITY)}, got {str(data)[:80]}")
+    kind, children = data[0], data[-1]
+    if not isinstance(children, list):
+        raise ValueError(f"{where}: the items of a {kind} must be a list")
+    if kind == "list":
+        if not isinstance(t, ListType):
+            raise ValueError(f"{where}: a list structure for an output typed {t!r}")
+        elements = [t.element] * len(children)
+    else:
+        if not isinstance(t, TupleType) or len(t.elements) != len(children):
+            raise ValueError(f"{where}: a {kind} of {len(children)} item(s) for an output typed "
+                             f"{t!r}")
+        elements = list(t.elements)
+    specs = tuple(_from_json(c, e, f"{where}[{i}]", depth + 1, count)
+                  for i, (c, e) in enumerate(zip(children, elements)))
+    if kind == "dict":
+        return ("dict", _keys(data[1], len(children), where), specs)
+    if kind == "namedtuple":
+        return ("namedtuple", _namedtuple_class(*_fields(data[1], data[2], len(children), where)),
+                specs)
+    return (kind, specs)
+
+
+_ARITY = {"dict": 3, "namedtuple": 4, "tuple": 2, "list": 2}
+
+
+def _keys(keys: Any, n: int, where: str) -> tuple:
+    if (not isinstance(keys, list) or len(keys) != n or len(set(keys)) != n
+            or not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys)
+            or any(isinstance(k, str) and len(k) > 1000 for k in keys)):
+        raise ValueError(f"{where}: dict keys must be {n} distinct strings or integers")
+    return tuple(keys)
+
+
+def _fields(name: Any, fields: Any, n: int, where: str) -> tuple[str, tuple[str, ...]]:
+    def ok(s: Any) -> bool:
+        return (isinstance(s, str) and s.isidentifier() and not keyword.iskeyword(s)
+                and not s.startswith("_") and len(s) <= 255)
+    if not (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+            and len(name) <= 255):
+        raise ValueError(f"{where}: namedtuple name {str(name)[:80]!r} is not an identifier")
+    if not isinstance(fields, list) or len(fields) != n or len(set(fields)) != n \
+            or not all(ok(f) for f in fields):
+        raise ValueError(f"{where}: namedtuple fields must be {n} distinct identifiers not "
+                         f"starting with '_'")
+    return name, tuple(fields)
+
+
+@functools.lru_cache(maxsize=256)
+def _namedtuple_class(name: str, fields: tuple[str, ...]) -> type:
+    """One class per (name, fields), so that outputs of loaded modules share a type."""
+    return collections.namedtuple(name, fields)  # type: ignore[misc]
