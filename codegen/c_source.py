@@ -4,8 +4,12 @@ CPU shim (a C++ prelude that defines ``blockIdx``/``threadIdx`` and loops over t
 The statement emitter and the kernel text are shared; a ``Dialect`` is the small table of
 what differs (qualifiers, bit casts, half conversions, an optional launcher).
 
-    >>> src = render_c(spec, CUDA)                       # doctest: +SKIP
-    >>> src.text.count("__global__")                     # doctest: +SKIP
+    >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
+    >>> from scriptmod.ir import dtypes as D
+    >>> spec = KernelSpec([InputSpec(D.float32, "contiguous")],
+    ...                   [OpStep("exp", (0,), {}, D.float32)], [1], [D.float32], rank=1)
+    >>> src = render_c(spec, CUDA)
+    >>> src.text.count("__global__")
     1
 
 Kernel parameters: input pointers, output pointers, ``long long n`` (element count) and

@@ -8,8 +8,14 @@ large ``|b*log(a)|`` ~1e-13, erf/erfc 1e-13 deep in the tail). sin/cos reduce wi
 4-part pi/2: accurate for ``|x| < 2**20``, bounded in [-1, 1] beyond (no Payne-Hanek);
 float32 sin/cos/pow run in float64 internally.
 
+    >>> from scriptmod.codegen.c_source import CEmitter
     >>> from scriptmod.codegen.emitter import Num
-    >>> y = exp(Num(emitter, float32), x)     # doctest: +SKIP
+    >>> emitter = CEmitter()                  # C statements; the LLVM emitter works alike
+    >>> y = exp(Num(emitter, D.float32), "x")
+    >>> print(emitter.lines[0])               # clamp, then polynomial arithmetic: no expf call
+        float t1 = fmaxf(x, (-0x1.a000000000000p+6f));
+    >>> any("expf" in line for line in emitter.lines)
+    False
 """
 from __future__ import annotations
 

@@ -1,11 +1,17 @@
 """Building graphs: an insertion point, typed op creation from the schema registry, and
 helpers for constants, module attributes, calls and structured control flow.
 
+    >>> from scriptmod.ir.dtypes import float32
     >>> g = Graph(); b = Builder(g, source="model.py:3")
     >>> x = b.input(TensorType(float32, ("B", 4)), "x")
     >>> y = b.op("sum", b.op("mul", x, 2.0), dim=[1])
     >>> b.ret(y)
-    >>> print(g)   # doctest: +SKIP
+    >>> print(g)
+    graph(%x : Float(B, 4)):
+      %0 : float = prim::Constant[value=2.0]()  # model.py:3
+      %1 : Float(B, 4) = sm::mul(%x, %0)  # model.py:3
+      %2 : Float(B) = sm::sum[dim=[1], keepdim=0](%1)  # model.py:3
+      return (%2)
 """
 from __future__ import annotations
 
@@ -176,7 +182,10 @@ class Builder:
     def op(self, name: str, *args: ValueLike, **attrs: Any) -> Any:
         """Insert ``sm::<name>``; returns its Value (a tuple for multi-output ops).
 
-            >>> b.op("transpose", x, dim0=0, dim1=1)    # doctest: +SKIP
+            >>> from scriptmod.ir.dtypes import float32
+            >>> b = Builder(Graph()); x = b.input(TensorType(float32, (2, 3)), "x")
+            >>> b.op("transpose", x, dim0=0, dim1=1)       # typed by the op's schema
+            %? : Float(3, 2)
         """
         schema = S.get(name)
         _check_arity(schema, len(args))
@@ -246,7 +255,19 @@ class Builder:
             else_fn: Callable[[], BodyResult]) -> tuple[Value, ...]:
         """``prim::If``: each function builds its branch and returns the branch outputs.
 
-            >>> y, = b.if_(c, lambda: [b.op("neg", x)], lambda: [x])   # doctest: +SKIP
+            >>> from scriptmod.ir.dtypes import float32
+            >>> g = Graph(); b = Builder(g)
+            >>> x, c = b.input(TensorType(float32, (2,)), "x"), b.input(BoolType, "c")
+            >>> y, = b.if_(c, lambda: [b.op("neg", x)], lambda: [x]); b.ret(y)
+            >>> print(g)
+            graph(%x : Float(2), %c : bool):
+              %0 : Float(2) = prim::If(%c)
+                block0():
+                  %1 : Float(2) = sm::neg(%x)
+                  -> (%1)
+                block1():
+                  -> (%x)
+              return (%0)
         """
         node = self.node(Prim.IF, [self.value(cond)], [], n_blocks=2)
         outs = [self._build_block(blk, fn) for blk, fn in zip(node.blocks, (then_fn, else_fn))]

@@ -4,8 +4,14 @@ Ops read ``ops.sm.add(a, b)`` with attributes as keywords, tensor constants read
 ``CONSTANTS.c0``, dtypes ``dtypes.float32``; unnamed pure values used once are inlined
 into their user, control flow becomes ``if``/``for``/``while``, fusion groups become functions.
 
-    >>> print(python_code(g))     # doctest: +SKIP
-    def forward(self, x: Tensor) -> Tensor:
+    >>> from scriptmod.ir import parse
+    >>> g = parse('''graph(%x : Float(B, 4)):
+    ...   %1 : Float(B, 4) = sm::neg(%x)
+    ...   %2 : Float(B, 4) = sm::add(%1, %x)
+    ...   return (%2)
+    ... ''')
+    >>> print(python_code(g))
+    def forward(x: Tensor) -> Tensor:
         return ops.sm.add(ops.sm.neg(x), x)
 """
 from __future__ import annotations
@@ -261,7 +267,20 @@ def _is_true(v: Value) -> bool:
 def code_with_constants(graph: Graph, name: str = "forward") -> tuple[str, dict[str, Any]]:
     """``(code, {"c0": payload, ...})``: the Python view and the tensor constants it names.
 
-        >>> text, consts = code_with_constants(g)    # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%x : Float(2)):
+        ...   %c : Float(2) = prim::Constant[value=<Tensor>]()
+        ...   %y : Float(2) = sm::add(%x, %c)
+        ...   return (%y)
+        ... ''', constants=[np.ones(2, np.float32)])
+        >>> text, consts = code_with_constants(g)
+        >>> print(text)
+        def forward(x: Tensor) -> Tensor:
+            c = CONSTANTS.c0
+            y = ops.sm.add(x, c)
+            return y
+        >>> consts
+        {'c0': array([1., 1.], dtype=float32)}
     """
     nodes = tensor_constants(graph)
     names = {n: f"c{i}" for i, n in enumerate(nodes)}

@@ -3,9 +3,9 @@
 Pure data: no NumPy here (the runtime maps a DType to an array dtype by ``name``).
 
     >>> promote_types(int32, float16)
-    float16
+    scriptmod.float16
     >>> result_type([int64], [], [float])   # int tensor * python float -> default float
-    float32
+    scriptmod.float32
 """
 from __future__ import annotations
 

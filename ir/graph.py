@@ -5,11 +5,17 @@ Every value has one producer node; block parameters are the outputs of the block
 that use lists cover them uniformly. Nodes of a block form a doubly linked ring closed by the
 return node, which makes insertion, removal and moving O(1).
 
+    >>> from scriptmod.ir.dtypes import float32
+    >>> from scriptmod.ir.types import TensorType
     >>> g = Graph()
     >>> x = g.add_input(TensorType(float32, (2,)), "x")
     >>> n = g.append(g.create("sm::neg", [x], [TensorType(float32, (2,))]))
     >>> g.register_output(n.output)
     0
+    >>> print(g)
+    graph(%x : Float(2)):
+      %0 : Float(2) = sm::neg(%x)
+      return (%0)
 """
 from __future__ import annotations
 
@@ -368,6 +374,7 @@ class Block:
 class Graph:
     """A method body: one top block whose params are the inputs.
 
+        >>> from scriptmod.ir.types import IntType
         >>> g = Graph(); x = g.add_input(IntType, "n"); g.register_output(x)
         0
     """

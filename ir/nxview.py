@@ -1,8 +1,26 @@
 """networkx views of a graph, for dependence queries (fusion legality) and drawing.
 
+    >>> from scriptmod.ir import parse
+    >>> g = parse('''graph(%x : Float(4)):
+    ...   %a : Float(4) = sm::neg(%x)
+    ...   %b : Float(4) = sm::exp(%a)
+    ...   %c : Float(4) = sm::add(%b, %x)
+    ...   return (%c)
+    ... ''')
     >>> dg = to_networkx(g)                  # nodes of the top block, edges = data deps
-    >>> would_create_cycle(g, [a, b])        # merging a and b into one node makes a cycle?
-    >>> print(to_dot(g))                     # doctest: +SKIP
+    >>> dg.number_of_nodes(), dg.number_of_edges()
+    (3, 2)
+    >>> neg, exp, add = g.nodes
+    >>> would_create_cycle(g, [neg, add])    # merging them into one node makes a cycle (via exp)
+    True
+    >>> print(to_dot(g))
+    digraph G {
+      node [shape=box, fontname=monospace];
+      "in_x" [label="%x : Float(4)", shape=ellipse];
+      n0 [label="sm::neg"];
+      ...
+      n2 -> "return" [label="%c"];
+    }
 """
 from __future__ import annotations
 

@@ -1,9 +1,14 @@
 """Deterministic TorchScript-like text for graphs (the format is described in ir/README.md).
 
-    >>> print(g)    # doctest: +SKIP
+    >>> from scriptmod.ir import Builder, Graph
+    >>> from scriptmod.ir.dtypes import float32
+    >>> from scriptmod.ir.types import TensorType
+    >>> g = Graph(); b = Builder(g, source="model.py:3")
+    >>> b.ret(b.op("neg", b.input(TensorType(float32, ("B", 4)), "x")))
+    >>> print(g)
     graph(%x : Float(B, 4)):
-      %1 : Float(B, 4) = sm::neg(%x)  # model.py:3
-      return (%1)
+      %0 : Float(B, 4) = sm::neg(%x)  # model.py:3
+      return (%0)
 """
 from __future__ import annotations
 

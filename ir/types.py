@@ -1,6 +1,7 @@
 """Types of IR values: tensors (dtype, shape with symbolic dims, device, requires_grad) and
 the small set of non-tensor types a traced or scripted program manipulates.
 
+    >>> from scriptmod.ir.dtypes import float32
     >>> TensorType(float32, ("B", 4096))
     Float(B, 4096)
 """

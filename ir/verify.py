@@ -1,6 +1,15 @@
 """Graph invariants: scoping/dominance, use lists, block signatures and op types.
 
+    >>> from scriptmod.ir import parse
+    >>> g = parse('''graph(%x : Float(2)):
+    ...   %y : Float(3) = sm::neg(%x)
+    ...   return (%y)
+    ... ''')
     >>> verify(g)            # raises IRVerifyError naming the node, its line and source
+    Traceback (most recent call last):
+      ...
+    scriptmod.ir.verify.IRVerifyError: output 0 is typed Float(3) but neg() gives Float(2)
+        %y : Float(3) = sm::neg(%x)
 """
 from __future__ import annotations
 

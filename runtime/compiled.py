@@ -3,8 +3,19 @@ kernels (``runtime.fusion``) and every other node with the reference kernels (ma
 BLAS through ``run_kernel``). A control-flow-free graph is compiled once to a Python
 function (``Program``) so the per-call path is one line per node.
 
-    >>> CompiledInterpreter(graph).run(x)                   # doctest: +SKIP
-    >>> [k.llvm_ir for k in fused_kernels(graph)]          # doctest: +SKIP
+    >>> from scriptmod.ir import parse
+    >>> from scriptmod.ir.passes import fuse_elementwise
+    >>> graph = fuse_elementwise(parse('''graph(%x : Float(B, 4), %a : Float(4)):
+    ...   %m : Float(B, 4) = sm::mul(%x, %a)
+    ...   %y : Float(B, 4) = sm::relu(%m)
+    ...   return (%y)
+    ... '''))
+    >>> x, a = np.ones((2, 4), np.float32), np.arange(4, dtype=np.float32) - 1
+    >>> CompiledInterpreter(graph).run(x, a)                # mul + relu: one native kernel
+    array([[0., 0., 1., 2.],
+           [0., 0., 1., 2.]], dtype=float32)
+    >>> [k.llvm_ir[:28] for k in fused_kernels(graph)]
+    ['; ModuleID = "sm_ew_...']
 
 The ``FusedKernel`` of a group is built on first use and cached on the node itself
 (``node.fused_kernel``), so every interpreter over the same specialized graph shares its

@@ -9,6 +9,9 @@ binaries in its own on-disk cache) and launched on the device that holds the inp
     >>> fk = CudaFusedKernel(node.attrs["subgraph"], name="FusionGroup_0")   # doctest: +SKIP
     >>> y, = fk([x_gpu, a_gpu]); print(fk.cuda_source[:60])                 # doctest: +SKIP
 
+(Not run as doctests: they need a CUDA GPU and CuPy; ``tests/runtime`` runs the same source
+through the CPU shim.)
+
 Launch ABI (what ``render_c`` declares): input pointers, output pointers, ``long long n``,
 then one ``long long`` per ``meta`` entry, all by value. Grid and block come from ``n``:
 ``BLOCK`` threads per block and at most ``MAX_GRID`` blocks; the grid-stride loop covers

@@ -7,8 +7,22 @@ layout-free ``GroupProgram``. Each call then looks up a ``LaunchPlan`` keyed by 
 from ``runtime.kernel_cache``) the kernel for that layout. A hit costs a tuple compare, one
 data-pointer read per input and one ctypes call.
 
-    >>> fk = FusedKernel(node.attrs["subgraph"], name="FusionGroup_0")   # doctest: +SKIP
-    >>> y, = fk([x, a, b]); print(fk.llvm_ir[:40], "zmm" in fk.asm)   # doctest: +SKIP
+    >>> from scriptmod.ir import parse
+    >>> from scriptmod.ir.passes import fuse_elementwise
+    >>> graph = fuse_elementwise(parse('''graph(%x : Float(B, 4), %a : Float(4)):
+    ...   %m : Float(B, 4) = sm::mul(%x, %a)
+    ...   %y : Float(B, 4) = sm::relu(%m)
+    ...   return (%y)
+    ... '''))
+    >>> x, a = np.ones((2, 4), np.float32), np.arange(4, dtype=np.float32) - 1
+    >>> node = graph.nodes[0]; node.kind
+    'prim::FusionGroup'
+    >>> fk = FusedKernel(node.attrs["subgraph"], name="FusionGroup_0")
+    >>> y, = fk([x, a]); y
+    array([[0., 0., 1., 2.],
+           [0., 0., 1., 2.]], dtype=float32)
+    >>> print(fk.llvm_ir[:36], "zmm" in fk.asm)    # zmm: AVX-512 hosts only   # doctest: +SKIP
+    ; ModuleID = "sm_ew_5778afff1b019e14" True
 
 Output buffers: each plan keeps up to ``POOL`` arrays per output (at most ``POOL_BYTES``, env
 ``SCRIPTMOD_POOL_MB``, over the process). A call reuses one only when
@@ -369,8 +383,18 @@ class LaunchPlan:
 class FusedKernel:
     """A fusion group compiled for the CPU: call it with the group's input arrays.
 
-        >>> fk = FusedKernel(subgraph, name="FusionGroup_0 (model.py:7)")   # doctest: +SKIP
-        >>> y, = fk([x, a, b]); fk.llvm_ir, fk.asm                          # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> subgraph = parse('''graph(%x : Float(B, 4), %a : Float(4)):
+        ...   %y : Float(B, 4) = sm::mul(%x, %a)
+        ...   return (%y)
+        ... ''')
+        >>> fk = FusedKernel(subgraph, name="FusionGroup_0 (model.py:7)")
+        >>> y, = fk([np.ones((3, 4), np.float32), np.full(4, 2, np.float32)]); y[0]
+        array([2., 2., 2., 2.], dtype=float32)
+        >>> fk([np.ones((3, 4)), np.ones(4, np.float32)])
+        Traceback (most recent call last):
+          ...
+        scriptmod.runtime.fusion.FusionGuardError: FusionGroup_0 (model.py:7): argument 'x' (input 0): expected dtype float32 (Float(B, 4)), got float64
 
     Guards: every input must be a CPU NumPy array of the subgraph's dtype and rank whose
     concrete dims match the subgraph's types (else ``TypeError`` / ``ValueError`` naming the

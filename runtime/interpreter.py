@@ -3,7 +3,13 @@
 In the style of ``torch.fx.Interpreter``: one overridable method per node kind, so that
 profilers, debuggers and the native executor subclass it.
 
-    >>> Interpreter(graph).run(np.ones((2, 3), np.float32))        # doctest: +SKIP
+    >>> from scriptmod.ir import parse
+    >>> graph = parse('''graph(%x : Float(2, 3)):
+    ...   %y : Float(2) = sm::sum[dim=[1], keepdim=0](%x)
+    ...   return (%y)
+    ... ''')
+    >>> Interpreter(graph).run(np.ones((2, 3), np.float32))
+    array([3., 3.], dtype=float32)
 
 Module values (``self`` and submodules) are plain objects: ``prim::GetAttr`` reads
 ``getattr(obj, name)``, ``prim::SetAttr`` writes with ``setattr``, and ``prim::CallMethod``

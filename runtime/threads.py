@@ -3,8 +3,15 @@
 Compiled kernels are called through ctypes, which releases the GIL, so plain Python
 threads run them in parallel.
 
-    >>> set_num_threads(2)
-    >>> parallel_for(lambda lo, hi: None, 1 << 20)     # runs [0, n) in 2 aligned chunks
+    >>> before = get_num_threads(); set_num_threads(2)
+    >>> chunks = []
+    >>> parallel_for(lambda lo, hi: chunks.append((lo, hi)), 1 << 20)
+    >>> chunks = sorted(chunks)      # 2 * CHUNKS_PER_THREAD aligned chunks cover [0, n)
+    >>> len(chunks) == 2 * CHUNKS_PER_THREAD, chunks[0][0], chunks[-1][1]
+    (True, 0, 1048576)
+    >>> all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    True
+    >>> set_num_threads(before)
 """
 from __future__ import annotations
 

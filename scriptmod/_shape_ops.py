@@ -366,7 +366,7 @@ def index_put(self: Tensor, values: Tensor, *tensors: Tensor, spec: tuple,
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate ``tensors`` along ``dim``.
 
-    >>> cat([ones(2), zeros(1)])
+    >>> scriptmod.cat([scriptmod.ones(2), scriptmod.zeros(1)])
     tensor([1., 1., 0.])
     """
     if isinstance(tensors, Tensor) or not all(isinstance(t, Tensor) for t in tensors):

@@ -1,7 +1,12 @@
 """``scriptmod.func``: run a module with other parameters and buffers (``torch.func``).
 
+    >>> from scriptmod.func import functional_call
+    >>> model, x = nn.Linear(2, 1), scriptmod.ones(1, 2)
     >>> params = {k: v * 0 for k, v in model.named_parameters()}
-    >>> functional_call(model, params, (x,))        # model itself is unchanged
+    >>> functional_call(model, params, (x,))
+    tensor([[0.]], grad_fn=<...>)
+    >>> bool((model.weight == 0).all())             # model itself is unchanged
+    False
 
 The tensors are swapped into the module's registries for the duration of the call and
 restored afterwards, even when ``forward`` raises. Gradients flow to the given tensors.

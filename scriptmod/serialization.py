@@ -1,9 +1,13 @@
 """``scriptmod.save`` / ``scriptmod.load``: tensors and nested containers of them, without
 pickle. Loading never runs code from the file.
 
+    >>> model = nn.Linear(4, 2); opt = scriptmod.optim.SGD(model.parameters(), lr=0.1)
     >>> scriptmod.save(model.state_dict(), "model.pt")
     >>> model.load_state_dict(scriptmod.load("model.pt"))
+    <All keys matched successfully>
     >>> scriptmod.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 3}, "ckpt.pt")
+    >>> scriptmod.load("ckpt.pt")["epoch"]
+    3
 
 File format: a standard safetensors file (any safetensors reader opens it).
 

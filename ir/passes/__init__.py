@@ -1,8 +1,20 @@
 """Graph passes: plain functions named by verbs that mutate the graph in place, return it,
 and leave ``ir.verify.verify`` passing. ``run_pipeline`` runs a list of them.
 
-    >>> run_pipeline(g, ["canonicalize", "eliminate_common_subexpressions",
-    ...                  "eliminate_dead_code"], verify=True)      # doctest: +SKIP
+    >>> from scriptmod.ir import parse
+    >>> g = parse('''graph(%x : Float(4)):
+    ...   %a : Float(4) = sm::neg(%x)
+    ...   %b : Float(4) = sm::neg(%x)
+    ...   %c : Float(4) = sm::neg(%b)
+    ...   %d : Float(4) = sm::add(%a, %b)
+    ...   return (%d)
+    ... ''')
+    >>> print(run_pipeline(g, ["canonicalize", "eliminate_common_subexpressions",
+    ...                        "eliminate_dead_code"], verify=True))
+    graph(%x : Float(4)):
+      %a : Float(4) = sm::neg(%x)
+      %d : Float(4) = sm::add(%a, %a)
+      return (%d)
 """
 from .canonicalize import canonicalize
 from .cse import eliminate_common_subexpressions

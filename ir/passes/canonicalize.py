@@ -21,7 +21,19 @@ Rule = Callable[[Node], "Value | None"]
 def canonicalize(graph: Graph) -> Graph:
     """Apply the rewrite rules to a fixpoint; rewritten nodes are removed.
 
-        >>> canonicalize(g)    # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%x : Float(4)):
+        ...   %one : float = prim::Constant[value=1.0]()
+        ...   %y : Float(4) = sm::mul(%x, %one)
+        ...   %z : Float(4) = sm::neg(%y)
+        ...   %w : Float(4) = sm::neg(%z)
+        ...   return (%w)
+        ... ''')
+        >>> print(canonicalize(g))      # x * 1 -> x, neg(neg(x)) -> x; dead code is left
+        graph(%x : Float(4)):
+          %one : float = prim::Constant[value=1.0]()
+          %z : Float(4) = sm::neg(%x)
+          return (%x)
     """
     changed = True
     while changed:

@@ -16,7 +16,18 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     one that dominates it (earlier in its block or in an enclosing block). Inputs of
     commutative ops are compared as a set.
 
-        >>> eliminate_common_subexpressions(g)    # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%x : Float(4)):
+        ...   %a : Float(4) = sm::neg(%x)
+        ...   %b : Float(4) = sm::neg(%x)
+        ...   %c : Float(4) = sm::add(%a, %b)
+        ...   return (%c)
+        ... ''')
+        >>> print(eliminate_common_subexpressions(g))
+        graph(%x : Float(4)):
+          %a : Float(4) = sm::neg(%x)
+          %c : Float(4) = sm::add(%a, %a)
+          return (%c)
     """
     _cse_block(graph.block, ChainMap(), mutates_modules(graph))
     return graph

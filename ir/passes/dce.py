@@ -9,7 +9,16 @@ from .effects import has_side_effects
 def eliminate_dead_code(graph: Graph) -> Graph:
     """Remove dead nodes in place; IMPURE ops, SetAttr, calls, prints and raises stay.
 
-        >>> eliminate_dead_code(g)     # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%x : Float(4)):
+        ...   %a : Float(4) = sm::neg(%x)
+        ...   %b : Float(4) = sm::exp(%x)
+        ...   return (%a)
+        ... ''')
+        >>> print(eliminate_dead_code(g))
+        graph(%x : Float(4)):
+          %a : Float(4) = sm::neg(%x)
+          return (%a)
     """
     while _sweep(graph.block):
         pass

@@ -20,7 +20,36 @@ def fold_constants(graph: Graph, evaluate: Evaluator | None = None) -> Graph:
     never run. With ``evaluate(node, input_values) -> output_values``: every pure, non-factory
     op whose inputs are all constants.
 
-        >>> fold_constants(g, evaluate=runtime.interpreter.evaluate_node)   # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> from scriptmod.ir.passes import eliminate_dead_code
+        >>> g = parse('''graph(%x : Float(2, 3)):
+        ...   %n : int = sm::size[dim=0](%x)
+        ...   %m : int = prim::Constant[value=3]()
+        ...   %shape : int[] = prim::ListConstruct(%n, %m)
+        ...   %y : Float(2, 3) = sm::reshape(%x, %shape)
+        ...   return (%y)
+        ... ''')
+        >>> print(eliminate_dead_code(fold_constants(g)))
+        graph(%x : Float(2, 3)):
+          %shape : int[] = prim::Constant[value=[2, 3]]()
+          %y : Float(2, 3) = sm::reshape(%x, %shape)
+          return (%y)
+
+    Tensor ops need the evaluator, which lives in the runtime:
+
+        >>> from scriptmod.runtime.interpreter import evaluate_node
+        >>> g = parse('''graph(%x : Float(2)):
+        ...   %a : float = prim::Constant[value=2.0]()
+        ...   %b : float = prim::Constant[value=3.0]()
+        ...   %k : Float() = sm::add(%a, %b)
+        ...   %y : Float(2) = sm::mul(%x, %k)
+        ...   return (%y)
+        ... ''')
+        >>> print(eliminate_dead_code(fold_constants(g, evaluate=evaluate_node)))
+        graph(%x : Float(2)):
+          %k : Float() = prim::Constant[value=<Tensor>]()
+          %y : Float(2) = sm::mul(%x, %k)
+          return (%y)
     """
     changed = True
     while changed:

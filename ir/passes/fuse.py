@@ -15,9 +15,27 @@ Legality, per block (a group never spans blocks; If/Loop bodies are fused separa
 
 ``SCRIPTMOD_LOG=fusion`` prints each group and why a node or an edge was not fused.
 
-    >>> fuse_elementwise(g)                                           # doctest: +SKIP
-    >>> run_pipeline(g, ["fuse_elementwise"], verify=True,
-    ...              options={"fuse_elementwise": {"min_size": 2}})   # doctest: +SKIP
+    >>> from scriptmod.ir import parse
+    >>> src = '''graph(%x : Float(B, 4)):
+    ...   %a : Float(B, 4) = sm::neg(%x)
+    ...   %b : Float(B, 4) = sm::exp(%a)
+    ...   %c : Float(B, 4) = sm::add(%b, %x)
+    ...   return (%c)
+    ... '''
+    >>> print(fuse_elementwise(parse(src)))
+    graph(%x : Float(B, 4)):
+      %c : Float(B, 4) = prim::FusionGroup_0(%x)
+      return (%c)
+    with prim::FusionGroup_0 = graph(%x : Float(B, 4)):
+      %a : Float(B, 4) = sm::neg(%x)
+      %b : Float(B, 4) = sm::exp(%a)
+      %c : Float(B, 4) = sm::add(%b, %x)
+      return (%c)
+    >>> from scriptmod.ir.passes import run_pipeline
+    >>> g = run_pipeline(parse(src), ["fuse_elementwise"], verify=True,
+    ...                  options={"fuse_elementwise": {"min_size": 4}})
+    >>> [n.kind for n in g.nodes]                      # a group of 3 is under min_size
+    ['sm::neg', 'sm::exp', 'sm::add']
 """
 from __future__ import annotations
 
@@ -45,8 +63,16 @@ def fuse_elementwise(graph: Graph, *, min_size: int = 1,
     ``min_size``: groups with fewer ops stay unfused. ``supported(node)``: the backend's
     veto (e.g. dtypes it cannot compile). The same graph always gives the same groups.
 
-        >>> fuse_elementwise(g, min_size=2, supported=lambda n: n.op_name != "erfc")
-        ... # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%x : Float(B, 4)):
+        ...   %a : Float(B, 4) = sm::neg(%x)
+        ...   %b : Float(B, 4) = sm::exp(%a)
+        ...   %c : Float(B, 4) = sm::add(%b, %x)
+        ...   return (%c)
+        ... ''')
+        >>> g = fuse_elementwise(g, min_size=2, supported=lambda n: n.op_name != "add")
+        >>> [n.kind for n in g.nodes]
+        ['prim::FusionGroup', 'sm::add']
     """
     if min_size < 1:
         raise ValueError(f"fuse_elementwise: min_size must be >= 1, got {min_size}")

@@ -15,7 +15,21 @@ def inline_calls(graph: Graph, resolve: Resolver, max_depth: int = MAX_DEPTH) ->
     graph (its first input is the module); calls it returns None for are kept. Callees are
     copied, never changed, and inlined recursively.
 
-        >>> inline_calls(g, lambda call: graphs[call.attrs["name"]])   # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%self : __module__.Net, %x : Float(4)):
+        ...   %act : __module__.Act = prim::GetAttr[name="act"](%self)
+        ...   %y : Float(4) = prim::CallMethod[name="forward"](%act, %x)
+        ...   return (%y)
+        ... ''')
+        >>> graphs = {"forward": parse('''graph(%self : __module__.Act, %x : Float(4)):
+        ...   %y : Float(4) = sm::relu(%x)
+        ...   return (%y)
+        ... ''')}
+        >>> print(inline_calls(g, lambda call: graphs[call.attrs["name"]]))
+        graph(%self : __module__.Net, %x : Float(4)):
+          %act : __module__.Act = prim::GetAttr[name="act"](%self)
+          %y : Float(4) = sm::relu(%x)
+          return (%y)
     """
     _inline_block(graph.block, resolve, max_depth)
     return graph

@@ -55,8 +55,22 @@ def run_pipeline(graph: Graph, passes: Sequence[PassEntry], verify: bool = False
     ``options`` maps pass names to keyword arguments. ``verify=True`` checks the graph after
     every pass and names the pass that broke it.
 
-        >>> run_pipeline(g, ["inline_calls", "canonicalize", "eliminate_dead_code"],
-        ...              verify=True, options={"inline_calls": {"resolve": r}})  # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%self : __module__.Net, %x : Float(4)):
+        ...   %act : __module__.Act = prim::GetAttr[name="act"](%self)
+        ...   %y : Float(4) = prim::CallMethod[name="forward"](%act, %x)
+        ...   return (%y)
+        ... ''')
+        >>> act = parse('''graph(%self : __module__.Act, %x : Float(4)):
+        ...   %y : Float(4) = sm::relu(%x)
+        ...   return (%y)
+        ... ''')
+        >>> r = lambda call: act
+        >>> print(run_pipeline(g, ["inline_calls", "canonicalize", "eliminate_dead_code"],
+        ...                    verify=True, options={"inline_calls": {"resolve": r}}))
+        graph(%self : __module__.Net, %x : Float(4)):
+          %y : Float(4) = sm::relu(%x)
+          return (%y)
     """
     for entry in passes:
         name, fn, kwargs = _resolve(entry, options or {})

@@ -24,7 +24,16 @@ def propagate_shapes(graph: Graph, input_types: Sequence[Type | None],
     With ``keep_symbolic`` a symbolic dim of a declared input type (``B``) stays symbolic
     even where ``input_types`` gives a size for it, so the graph stays general in it.
 
-        >>> propagate_shapes(g, [TensorType(float32, (8, 4))])    # doctest: +SKIP
+        >>> from scriptmod.ir import parse
+        >>> from scriptmod.ir.dtypes import float32
+        >>> g = parse('''graph(%x : Float(B, 4)):
+        ...   %y : Float(B) = sm::sum[dim=[1], keepdim=0](%x)
+        ...   return (%y)
+        ... ''')
+        >>> print(propagate_shapes(g, [TensorType(float32, (8, 4))]))
+        graph(%x : Float(8, 4)):
+          %y : Float(8) = sm::sum[dim=[1], keepdim=0](%x)
+          return (%y)
     """
     if len(input_types) != len(graph.inputs):
         raise ValueError(f"propagate_shapes: the graph takes {len(graph.inputs)} input(s), "

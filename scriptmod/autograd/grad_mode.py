@@ -2,8 +2,11 @@
 
 Each works as a context manager and as a decorator, as in PyTorch.
 
-    >>> with no_grad():
-    ...     y = x * 2          # y.requires_grad is False
+    >>> x = scriptmod.ones(2, requires_grad=True)
+    >>> with scriptmod.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
 """
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ A workload's floor is the time it would take at those rates: bytes moved (read x
 over copy bandwidth, or its matmul FLOPs over matmul throughput.
 
     >>> rates = measure(np, "float32", quick=True, threads=2)
-    >>> floor_seconds("bytes", rates, 2 * 4 * 4096 * 4096)     # doctest: +SKIP
-    0.0055
+    >>> work = 2 * 4 * 4096 * 4096                  # W1: read and write 4096² float32
+    >>> floor_seconds("bytes", rates, work) == work / rates.copy_bytes_per_s
+    True
 """
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
 """Presenting a benchmark run: the aligned table, the JSON file and the PNG bar chart.
 
+    >>> fmt_time(0.0042), fmt_time(3.1e-6), fmt_time(None)
+    ('4.20 ms', '3.1 µs', 'n/a')
+
+A whole run (``report = run_all(BenchOptions(quick=True))`` takes seconds, so not run here):
+
     >>> print(format_report(report))            # doctest: +SKIP
     >>> write_json(report, "bench.json"); plot(report, "bench.png")   # doctest: +SKIP
 """

@@ -7,8 +7,10 @@ back in this process under ``no_grad`` (``timing``), and the result is set again
 floor measured in the same run (``floors``).
 
     >>> opts = BenchOptions(workloads=["W1"], quick=True)
-    >>> report = run_all(opts)                      # doctest: +SKIP
-    >>> report.results[0].speedup                   # eager / fused   # doctest: +SKIP
+    >>> opts.budget, opts.min_reps                  # seconds of timing per variant, samples
+    (0.15, 3)
+    >>> report = run_all(opts)            # seconds of benchmarking   # doctest: +SKIP
+    >>> report.results[0].speedup         # eager / fused, measured   # doctest: +SKIP
 """
 from __future__ import annotations
 

@@ -9,6 +9,9 @@ is killed after the timeout because torch.compile's compile time is unbounded; w
 did not finish reads "n/a".
 
     >>> TorchSide.create(WORKLOADS["W1"], model, x, ref, opts).finish(result)   # doctest: +SKIP
+
+(Not run as a doctest: it needs torch, which scriptmod does not depend on, and a child
+process that runs for seconds.)
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The benchmark workloads of WORKLOADS.md (W1–W5), built from scriptmod's own layers.
 
     >>> w = WORKLOADS["W1"]; model, x = w.build(quick=True)
+    >>> x.shape
+    scriptmod.Size([256, 256])
 """
 from __future__ import annotations
 

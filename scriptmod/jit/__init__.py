@@ -1,7 +1,13 @@
 """``scriptmod.jit``: trace modules into IR graphs and run them compiled.
 
+    >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).eval()
+    >>> x = scriptmod.ones(3, 4)
     >>> traced = scriptmod.jit.trace(model, x)
-    >>> print(traced.graph, traced.code); y = traced(x)
+    >>> print(traced.code)
+    def forward(self, input: Tensor) -> Tensor:
+        ...
+    >>> traced(x).shape
+    scriptmod.Size([3, 2])
 """
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule  # noqa: F401
 from scriptmod.jit._trace import TracingCheckError, trace, trace_module  # noqa: F401

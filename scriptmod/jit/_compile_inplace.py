@@ -5,7 +5,11 @@ graphs with the *original* module as ``self``, so ``.eval()``, ``load_state_dict
 optimizer steps on it take effect. A call whose inputs the trace cannot serve (another
 rank, another argument structure) re-traces.
 
-    >>> model.compile(); y = model(x)     # compiled from here on
+    >>> model = nn.Linear(4, 2)
+    >>> model.compile(); model(scriptmod.ones(3, 4)).shape     # compiled from here on
+    scriptmod.Size([3, 2])
+    >>> type(model).__name__                                   # still the same module
+    'Linear'
 """
 from __future__ import annotations
 

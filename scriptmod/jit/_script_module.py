@@ -121,7 +121,11 @@ class ScriptModule(Module):
 
             >>> x = scriptmod.ones(2, 4)
             >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), x)
+            >>> x = scriptmod.ones(2, 4)
+            >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), x)
             >>> traced.save("block.smod"); again = scriptmod.jit.load("block.smod")
+            >>> bool((again(x) == traced(x)).all())
+            True
             >>> bool((again(x) == traced(x)).all())
             True
         """
@@ -213,8 +217,21 @@ class ScriptMethod:
     """A traced method other than ``forward``: ``traced.encode(x)`` runs it compiled (its own
     guards and specializations), ``.graph``/``.inlined_graph``/``.code`` show it.
 
-        >>> traced = scriptmod.jit.trace_module(model, {"forward": x, "encode": x})
-        >>> z = traced.encode(x); print(traced.encode.code)
+        >>> class Net(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__(); self.fc = nn.Linear(4, 3)
+        ...     def forward(self, x):
+        ...         return self.fc(x).relu()
+        ...     def encode(self, x):
+        ...         return self.fc(x) * 2
+        >>> x = scriptmod.ones(2, 4)
+        >>> traced = scriptmod.jit.trace_module(Net(), {"forward": x, "encode": x})
+        >>> traced.encode(x).shape
+        scriptmod.Size([2, 3])
+        >>> print(traced.encode.code)
+        def encode(self, x: Tensor) -> Tensor:
+            ...
+            return ops.sm.mul(_1, 2)
     """
 
     def __init__(self, owner: ScriptModule, name: str) -> None:

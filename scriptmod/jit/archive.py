@@ -5,9 +5,12 @@ tensors in one safetensors file; never pickle (format: ``scriptmod/jit/ARCHIVE.m
 Loading runs no code from the file: everything is validated first (``_archive``), and the
 module tree is rebuilt from ScriptModules, so the original classes are not needed.
 
+    >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), scriptmod.ones(2, 4))
     >>> scriptmod.jit.save(traced, "model.smod", _extra_files={"notes.txt": "v1"})
     >>> extra = {"notes.txt": ""}
-    >>> again = scriptmod.jit.load("model.smod", _extra_files=extra)   # extra["notes.txt"] == b"v1"
+    >>> again = scriptmod.jit.load("model.smod", _extra_files=extra)
+    >>> extra
+    {'notes.txt': b'v1'}
 """
 from __future__ import annotations
 
@@ -44,7 +47,12 @@ def save(m: ScriptModule | ScriptFunction, f: Any,
          _extra_files: Mapping[str, str | bytes] | None = None) -> None:
     """Write ``m`` (a traced ScriptModule or ScriptFunction) to ``f`` (path or binary file).
 
+        >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), scriptmod.ones(2, 4))
         >>> scriptmod.jit.save(traced, "block.smod")
+        >>> scriptmod.jit.save(traced, "again.smod")
+        >>> open("block.smod", "rb").read() == open("again.smod", "rb").read()
+        True
+
     Saving the same module twice gives byte-identical files.
     """
     data = archive_bytes(m, _extra_files)
@@ -223,8 +231,12 @@ def load(f: Any, map_location: Any = None,
          _extra_files: dict[str, Any] | None = None) -> ScriptModule:
     """Load an archive written by :func:`save` (path or binary file) as a ScriptModule tree.
 
-        >>> extra = {"notes.txt": ""}
-        >>> m = scriptmod.jit.load("block.smod", map_location="cpu", _extra_files=extra)
+        >>> scriptmod.jit.save(scriptmod.jit.trace(nn.Linear(4, 2), scriptmod.ones(2, 4)),
+        ...                    "block.smod")
+        >>> m = scriptmod.jit.load("block.smod", map_location="cpu")
+        >>> m(scriptmod.ones(3, 4)).shape
+        scriptmod.Size([3, 2])
+
     ``map_location`` is a device, a dict ``{"cuda:0": "cpu"}`` or ``fn(tensor, saved_device)``.
     ``_extra_files`` is filled in place (as bytes) for the names it holds that the archive has.
     Nothing in the file is executed; an invalid or hostile file raises ``ArchiveError``.

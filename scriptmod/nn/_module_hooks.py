@@ -8,8 +8,12 @@ through an identity ``autograd.Function``; a pre-hook on the output node capture
 ``grad_input`` and calls ``hook(module, grad_input, grad_output)``. Global hooks
 (``register_module_forward_hook`` & co.) run before a module's own.
 
-    >>> h = model.register_forward_hook(lambda m, args, out: out * 2)
-    >>> h.remove()
+    >>> model, x = nn.Linear(4, 2), scriptmod.ones(1, 4)
+    >>> h = model.register_forward_hook(lambda m, args, out: scriptmod.zeros_like(out))
+    >>> model(x)                  # what the hook returns replaces the output
+    tensor([[0., 0.]])
+    >>> h.remove(); bool((model(x) != 0).any())
+    True
 """
 from __future__ import annotations
 

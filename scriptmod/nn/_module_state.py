@@ -1,7 +1,10 @@
 """``Module.state_dict`` / ``load_state_dict`` and their hooks, with PyTorch's keys, order
 and error messages.
 
-    >>> sd = model.state_dict()              # OrderedDict: 'fc.weight' -> Tensor
+    >>> model = nn.Sequential(nn.Linear(4, 2))
+    >>> sd = model.state_dict()              # OrderedDict: name -> Tensor
+    >>> list(sd)
+    ['0.weight', '0.bias']
     >>> model.load_state_dict(sd)
     <All keys matched successfully>
 

@@ -1,6 +1,9 @@
 """Adam and AdamW (decoupled weight decay), with amsgrad and maximize.
 
+    >>> model = nn.Linear(4, 2)
     >>> opt = AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+    >>> opt.param_groups[0]["betas"], opt.param_groups[0]["eps"]
+    ((0.9, 0.999), 1e-08)
 """
 from __future__ import annotations
 

@@ -1,8 +1,13 @@
 """Learning-rate schedulers: ``LRScheduler`` base, ``StepLR``, ``CosineAnnealingLR``
 (PyTorch's recursive formulas and state-dict contents).
 
+    >>> opt = scriptmod.optim.SGD(nn.Linear(4, 2).parameters(), lr=1.0)
     >>> sched = StepLR(opt, step_size=30, gamma=0.1)
-    >>> for epoch in range(90): train(); sched.step()
+    >>> for epoch in range(90):
+    ...     opt.step()                    # a training epoch would go here
+    ...     sched.step()
+    >>> sched.get_last_lr()               # 1.0 * 0.1 ** 3
+    [0.001...]
 """
 from __future__ import annotations
 

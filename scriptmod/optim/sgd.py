@@ -1,6 +1,10 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 
+    >>> model = nn.Linear(4, 2)
     >>> opt = SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    >>> model(scriptmod.ones(1, 4)).sum().backward(); opt.step()
+    >>> sorted(opt.state[model.weight])
+    ['momentum_buffer']
 """
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 ``out_proj``) so that state dicts load across.
 
     >>> mha = nn.MultiheadAttention(16, 4, batch_first=True)
+    >>> x = scriptmod.randn(2, 5, 16)                     # (batch, sequence, embed)
     >>> out, weights = mha(x, x, x)
+    >>> out.shape, weights.shape                          # weights averaged over heads
+    (scriptmod.Size([2, 5, 16]), scriptmod.Size([2, 5, 5]))
 """
 from __future__ import annotations
 
