@@ -121,11 +121,7 @@ class ScriptModule(Module):
 
             >>> x = scriptmod.ones(2, 4)
             >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), x)
-            >>> x = scriptmod.ones(2, 4)
-            >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), x)
             >>> traced.save("block.smod"); again = scriptmod.jit.load("block.smod")
-            >>> bool((again(x) == traced(x)).all())
-            True
             >>> bool((again(x) == traced(x)).all())
             True
         """
