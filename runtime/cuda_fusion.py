@@ -110,6 +110,8 @@ class CudaFusedKernel(FusedKernel):
         >>> fk = CudaFusedKernel(subgraph, name="FusionGroup_0 (model.py:7)")  # doctest: +SKIP
         >>> y, = fk([x, a, b]); fk.cuda_source                                 # doctest: +SKIP
 
+    (Not run as doctests: they need a CUDA GPU and CuPy.)
+
     Guards as on the CPU (count, dtype, rank and concrete dims, with the same messages),
     plus: every input is a CuPy array, all on one device (the one the group's types name,
     when they name one). Outputs are new ``cupy.empty`` arrays on that device (CuPy's memory
