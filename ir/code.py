@@ -200,7 +200,7 @@ class CodePrinter:
             name = node.attrs["name"]
             if is_identifier(name):
                 return f"{a[0]}.{name} = {a[1]}"
-            return f"setattr({a[0]}, {name!r}, {a[1]})"
+            return f"setattr({a[0]}, {_quoted(name)}, {a[1]})"
         if k == Prim.CALL_METHOD:
             return f"{attribute(a[0], node.attrs['name'])}({', '.join(a[1:])})"
         if k == Prim.LIST_CONSTRUCT:

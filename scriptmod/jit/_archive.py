@@ -191,8 +191,9 @@ def parse_json(text: str, what: str) -> Any:
 _PARAM = {"name": str, "tensor": (str, None)}
 _BUFFER = {"name": str, "tensor": (str, None), "persistent": bool}
 _CHILD = {"name": str, "module": (int, None)}
+ANY = object()        # a field whose contents a later step validates
 _METHOD = {"name": str, "arg_names": [str], "inputs": [str], "outputs": [str],
-           "constants": [str]}
+           "constants": [str], "output_structure?": ANY}   # "?": may be absent
 _MODULE = {"path": str, "original_name": str, "qualified_name": str, "training": bool,
            "parameters": [_PARAM], "buffers": [_BUFFER], "submodules": [_CHILD],
            "methods": [_METHOD]}
@@ -205,18 +206,24 @@ _TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", None: "nul
 
 
 def check_schema(value: Any, spec: Any, where: str) -> None:
-    """``value`` has exactly the shape ``spec`` describes (dict: exact keys; [x]: list of x;
-    tuple: any of; a type: that type, bool never counting as int)."""
+    """``value`` has exactly the shape ``spec`` describes (dict: exact keys, a key ending in
+    ``?`` optional; [x]: list of x; tuple: any of; a type: that type, bool never counting as
+    int; ``ANY``: checked elsewhere)."""
+    if spec is ANY:
+        return
     if isinstance(spec, dict):
         if not isinstance(value, dict):
             raise ArchiveError(f"{where}: expected an object, got {_kind(value)}")
-        if set(value) != set(spec):
-            missing, extra = sorted(set(spec) - set(value)), sorted(set(value) - set(spec))
+        fields = {k.rstrip("?"): sub for k, sub in spec.items()}
+        required = {k for k in spec if not k.endswith("?")}
+        if not required <= set(value) <= set(fields):
+            missing, extra = sorted(required - set(value)), sorted(set(value) - set(fields))
             raise ArchiveError(f"{where}: expected the fields {sorted(spec)}"
                                + (f"; missing {missing}" if missing else "")
                                + (f"; unexpected {extra}" if extra else ""))
-        for k, sub in spec.items():
-            check_schema(value[k], sub, f"{where}.{k}")
+        for k, sub in fields.items():
+            if k in value:
+                check_schema(value[k], sub, f"{where}.{k}")
     elif isinstance(spec, list):
         if not isinstance(value, list):
             raise ArchiveError(f"{where}: expected a list, got {_kind(value)}")
@@ -411,11 +418,11 @@ def _check_module(where: str, mod: dict[str, Any], n: int,
         if c["module"] is not None and not 0 <= c["module"] < n:
             raise ArchiveError(f"{where}.submodules[{j}].module: index {c['module']} is out of "
                                f"range ({n} module(s))")
-    return used | _check_methods(where, mod["methods"], table)
+    return used | _check_methods(where, mod["methods"], table, set(names))
 
 
 def _check_methods(where: str, methods: list[dict[str, Any]],
-                   table: dict[str, dict[str, Any]]) -> set[str]:
+                   table: dict[str, dict[str, Any]], members: set[str]) -> set[str]:
     used: set[str] = set()
     seen: set[str] = set()
     for j, meth in enumerate(methods):
@@ -423,6 +430,9 @@ def _check_methods(where: str, methods: list[dict[str, Any]],
         _match(_IDENT_RE, meth["name"], f"{w}.name")
         if meth["name"] in seen:
             raise ArchiveError(f"{w}.name: method {meth['name']!r} is defined twice")
+        if meth["name"] in members:
+            raise ArchiveError(f"{w}.name: method {meth['name']!r} has the name of a parameter, "
+                               "buffer or submodule of the module")
         seen.add(meth["name"])
         for a in meth["arg_names"]:
             _match(_IDENT_RE, a, f"{w}.arg_names")

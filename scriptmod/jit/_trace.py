@@ -222,7 +222,8 @@ def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,
         for c in check_inputs or [example_inputs if example_inputs is not None
                                   else example_kwarg_inputs]:
             args, kwargs = _function_call(c, example_kwarg_inputs)
-            again = _quietly(lambda: _record(Tracer(None, strict), None, func, args, kwargs)[0])
+            again = _quietly(lambda: _record(Tracer(None, strict), None, func, _clone(args),
+                                             _clone(kwargs))[0])
             _compare(func, sf, args, kwargs, check_tolerance, graph, again, "function")
     return sf
 
@@ -308,7 +309,8 @@ def _structure(g: Graph) -> list[tuple]:
 def _check(mod: Module, sm: ScriptModule, calls: Calls, tol: float, strict: bool) -> None:
     """PyTorch's check: trace again with the check inputs; outputs that differ from the
     Python code warn (random ops, train-mode dropout), a graph that differs raises."""
-    again = _quietly(lambda: _trace_calls(mod, calls, strict))
+    fresh = {m: (_clone(a), _clone(kw)) for m, (a, kw) in calls.items()}
+    again = _quietly(lambda: _trace_calls(mod, fresh, strict))
     for method, (args, kwargs) in calls.items():
         eager = mod if method == "forward" else getattr(mod, method)
         _compare(eager, lambda *a, **k: sm._run(method, a, k), args, kwargs, tol,

@@ -31,8 +31,9 @@ from scriptmod.ir.printer import is_payload, tensor_constants
 from scriptmod.ir.types import BoolType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type
 from scriptmod.ir.verify import verify
 from scriptmod.jit import _archive as A
+from scriptmod.jit import _structure as S
 from scriptmod.jit._archive import ArchiveError
-from scriptmod.jit._script_module import ScriptFunction, ScriptModule
+from scriptmod.jit._script_module import RecursiveScriptModule, ScriptFunction, ScriptModule
 from scriptmod.nn.parameter import Parameter
 from scriptmod.serialization import _encode_safetensors, _map_device
 from scriptmod.tensor import Tensor, wrap
@@ -221,9 +222,13 @@ class _Writer:
         self.entries.append((A.graph_entry(i, name), text.encode(), True))
         self.entries.append((A.code_entry(i, name), python_code(g, name).encode(), True))
         m = self.modules[i]
-        return {"name": name, "arg_names": list(m._arg_names.get(name, [])),
-                "inputs": [repr(v.type) for v in g.inputs],
-                "outputs": [repr(v.type) for v in g.outputs], "constants": consts}
+        entry = {"name": name, "arg_names": list(m._arg_names.get(name, [])),
+                 "inputs": [repr(v.type) for v in g.inputs],
+                 "outputs": [repr(v.type) for v in g.outputs], "constants": consts}
+        spec = m._out_specs.get(name)
+        if spec is not None:                  # a dict or namedtuple output
+            entry["output_structure"] = S.to_json(spec)
+        return entry
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -316,6 +321,19 @@ def _load_graph(box: A.Container, manifest: dict[str, Any], i: int, meth: dict[s
         raise ArchiveError(f"{where}: the graph's signature {sig} does not match the manifest's "
                            f"{(meth['inputs'], meth['outputs'])}")
     return g
+
+
+def _output_spec(meth: dict[str, Any], g: Graph, i: int) -> Any:
+    """The method's dict/namedtuple output structure, checked against its output type."""
+    if meth.get("output_structure") is None:
+        return None
+    where = f"manifest.modules[{i}].methods[{meth['name']!r}].output_structure"
+    if len(g.outputs) != 1:
+        raise ArchiveError(f"{where}: the method returns {len(g.outputs)} values, not one")
+    try:
+        return S.from_json(meth["output_structure"], g.outputs[0].type, where)
+    except ValueError as e:
+        raise ArchiveError(str(e)) from None
 
 
 def _check_code(box: A.Container, i: int, name: str, g: Graph) -> None:
@@ -490,10 +508,12 @@ def _rebuild(manifest: dict[str, Any], graphs: dict[tuple[int, str], Graph],
              tensors: dict[str, Tensor]) -> ScriptModule:
     """A ScriptModule per manifest entry (shared ones once), wired as the manifest says."""
     mods = manifest["modules"]
-    objs = [ScriptModule(e["original_name"], e["qualified_name"],
-                         {m["name"]: graphs[(i, m["name"])] for m in e["methods"]},
-                         {m["name"]: list(m["arg_names"]) for m in e["methods"]})
-            for i, e in enumerate(mods)]
+    objs = [RecursiveScriptModule(
+        e["original_name"], e["qualified_name"],
+        {m["name"]: graphs[(i, m["name"])] for m in e["methods"]},
+        {m["name"]: list(m["arg_names"]) for m in e["methods"]},
+        {m["name"]: _output_spec(m, graphs[(i, m["name"])], i) for m in e["methods"]})
+        for i, e in enumerate(mods)]
     get: Any = lambda key: None if key is None else tensors[key]  # noqa: E731
     try:
         for m, e in zip(objs, mods):

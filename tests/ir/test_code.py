@@ -54,3 +54,26 @@ def test_while_loop_unpack_side_effects_and_constants():
     assert "CONSTANTS.c0" in code and "while _continue and i < " in code
     assert "a, = (y,)" not in code and "self.last = " in code
     assert "raise ValueError('bad')" in code and 'float("inf")' in code and "x_1" in code
+
+
+def test_non_identifier_names_print_as_getattr_and_setattr():
+    """Sequential children ("0"), keys like "1x" or keywords ("class") are not valid after a
+    dot: the code writes ``getattr(self, "0")`` as torch does, and stays valid Python."""
+    from scriptmod.ir.types import ModuleType
+    g = Graph()
+    b = Builder(g)
+    m = b.input(ModuleType("nn.Sequential"), "self")
+    x = b.input(t(2), "x")
+    child = b.get_attr(m, "0", ModuleType("nn.Linear"))
+    y, = b.call_method(child, "forward", [x], [t(2)])
+    keyword_child = b.get_attr(m, "class", ModuleType("nn.ReLU"))
+    z, = b.call_method(keyword_child, "for", [y], [t(2)])
+    b.set_attr(m, "1x", z)
+    b.ret(z)
+    code, _ = code_with_constants(g, "<lambda>")
+    ast.parse(code)
+    assert code.startswith("def _lambda(self, x: Tensor) -> Tensor:")
+    assert 'getattr(self, "0")' in code and 'getattr(self, "class")' in code
+    assert 'getattr(' in code and '"for")(' in code
+    assert 'setattr(self, "1x", ' in code
+    assert "self.0" not in code and ".class" not in code
