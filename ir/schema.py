@@ -30,6 +30,9 @@ VIEW = "view"                  # output may alias the first input's storage
 IMPURE = "impure"              # random or otherwise not a pure function of its inputs
 NONDIFF = "nondiff"            # no derivative (comparisons, argmax, int results)
 FACTORY = "factory"            # makes a tensor from attributes only
+ANY_RANK = "any_rank"          # means the same at every input rank: no attribute or size
+                               # list encodes the rank it was traced at (elementwise ops and
+                               # reductions are so by their flag; see ``rank_polymorphic``)
 
 
 class _Required:
@@ -221,6 +224,12 @@ def get(name: str) -> OpSchema:
         return REGISTRY[name.split("::")[-1]]
     except KeyError:
         raise KeyError(f"unknown op {name!r}") from None
+
+
+def rank_polymorphic(schema: OpSchema) -> bool:
+    """Whether a traced call of the op may run at another input rank and still compute what
+    eager would there (dims as the user wrote them, broadcasting, matmul's batch dims)."""
+    return bool(schema.flags & {ELEMENTWISE, REDUCTION, ANY_RANK})
 
 
 def ops_with(flag: str) -> frozenset[str]:

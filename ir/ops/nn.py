@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import rules as R
-from ..schema import IMPURE, op
+from ..schema import ANY_RANK, IMPURE, op
 from ..types import Dim, Shape
 
 
@@ -65,15 +65,16 @@ def _embedding(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape 
     return None if w is None or idx is None else tuple(idx) + (w[1],)
 
 
-op("matmul(Tensor self, Tensor other) -> Tensor", R.promote, _matmul)
+op("matmul(Tensor self, Tensor other) -> Tensor", R.promote, _matmul, ANY_RANK)
 op("conv2d(Tensor input, Tensor weight, Tensor? bias, *, int[] stride=(1, 1), int[] padding=(0, 0), "
    "int[] dilation=(1, 1), int groups=1) -> Tensor", R.same, _conv2d)
 op("max_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
    "int[] dilation=(1, 1), bool ceil_mode=False) -> Tensor", R.same, _pool2d)
 op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
    "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d)
-op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.same, _embedding)
-op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE)
+op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.same, _embedding,
+   ANY_RANK)
+op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE, ANY_RANK)
 # In training with running stats, the kernel also updates them and ``num_batches_tracked``
 # (in place), so the bookkeeping follows the graph's ``training`` value after tracing;
 # ``momentum=None`` is a cumulative average (1 / num_batches_tracked).

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import rules as R
-from ..schema import FACTORY, IMPURE, NONDIFF, VIEW, op
+from ..schema import ANY_RANK, FACTORY, IMPURE, NONDIFF, VIEW, op
 from ..types import Dim, Shape
 
 
@@ -174,16 +174,16 @@ op("transpose(Tensor self, *, int dim0, int dim1) -> Tensor", R.same, _transpose
 op("unsqueeze(Tensor self, *, int dim) -> Tensor", R.same, _unsqueeze, VIEW)
 op("squeeze(Tensor self, *, int[]? dim=None) -> Tensor", R.same, _squeeze, VIEW)
 op("narrow(Tensor self, *, int dim, int start, int length) -> Tensor", R.same, _narrow, VIEW)
-op("contiguous(Tensor self) -> Tensor", R.same, R.same_shape)
-op("clone(Tensor self) -> Tensor", R.same, R.same_shape)
+op("contiguous(Tensor self) -> Tensor", R.same, R.same_shape, ANY_RANK)
+op("clone(Tensor self) -> Tensor", R.same, R.same_shape, ANY_RANK)
 op("cat(Tensor... tensors, *, int dim=0) -> Tensor", R.promote, _cat)
 op("stack(Tensor... tensors, *, int dim=0) -> Tensor", R.promote, _stack)
 op("gather(Tensor self, Tensor index, *, int dim) -> Tensor", R.same, _gather)
 op("index(Tensor self, Tensor... indices, *, Any spec) -> Tensor", R.same, _index_shape)
 op("index_put(Tensor self, Tensor values, Tensor... indices, *, Any spec, bool accumulate=False) -> Tensor",
    R.same, R.same_shape)
-op("to_device(Tensor self, *, Device device) -> Tensor", R.same, R.same_shape)
-op("size(Tensor self, *, int dim) -> int", R.no_dtype, R.scalar_shape, NONDIFF)
+op("to_device(Tensor self, *, Device device) -> Tensor", R.same, R.same_shape, ANY_RANK)
+op("size(Tensor self, *, int dim) -> int", R.no_dtype, R.scalar_shape, NONDIFF, ANY_RANK)
 
 # factories: shapes as int[] inputs so that they can follow symbolic input sizes
 _F = "ScalarType? dtype=None, Device device='cpu'"

@@ -13,7 +13,9 @@ MAX_LOOP_ROUNDS = 32
 
 
 class ShapePropagationError(ValueError):
-    """An op's type rule rejects the propagated input types; cites the node."""
+    """An op's type rule rejects the propagated input types; cites the node (``.node``)."""
+
+    node: Node | None = None
 
 
 def propagate_shapes(graph: Graph, input_types: Sequence[Type | None],
@@ -69,7 +71,9 @@ def _op(node: Node) -> None:
         types = infer_op_types(S.get(node.kind), node.inputs, node.attrs)
     except (TypeError, ValueError, IndexError) as e:
         where = f"{node.source}: " if node.source else ""
-        raise ShapePropagationError(f"{where}{e}\n    {describe(node)}") from None
+        err = ShapePropagationError(f"{where}{e}\n    {describe(node)}")
+        err.node = node
+        raise err from None
     for v, t in zip(node.outputs, types):
         v.type = t
 
@@ -106,6 +110,16 @@ def _fusion_group(node: Node) -> None:
         v.type = o.type
 
 
+def _call_method(node: Node) -> None:
+    """A call left in place by inlining: typed from the callee graph its caller attached as
+    ``node.callee`` (none attached: the call keeps its types)."""
+    callee = node.__dict__.get("callee")
+    if isinstance(callee, Graph):
+        propagate_shapes(callee, [v.type for v in node.inputs])
+        for v, o in zip(node.outputs, callee.outputs):
+            v.type = o.type
+
+
 def _tuple_construct(node: Node) -> None:
     node.output.type = TupleType(tuple(v.type for v in node.inputs))
 
@@ -140,6 +154,7 @@ def _list_unpack(node: Node) -> None:
 
 HANDLERS: dict[str, Callable[[Node], None]] = {
     Prim.IF: _if, Prim.LOOP: _loop, Prim.FUSION_GROUP: _fusion_group,
+    Prim.CALL_METHOD: _call_method,
     Prim.TUPLE_CONSTRUCT: _tuple_construct, Prim.TUPLE_UNPACK: _tuple_unpack,
     Prim.TUPLE_INDEX: _tuple_index, Prim.LIST_CONSTRUCT: _list_construct,
     Prim.LIST_UNPACK: _list_unpack,

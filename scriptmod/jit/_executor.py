@@ -6,6 +6,10 @@ with a signature inlines the method, specializes its types and optimizes it; lat
 with the same signature only run it (``Executor.stats`` counts both). Without autograd the
 graph runs on raw arrays; when a gradient is needed it runs op by op through ``dispatch``
 so autograd records the same ops eager execution would.
+
+An input of another rank than traced re-specializes from the traced graph where its ops
+allow it (``_rank``). A submodule with hooks keeps its call in the specialization
+(``_boundary``), so the hooks run around its own compiled graph.
 """
 from __future__ import annotations
 
@@ -16,10 +20,13 @@ from typing import Any, Sequence
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
+from scriptmod.ir.passes.shapes import ShapePropagationError
 from scriptmod.ir.types import IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.runtime.interpreter import Interpreter, evaluate_node
 from scriptmod._dispatch import dispatch
-from scriptmod.jit import _compiled
+from scriptmod.jit import _compiled, _rank
+from scriptmod.jit._boundary import (HOOK_VERSION, BoundaryError, call_boundary, hooked_paths,
+                                     kept_calls, module_path)
 from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor, wrap
 
@@ -44,16 +51,31 @@ class Executor:
     stats: dict[str, int] = field(default_factory=lambda: {"specializations": 0, "calls": 0})
     post_passes: list[Any] = field(default_factory=list)   # e.g. fusion, added by the compiler
     runtime_self: Any = None    # the module the graphs read at run time (default: ``module``)
+    _hook_version: int = -1     # HOOK_VERSION when ``_hooked`` was found
+    _hooked: tuple = ()         # paths of submodules whose calls stay in the graph (hooks)
 
     def __call__(self, args: Sequence[Any]) -> Any:
         spec = self.specialize(args)
         self.stats["calls"] += 1
         owner = self.owner
         head = (owner,) if self.has_self else ()
-        if grad_mode.is_grad_enabled() and _needs_grad(owner if head else self.module, args):
-            return TensorInterpreter(spec.graph).run(*head, *args)
-        raw = _compiled.array_interpreter(spec.graph).run(*head, *[_unwrap(a) for a in args])
-        return _wrap_out(raw)
+        try:
+            if grad_mode.is_grad_enabled() and _needs_grad(owner if head else self.module, args):
+                return TensorInterpreter(spec.graph).run(*head, *args)
+            raw = _compiled.array_interpreter(spec.graph).run(*head, *[_unwrap(a) for a in args])
+        except BoundaryError as e:     # raised in a hooked submodule call: the user's own error
+            err = e.original
+        else:
+            return _wrap_out(raw)
+        raise err
+
+    def hooked(self) -> tuple:
+        """Paths of the submodules whose calls the specialization keeps (they have hooks);
+        looked for again only when a hook was registered or removed anywhere."""
+        if self._hook_version != HOOK_VERSION[0]:
+            self._hook_version = HOOK_VERSION[0]
+            self._hooked = hooked_paths(self.owner) if self.has_self else ()
+        return self._hooked
 
     @property
     def has_self(self) -> bool:
@@ -93,23 +115,46 @@ class Executor:
 
     def specialize(self, args: Sequence[Any]) -> Specialization:
         # fused and unfused are cached apart, and so are module states of other dtypes
-        key = (signature(args), _compiled.variant(), self._state_key())
+        hooked = self._hooked if self._hook_version == HOOK_VERSION[0] else self.hooked()
+        key = (signature(args), _compiled.variant(), self._state_key(), hooked)
         spec = self.specs.get(key)
         if spec is None:
             self.check(args)
-            spec = self.specs[key] = Specialization(self._optimized(args), key)
+            spec = self.specs[key] = Specialization(self._optimized(args, key[3]), key)
             self.stats["specializations"] += 1
         return spec
 
-    def _optimized(self, args: Sequence[Any]) -> Graph:
-        g = inlined(self.module, self.method)
+    def _optimized(self, args: Sequence[Any], keep: tuple = ()) -> Graph:
+        g = inlined(self.module, self.method, frozenset(keep))
+        for call in list(kept_calls(g)):       # typed through the callee's graph
+            callee = call.__dict__["callee"] = inlined(submodule_of(self.module, call),
+                                                       call.attrs["name"])
+            _refresh_attribute_types(callee, submodule_of(self.owner, call))
         if self.has_self:
             _refresh_attribute_types(g, self.owner)
         head = [g.inputs[0].type] if self.has_self else []
         types: list[Type | None] = head + [_arg_type(a) for a in args]
-        propagate_shapes(g, types)
+        self._retype(g, types)
         passes: list[Any] = [("fold_constants", {"evaluate": evaluate_node})] + OPTIMIZE[1:]
         return run_pipeline(g, passes + list(self.post_passes) + _compiled.compile_passes())
+
+    def _retype(self, g: Graph, types: list[Type | None]) -> None:
+        """Shape propagation for the call's types; at another rank than traced, only where
+        every op can follow it (else a ``ShapeError`` naming the op that pins the rank)."""
+        skip = 1 if self.has_self else 0
+        changed = _rank.changed_args([v.type for v in g.inputs[skip:]], types[skip:],
+                                     self.arg_names)
+        traced = _rank.traced_ranks(g) if changed else {}
+        where = f"{self.module.original_name}.{self.method}()"
+        try:
+            propagate_shapes(g, types)
+        except ShapePropagationError as e:
+            if not changed:
+                raise
+            _rank.check_ranks(g, traced, changed, where)     # an earlier op may pin it
+            raise _rank.propagation_error(e, changed, where) from None
+        if changed:
+            _rank.check_ranks(g, traced, changed, where)
 
     def check(self, args: Sequence[Any]) -> None:
         """Guard: arguments must fit the traced signature (count, kind, rank, dtype kind)."""
@@ -205,9 +250,6 @@ def _check_arg(mod: Any, method: str, name: str, pos: int, a: Any, t: Type) -> N
     if isinstance(t, TensorType):
         if not isinstance(a, Tensor):
             raise TypeError(f"{where}: expected a Tensor {t!r}, got {type(a).__name__}")
-        if t.shape is not None and a.dim() != len(t.shape):
-            raise ValueError(f"{where}: expected a tensor of rank {len(t.shape)} like {t!r} "
-                             f"(the traced signature), got shape {tuple(a._data.shape)}")
         if t.dtype is not None and (a.dtype.category >= D.FLOAT) != (t.dtype.category >= D.FLOAT):
             raise TypeError(f"{where}: expected a {t.dtype.name} tensor (traced with {t!r}), "
                             f"got {a.dtype.name}")
@@ -264,16 +306,30 @@ def submodule_of(root: Any, call: Node) -> Any:
     return submodule_of_value(root, call.inputs[0])
 
 
-def inlined(module: Any, method: str) -> Graph:
+def inlined(module: Any, method: str, keep: frozenset[str] = frozenset(),
+            prefix: str = "") -> Graph:
     """A copy of ``module.method``'s graph with every submodule call inlined (callees are
-    inlined first, so each call is resolved relative to the graph it appears in)."""
+    inlined first, so each call is resolved relative to the graph it appears in), except
+    the calls of the submodules at the dotted paths in ``keep`` (hooked: see ``_boundary``)."""
     g = module._methods[method].copy()
-    inline_calls(g, lambda call: inlined(submodule_of(module, call), call.attrs["name"]))
+
+    def resolve(call: Node) -> Graph | None:
+        root, path = module_path(call.inputs[0])
+        if root is not g.inputs[0]:            # kept inside a callee inlined just now
+            return None
+        full = prefix + path
+        if full in keep:
+            return None
+        return inlined(submodule_of(module, call), call.attrs["name"], keep, full + ".")
+    inline_calls(g, resolve)
     return g
 
 
 class ArrayInterpreter(Interpreter):
     """Runs a specialized graph on raw arrays; module attributes are unwrapped."""
+
+    def call_method(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        return call_boundary(node, args[0], args[1:], raw=True)
 
     def get_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
         v = getattr(args[0], node.attrs["name"])
@@ -291,6 +347,9 @@ class ArrayInterpreter(Interpreter):
 
 class TensorInterpreter(Interpreter):
     """Runs a graph op by op through ``dispatch``, so autograd records every op."""
+
+    def call_method(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        return call_boundary(node, args[0], args[1:], raw=False)
 
     def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
         out = dispatch(node.op_name, args, node.attrs)

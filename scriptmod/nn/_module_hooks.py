@@ -34,6 +34,11 @@ _HOOK_DICTS = ("_backward_pre_hooks", "_backward_hooks", "_forward_hooks",
                "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
 
 
+# Bumped by every hook registration and removal (module and global): a compiled module
+# compares it once per call and looks for hooked submodules only when it has moved.
+HOOK_VERSION = [0]
+
+
 class ModuleHookHandle(RemovableHandle):
     """A ``RemovableHandle`` keyed by its own id, also clearing the hook's flag dicts."""
 
@@ -46,10 +51,19 @@ class ModuleHookHandle(RemovableHandle):
         super().remove()
         for d in self._extra:
             d.pop(self.id, None)
+        HOOK_VERSION[0] += 1
+
+
+def has_call_hooks(module: Any) -> bool:
+    """Whether calling ``module`` runs hooks of its own (forward, pre, backward)."""
+    d = module.__dict__
+    return bool(d.get("_forward_hooks") or d.get("_forward_pre_hooks")
+                or d.get("_backward_hooks") or d.get("_backward_pre_hooks"))
 
 
 def _add_hook(hooks: "OrderedDict[int, Callable]", hook: Callable, prepend: bool,
               extra: tuple[dict, ...] = ()) -> ModuleHookHandle:
+    HOOK_VERSION[0] += 1
     handle = ModuleHookHandle(hooks, extra)
     hooks[handle.id] = hook
     if prepend:

@@ -118,11 +118,11 @@ def test_new_batch_and_dtype_respecialize() -> None:
 
 
 def test_mismatching_input_gets_a_clear_error() -> None:
-    traced, _, x = _traced(Block(), 4, 24)
+    traced, model, x = _traced(Block(), 4, 24)
     with sm.no_grad():
         traced(x)
-        with pytest.raises(ValueError, match="argument 'x'.*rank"):
-            traced(sm.randn(24))
+        x1 = sm.randn(24)               # another rank: the MLP's ops all follow it, as eager
+        np.testing.assert_allclose(traced(x1).numpy(), model(x1).numpy(), rtol=2e-5, atol=2e-6)
         with pytest.raises(TypeError, match="argument 'x'"):
             traced(sm.ones(4, 24, dtype=sm.int64))
 
