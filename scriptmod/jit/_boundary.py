@@ -32,6 +32,7 @@ from scriptmod.ir.types import TensorType, TupleType, Type
 from scriptmod.nn import _module_hooks as hooks
 from scriptmod.runtime.interpreter import InterpreterError
 from scriptmod.tensor import Tensor, wrap
+from scriptmod.jit._structure import flatten
 
 HOOK_VERSION = hooks.HOOK_VERSION
 
@@ -71,7 +72,7 @@ def call_boundary(node: Node, mod: Any, args: Sequence[Any], raw: bool) -> list[
     ins = [_wrap(a) for a in args] if raw else list(args)
     try:
         with _method_as_forward(mod, node.attrs["name"]):
-            out = mod(*ins)
+            out = flatten(mod(*ins))[0]     # a dict/namedtuple result: the tuple the graph has
         _check_result(node, mod, out)
     except Exception as e:
         raise BoundaryError(e) from e

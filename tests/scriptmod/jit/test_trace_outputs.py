@@ -247,3 +247,32 @@ def test_a_valid_edited_structure_loads():
     data = _with_structure(["tuple", [None, ["dict", ["renamed"], [None]]]])
     out = jit.load(io.BytesIO(data))(sm.ones(2, 2))
     assert type(out) is tuple and list(out[1]) == ["renamed"]
+
+
+def test_hook_on_a_submodule_returning_a_dict_sees_the_dict():
+    class Enc(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return {"h": self.fc(x), "g": x * 2.0}
+
+    class Top(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = Enc()
+
+        def forward(self, x):
+            d = self.enc(x)
+            return d["h"] + d["g"]
+
+    m = Top().eval()
+    traced = jit.trace(m, sm.randn(2, 3))
+    seen = []
+    handle = traced.enc.register_forward_hook(lambda mod, args, out: seen.append(list(out)))
+    x = sm.randn(4, 3)
+    with sm.no_grad():
+        _close(traced(x), m(x))
+    assert seen == [["h", "g"]]
+    handle.remove()
