@@ -133,8 +133,8 @@ def _sign(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
     x, dt = to(e, args[0], out), compute_dtype(out)
     if out is D.bool_:
         return x
-    zero, one = e.const(0, dt), e.const(1, dt)
-    pos = e.select(e.cmp("gt", x, zero, dt), one, x if out.is_floating_point else zero, dt)
+    zero, one = e.const(0, dt), e.const(1, dt)     # PyTorch: sign(NaN) = sign(-0.0) = +0
+    pos = e.select(e.cmp("gt", x, zero, dt), one, zero, dt)
     return e.select(e.cmp("lt", x, zero, dt), e.const(-1, dt), pos, dt)
 
 
@@ -204,7 +204,7 @@ def _float_divmod(m: Num, a: V, b: V) -> tuple[V, V]:
     wrong = m.both(m.cmp("ne", mod, zero),
                    e.bits("xor", m.cmp("lt", b, zero), m.cmp("lt", mod, zero), D.bool_))
     mod = m.sel(wrong, m.add(mod, b), mod)
-    mod = m.sel(m.cmp("eq", mod, zero), m.call("copysign", zero, b), mod)
+    mod = m.sel(m.cmp("eq", mod, zero), m.call("copysign", zero, a), mod)   # PyTorch: sign of a
     div = m.sel(wrong, m.sub(div, one), div)
     fl = m.call("floor", div)
     fl = m.sel(m.cmp("gt", m.sub(div, fl), m.c(0.5)), m.add(fl, one), fl)
@@ -327,6 +327,8 @@ def _where(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
 def _clamp(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
     x, dt = to(e, args[0], out), compute_dtype(out)
     lo, hi = attrs.get("min"), attrs.get("max")
+    if out.is_floating_point and any(b is not None and math.isnan(b) for b in (lo, hi)):
+        return e.const(math.nan, dt)                # a NaN bound gives NaN, as in PyTorch
     if lo is not None:
         lv = e.const(imm_value(lo if out.is_floating_point else math.ceil(lo), out), dt)
         x = e.select(e.cmp("lt", x, lv, dt), lv, x, dt)

@@ -182,6 +182,8 @@ def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     if tuple(out.shape) != tuple(self.shape):
         out = out.expand(self.shape)
     if out._data is self._data:
+        if TRACERS and out is not self:   # same storage (eval dropout): the graph still
+            TRACERS[-1].on_inplace(self, out)   # writes the op's result back
         return self
     return _assign(self, out if out.grad_fn is not None or not self._requires_grad else out.detach())
 

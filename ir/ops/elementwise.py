@@ -1,7 +1,7 @@
 """Elementwise ops: one row each. Composite activations (gelu, silu, ...) are not here:
 they are decompositions into these primitives (see ``scriptmod.nn.functional``)."""
 from . import rules as R
-from ..schema import BINARY, COMMUTATIVE, ELEMENTWISE, NONDIFF, UNARY, op
+from ..schema import BINARY, COMMUTATIVE, ELEMENTWISE, IMPURE, NONDIFF, UNARY, VIEW, op
 
 EW, UN, BIN = ELEMENTWISE, UNARY, BINARY
 
@@ -50,3 +50,8 @@ op("where(Tensor condition, Tensor|Scalar self, Tensor|Scalar other) -> Tensor",
    lambda ops, attrs: R.promote(ops[1:], attrs), R.broadcast, EW)
 op("clamp(Tensor self, *, float? min=None, float? max=None) -> Tensor", R.same, R.same_shape, EW, UN)
 op("cast(Tensor self, *, ScalarType dtype) -> Tensor", R.from_attr(), R.same_shape, EW, UN)
+
+# An in-place op on a traced graph's input (``ReLU(inplace=True)`` on an argument): the
+# tracer writes the input's final value back with ``copy_``, whose output is that input's
+# own storage. Not fused (impure); ``passes.inplace`` drops the copies nobody can observe.
+op("copy_(Tensor self, Tensor src) -> Tensor", R.same, R.same_shape, IMPURE, VIEW)

@@ -124,7 +124,7 @@ def _apply_cast(x: Any, dt: np.dtype) -> Any:
 def _remember(key: tuple, p: "_Plan", before: Sequence[Any], after: Sequence[Any],
               out_dt: D.DType) -> None:
     """Cache an elementwise call's casts if every input is a NumPy array or a number."""
-    if not all(type(x) is _ND or type(x) in _SCALARS for x in before):
+    if not all(type(x) is _ND or (type(x) in _SCALARS and y is x) for x, y in zip(before, after)):
         return
     casts = tuple(None if a is b else np.dtype(getattr(a, "dtype", type(a))) for b, a in zip(before, after))
     _EW_CACHE[key] = (p.fn, None if all(c is None for c in casts) else casts, NP_DTYPE[out_dt])
@@ -161,6 +161,9 @@ def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> lis
         from scriptmod.ir.ops.rules import promote
         out_dt = promote([operand(x) for x in inputs], {})
     compute = _F32 if out_dt in _HALF else NP_DTYPE[out_dt]
+    if out_dt in _HALF:   # a Python float meets a half tensor rounded to it, as in PyTorch
+        half = NP_DTYPE[out_dt].type
+        inputs = [float(half(x)) if type(x) is float else x for x in inputs]
     if compute.kind in "iu":   # Python ints wrap into the int dtype, as in PyTorch (int8 + 1000)
         inputs = [_wrap_int(x, compute) if type(x) is int else x for x in inputs]
     if p.schema.name == "where":

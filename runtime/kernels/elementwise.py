@@ -9,6 +9,7 @@ import numpy as np
 
 from ..backend import NP_DTYPE
 from . import kernel
+from scriptmod.ir.errors import DTypeError
 from scriptmod.ir import dtypes as D
 
 
@@ -39,8 +40,18 @@ def _special(xp: Any) -> Any:
 
 kernel("neg")(lambda xp, x: -x if x.dtype != bool else _bool_neg(x))
 kernel("abs")(lambda xp, x: xp.abs(x))
-kernel("sign")(lambda xp, x: xp.sign(x) if x.dtype != bool else x.copy())
-kernel("relu")(lambda xp, x: xp.maximum(x, 0) if x.dtype.kind != "b" else x.copy())  # NaN stays NaN
+
+
+@kernel("sign")
+def _sign(xp: Any, x: Any) -> Any:
+    """(x > 0) - (x < 0), as PyTorch: sign(NaN) is 0 and sign(-0.0) is +0.0."""
+    if x.dtype == bool:
+        return x.copy()
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+# x < 0 ? 0 : x, as PyTorch: NaN stays NaN and -0.0 stays -0.0 (np.maximum gives +0.0)
+kernel("relu")(lambda xp, x: xp.where(x < 0, 0, x) if x.dtype.kind != "b" else x.copy())
 kernel("floor")(lambda xp, x: xp.floor(x) if x.dtype.kind == "f" else x.copy())
 kernel("ceil")(lambda xp, x: xp.ceil(x) if x.dtype.kind == "f" else x.copy())
 kernel("round")(lambda xp, x: xp.round(x) if x.dtype.kind == "f" else x.copy())
@@ -48,8 +59,8 @@ kernel("trunc")(lambda xp, x: xp.trunc(x) if x.dtype.kind == "f" else x.copy())
 
 
 def _bool_neg(x: Any) -> Any:
-    raise TypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
-                    "use `~` or logical_not() instead")
+    raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
+                     "use `~` or logical_not() instead")
 
 
 kernel("exp")(_quiet(lambda xp, x: xp.exp(x)))
@@ -80,7 +91,19 @@ kernel("sub")(lambda xp, a, b: a - b)
 kernel("mul")(lambda xp, a, b: a * b)
 kernel("div")(_quiet(lambda xp, a, b: a / b))
 kernel("floor_divide")(_quiet(lambda xp, a, b: xp.floor_divide(a, b)))
-kernel("remainder")(_quiet(lambda xp, a, b: xp.remainder(a, b)))
+
+
+@kernel("remainder")
+@_quiet
+def _remainder(xp: Any, a: Any, b: Any) -> Any:
+    """Python's modulo, except that a zero result keeps the sign of ``a`` (PyTorch's fmod
+    based remainder) where NumPy gives it the sign of ``b``."""
+    out = xp.remainder(a, b)
+    if getattr(out, "dtype", None) is None or out.dtype.kind != "f":
+        return out
+    return xp.where(out == 0, xp.copysign(out, a), out)
+
+
 kernel("maximum")(lambda xp, a, b: xp.maximum(a, b))
 kernel("minimum")(lambda xp, a, b: xp.minimum(a, b))
 kernel("atan2")(lambda xp, a, b: xp.arctan2(a, b))
@@ -120,8 +143,8 @@ def _bitwise(name: str) -> Any:
         for v in (a, b):
             kind = getattr(v, "dtype", np.dtype(type(v))).kind
             if kind not in "biu":
-                raise TypeError(f"{name}: expected integer or bool tensors, got "
-                                f"{getattr(v, 'dtype', type(v).__name__)}")
+                raise DTypeError(f"{name}: expected integer or bool tensors, got "
+                                 f"{getattr(v, 'dtype', type(v).__name__)}")
         return getattr(xp, name)(a, b)
     return fn
 
@@ -136,14 +159,14 @@ kernel("isinf")(lambda xp, x: xp.isinf(x))
 @kernel("bitwise_not")
 def _bitwise_not(xp: Any, x: Any) -> Any:
     if x.dtype.kind == "f":
-        raise TypeError(f"bitwise_not: expected an integer or bool tensor, got {x.dtype}")
+        raise DTypeError(f"bitwise_not: expected an integer or bool tensor, got {x.dtype}")
     return xp.logical_not(x) if x.dtype == bool else xp.invert(x)
 
 
 @kernel("where")
 def _where(xp: Any, cond: Any, a: Any, b: Any) -> Any:
     if getattr(cond, "dtype", None) != bool:
-        raise TypeError(f"where: expected condition to be a bool tensor, got {cond.dtype}")
+        raise DTypeError(f"where: expected condition to be a bool tensor, got {cond.dtype}")
     return xp.where(cond, a, b)
 
 
@@ -152,11 +175,22 @@ def _clamp(xp: Any, x: Any, min: float | None = None, max: float | None = None) 
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     out = x
-    if min is not None:   # NaN propagates, as in PyTorch (np.clip would too; be explicit)
-        out = xp.maximum(out, xp.asarray(min, dtype=x.dtype))
-    if max is not None:
-        out = xp.minimum(out, xp.asarray(max, dtype=x.dtype))
+    # PyTorch's semantics: x NaN -> NaN, a NaN bound -> NaN, x equal to a bound stays x (the
+    # sign of -0.0 survives clamp(min=0.0)); np.maximum/np.minimum would give +0.0
+    for bound, past in ((min, xp.less), (max, xp.greater)):
+        if bound is not None:
+            b = xp.asarray(bound, dtype=x.dtype)
+            hit = past(out, b) | (xp.isnan(b) if x.dtype.kind == "f" else False)
+            out = xp.where(hit, b, out)
     return out if out is not x else x.copy()
+
+
+@kernel("copy_")
+def _copy_(xp: Any, self: Any, src: Any) -> Any:
+    """Write ``src`` into ``self``'s storage and return ``self`` (in place on an input)."""
+    if src is not self:
+        self[...] = src
+    return self
 
 
 @kernel("cast")

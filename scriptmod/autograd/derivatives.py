@@ -80,6 +80,9 @@ def _div(ctx: Any, g: Tensor) -> tuple:
     return ga, (None if not isinstance(b, Tensor) else -ga * a / b)
 
 
+derivative("copy_")(lambda ctx, g: (None, g))     # self's old value is overwritten
+
+
 @derivative("remainder", saves=(0, 1))
 def _remainder(ctx: Any, g: Tensor) -> tuple:
     a, b = ctx.inputs
@@ -259,20 +262,21 @@ def _permute(ctx: Any, g: Tensor) -> tuple:
     return (g.permute(inv),)
 
 
-@derivative("narrow")
+@derivative("narrow", saves=(1, 2))
 def _narrow(ctx: Any, g: Tensor) -> tuple:
     shape = list(ctx.input_meta[0][0])
     d = ctx.attrs["dim"] % len(shape)
-    start = ctx.attrs["start"] % shape[d] if shape[d] else 0
+    start, length = (int(v) for v in ctx.inputs[1:3])
+    start = start % shape[d] if shape[d] else 0
     parts = []
-    for size in (start, shape[d] - start - ctx.attrs["length"]):
+    for size in (start, shape[d] - start - length):
         if size:
             s = list(shape)
             s[d] = size
             parts.append(T.zeros(s, dtype=g.dtype, device=g.device))
     if not parts:
-        return (g,)
-    return (T.cat(parts[:1] + [g] + parts[1:] if start else [g] + parts, dim=d),)
+        return (g, None, None)
+    return (T.cat(parts[:1] + [g] + parts[1:] if start else [g] + parts, dim=d), None, None)
 
 
 @derivative("cat")

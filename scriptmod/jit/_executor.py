@@ -21,6 +21,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.shapes import ShapePropagationError
+from scriptmod.ir.passes.inplace import elide_unobserved_copies
 from scriptmod.ir.types import IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.runtime.interpreter import Interpreter, evaluate_node
 from scriptmod._dispatch import dispatch
@@ -31,7 +32,7 @@ from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor, wrap
 
 OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
-            "eliminate_dead_code"]
+            "eliminate_dead_code", elide_unobserved_copies]
 
 
 @dataclass
@@ -39,6 +40,10 @@ class Specialization:
     graph: Graph
     key: tuple
 
+    written: tuple[int, ...] = field(init=False)   # arguments written in place (copy_)
+
+    def __post_init__(self) -> None:
+        self.written = _written_args(self.graph)
 
 @dataclass
 class Executor:
@@ -61,12 +66,13 @@ class Executor:
         head = (owner,) if self.has_self else ()
         try:
             if grad_mode.is_grad_enabled() and _needs_grad(owner if head else self.module, args):
-                return TensorInterpreter(spec.graph).run(*head, *args)
+                return _run_with_grad(spec, head, args)
             raw = _compiled.array_interpreter(spec.graph).run(*head, *[_unwrap(a) for a in args])
         except BoundaryError as e:     # raised in a hooked submodule call: the user's own error
             err = e.original
         else:
-            return _wrap_out(raw)
+            out = _wrap_out(raw)
+            return _written_back(out, args, spec.written) if spec.written else out
         raise err
 
     def hooked(self) -> tuple:
@@ -294,6 +300,48 @@ def _unwrap(a: Any) -> Any:
 
 
 def _wrap_out(x: Any) -> Any:
+def _run_with_grad(spec: Specialization, head: tuple, args: Sequence[Any]) -> Any:
+    """Op by op through autograd. An argument written in place is read through a clone, as
+    eager's in-place activations do, so that the values backward saved are not overwritten."""
+    interp = TensorInterpreter(spec.graph)
+    if spec.written:
+        args = list(args)
+        for i in spec.written:
+            if isinstance(args[i], Tensor) and args[i].requires_grad:
+                clone = args[i].clone()
+                interp.originals[id(clone)] = args[i]
+                args[i] = clone
+    return interp.run(*head, *args)
+
+
+def _written_args(g: Graph) -> tuple[int, ...]:
+    """Positions of the arguments that ``sm::copy_`` writes into (in-place ops on them)."""
+    skip = 1 if g.inputs and isinstance(g.inputs[0].type, ModuleType) else 0
+    pos = {v: i - skip for i, v in enumerate(g.inputs)}
+    return tuple(sorted({pos[n.inputs[0]] for n in g.walk()
+                         if n.kind == "sm::copy_" and n.inputs[0] in pos}))
+
+
+def _written_back(out: Any, args: Sequence[Any], written: tuple[int, ...]) -> Any:
+    """The caller's tensors changed in place: bump their versions, and return the tensor
+    itself where an output is its storage (``relu_(x) is x``, as in eager)."""
+    by_array = {}
+    for i in written:
+        a = args[i]
+        if isinstance(a, Tensor):
+            a._vc[0] += 1
+            by_array[id(a._data)] = a
+    return _same_objects(out, by_array)
+
+
+def _same_objects(x: Any, by_array: dict[int, Tensor]) -> Any:
+    if isinstance(x, Tensor):
+        return by_array.get(id(x._data), x)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_same_objects(i, by_array) for i in x)
+    return x
+
+
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return wrap(x)
     if isinstance(x, (tuple, list)):
@@ -349,10 +397,19 @@ class TensorInterpreter(Interpreter):
     """Runs a graph op by op through ``dispatch``, so autograd records every op."""
 
     def call_method(self, node: Node, args: list[Any]) -> Sequence[Any]:
+    originals: dict[int, Tensor]     # id(clone read in place of an argument) -> argument
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.originals = {}
+
         return call_boundary(node, args[0], args[1:], raw=False)
 
     def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
         out = dispatch(node.op_name, args, node.attrs)
+        if node.kind == "sm::copy_":      # the caller's tensor, with eager's checks and history
+            dst = self.originals.get(id(args[0]), args[0])
+            return [dst.copy_(args[1])]
         return list(out) if isinstance(out, tuple) else [out]
 
     def constant(self, node: Node, args: list[Any]) -> Sequence[Any]:

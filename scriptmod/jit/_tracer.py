@@ -90,6 +90,7 @@ class TracedInt(int):
 
     def _binop(self, other: Any, op: str, fn: Callable[[int, int], int], flip: bool = False) -> Any:
         if not isinstance(other, int) or isinstance(other, bool):
+    inputs: list[tuple[Any, Value]] = field(default_factory=list)  # (tensor argument, Value)
             return fn(int(self), other) if not flip else fn(other, int(self))
         a, b = (other, self) if flip else (self, other)
         tr = self._tracer
@@ -133,6 +134,7 @@ class Frame:
 
 
 def _attr_paths(module: Any) -> dict[int, list[str]]:
+            fr.inputs.append((a, fr.values[id(a)]))
     paths: dict[int, list[str]] = {}
     if module is None:
         return paths
@@ -141,10 +143,12 @@ def _attr_paths(module: Any) -> dict[int, list[str]]:
     return paths
 
 
+                fr.inputs.append((x, xv))
 class Tracer:
     """Records ops into per-module graphs; ``scriptmod.jit.trace`` drives it."""
 
     def __init__(self, root: Any, strict: bool = True) -> None:
+        _write_back_inputs(fr)
         self.root, self.strict = root, strict
         self.frames: list[Frame] = []
         self.graphs: dict[int, dict[str, Graph]] = {}      # id(module) -> method -> graph
@@ -349,6 +353,16 @@ def _schema_args(schema: S.OpSchema, n: int) -> list[S.Arg | None]:
             args += [a] * (n - len(args) - (len(schema.inputs) - len(args) - 1))
         else:
             args.append(a)
+def _write_back_inputs(fr: Frame) -> None:
+    """An argument changed in place (``F.relu(x, inplace=True)``) gets its final value
+    written back into the caller's tensor: one ``sm::copy_`` per argument, after every read
+    of the old value; a returned argument is that copy's output (the caller's own tensor)."""
+    for t, v in fr.inputs:
+        cur = fr.values.get(id(t))
+        if cur is not None and cur is not v:
+            fr.bind(t, fr.b.op("copy_", v, cur))
+
+
     return (args + [None] * n)[:n]
 
 

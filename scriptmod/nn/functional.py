@@ -22,12 +22,14 @@ from scriptmod import _dispatch
 from scriptmod._creation import arange, full, tensor as _const
 from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
+from scriptmod.ir import dtypes
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
+_HALVES = (dtypes.float16, dtypes.bfloat16)
 
 __all__ = [
     "relu", "relu_", "relu6", "hardtanh", "gelu", "silu", "elu", "leaky_relu", "prelu",
@@ -65,6 +67,12 @@ def _apply(input: Tensor, fn: Callable[[Tensor], Tensor], inplace: bool) -> Tens
     return input.copy_(out)
 
 
+def _opmath(x: Tensor) -> Tensor:
+    """What PyTorch compares a half tensor with a bound in: float32 (``x <= 0.1`` on a
+    bfloat16 tensor would round 0.1 to bfloat16 first)."""
+    return x.float() if x.dtype in _HALVES else x
+
+
 # ---- activations ------------------------------------------------------------------------
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """max(x, 0)."""
@@ -79,9 +87,15 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
              inplace: bool = False) -> Tensor:
     if min_val > max_val:
         raise ValueError("hardtanh: min_val cannot be greater than max_val")
-    # where, not clamp: PyTorch's gradient is 0 at the bounds themselves
-    return _apply(input, lambda x: where(x <= min_val, min_val, where(x >= max_val, max_val, x)
-                                         ).to(x.dtype), inplace)
+    return _apply(input, lambda x: _hardtanh(x, min_val, max_val), inplace)
+
+
+def _hardtanh(x: Tensor, lo: float, hi: float) -> Tensor:
+    """where, not clamp: PyTorch's gradient is 0 at the bounds themselves. A bound of 0 is
+    relu, which keeps -0.0 (as PyTorch's clamp does) and has gradient 0 at 0; NaN stays NaN."""
+    c = _opmath(x)
+    lower = x.relu() if lo == 0 else where(c <= lo, lo, x)
+    return where(c >= hi, hi, lower).to(x.dtype)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
@@ -94,10 +108,11 @@ def _gelu_none(x: Tensor) -> Tensor:
 
 
 def _gelu_tanh(x: Tensor) -> Tensor:
-    # x * (1 + tanh u) / 2 == x / (1 + exp(-2u)): one exp, no cancellation. -2u is capped at
-    # 80 (exp stays finite in float32) so that backward never meets 0 * inf = NaN.
+    # x * (1 + tanh u) / 2 == x * sigmoid(2u): one exp, no cancellation; sigmoid saturates to
+    # exactly 0 or 1, so backward never meets 0 * inf, and x = -inf gives -inf * 0 = NaN,
+    # large negative x gives -0.0, as PyTorch's formula does
     u = (x + 0.044715 * (x * x * x)) * _SQRT_2_PI
-    return x / ((u * -2.0).clamp(max=80.0).exp() + 1.0)
+    return x * (u * 2.0).sigmoid()
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -144,8 +159,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """x if x > threshold else value."""
-    return _apply(input, lambda x: where(x > threshold, x, value).to(x.dtype), inplace)
+    """value if x <= threshold else x (so NaN stays NaN, as in PyTorch)."""
+    return _apply(input, lambda x: where(_opmath(x) <= threshold, value, x).to(x.dtype), inplace)
 
 
 def threshold_(input: Tensor, threshold_: float, value: float) -> Tensor:
@@ -174,7 +189,10 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 
 def logsigmoid(input: Tensor) -> Tensor:
-    return -_softplus(-input)
+    """min(x, 0) - log1p(exp(-|x|)), PyTorch's form (logsigmoid(+inf) is +0.0); -|x| is
+    written as a where so that the gradient at 0 is exact (1/2)."""
+    neg = input < 0
+    return where(neg, input, 0.0) - where(neg, input, -input).exp().log1p()
 
 
 def _softmax_dim(name: str, ndim: int) -> int:

@@ -160,7 +160,7 @@ def sigmoid(x):
 
 
 REF_UNARY: dict[str, Callable] = {
-    "neg": np.negative, "abs": np.abs, "sign": np.sign, "relu": lambda x: np.where(x < 0, 0, x),
+    "neg": np.negative, "abs": np.abs, "sign": lambda x: (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype),   # torch: sign(nan) = 0 "relu": lambda x: np.where(x < 0, 0, x),
     "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "exp": np.exp,
     "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
