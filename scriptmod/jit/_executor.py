@@ -20,8 +20,8 @@ from typing import Any, Sequence
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
-from scriptmod.ir.passes.shapes import ShapePropagationError
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
+from scriptmod.ir.passes.shapes import ShapePropagationError
 from scriptmod.ir.types import IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.runtime.interpreter import Interpreter, evaluate_node
 from scriptmod._dispatch import dispatch
@@ -39,11 +39,11 @@ OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
 class Specialization:
     graph: Graph
     key: tuple
-
     written: tuple[int, ...] = field(init=False)   # arguments written in place (copy_)
 
     def __post_init__(self) -> None:
         self.written = _written_args(self.graph)
+
 
 @dataclass
 class Executor:
@@ -299,7 +299,6 @@ def _unwrap(a: Any) -> Any:
     return a
 
 
-def _wrap_out(x: Any) -> Any:
 def _run_with_grad(spec: Specialization, head: tuple, args: Sequence[Any]) -> Any:
     """Op by op through autograd. An argument written in place is read through a clone, as
     eager's in-place activations do, so that the values backward saved are not overwritten."""
@@ -342,6 +341,7 @@ def _same_objects(x: Any, by_array: dict[int, Tensor]) -> Any:
     return x
 
 
+def _wrap_out(x: Any) -> Any:
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return wrap(x)
     if isinstance(x, (tuple, list)):
@@ -396,20 +396,20 @@ class ArrayInterpreter(Interpreter):
 class TensorInterpreter(Interpreter):
     """Runs a graph op by op through ``dispatch``, so autograd records every op."""
 
-    def call_method(self, node: Node, args: list[Any]) -> Sequence[Any]:
     originals: dict[int, Tensor]     # id(clone read in place of an argument) -> argument
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.originals = {}
 
+    def call_method(self, node: Node, args: list[Any]) -> Sequence[Any]:
         return call_boundary(node, args[0], args[1:], raw=False)
 
     def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        out = dispatch(node.op_name, args, node.attrs)
         if node.kind == "sm::copy_":      # the caller's tensor, with eager's checks and history
             dst = self.originals.get(id(args[0]), args[0])
             return [dst.copy_(args[1])]
+        out = dispatch(node.op_name, args, node.attrs)
         return list(out) if isinstance(out, tuple) else [out]
 
     def constant(self, node: Node, args: list[Any]) -> Sequence[Any]:

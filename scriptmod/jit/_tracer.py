@@ -90,7 +90,6 @@ class TracedInt(int):
 
     def _binop(self, other: Any, op: str, fn: Callable[[int, int], int], flip: bool = False) -> Any:
         if not isinstance(other, int) or isinstance(other, bool):
-    inputs: list[tuple[Any, Value]] = field(default_factory=list)  # (tensor argument, Value)
             return fn(int(self), other) if not flip else fn(other, int(self))
         a, b = (other, self) if flip else (self, other)
         tr = self._tracer
@@ -127,6 +126,7 @@ class Frame:
     keep: list[Any] = field(default_factory=list)                 # keeps ids valid
     attr_paths: dict[int, list[str]] = field(default_factory=dict)
     ints: dict[int, Value] = field(default_factory=dict)          # id(TracedInt) -> Value
+    inputs: list[tuple[Any, Value]] = field(default_factory=list)  # (tensor argument, Value)
 
     def bind(self, t: Any, v: Value) -> None:
         self.values[id(t)] = v
@@ -134,7 +134,6 @@ class Frame:
 
 
 def _attr_paths(module: Any) -> dict[int, list[str]]:
-            fr.inputs.append((a, fr.values[id(a)]))
     paths: dict[int, list[str]] = {}
     if module is None:
         return paths
@@ -143,12 +142,10 @@ def _attr_paths(module: Any) -> dict[int, list[str]]:
     return paths
 
 
-                fr.inputs.append((x, xv))
 class Tracer:
     """Records ops into per-module graphs; ``scriptmod.jit.trace`` drives it."""
 
     def __init__(self, root: Any, strict: bool = True) -> None:
-        _write_back_inputs(fr)
         self.root, self.strict = root, strict
         self.frames: list[Frame] = []
         self.graphs: dict[int, dict[str, Graph]] = {}      # id(module) -> method -> graph
@@ -173,6 +170,7 @@ class Tracer:
     def _bind_input(self, fr: Frame, a: Any, name: str) -> None:
         if isinstance(a, Tensor):
             fr.bind(a, fr.b.input(tensor_type(a), name))
+            fr.inputs.append((a, fr.values[id(a)]))
             self.dependent.add(id(a))
         elif isinstance(a, TracedInt):
             fr.ints[id(a)] = fr.b.input(IntType, name)
@@ -181,10 +179,12 @@ class Tracer:
             v = fr.b.input(TupleType(tuple(tensor_type(x) for x in a)), name)
             for x, xv in zip(a, fr.b.tuple_unpack(v)):
                 fr.bind(x, xv)
+                fr.inputs.append((x, xv))
                 self.dependent.add(id(x))
 
     def finish_frame(self, fr: Frame, out: Any) -> Graph:
         self.frames.pop()
+        _write_back_inputs(fr)
         fr.b.ret(self.output_value(fr, out))
         return fr.graph
 
@@ -346,13 +346,6 @@ class Tracer:
         return name
 
 
-def _schema_args(schema: S.OpSchema, n: int) -> list[S.Arg | None]:
-    args: list[S.Arg | None] = []
-    for a in schema.inputs:
-        if a.variadic:
-            args += [a] * (n - len(args) - (len(schema.inputs) - len(args) - 1))
-        else:
-            args.append(a)
 def _write_back_inputs(fr: Frame) -> None:
     """An argument changed in place (``F.relu(x, inplace=True)``) gets its final value
     written back into the caller's tensor: one ``sm::copy_`` per argument, after every read
@@ -363,6 +356,13 @@ def _write_back_inputs(fr: Frame) -> None:
             fr.bind(t, fr.b.op("copy_", v, cur))
 
 
+def _schema_args(schema: S.OpSchema, n: int) -> list[S.Arg | None]:
+    args: list[S.Arg | None] = []
+    for a in schema.inputs:
+        if a.variadic:
+            args += [a] * (n - len(args) - (len(schema.inputs) - len(args) - 1))
+        else:
+            args.append(a)
     return (args + [None] * n)[:n]
 
 
