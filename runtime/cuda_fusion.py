@@ -32,7 +32,8 @@ from scriptmod.codegen.c_source import CUDA, CSource, render_c
 from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.ir.graph import Graph, Node
 from . import backend
-from .fusion import FusedKernel, Layout, plan_layout, supported_on
+from scriptmod.ir.errors import ShapeError
+from .fusion import FusedKernel, FusionGuardError, Layout, plan_layout, supported_on
 
 BLOCK = 256                    # threads per block
 MAX_GRID = 4096                # blocks per launch; the grid-stride loop does the rest
@@ -135,7 +136,7 @@ class CudaFusedKernel(FusedKernel):
         arrays: list[Any] = super().check(args)
         devices = sorted({a.device.id for a in arrays})
         if len(devices) > 1:
-            raise ValueError(f"{self.name}: inputs on different devices "
+            raise ShapeError(f"{self.name}: inputs on different devices "
                              f"({', '.join(f'cuda:{d}' for d in devices)})")
         return arrays
 
@@ -143,17 +144,17 @@ class CudaFusedKernel(FusedKernel):
         t, want = self.program.in_types[i], self._np_in[i]
         where = f"{self.name}: argument '{self.program.in_names[i]}' (input {i})"
         if not isinstance(a, self.xp.ndarray):
-            raise TypeError(f"{where}: expected a CuPy array on {t.device} like {t!r}, got "
-                            f"{type(a).__module__}.{type(a).__name__}")
+            raise FusionGuardError(f"{where}: expected a CuPy array on {t.device} like {t!r}, "
+                                   f"got {type(a).__module__}.{type(a).__name__}")
         if a.dtype != want:
-            raise TypeError(f"{where}: expected dtype {self.program.in_dtypes[i].name} ({t!r}), "
-                            f"got {a.dtype}")
+            raise FusionGuardError(f"{where}: expected dtype {self.program.in_dtypes[i].name} "
+                                   f"({t!r}), got {a.dtype}")
         if a.ndim != len(t.shape or ()) or any(
                 isinstance(d, int) and d != n for d, n in zip(t.shape or (), a.shape)):
-            raise ValueError(f"{where}: expected shape {t!r}, got {tuple(a.shape)}")
+            raise ShapeError(f"{where}: expected shape {t!r}, got {tuple(a.shape)}")
         index = _device_index(t.device)
         if index is not None and a.device.id != index:
-            raise ValueError(f"{where}: expected an array on {t.device}, got one on "
+            raise ShapeError(f"{where}: expected an array on {t.device}, got one on "
                              f"cuda:{a.device.id}")
         if any(s % a.itemsize for s in a.strides):
             a = self.xp.ascontiguousarray(a)

@@ -49,6 +49,7 @@ from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import log as irlog
 from scriptmod.ir.dtypes import DType
+from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.ops import rules as R
 from scriptmod.ir.types import TensorType
@@ -70,8 +71,9 @@ _i64_at = ctypes.c_int64.from_address
 _MIN_SPLIT = threads.MIN_SPLIT
 
 
-class FusionGuardError(TypeError):
-    """Base for guard failures (the concrete errors are ``TypeError`` and ``ValueError``)."""
+class FusionGuardError(RuntimeError, TypeError):
+    """A fused kernel given an input it was not built for (count, kind or dtype); a shape it
+    was not built for raises ``ShapeError``. Both are RuntimeErrors, as in PyTorch."""
 
 
 def supported_on(node: Node, on_device: Callable[[str], bool]) -> bool:
@@ -442,8 +444,8 @@ class FusedKernel:
         """The guards: returns the arrays (0-d NumPy scalars and odd strides made arrays)."""
         prog = self.program
         if len(args) != len(prog.in_types):
-            raise TypeError(f"{self.name}: expected {len(prog.in_types)} input(s), "
-                            f"got {len(args)}")
+            raise FusionGuardError(f"{self.name}: expected {len(prog.in_types)} input(s), "
+                                   f"got {len(args)}")
         return [self._check_one(i, a) for i, a in enumerate(args)]
 
     def _check_one(self, i: int, a: Any) -> np.ndarray:
@@ -452,13 +454,13 @@ class FusedKernel:
         if isinstance(a, np.generic):
             a = np.asarray(a)
         if not isinstance(a, np.ndarray):
-            raise TypeError(f"{where}: expected a NumPy array on cpu like {t!r}, got "
-                            f"{type(a).__module__}.{type(a).__name__}")
+            raise FusionGuardError(f"{where}: expected a NumPy array on cpu like {t!r}, got "
+                                   f"{type(a).__module__}.{type(a).__name__}")
         if a.dtype != want:
-            raise TypeError(f"{where}: expected dtype {_dt(t).name} ({t!r}), got {a.dtype}")
+            raise FusionGuardError(f"{where}: expected dtype {_dt(t).name} ({t!r}), got {a.dtype}")
         if a.ndim != len(t.shape or ()) or any(
                 isinstance(d, int) and d != n for d, n in zip(t.shape or (), a.shape)):
-            raise ValueError(f"{where}: expected shape {t!r}, got {tuple(a.shape)}")
+            raise ShapeError(f"{where}: expected shape {t!r}, got {tuple(a.shape)}")
         if type(a) is not np.ndarray:
             a = a.view(np.ndarray)
         if any(s % a.itemsize for s in a.strides) or not a.flags.aligned:
@@ -474,11 +476,11 @@ class FusedKernel:
         try:
             shape = tuple(np.broadcast_shapes(*[a.shape for a in arrays]))
         except ValueError:
-            raise ValueError(f"{self.name}: input shapes {[a.shape for a in arrays]} do not "
+            raise ShapeError(f"{self.name}: input shapes {[a.shape for a in arrays]} do not "
                              f"broadcast together") from None
         if len(shape) != len(t.shape or ()) or any(
                 isinstance(d, int) and d != n for d, n in zip(t.shape or (), shape)):
-            raise ValueError(f"{self.name}: inputs broadcast to {shape}, but the group was "
+            raise ShapeError(f"{self.name}: inputs broadcast to {shape}, but the group was "
                              f"specialized for outputs {t!r}")
         return shape
 

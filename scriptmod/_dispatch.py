@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.ir.ops.rules import broadcast_shapes
 from scriptmod.ir.schema import IMPURE, NONDIFF, REGISTRY, VIEW, OpSchema
 from scriptmod.runtime import random as rng
@@ -195,7 +196,23 @@ def _explain(name: str, e: Exception, inputs: Sequence[Any]) -> Exception:
             msg = str(b)
     if not msg.startswith(name):
         msg = f"{name}(): {msg}"
-    return type(e)(msg)
+    return _error_class(e, msg)(msg)
+
+
+_SHAPE_WORDS = ("broadcast", "shape", "size", "dimension")
+_DTYPE_WORDS = ("ufunc", "dtype", "cast")
+
+
+def _error_class(e: Exception, msg: str) -> type:
+    """NumPy's shape and dtype complaints become ``ShapeError``/``DTypeError`` (RuntimeErrors,
+    as in PyTorch); every other error keeps its class."""
+    low = msg.lower()
+    if type(e) is ValueError and any(w in low for w in _SHAPE_WORDS):
+        return ShapeError
+    if isinstance(e, TypeError) and not isinstance(e, DTypeError) and \
+            any(w in low for w in _DTYPE_WORDS):
+        return DTypeError
+    return type(e)
 
 
 def set_tensor_class(cls: Any) -> None:

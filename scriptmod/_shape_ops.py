@@ -13,6 +13,7 @@ import numpy as np
 from scriptmod.ir import dtypes as D
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod.autograd import grad_mode
+from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 
 _gstate = grad_mode._state
@@ -142,7 +143,7 @@ def split(self: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tens
     else:
         sizes = [int(s) for s in split_size_or_sections]
         if sum(sizes) != n:
-            raise ValueError(f"split: split_sizes {sizes} must sum to the size of dim {dim} ({n})")
+            raise ShapeError(f"split: split_sizes {sizes} must sum to the size of dim {dim} ({n})")
     out, start = [], 0
     for s in sizes:
         out.append(narrow(self, dim, start, s))
@@ -186,6 +187,9 @@ def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
 def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:
     if index.dim() > 1:
         raise IndexError(f"index_select(): index must be a vector, got {index.dim()}-D")
+    if index.dtype not in (D.int32, D.int64):
+        raise DTypeError(f"index_select(): Expected dtype int32 or int64 for index, got "
+                         f"{index.dtype.name}")
     d = dim % max(self.dim(), 1)
     spec = (("slice", None, None, None),) * d + (("tensor", 0),)
     return dispatch("index", (self, index.reshape(-1)), {"spec": spec})
@@ -345,8 +349,9 @@ def _setitem(self: Tensor, idx: Any, value: Any) -> None:
         self._data[build_index(spec, [t._data for t in tensors], self._data.shape)] = \
             v._data.astype(self._data.dtype, copy=False)
     except (IndexError, ValueError) as e:
-        raise type(e)(f"setitem: {e} (tensor of shape {tuple(self.shape)}, value of shape "
-                      f"{tuple(v.shape)})") from None
+        kind = IndexError if isinstance(e, IndexError) else ShapeError   # torch: RuntimeError
+        raise kind(f"setitem: {e} (tensor of shape {tuple(self.shape)}, value of shape "
+                   f"{tuple(v.shape)})") from None
     self._vc[0] += 1
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import rules as R
+from ..errors import ShapeError
 from ..schema import ANY_RANK, IMPURE, op
 from ..types import Dim, Shape
 
@@ -12,12 +13,12 @@ def matmul_shape(a: Shape | None, b: Shape | None) -> Shape | None:
     if a is None or b is None:
         return None
     if len(a) == 0 or len(b) == 0:
-        raise ValueError("matmul: both arguments need at least 1 dimension, got 0-dim tensor")
+        raise ShapeError("matmul: both arguments need at least 1 dimension, got 0-dim tensor")
     a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
     b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
     k1, k2 = a2[-1], b2[-2]
     if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
-        raise ValueError(f"matmul: shapes {tuple(a)} and {tuple(b)} cannot be multiplied "
+        raise ShapeError(f"matmul: shapes {tuple(a)} and {tuple(b)} cannot be multiplied "
                          f"({k1} != {k2})")
     batch = R.broadcast_shapes(a2[:-2], b2[:-2]) or ()
     out = tuple(batch) + (a2[-2], b2[-1])

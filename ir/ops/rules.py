@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .. import dtypes as D
+from ..errors import DTypeError, ShapeError
 from ..dtypes import DType
 from ..types import Dim, Shape
 
@@ -85,8 +86,8 @@ def float_only(opname: str) -> Any:
             return d if isinstance(d, DType) else D.BY_NAME[d]
         t = same(ops, attrs)
         if t.category < D.FLOAT:
-            raise TypeError(f"{opname}(): expected a floating point or complex input, "
-                            f"got {t.name}; pass dtype= or convert with .float()")
+            raise DTypeError(f"{opname}(): expected a floating point or complex input, "
+                             f"got {t.name}; pass dtype= or convert with .float()")
         return t
     return rule
 
@@ -111,7 +112,7 @@ def broadcast_dims(a: Dim, b: Dim) -> Dim:
     if b == 1:
         return a
     if isinstance(a, int) and isinstance(b, int):
-        raise ValueError(f"sizes {a} and {b} do not broadcast")
+        raise ShapeError(f"sizes {a} and {b} do not broadcast")
     if isinstance(a, int):   # symbolic vs concrete: the concrete size wins (guards check)
         return a
     if isinstance(b, int):
@@ -130,7 +131,7 @@ def broadcast_shapes(*shapes: Shape | None) -> Shape | None:
             try:
                 out[i] = broadcast_dims(out[i], d)
             except ValueError:
-                raise ValueError(f"shapes {_fmt(shapes)} do not broadcast "
+                raise ShapeError(f"shapes {_fmt(shapes)} do not broadcast "
                                  f"(dim {i - n}: {out[i]} vs {d})") from None
     return tuple(out)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import rules as R
+from ..errors import ShapeError
 from ..schema import ANY_RANK, FACTORY, IMPURE, NONDIFF, VIEW, op
 from ..types import Dim, Shape
 
@@ -23,14 +24,14 @@ def infer_reshape(src: Shape | None, shape: Sequence[Dim] | None) -> Shape | Non
         return None
     shape = list(shape)
     if shape.count(-1) > 1:
-        raise ValueError("reshape: only one dimension can be inferred (-1)")
+        raise ShapeError("reshape: only one dimension can be inferred (-1)")
     if -1 in shape:
         i = shape.index(-1)
         rest = shape[:i] + shape[i + 1:]
         total, known = (_numel(src) if src is not None else None), _numel(rest)
         if isinstance(total, int) and isinstance(known, int):
             if known == 0 or total % known:
-                raise ValueError(f"reshape: shape {tuple(shape)} is invalid for input of size {total}")
+                raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {total}")
             shape[i] = total // known
         elif src is not None:   # cancel equal symbolic factors: (B, 4, 8) -> (B, -1) gives 32
             left: list[Dim] | None = list(src)
@@ -46,7 +47,7 @@ def infer_reshape(src: Shape | None, shape: Sequence[Dim] | None) -> Shape | Non
     elif src is not None:
         a, b = _numel(src), _numel(shape)
         if isinstance(a, int) and isinstance(b, int) and a != b:
-            raise ValueError(f"reshape: shape {tuple(shape)} is invalid for input of size {a}")
+            raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {a}")
     return tuple(shape)
 
 
@@ -60,7 +61,7 @@ def _permute(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | 
         return None
     dims = [R.norm_dim(d, len(s), "permute") for d in attrs["dims"]]
     if sorted(dims) != list(range(len(s))):
-        raise ValueError(f"permute: dims {tuple(attrs['dims'])} are not a permutation of {len(s)} dims")
+        raise ShapeError(f"permute: dims {tuple(attrs['dims'])} are not a permutation of {len(s)} dims")
     return tuple(s[d] for d in dims)
 
 
@@ -98,7 +99,7 @@ def _expand(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | N
     if s is None or size is None:
         return None
     if len(size) < len(s):
-        raise ValueError(f"expand: the number of sizes provided ({len(size)}) must be greater "
+        raise ShapeError(f"expand: the number of sizes provided ({len(size)}) must be greater "
                          f"or equal to the number of dimensions in the tensor ({len(s)})")
     lead = len(size) - len(s)
     out = list(size[:lead])
@@ -108,7 +109,7 @@ def _expand(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | N
         elif have == 1 or have == want or not isinstance(have, int) or not isinstance(want, int):
             out.append(want)
         else:
-            raise ValueError(f"expand: size {have} cannot be expanded to {want}")
+            raise ShapeError(f"expand: size {have} cannot be expanded to {want}")
     return tuple(out)
 
 
@@ -122,7 +123,7 @@ def _cat(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None
     for s in shapes:
         if len(s) != rank or any(a != b and isinstance(a, int) and isinstance(b, int)
                                  for i, (a, b) in enumerate(zip(s, shapes[0])) if i != d):
-            raise ValueError(f"cat: sizes of tensors must match except in dimension {d}; "
+            raise ShapeError(f"cat: sizes of tensors must match except in dimension {d}; "
                              f"got {[tuple(x) for x in shapes]}")
     sizes = [s[d] for s in shapes]
     total = sum(sizes) if all(isinstance(x, int) for x in sizes) else None
@@ -136,7 +137,7 @@ def _stack(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | No
     for o in ops:
         if o[1] is not None and len(o[1]) == len(s) and any(
                 a != b and isinstance(a, int) and isinstance(b, int) for a, b in zip(o[1], s)):
-            raise ValueError(f"stack: expects each tensor to be equal size, got {[o[1] for o in ops]}")
+            raise ShapeError(f"stack: expects each tensor to be equal size, got {[o[1] for o in ops]}")
     d = R.norm_dim(attrs["dim"], len(s) + 1, "stack")
     return tuple(s[:d]) + (len(ops),) + tuple(s[d:])
 

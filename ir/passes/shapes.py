@@ -5,6 +5,7 @@ from typing import Callable, Sequence
 
 from .. import schema as S
 from ..builder import infer_op_types, join_types
+from ..errors import ShapeError
 from ..graph import Block, Graph, Node, Prim
 from ..printer import describe
 from ..types import AnyType, ListType, TensorType, TupleType, Type
@@ -12,7 +13,7 @@ from ..types import AnyType, ListType, TensorType, TupleType, Type
 MAX_LOOP_ROUNDS = 32
 
 
-class ShapePropagationError(ValueError):
+class ShapePropagationError(ShapeError):
     """An op's type rule rejects the propagated input types; cites the node (``.node``)."""
 
     node: Node | None = None

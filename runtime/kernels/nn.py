@@ -11,18 +11,19 @@ from scriptmod.ir.ops.nn import _out_size
 from .. import random as rng
 from ..backend import device_of
 from . import kernel
+from scriptmod.ir.errors import DTypeError, ShapeError
 
 
 @kernel("matmul")
 def _matmul(xp: Any, a: Any, b: Any) -> Any:
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: both arguments need at least 1 dimension, got a 0-dim tensor")
+        raise ShapeError("matmul: both arguments need at least 1 dimension, got a 0-dim tensor")
     if a.dtype != b.dtype:
         dt = np.result_type(a.dtype, b.dtype)
         a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
     k1, k2 = a.shape[-1], (b.shape[-2] if b.ndim > 1 else b.shape[0])
     if k1 != k2:
-        raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
+        raise ShapeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
                          f"multiplied ({k1} != {k2})")
     if xp is np and a.ndim >= 3 and b.ndim == 2 and a.dtype in _BLAS:
         return matmul_rows(a, b)
@@ -65,7 +66,7 @@ def windows(xp: Any, x: Any, k: Sequence[int], s: Sequence[int], p: Sequence[int
     oh = _out_size(h, k[0], s[0], p[0], d[0], ceil)
     ow = _out_size(w, k[1], s[1], p[1], d[1], ceil)
     if oh <= 0 or ow <= 0:
-        raise ValueError(f"input of spatial size ({h}, {w}) is too small for kernel {tuple(k)} "
+        raise ShapeError(f"input of spatial size ({h}, {w}) is too small for kernel {tuple(k)} "
                          f"with padding {tuple(p)} and dilation {tuple(d)}: output would be ({oh}, {ow})")
     need_h = (oh - 1) * s[0] + (k[0] - 1) * d[0] + 1
     need_w = (ow - 1) * s[1] + (k[1] - 1) * d[1] + 1
@@ -96,14 +97,14 @@ def col2im(xp: Any, cols: Any, x_shape: Sequence[int], k: Sequence[int], s: Sequ
 
 def _conv_check(x: Any, w: Any, bias: Any, groups: int) -> None:
     if x.ndim != 4:
-        raise ValueError(f"conv2d: expected a 4-D input (N, C, H, W), got shape {tuple(x.shape)}")
+        raise ShapeError(f"conv2d: expected a 4-D input (N, C, H, W), got shape {tuple(x.shape)}")
     if w.ndim != 4:
-        raise ValueError(f"conv2d: expected a 4-D weight (O, C/groups, KH, KW), got {tuple(w.shape)}")
+        raise ShapeError(f"conv2d: expected a 4-D weight (O, C/groups, KH, KW), got {tuple(w.shape)}")
     if x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
-        raise ValueError(f"conv2d: input has {x.shape[1]} channels but weight {tuple(w.shape)} "
+        raise ShapeError(f"conv2d: input has {x.shape[1]} channels but weight {tuple(w.shape)} "
                          f"with groups={groups} expects {w.shape[1] * groups}")
     if bias is not None and tuple(bias.shape) != (w.shape[0],):
-        raise ValueError(f"conv2d: expected bias of shape ({w.shape[0]},), got {tuple(bias.shape)}")
+        raise ShapeError(f"conv2d: expected bias of shape ({w.shape[0]},), got {tuple(bias.shape)}")
 
 
 def im2col(xp: Any, x: Any, kshape: Sequence[int], stride: Sequence[int], padding: Sequence[int],
@@ -158,7 +159,7 @@ def conv2d_grad_weight(xp: Any, gy: Any, x: Any, w_shape: Sequence[int], stride:
 
 def _pool_args(x: Any, name: str) -> None:
     if x.ndim not in (3, 4):
-        raise ValueError(f"{name}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, "
+        raise ShapeError(f"{name}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, "
                          f"got shape {tuple(x.shape)}")
 
 
@@ -172,7 +173,7 @@ def _max_pool2d(xp: Any, x: Any, kernel_size: Sequence[int], stride: Sequence[in
                 ceil_mode: bool = False) -> Any:
     _pool_args(x, "max_pool2d")
     if padding[0] * 2 > kernel_size[0] or padding[1] * 2 > kernel_size[1]:
-        raise ValueError(f"max_pool2d: pad should be at most half of effective kernel size, "
+        raise ShapeError(f"max_pool2d: pad should be at most half of effective kernel size, "
                          f"got padding={tuple(padding)} and kernel_size={tuple(kernel_size)}")
     fill = _lowest(x.dtype)
     view, _ = windows(xp, _as4d(x), kernel_size, stride, padding, dilation, ceil_mode, fill)
@@ -241,8 +242,8 @@ def avg_pool2d_grad(xp: Any, gy: Any, x_shape: Sequence[int], kernel_size: Seque
 @kernel("embedding")
 def _embedding(xp: Any, weight: Any, indices: Any, padding_idx: int | None = None) -> Any:
     if indices.dtype.kind not in "iu":
-        raise TypeError(f"embedding: expected indices of an integer dtype (long or int), "
-                        f"got {indices.dtype}")
+        raise DTypeError(f"embedding: expected indices of an integer dtype (long or int), "
+                         f"got {indices.dtype}")
     n = weight.shape[0]
     if indices.size and (indices.min() < 0 or indices.max() >= n):
         bad = indices[(indices < 0) | (indices >= n)].reshape(-1)[0]
@@ -281,12 +282,12 @@ def _batch_norm(xp: Any, x: Any, running_mean: Any, running_var: Any, weight: An
                 training: bool, num_batches_tracked: Any = None, momentum: float | None = 0.1,
                 eps: float = 1e-5) -> Any:
     if x.ndim < 2:
-        raise ValueError(f"batch_norm: expected at least a 2-D input (N, C, ...), got {tuple(x.shape)}")
+        raise ShapeError(f"batch_norm: expected at least a 2-D input (N, C, ...), got {tuple(x.shape)}")
     c = x.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
         if t is not None and tuple(t.shape) != (c,):
-            raise ValueError(f"batch_norm: expected {name} of shape ({c},), got {tuple(t.shape)}")
+            raise ShapeError(f"batch_norm: expected {name} of shape ({c},), got {tuple(t.shape)}")
     xf = x.astype(np.float32) if x.dtype.itemsize < 4 else x
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, c) + (1,) * (x.ndim - 2)

@@ -13,6 +13,7 @@ from .. import backend
 from .. import random as rng
 from ..backend import NP_DTYPE
 from . import kernel
+from scriptmod.ir.errors import DTypeError, ShapeError
 
 
 @kernel("reshape")
@@ -31,7 +32,7 @@ def _expand(xp: Any, x: Any, size: Sequence[int]) -> Any:
 def _permute(xp: Any, x: Any, dims: Sequence[int]) -> Any:
     axes = [norm_dim(d, x.ndim, "permute") for d in dims]
     if sorted(axes) != list(range(x.ndim)):
-        raise ValueError(f"permute: dims {tuple(dims)} are not a permutation of the "
+        raise ShapeError(f"permute: dims {tuple(dims)} are not a permutation of the "
                          f"{x.ndim} dims of a tensor of shape {tuple(x.shape)}")
     return xp.transpose(x, axes)
 
@@ -62,7 +63,7 @@ def _narrow(xp: Any, x: Any, dim: int, start: int, length: int) -> Any:
     n = x.shape[d]
     s = start + n if start < 0 else start
     if not 0 <= s <= n or length < 0 or s + length > n:
-        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
+        raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
                          f"({n}) of dim {dim}")
     idx = (slice(None),) * d + (slice(s, s + length),)
     return x[idx]
@@ -80,14 +81,14 @@ def _common(xp: Any, tensors: Sequence[Any]) -> list[Any]:
 @kernel("cat")
 def _cat(xp: Any, *tensors: Any, dim: int = 0) -> Any:
     if not tensors:
-        raise ValueError("cat: expected a non-empty list of tensors")
+        raise ShapeError("cat: expected a non-empty list of tensors")
     ts = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or list(tensors[:1])
     if any(t.ndim == 0 for t in ts):
-        raise ValueError("cat: zero-dimensional tensors cannot be concatenated")
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
     d = norm_dim(dim, ts[0].ndim, "cat")
     for i, t in enumerate(ts):
         if t.ndim != ts[0].ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if k != d):
-            raise ValueError(f"cat: sizes of tensors must match except in dimension {d}; expected "
+            raise ShapeError(f"cat: sizes of tensors must match except in dimension {d}; expected "
                              f"{tuple(ts[0].shape)} (except dim {d}) but got {tuple(t.shape)} for tensor {i}")
     return xp.concatenate(_common(xp, ts), axis=d)
 
@@ -95,10 +96,10 @@ def _cat(xp: Any, *tensors: Any, dim: int = 0) -> Any:
 @kernel("stack")
 def _stack(xp: Any, *tensors: Any, dim: int = 0) -> Any:
     if not tensors:
-        raise ValueError("stack: expected a non-empty list of tensors")
+        raise ShapeError("stack: expected a non-empty list of tensors")
     for i, t in enumerate(tensors):
         if t.shape != tensors[0].shape:
-            raise ValueError(f"stack: expects each tensor to be equal size, but got "
+            raise ShapeError(f"stack: expects each tensor to be equal size, but got "
                              f"{tuple(tensors[0].shape)} at entry 0 and {tuple(t.shape)} at entry {i}")
     return xp.stack(_common(xp, tensors), axis=norm_dim(dim, tensors[0].ndim + 1, "stack"))
 
@@ -107,16 +108,16 @@ def _stack(xp: Any, *tensors: Any, dim: int = 0) -> Any:
 def _gather(xp: Any, x: Any, index: Any, dim: int) -> Any:
     d = norm_dim(dim, max(x.ndim, 1), "gather")
     if index.dtype.kind not in "iu":
-        raise TypeError(f"gather: expected an int64 index tensor, got {index.dtype}")
+        raise DTypeError(f"gather: expected an int64 index tensor, got {index.dtype}")
     if index.ndim != x.ndim:
-        raise ValueError(f"gather: index tensor must have the same number of dimensions as "
+        raise ShapeError(f"gather: index tensor must have the same number of dimensions as "
                          f"input ({x.ndim}), got {index.ndim}")
     for k in range(x.ndim):
         if k != d and index.shape[k] > x.shape[k]:
-            raise ValueError(f"gather: size of index {tuple(index.shape)} must not exceed input "
+            raise ShapeError(f"gather: size of index {tuple(index.shape)} must not exceed input "
                              f"{tuple(x.shape)} in dimension {k}")
     if index.size and (index.min() < -x.shape[d] or index.max() >= x.shape[d]):
-        raise IndexError(f"gather: index out of range for dimension {d} with size {x.shape[d]}")
+        raise ShapeError(f"gather: index out of range for dimension {d} with size {x.shape[d]}")
     src = x[tuple(slice(0, index.shape[k]) if k != d else slice(None) for k in range(x.ndim))]
     return xp.take_along_axis(src, index.astype(np.int64, copy=False), axis=d)
 
@@ -167,8 +168,9 @@ def _index_put(xp: Any, x: Any, values: Any, *tensors: Any, spec: Sequence[tuple
         else:
             out[idx] = vals
     except (IndexError, ValueError) as e:
-        raise type(e)(f"index_put: {e} (tensor of shape {tuple(x.shape)}, values of shape "
-                      f"{tuple(values.shape)})") from None
+        kind = IndexError if isinstance(e, IndexError) else ShapeError   # torch: RuntimeError
+        raise kind(f"index_put: {e} (tensor of shape {tuple(x.shape)}, values of shape "
+                   f"{tuple(values.shape)})") from None
     return out
 
 
@@ -187,7 +189,7 @@ def _dt(dtype: Any) -> Any:
 def _shape(size: Sequence[int]) -> tuple[int, ...]:
     shape = tuple(int(s) for s in size)
     if any(s < 0 for s in shape):
-        raise ValueError(f"negative dimension in size {shape}")
+        raise ShapeError(f"negative dimension in size {shape}")
     return shape
 
 

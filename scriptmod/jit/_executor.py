@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import DTypeError
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
@@ -167,8 +168,8 @@ class Executor:
         g = self.module._methods[self.method]
         declared = [v.type for v in g.inputs[1 if self.has_self else 0:]]
         if len(args) != len(declared):
-            raise TypeError(f"{self.module.original_name}.{self.method}(): expected "
-                            f"{len(declared)} argument(s) ({', '.join(self.arg_names)}), got {len(args)}")
+            raise DTypeError(f"{self.module.original_name}.{self.method}(): expected "
+                             f"{len(declared)} argument(s) ({', '.join(self.arg_names)}), got {len(args)}")
         for i, (a, t) in enumerate(zip(args, declared)):
             _check_arg(self.module, self.method, self.arg_names[i] if i < len(self.arg_names)
                        else f"arg{i}", i, a, t)
@@ -255,14 +256,14 @@ def _check_arg(mod: Any, method: str, name: str, pos: int, a: Any, t: Type) -> N
     where = f"{mod.original_name}.{method}(): argument '{name}' (position {pos})"
     if isinstance(t, TensorType):
         if not isinstance(a, Tensor):
-            raise TypeError(f"{where}: expected a Tensor {t!r}, got {type(a).__name__}")
+            raise DTypeError(f"{where}: expected a Tensor {t!r}, got {type(a).__name__}")
         if t.dtype is not None and (a.dtype.category >= D.FLOAT) != (t.dtype.category >= D.FLOAT):
-            raise TypeError(f"{where}: expected a {t.dtype.name} tensor (traced with {t!r}), "
-                            f"got {a.dtype.name}")
+            raise DTypeError(f"{where}: expected a {t.dtype.name} tensor (traced with {t!r}), "
+                             f"got {a.dtype.name}")
     elif t == IntType and not isinstance(a, int):
-        raise TypeError(f"{where}: expected an int, got {type(a).__name__}")
+        raise DTypeError(f"{where}: expected an int, got {type(a).__name__}")
     elif isinstance(t, TupleType) and not (isinstance(a, (tuple, list)) and len(a) == len(t.elements)):
-        raise TypeError(f"{where}: expected a tuple of {len(t.elements)} tensors, got {type(a).__name__}")
+        raise DTypeError(f"{where}: expected a tuple of {len(t.elements)} tensors, got {type(a).__name__}")
 
 
 def signature(args: Sequence[Any]) -> tuple:

@@ -10,6 +10,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod._creation import arange, full
 from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
+from scriptmod.ir.errors import ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod.nn.functional import dropout, linear, pad
 
@@ -64,13 +65,13 @@ def _mha_masks(attn_mask: Tensor | None, key_padding_mask: Tensor | None, q: Ten
     if attn_mask is not None:
         want = [(L, S)] if attn_mask.dim() == 2 else [(bsz * heads, L, S)]
         if tuple(attn_mask.shape) not in want:
-            raise ValueError(f"MultiheadAttention: attn_mask should have shape {want[0]}, got "
+            raise ShapeError(f"MultiheadAttention: attn_mask should have shape {want[0]}, got "
                              f"{tuple(attn_mask.shape)}")
         mask = _additive(attn_mask, q)
         mask = mask if mask.dim() == 2 else mask.reshape(bsz, heads, L, S)
     if key_padding_mask is not None:
         if tuple(key_padding_mask.shape) != (bsz, S):
-            raise ValueError(f"MultiheadAttention: key_padding_mask should have shape "
+            raise ShapeError(f"MultiheadAttention: key_padding_mask should have shape "
                              f"{(bsz, S)}, got {tuple(key_padding_mask.shape)}")
         kpm = _additive(key_padding_mask, q).reshape(bsz, 1, 1, S)
         mask = kpm if mask is None else mask + kpm
@@ -107,7 +108,7 @@ def _heads(x: Tensor, n: int, bsz: int, heads: int) -> Tensor:
 def _static_heads(t: Tensor, bsz: int, heads: int, name: str) -> Tensor:
     """A (bsz * heads, S, head_dim) ``static_k``/``static_v`` as (bsz, heads, S, head_dim)."""
     if t.dim() != 3 or t.shape[0] != bsz * heads:
-        raise ValueError(f"MultiheadAttention: expected {name} of shape "
+        raise ShapeError(f"MultiheadAttention: expected {name} of shape "
                          f"({bsz * heads}, S, head_dim), got {tuple(t.shape)}")
     return t.reshape(bsz, heads, t.shape[1], t.shape[2])
 
@@ -174,7 +175,7 @@ def multi_head_attention_forward(
         key_padding_mask = None if key_padding_mask is None else key_padding_mask.unsqueeze(0)
     L, bsz, E = query.shape
     if E != embed_dim_to_check or E % num_heads:
-        raise ValueError(f"MultiheadAttention: expected query with embed_dim "
+        raise ShapeError(f"MultiheadAttention: expected query with embed_dim "
                          f"{embed_dim_to_check} divisible by num_heads={num_heads}, got "
                          f"shape {tuple(query.shape)}")
     sep = (q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight else None

@@ -6,6 +6,7 @@ import warnings
 
 
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod.nn.functional import _softplus, _tracing
 
@@ -63,11 +64,11 @@ def _nll_shapes(input: Tensor, target: Tensor, weight: Tensor | None) -> None:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
                          f"batch_size ({target.shape[0]}).")
     if input.dim() == 0 or tuple(target.shape) != want:
-        raise ValueError(f"nll_loss: expected target of shape {want} for input of shape "
+        raise ShapeError(f"nll_loss: expected target of shape {want} for input of shape "
                          f"{tuple(input.shape)}, got {tuple(target.shape)}")
     C = input.shape[1] if input.dim() > 1 else input.shape[0]
     if weight is not None and tuple(weight.shape) != (C,):
-        raise ValueError(f"nll_loss: weight tensor should be defined either for all {C} "
+        raise ShapeError(f"nll_loss: weight tensor should be defined either for all {C} "
                          f"classes or no classes but got weight tensor of shape: "
                          f"{list(weight.shape)}")
 
@@ -75,8 +76,8 @@ def _nll_shapes(input: Tensor, target: Tensor, weight: Tensor | None) -> None:
 def _nll_checks(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int) -> None:
     _nll_shapes(input, target, weight)
     if target.dtype.category > D.INT:
-        raise TypeError(f"nll_loss: expected target of an integer dtype (class indices), got "
-                        f"{target.dtype.name}")
+        raise DTypeError(f"nll_loss: expected target of an integer dtype (class indices), got "
+                         f"{target.dtype.name}")
     C = input.shape[1] if input.dim() > 1 else input.shape[0]
     if not _tracing() and target.numel():    # a value check; a tracer would bake it in
         bad = ((target < 0) | (target >= C)) & (target != ignore_index)
@@ -134,7 +135,7 @@ def _cross_entropy_probs(logp: Tensor, target: Tensor, weight: Tensor | None, re
     cdim = 1 if logp.dim() > 1 else 0
     C = logp.shape[cdim]
     if tuple(target.shape) != tuple(logp.shape):
-        raise ValueError(f"cross_entropy: class-probability target must have the input's shape "
+        raise ShapeError(f"cross_entropy: class-probability target must have the input's shape "
                          f"{tuple(logp.shape)}, got {tuple(target.shape)}")
     if label_smoothing > 0:
         target = target * (1 - label_smoothing) + label_smoothing / C
@@ -157,7 +158,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if input.dim() == 0:
-        raise ValueError("cross_entropy: expected input of shape (C,), (N, C) or (N, C, d1, ...), "
+        raise ShapeError("cross_entropy: expected input of shape (C,), (N, C) or (N, C, d1, ...), "
                          "got a 0-d tensor")
     logp = input.log_softmax(1 if input.dim() > 1 else 0)
     if target.dtype.category >= D.FLOAT:

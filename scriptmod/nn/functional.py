@@ -219,7 +219,7 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = x W^T + b."""
     if input.dim() == 0 or input.shape[-1] != weight.shape[-1]:
-        raise ValueError(f"linear: expected input with last dimension {weight.shape[-1]} "
+        raise ShapeError(f"linear: expected input with last dimension {weight.shape[-1]} "
                          f"(weight is {tuple(weight.shape)}), got shape {tuple(input.shape)}")
     out = input.matmul(weight.t())
     return out if bias is None else out + bias
@@ -242,7 +242,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-D cross-correlation of a (N, C, H, W) or (C, H, W) input."""
     if input.dim() not in (3, 4):
-        raise ValueError(f"conv2d: expected 3-D (C, H, W) or 4-D (N, C, H, W) input, got "
+        raise ShapeError(f"conv2d: expected 3-D (C, H, W) or 4-D (N, C, H, W) input, got "
                          f"shape {tuple(input.shape)}")
     batched = input.dim() == 4
     x = input if batched else input.unsqueeze(0)
@@ -265,14 +265,14 @@ def _pool_args(kernel_size: Any, stride: Any, padding: Any,
         else _pair(stride, "stride")
     p = _pair(padding, "padding")
     if p[0] * 2 > k[0] or p[1] * 2 > k[1]:
-        raise ValueError(f"{name}: pad should be at most half of effective kernel size, got "
+        raise ShapeError(f"{name}: pad should be at most half of effective kernel size, got "
                          f"padding={p} and kernel_size={k}")
     return k, s, p
 
 
 def _check_pool_input(input: Tensor, name: str) -> None:
     if input.dim() not in (3, 4):
-        raise ValueError(f"{name}: expected 3-D (C, H, W) or 4-D (N, C, H, W) input, got "
+        raise ShapeError(f"{name}: expected 3-D (C, H, W) or 4-D (N, C, H, W) input, got "
                          f"shape {tuple(input.shape)}")
 
 
@@ -337,7 +337,7 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
     shape = [int(normalized_shape)] if isinstance(normalized_shape, int) else \
         [int(s) for s in normalized_shape]
     if list(input.shape[input.dim() - len(shape):]) != shape or input.dim() < len(shape):
-        raise ValueError(f"layer_norm: given normalized_shape={shape}, expected input with "
+        raise ShapeError(f"layer_norm: given normalized_shape={shape}, expected input with "
                          f"shape [*, {', '.join(map(str, shape))}], but got input of size "
                          f"{list(input.shape)}")
     dims = list(range(-len(shape), 0))
@@ -401,10 +401,10 @@ def _pad_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
         return np.clip(pos, 0, n - 1)
     if mode == "circular":
         if lo > n or hi > n:
-            raise ValueError("pad: circular padding may wrap around at most once")
+            raise ShapeError("pad: circular padding may wrap around at most once")
         return pos % n
     if lo >= n or hi >= n:
-        raise ValueError(f"pad: padding ({lo}, {hi}) should be less than the corresponding "
+        raise ShapeError(f"pad: padding ({lo}, {hi}) should be less than the corresponding "
                          f"input dimension {n} for reflect padding")
     period = 2 * (n - 1) if n > 1 else 1
     m = np.abs(pos) % period
@@ -429,7 +429,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
     """Pad the last ``len(pad) // 2`` dims: ``pad = (left, right, top, bottom, ...)``."""
     if len(pad) % 2 or len(pad) // 2 > input.dim():
-        raise ValueError(f"pad: padding length must be even and at most 2 * input.dim() "
+        raise ShapeError(f"pad: padding length must be even and at most 2 * input.dim() "
                          f"({2 * input.dim()}), got {len(pad)}")
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"pad: mode {mode!r} is not supported; expected 'constant', "

@@ -14,6 +14,7 @@ from typing import Any
 from scriptmod._creation import empty
 from scriptmod.nn import functional as F
 from scriptmod.nn import init
+from scriptmod.ir.errors import ShapeError
 from scriptmod.nn.module import Module
 from scriptmod.nn.modules.linear import NonDynamicallyQuantizableLinear
 from scriptmod.nn.parameter import Parameter
@@ -82,13 +83,13 @@ class MultiheadAttention(Module):
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         q_rank = query.dim()
         if q_rank not in (2, 3) or key.dim() != q_rank or value.dim() != q_rank:
-            raise ValueError(f"MultiheadAttention: expected query, key and value all 2-D "
+            raise ShapeError(f"MultiheadAttention: expected query, key and value all 2-D "
                              f"(unbatched) or all 3-D, got shapes {tuple(query.shape)}, "
                              f"{tuple(key.shape)}, {tuple(value.shape)}")
         for name, t, want in (("query", query, self.embed_dim), ("key", key, self.kdim),
                               ("value", value, self.vdim)):
             if t.shape[-1] != want:
-                raise ValueError(f"MultiheadAttention: expected {name} with last dimension "
+                raise ShapeError(f"MultiheadAttention: expected {name} with last dimension "
                                  f"{want}, got shape {tuple(t.shape)}")
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor,

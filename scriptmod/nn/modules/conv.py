@@ -9,6 +9,7 @@ from typing import Any
 
 from scriptmod._creation import empty
 from scriptmod.nn import functional as F
+from scriptmod.ir.errors import ShapeError
 from scriptmod.nn.module import Module
 from scriptmod.nn.modules.linear import reset_fan_in_uniform
 from scriptmod.nn.parameter import Parameter
@@ -82,7 +83,7 @@ class Conv2d(Module):
     def _check_input(self, input: Tensor) -> None:
         c = self.in_channels
         if input.dim() not in (3, 4) or input.shape[-3] != c:
-            raise ValueError(f"{type(self).__name__}: expected 3-D or 4-D input (C, H, W) / "
+            raise ShapeError(f"{type(self).__name__}: expected 3-D or 4-D input (C, H, W) / "
                              f"(N, C, H, W) with C={c}, got shape {tuple(input.shape)}")
 
     def forward(self, input: Tensor) -> Tensor:

@@ -11,6 +11,7 @@ from typing import Any
 from scriptmod._creation import empty
 from scriptmod.nn import functional as F
 from scriptmod.nn import init
+from scriptmod.ir.errors import ShapeError
 from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter, UninitializedParameter
 from scriptmod.tensor import Tensor
@@ -28,7 +29,7 @@ def reset_fan_in_uniform(weight: Tensor, bias: Tensor | None) -> None:
 
 def check_last_dim(layer: str, input: Tensor, in_features: int) -> None:
     if input.dim() == 0 or input.shape[-1] != in_features:
-        raise ValueError(f"{layer}: expected input with last dimension {in_features} "
+        raise ShapeError(f"{layer}: expected input with last dimension {in_features} "
                          f"(in_features), got shape {tuple(input.shape)}")
 
 
@@ -97,7 +98,7 @@ class LazyLinear(Linear):
         if not inputs or not isinstance(inputs[0], Tensor):
             return False
         if inputs[0].dim() == 0:
-            raise ValueError("LazyLinear: expected input with at least 1 dimension (the last "
+            raise ShapeError("LazyLinear: expected input with at least 1 dimension (the last "
                              "one is in_features), got a 0-d tensor")
         self.in_features = int(inputs[0].shape[-1])
         self.weight.materialize((self.out_features, self.in_features))

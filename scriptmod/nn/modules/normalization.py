@@ -12,6 +12,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod._creation import empty, tensor
 from scriptmod.nn import functional as F
 from scriptmod.nn import init
+from scriptmod.ir.errors import ShapeError
 from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter, is_lazy
 from scriptmod.tensor import Tensor
@@ -76,7 +77,7 @@ class _BatchNorm(Module):
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() not in self._ranks or input.shape[1] != self.num_features:
-            raise ValueError(f"{type(self).__name__}: expected {self._layout} input with "
+            raise ShapeError(f"{type(self).__name__}: expected {self._layout} input with "
                              f"C={self.num_features}, got shape {tuple(input.shape)}")
 
     def forward(self, input: Tensor) -> Tensor:
@@ -134,7 +135,7 @@ class LayerNorm(Module):
     def forward(self, input: Tensor) -> Tensor:
         n = len(self.normalized_shape)
         if input.dim() < n or tuple(input.shape[input.dim() - n:]) != self.normalized_shape:
-            raise ValueError(f"LayerNorm: expected input with shape [*, "
+            raise ShapeError(f"LayerNorm: expected input with shape [*, "
                              f"{', '.join(map(str, self.normalized_shape))}] "
                              f"(normalized_shape), got shape {tuple(input.shape)}")
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from scriptmod.nn import functional as F
+from scriptmod.ir.errors import ShapeError
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
 
 
 def _check(layer: str, input: Tensor) -> None:
     if input.dim() not in (3, 4):
-        raise ValueError(f"{layer}: expected 3-D or 4-D input (C, H, W) / (N, C, H, W), got "
+        raise ShapeError(f"{layer}: expected 3-D or 4-D input (C, H, W) / (N, C, H, W), got "
                          f"shape {tuple(input.shape)}")
 
 

@@ -12,6 +12,7 @@ from scriptmod._creation import empty
 from scriptmod.autograd.grad_mode import no_grad
 from scriptmod.nn import functional as F
 from scriptmod.nn import init
+from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter
 from scriptmod.tensor import Tensor
@@ -43,7 +44,7 @@ class Embedding(Module):
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError("Embedding: shape of weight does not match num_embeddings and "
+                raise ShapeError("Embedding: shape of weight does not match num_embeddings and "
                                  "embedding_dim")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
@@ -58,8 +59,8 @@ class Embedding(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         if input.dtype.category != D.INT:
-            raise TypeError(f"Embedding: expected indices of an integer dtype (Long or Int), "
-                            f"got {input.dtype.name}")
+            raise DTypeError(f"Embedding: expected indices of an integer dtype (Long or Int), "
+                             f"got {input.dtype.name}")
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq, self.sparse)
 
@@ -83,7 +84,7 @@ class Embedding(Module):
                         norm_type: float = 2.0, scale_grad_by_freq: bool = False,
                         sparse: bool = False) -> "Embedding":
         if embeddings.dim() != 2:
-            raise ValueError("Embeddings parameter is expected to be 2-dimensional")
+            raise ShapeError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    _weight=embeddings, _freeze=freeze)
