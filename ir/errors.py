@@ -17,3 +17,18 @@ class ShapeError(RuntimeError, ValueError):
 
 class DTypeError(RuntimeError, TypeError):
     """Dtypes that do not fit an op (``Linear`` weights of bfloat16 fed float32)."""
+
+
+class TraceGuardError(RuntimeError):
+    """A call would take a path the trace did not record: Python code branched on (or baked
+    in) a size at trace time, and this input changes that decision."""
+
+
+def guard_failure(what: str, where: str) -> TraceGuardError:
+    """The error a failing ``sm::guard`` raises: the condition and the user's line."""
+    at = f" at {where}" if where else ""
+    return TraceGuardError(
+        f"guard failed: this call takes a path the trace did not record. The model was traced "
+        f"with `{what}` true{at}, and it is false for this input (Python control flow on a size is "
+        f"frozen at trace time). Retrace with an input of this shape, or keep sizes out of "
+        f"Python conditions.")

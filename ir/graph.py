@@ -474,13 +474,28 @@ def clone_block_body(src: Block, dst: Block, env: dict[Value, Value]) -> None:
         dst.register_output(env.get(v, v))
 
 
+# node kind -> what it computes on Python ints (the ``int_*`` size ops register here), so
+# that a size computed from concrete shapes is known before constant folding
+VALUE_RULES: dict[str, Callable[..., Any]] = {}
+
+
 def known_value(v: Value) -> Any:
     """The Python value of ``v`` when the graph fixes it, else None.
 
-    Lists built by ``prim::ListConstruct`` give lists whose unknown items are None, and an
-    ``sm::size`` of a tensor with a known (possibly symbolic) dim gives that dim.
+    Lists built by ``prim::ListConstruct`` give lists whose unknown items are None, an
+    ``sm::size`` of a tensor with a known (possibly symbolic) dim gives that dim, and an
+    ``int_*`` op of known ints gives its result.
     """
     n = v.node
+    rule = VALUE_RULES.get(n.kind)
+    if rule is not None:
+        args = [known_value(x) for x in n.inputs]
+        if not all(type(a) is int for a in args):
+            return None
+        try:
+            return rule(*args)
+        except ArithmeticError:          # // 0: the kernel raises when it runs
+            return None
     if n.kind == Prim.CONSTANT:
         return n.attrs.get("value")
     if n.kind == Prim.LIST_CONSTRUCT:

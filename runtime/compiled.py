@@ -33,6 +33,7 @@ import numpy as np
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
+from scriptmod.ir.errors import TraceGuardError
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType
 from .cuda_fusion import CudaFusedKernel
@@ -184,7 +185,7 @@ class Program:
             raise TypeError(f"graph takes {self.n_inputs} argument(s), got {len(args)}")
         try:
             return self.fn(interp, *args)
-        except (InterpreterError, RaisedException):
+        except (InterpreterError, RaisedException, TraceGuardError):
             raise
         except Exception as e:
             node = self._failing_node(e)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from scriptmod.ir import schema as S
+from scriptmod.ir.errors import TraceGuardError
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from .kernels import run_kernel
 
@@ -68,7 +69,7 @@ class Interpreter:
             if method is not None:
                 return getattr(self, method)(node, args)
             return self.call_op(node, args)
-        except (InterpreterError, RaisedException):
+        except (InterpreterError, RaisedException, TraceGuardError):
             raise
         except Exception as e:
             where = f" ({node.source})" if node.source else ""

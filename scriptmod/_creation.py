@@ -185,10 +185,16 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    is_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals)
+    for name, v in zip(("start", "end", "step"), vals):
+        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
+            raise TypeError(f"arange(): argument '{name}' must be a number, got "
+                            f"{type(v).__name__}")
+    is_int = all(isinstance(v, (int, np.integer)) for v in vals)
     attrs = _attrs(dtype, device, D.int64 if is_int else None)
-    attrs.update(start=float(vals[0]), end=float(vals[1]), step=float(vals[2]))
-    return _finish(dispatch("arange", (), attrs), requires_grad)
+    # bounds are inputs: a size read from x.shape while tracing stays symbolic
+    bounds = tuple(v if isinstance(v, int) else int(v) if isinstance(v, np.integer) else float(v)
+                   for v in vals)
+    return _finish(dispatch("arange", bounds, attrs), requires_grad)
 
 
 def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,

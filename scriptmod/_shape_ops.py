@@ -15,6 +15,7 @@ from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.tensor import Tensor
+from scriptmod._traced_int import TracedInt, ceil_div, check, fixed, sym_max
 
 _gstate = grad_mode._state
 
@@ -26,6 +27,11 @@ def _sizes(args: Sequence[Any]) -> list[Any]:
     return [a if not isinstance(a, Tensor) else int(a) for a in args]
 
 
+def _plain(n: Any) -> int:
+    """A size's value without recording anything (for checks the op repeats at run time)."""
+    return int.__int__(n) if isinstance(n, int) else int(n)
+
+
 def reshape(self: Tensor, *shape: Any) -> Tensor:
     return dispatch("reshape", (self, _sizes(shape)))
 
@@ -35,7 +41,7 @@ def view(self: Tensor, *shape: Any) -> Tensor:
         return _view_dtype(self, shape[0])
     sizes = _sizes(shape)
     try:
-        np.reshape(self._data, [int(s) for s in sizes], copy=False) if isinstance(self._data, np.ndarray) else None
+        np.reshape(self._data, [_plain(s) for s in sizes], copy=False) if isinstance(self._data, np.ndarray) else None
     except ValueError as e:
         if "copy" in str(e):
             raise RuntimeError(f"view size is not compatible with input tensor's size and stride "
@@ -94,7 +100,13 @@ def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 def unflatten(self: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     shape = list(self.shape)
     d = dim % len(shape)
-    return reshape(self, shape[:d] + list(sizes) + shape[d + 1:])
+    sizes = list(sizes)
+    if sizes.count(-1) == 1:      # infer it from this dim's (possibly symbolic) size
+        known = 1
+        for s in sizes:
+            known = known * s if s != -1 else known
+        sizes[sizes.index(-1)] = shape[d] // known
+    return reshape(self, shape[:d] + sizes + shape[d + 1:])
 
 
 def expand(self: Tensor, *sizes: Any) -> Tensor:
@@ -102,7 +114,7 @@ def expand(self: Tensor, *sizes: Any) -> Tensor:
 
 
 def repeat(self: Tensor, *sizes: Any) -> Tensor:
-    reps = [int(r) for r in _sizes(sizes)]
+    reps = _sizes(sizes)
     if len(reps) < self.dim():
         raise RuntimeError(f"repeat: number of repeat dims ({len(reps)}) can not be smaller than "
                            f"number of tensor dims ({self.dim()})")
@@ -117,7 +129,7 @@ def repeat(self: Tensor, *sizes: Any) -> Tensor:
 
 
 def tile(self: Tensor, *dims: Any) -> Tensor:
-    reps = [int(r) for r in _sizes(dims)]
+    reps = _sizes(dims)
     return repeat(self, [1] * (self.dim() - len(reps)) + reps)
 
 
@@ -130,7 +142,13 @@ def clone(self: Tensor) -> Tensor:
 
 
 def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return dispatch("narrow", (self,), {"dim": int(dim), "start": int(start), "length": int(length)})
+    """``start``/``length`` may be sizes computed from ``x.shape`` while tracing: inputs of
+    the op, so the trace follows other input sizes."""
+    start, length = (int(v) if isinstance(v, Tensor) else v for v in (start, length))
+    for name, v in (("start", start), ("length", length)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise TypeError(f"narrow(): argument '{name}' must be an int, got {type(v).__name__}")
+    return dispatch("narrow", (self, start, length), {"dim": int(dim)})
 
 
 def split(self: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
@@ -139,10 +157,10 @@ def split(self: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tens
         step = split_size_or_sections
         if step <= 0:
             raise ValueError(f"split: split_size must be positive, got {step}")
-        sizes = [min(step, n - s) for s in range(0, n, step)] or [0]
+        sizes = _split_sizes(n, step)
     else:
-        sizes = [int(s) for s in split_size_or_sections]
-        if sum(sizes) != n:
+        sizes = list(split_size_or_sections)
+        if not check("int_eq", sum(sizes), n, "split sizes that sum to the dim"):
             raise ShapeError(f"split: split_sizes {sizes} must sum to the size of dim {dim} ({n})")
     out, start = [], 0
     for s in sizes:
@@ -151,20 +169,30 @@ def split(self: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tens
     return tuple(out)
 
 
+def _split_sizes(n: Any, step: Any) -> list[Any]:
+    """Piece lengths of ``split(step)`` along a dim of size ``n`` (either may be traced:
+    the count of pieces is fixed by the trace and guarded, the lengths stay symbolic)."""
+    count = fixed(ceil_div(n, step), "the number of pieces split() returns")
+    if count == 0:
+        return [n]
+    return [step] * (count - 1) + [n - step * (count - 1)]
+
+
 def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: expects chunks to be greater than 0, got {chunks}")
     n = self.shape[dim]
-    return split(self, max(-(-n // chunks), 1), dim)
+    return split(self, sym_max(ceil_div(n, chunks), 1), dim)
 
 
 def unbind(self: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-    return tuple(select(self, dim, i) for i in range(self.shape[dim]))
+    n = fixed(self.shape[dim], "the number of tensors unbind() returns")
+    return tuple(select(self, dim, i) for i in range(n))
 
 
 def select(self: Tensor, dim: int, index: int) -> Tensor:
     d = dim % self.dim()
-    return self[(slice(None),) * d + (int(index),)]
+    return self[(slice(None),) * d + (index if isinstance(index, int) else int(index),)]
 
 
 def movedim(self: Tensor, source: Any, destination: Any) -> Tensor:
@@ -266,12 +294,21 @@ Tensor.mT = property(lambda self: transpose(self, -2, -1))
 
 
 # ---- indexing -----------------------------------------------------------------------
-def _index_parts(self: Tensor, idx: Any) -> tuple[tuple, list[Tensor]]:
-    """Python index -> (spec, tensor operands) for the ``index``/``index_put`` ops."""
+def _index_parts(self: Tensor, idx: Any) -> tuple[tuple, list[Any]]:
+    """Python index -> (spec, operands) for the ``index``/``index_put`` ops. Operands are
+    index tensors and, while tracing, sizes computed from ``x.shape`` (``x[:n // 2]``): the
+    spec refers to them as ``("input", k)`` so the trace follows other input sizes."""
     from scriptmod._creation import tensor
     items = idx if isinstance(idx, tuple) else (idx,)
     spec: list[tuple] = []
-    tensors: list[Tensor] = []
+    tensors: list[Any] = []
+
+    def part(v: Any) -> Any:
+        if type(v) is TracedInt:
+            tensors.append(v)
+            return ("input", len(tensors) - 1)
+        return _slice_part(v)
+
     for it in items:
         if it is None:
             spec.append(("none",))
@@ -280,11 +317,11 @@ def _index_parts(self: Tensor, idx: Any) -> tuple[tuple, list[Tensor]]:
         elif isinstance(it, bool):
             raise IndexError("indexing with a Python bool is not supported; use a bool tensor")
         elif isinstance(it, (int, np.integer)):
-            spec.append(("int", int(it)))
+            spec.append(("int", part(it)))
         elif isinstance(it, slice):
-            spec.append(("slice",) + tuple(_slice_part(v) for v in (it.start, it.stop, it.step)))
-            if it.step is not None and _slice_part(it.step) <= 0:
+            if it.step is not None and _plain(it.step) <= 0:
                 raise ValueError("step must be greater than zero")
+            spec.append(("slice",) + tuple(part(v) for v in (it.start, it.stop, it.step)))
         elif isinstance(it, Tensor) and it.dim() == 0 and it.dtype.category == D.INT and not TRACERS:
             spec.append(("int", int(it)))
         elif isinstance(it, (Tensor, list, np.ndarray)):
@@ -316,7 +353,7 @@ def _getitem(self: Tensor, idx: Any) -> Tensor:
         out._vc, out._base = self._vc, (self._base if self._base is not None else self)
         return out
     out = dispatch("index", (self, *tensors), {"spec": spec})
-    if not tensors:   # basic indexing is a view, as on the fast path
+    if not any(isinstance(t, Tensor) for t in tensors):   # basic indexing: a view, as on the fast path
         out._vc, out._base = self._vc, (self._base if self._base is not None else self)
         if out.grad_fn is not None:
             out._hv = out._vc[0]

@@ -112,6 +112,8 @@ class Tensor:
     ndim = property(dim)
 
     def numel(self) -> int:
+        if TRACERS:   # the product of symbolic sizes while tracing
+            return TRACERS[-1].numel_of(self)
         return int(self._data.size)
 
     nelement = numel
@@ -352,12 +354,16 @@ class Tensor:
     def __len__(self) -> int:
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
+        if TRACERS:   # a Python int: baked, guarded, warned about when traced
+            return TRACERS[-1].on_len(self)
         return self._data.shape[0]
 
     def __iter__(self) -> Iterator["Tensor"]:
         if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        n = TRACERS[-1].on_len(self, "iteration over a tensor (the loop is unrolled)") \
+            if TRACERS else self._data.shape[0]
+        return (self[i] for i in range(n))
 
     def __hash__(self) -> int:
         return id(self)

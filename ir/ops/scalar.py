@@ -1,8 +1,34 @@
 """Integer arithmetic on sizes, so that shapes read from ``x.shape`` stay symbolic in traces
-(``x.view(x.size(0) * 2, -1)`` records ``size``, ``int_mul`` and ``reshape``)."""
-from . import rules as R
-from ..schema import NONDIFF, op
+(``x.view(x.size(0) * 2, -1)`` records ``size``, ``int_mul`` and ``reshape``), comparisons of
+sizes, and ``guard``: the check that a specialization takes the branch the trace took."""
+from __future__ import annotations
 
-for _name in ("int_add", "int_sub", "int_mul", "int_floordiv", "int_mod"):
+import operator
+from typing import Callable
+
+from . import rules as R
+from ..graph import VALUE_RULES
+from ..schema import IMPURE, NONDIFF, op
+
+# what each int op computes on Python ints: the reference kernels and the shape pass share it
+INT_ARITH: dict[str, Callable[..., int]] = {
+    "int_add": operator.add, "int_sub": operator.sub, "int_mul": operator.mul,
+    "int_floordiv": operator.floordiv, "int_mod": operator.mod, "int_min": min, "int_max": max}
+INT_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "int_eq": operator.eq, "int_ne": operator.ne, "int_lt": operator.lt, "int_le": operator.le,
+    "int_gt": operator.gt, "int_ge": operator.ge}
+INT_FUNCS: dict[str, Callable[..., int | bool]] = {**INT_ARITH, **INT_COMPARE,
+                                                   "int_neg": operator.neg}
+
+VALUE_RULES.update({f"sm::{name}": fn for name, fn in INT_FUNCS.items()})
+
+for _name in INT_ARITH:
     op(f"{_name}(int a, int b) -> int", R.no_dtype, R.scalar_shape, NONDIFF)
 op("int_neg(int a) -> int", R.no_dtype, R.scalar_shape, NONDIFF)
+for _name in INT_COMPARE:
+    op(f"{_name}(int a, int b) -> bool", R.no_dtype, R.scalar_shape, NONDIFF)
+
+# IMPURE: dead-code elimination and CSE keep it although nothing reads its result
+op("guard(bool cond, *, str what, str where='') -> bool", R.no_dtype, R.scalar_shape, NONDIFF,
+   IMPURE, doc="Raises TraceGuardError unless ``cond``: the trace took a branch (or baked a "
+               "size) that holds only while ``what`` is true.")

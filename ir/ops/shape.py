@@ -147,11 +147,53 @@ def _narrow(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | N
     if s is None:
         return None
     d = R.norm_dim(attrs["dim"], len(s), "narrow")
-    return tuple(s[:d]) + (attrs["length"],) + tuple(s[d + 1:])
+    length = values[2] if isinstance(values[2], int) else None   # a size computed at run time
+    return tuple(s[:d]) + (length,) + tuple(s[d + 1:])
+
+
+def spec_value(x: Any, operands: Sequence[Any]) -> Any:
+    """An ``index`` spec scalar: an int, None, or ``("input", k)``: operand k (after ``self``)
+    holds it, a size computed at run time (``x[:x.size(0) // 2]`` while tracing)."""
+    return operands[x[1]] if isinstance(x, tuple) else x
+
+
+_UNKNOWN = object()
 
 
 def _index_shape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
-    return None   # computed exactly by the runtime; the IR keeps the rank unknown
+    """Basic indexing (ints, slices, None, ...) of a known rank; a dim whose bounds are
+    computed at run time is unknown. Advanced (tensor) indexing: unknown shape."""
+    s, spec = ops[0][1], attrs["spec"]
+    if s is None or any(e[0] not in ("int", "slice", "none", "ellipsis") for e in spec):
+        return None
+
+    def known(v: Any) -> Any:
+        if not isinstance(v, tuple):
+            return v
+        v = spec_value(v, values[1:])
+        return v if isinstance(v, int) and not isinstance(v, bool) else _UNKNOWN
+
+    used = sum(e[0] in ("int", "slice") for e in spec)
+    out: list[Dim] = []
+    dims = iter(s)
+    for e in spec:
+        if e[0] == "ellipsis":
+            out += [next(dims) for _ in range(len(s) - used)]
+        elif e[0] == "none":
+            out.append(1)
+        elif e[0] == "slice":
+            out.append(_slice_len(next(dims), *(known(v) for v in e[1:])))
+        else:
+            next(dims)
+    return tuple(out) + tuple(dims)
+
+
+def _slice_len(n: Dim, *bounds: Any) -> Dim:
+    if _UNKNOWN in bounds:
+        return None
+    if bounds[0] is None and bounds[1] is None and bounds[2] in (None, 1):
+        return n
+    return len(range(*slice(*bounds).indices(n))) if isinstance(n, int) else None
 
 
 def _gather(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
@@ -164,8 +206,10 @@ def _factory(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | 
 
 def _arange(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
     import math
-    n = math.ceil((attrs["end"] - attrs["start"]) / attrs["step"])
-    return (max(n, 0),)
+    start, end, step = values
+    if not all(isinstance(v, (int, float)) for v in values) or not step:
+        return (None,)                  # a bound computed at run time (``arange(x.size(0))``)
+    return (max(math.ceil((end - start) / step), 0),)
 
 
 op("reshape(Tensor self, int[] shape) -> Tensor", R.same, _reshape, VIEW)
@@ -174,14 +218,15 @@ op("permute(Tensor self, *, int[] dims) -> Tensor", R.same, _permute, VIEW)
 op("transpose(Tensor self, *, int dim0, int dim1) -> Tensor", R.same, _transpose, VIEW)
 op("unsqueeze(Tensor self, *, int dim) -> Tensor", R.same, _unsqueeze, VIEW)
 op("squeeze(Tensor self, *, int[]? dim=None) -> Tensor", R.same, _squeeze, VIEW)
-op("narrow(Tensor self, *, int dim, int start, int length) -> Tensor", R.same, _narrow, VIEW)
+op("narrow(Tensor self, int start, int length, *, int dim) -> Tensor", R.same, _narrow, VIEW)
 op("contiguous(Tensor self) -> Tensor", R.same, R.same_shape, ANY_RANK)
 op("clone(Tensor self) -> Tensor", R.same, R.same_shape, ANY_RANK)
 op("cat(Tensor... tensors, *, int dim=0) -> Tensor", R.promote, _cat)
 op("stack(Tensor... tensors, *, int dim=0) -> Tensor", R.promote, _stack)
 op("gather(Tensor self, Tensor index, *, int dim) -> Tensor", R.same, _gather)
-op("index(Tensor self, Tensor... indices, *, Any spec) -> Tensor", R.same, _index_shape)
-op("index_put(Tensor self, Tensor values, Tensor... indices, *, Any spec, bool accumulate=False) -> Tensor",
+# indices: index tensors and run-time ints, referred to by the spec (see ``spec_value``)
+op("index(Tensor self, Any... indices, *, Any spec) -> Tensor", R.same, _index_shape)
+op("index_put(Tensor self, Tensor values, Any... indices, *, Any spec, bool accumulate=False) -> Tensor",
    R.same, R.same_shape)
 op("to_device(Tensor self, *, Device device) -> Tensor", R.same, R.same_shape, ANY_RANK)
 op("size(Tensor self, *, int dim) -> int", R.no_dtype, R.scalar_shape, NONDIFF, ANY_RANK)
@@ -193,7 +238,7 @@ op(f"rand(int[] size, *, {_F}) -> Tensor", R.from_attr(), _factory, FACTORY, NON
 op(f"randn(int[] size, *, {_F}) -> Tensor", R.from_attr(), _factory, FACTORY, NONDIFF, IMPURE)
 op(f"randint(int[] size, *, int low, int high, {_F}) -> Tensor",
    lambda ops, attrs: attrs.get("dtype") or R.to_int64(ops, attrs), _factory, FACTORY, NONDIFF, IMPURE)
-op(f"arange(*, float start, float end, float step=1, {_F}) -> Tensor",
+op(f"arange(Scalar start, Scalar end, Scalar step=1, *, {_F}) -> Tensor",
    R.from_attr(), _arange, FACTORY, NONDIFF)
 op(f"linspace(*, float start, float end, int steps, {_F}) -> Tensor",
    R.from_attr(), lambda o, a, v: (a["steps"],), FACTORY, NONDIFF)

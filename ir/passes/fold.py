@@ -131,6 +131,11 @@ def _size(node: Node) -> list[Value] | None:
     return _constants(node, dim) if isinstance(dim, int) else None
 
 
+def _guard(node: Node) -> list[Value] | None:
+    """A guard whose condition is known true has nothing left to check."""
+    return [node.inputs[0]] if known_value(node.inputs[0]) is True else None
+
+
 def _if(node: Node) -> list[Value] | None:
     cond = node.inputs[0].node.attrs.get("value") if _is_constant(node.inputs[0]) else None
     if not isinstance(cond, bool):
@@ -150,5 +155,5 @@ def _loop(node: Node) -> list[Value] | None:
 FOLDERS: dict[str, Callable[[Node], "list[Value] | None"]] = {
     Prim.LIST_CONSTRUCT: _construct, Prim.TUPLE_CONSTRUCT: _construct,
     Prim.TUPLE_INDEX: _tuple_index, Prim.TUPLE_UNPACK: _unpack, Prim.LIST_UNPACK: _unpack,
-    "sm::size": _size, Prim.IF: _if, Prim.LOOP: _loop,
+    "sm::size": _size, "sm::guard": _guard, Prim.IF: _if, Prim.LOOP: _loop,
 }

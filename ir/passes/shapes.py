@@ -5,8 +5,9 @@ from typing import Callable, Sequence
 
 from .. import schema as S
 from ..builder import infer_op_types, join_types
-from ..errors import ShapeError
-from ..graph import Block, Graph, Node, Prim
+from ..errors import DTypeError, ShapeError
+from ..errors import guard_failure
+from ..graph import Block, Graph, Node, Prim, known_value
 from ..printer import describe
 from ..types import AnyType, ListType, TensorType, TupleType, Type
 
@@ -70,6 +71,9 @@ def _keep(node: Node) -> None:
 def _op(node: Node) -> None:
     try:
         types = infer_op_types(S.get(node.kind), node.inputs, node.attrs)
+    except DTypeError as e:          # dtypes an op refuses (a float64 input to a float32 Linear)
+        where = f"{node.source}: " if node.source else ""
+        raise DTypeError(f"{where}{e}") from None
     except (TypeError, ValueError, IndexError) as e:
         where = f"{node.source}: " if node.source else ""
         err = ShapePropagationError(f"{where}{e}\n    {describe(node)}")
@@ -77,6 +81,14 @@ def _op(node: Node) -> None:
         raise err from None
     for v, t in zip(node.outputs, types):
         v.type = t
+
+
+def _guard(node: Node) -> None:
+    """A guard known false for these input types fails now, before the ops of the branch the
+    trace took meet shapes they were never meant for."""
+    _op(node)
+    if known_value(node.inputs[0]) is False:
+        raise guard_failure(node.attrs["what"], node.attrs.get("where", ""))
 
 
 def _if(node: Node) -> None:
@@ -158,5 +170,5 @@ HANDLERS: dict[str, Callable[[Node], None]] = {
     Prim.CALL_METHOD: _call_method,
     Prim.TUPLE_CONSTRUCT: _tuple_construct, Prim.TUPLE_UNPACK: _tuple_unpack,
     Prim.TUPLE_INDEX: _tuple_index, Prim.LIST_CONSTRUCT: _list_construct,
-    Prim.LIST_UNPACK: _list_unpack,
+    Prim.LIST_UNPACK: _list_unpack, "sm::guard": _guard,
 }

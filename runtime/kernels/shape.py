@@ -8,7 +8,7 @@ import numpy as np
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.ops.rules import norm_dim
-from scriptmod.ir.ops.shape import infer_reshape
+from scriptmod.ir.ops.shape import infer_reshape, spec_value
 from .. import backend
 from .. import random as rng
 from ..backend import NP_DTYPE
@@ -58,9 +58,9 @@ def _squeeze(xp: Any, x: Any, dim: Any = None) -> Any:
 
 
 @kernel("narrow")
-def _narrow(xp: Any, x: Any, dim: int, start: int, length: int) -> Any:
+def _narrow(xp: Any, x: Any, start: int, length: int, dim: int) -> Any:
     d = norm_dim(dim, x.ndim, "narrow")
-    n = x.shape[d]
+    n, start, length = x.shape[d], int(start), int(length)
     s = start + n if start < 0 else start
     if not 0 <= s <= n or length < 0 or s + length > n:
         raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
@@ -123,14 +123,18 @@ def _gather(xp: Any, x: Any, index: Any, dim: int) -> Any:
 
 
 def build_index(spec: Sequence[tuple], tensors: Sequence[Any], shape: Sequence[int]) -> tuple:
-    """An index ``spec`` (see ``ir.ops.shape``) plus its tensor operands -> a NumPy index."""
+    """An index ``spec`` (see ``ir.ops.shape``) plus its operands (index tensors and run-time
+    ints, see ``spec_value``) -> a NumPy index."""
     out: list[Any] = []
     for entry in spec:
         kind = entry[0]
         if kind == "int":
-            out.append(entry[1])
+            out.append(_int_at(entry[1], tensors))
         elif kind == "slice":
-            out.append(slice(*entry[1:]))
+            start, stop, step = (_int_at(v, tensors) for v in entry[1:])
+            if step is not None and step <= 0:
+                raise ValueError(f"step must be greater than zero, got {step}")
+            out.append(slice(start, stop, step))
         elif kind == "none":
             out.append(None)
         elif kind == "ellipsis":
@@ -144,6 +148,11 @@ def build_index(spec: Sequence[tuple], tensors: Sequence[Any], shape: Sequence[i
         else:
             raise ValueError(f"index: unknown index entry {entry!r}")
     return tuple(out)
+
+
+def _int_at(v: Any, operands: Sequence[Any]) -> Any:
+    v = spec_value(v, operands)
+    return None if v is None else int(v)
 
 
 @kernel("index")

@@ -262,20 +262,21 @@ def _permute(ctx: Any, g: Tensor) -> tuple:
     return (g.permute(inv),)
 
 
-@derivative("narrow")
+@derivative("narrow", saves=(1, 2))
 def _narrow(ctx: Any, g: Tensor) -> tuple:
     shape = list(ctx.input_meta[0][0])
     d = ctx.attrs["dim"] % len(shape)
-    start = ctx.attrs["start"] % shape[d] if shape[d] else 0
+    start, length = (int(v) for v in ctx.inputs[1:3])
+    start = start % shape[d] if shape[d] else 0
     parts = []
-    for size in (start, shape[d] - start - ctx.attrs["length"]):
+    for size in (start, shape[d] - start - length):
         if size:
             s = list(shape)
             s[d] = size
             parts.append(T.zeros(s, dtype=g.dtype, device=g.device))
     if not parts:
-        return (g,)
-    return (T.cat(parts[:1] + [g] + parts[1:] if start else [g] + parts, dim=d),)
+        return (g, None, None)
+    return (T.cat(parts[:1] + [g] + parts[1:] if start else [g] + parts, dim=d), None, None)
 
 
 @derivative("cat")

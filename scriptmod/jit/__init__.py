@@ -9,12 +9,15 @@
     >>> traced(x).shape
     scriptmod.Size([3, 2])
 """
-from scriptmod.jit._script_module import ScriptFunction, ScriptModule  # noqa: F401
+from scriptmod.jit._script_module import (RecursiveScriptModule, ScriptFunction,  # noqa: F401
+                                          ScriptMethod, ScriptModule)
 from scriptmod.jit._trace import TracingCheckError, trace, trace_module  # noqa: F401
 from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
+from scriptmod.ir.errors import TraceGuardError  # noqa: F401
 from scriptmod.jit.archive import ArchiveError, load, save  # noqa: F401
 from scriptmod.jit._compiled import fuser, kernels_for  # noqa: F401
 
-__all__ = ["trace", "trace_module", "ScriptModule", "ScriptFunction", "TracerWarning",
-           "TracingError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
+__all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "ScriptMethod",
+           "ScriptFunction", "TracerWarning",
+           "TracingError", "TraceGuardError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
            "kernels_for"]

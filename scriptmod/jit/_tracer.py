@@ -17,13 +17,11 @@ from typing import Any, Callable, Sequence
 
 from scriptmod.ir import schema as S
 from scriptmod.ir.builder import Builder
-from scriptmod.ir.graph import Graph, Value
+from scriptmod.ir.graph import Graph, Prim, Value
 from scriptmod.ir.types import BoolType, IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.tensor import Size, Tensor
-
-
-class TracerWarning(Warning):
-    """A traced value was turned into a Python value: the trace bakes it in as a constant."""
+from scriptmod._traced_int import (TracedInt, TracerWarning, comparison_text,
+                                       deciding_frame, is_user_code, warn_at, where)
 
 
 class TracingError(RuntimeError):
@@ -78,40 +76,6 @@ def class_name(module: Any) -> str:
 def tensor_type(t: Tensor) -> TensorType:
     """Traced graphs are grad-agnostic: whether a gradient flows is decided per call."""
     return TensorType(t.dtype, tuple(t._data.shape), t._device_str(), False)
-
-
-class TracedInt(int):
-    """A size read from a traced tensor's shape; arithmetic on it is recorded too."""
-
-    def __new__(cls, value: int, tracer: "Tracer", make: Callable[["Frame"], Value]) -> "TracedInt":
-        obj = super().__new__(cls, value)
-        obj._tracer, obj._make = tracer, make
-        return obj
-
-    def _binop(self, other: Any, op: str, fn: Callable[[int, int], int], flip: bool = False) -> Any:
-        if not isinstance(other, int) or isinstance(other, bool):
-            return fn(int(self), other) if not flip else fn(other, int(self))
-        a, b = (other, self) if flip else (self, other)
-        tr = self._tracer
-        return TracedInt(fn(int(a), int(b)), tr,
-                         lambda fr: fr.b.op(op, tr.int_value(fr, a), tr.int_value(fr, b)))
-
-    def __add__(self, o: Any) -> Any: return self._binop(o, "int_add", lambda a, b: a + b)
-    def __radd__(self, o: Any) -> Any: return self._binop(o, "int_add", lambda a, b: a + b, True)
-    def __sub__(self, o: Any) -> Any: return self._binop(o, "int_sub", lambda a, b: a - b)
-    def __rsub__(self, o: Any) -> Any: return self._binop(o, "int_sub", lambda a, b: a - b, True)
-    def __mul__(self, o: Any) -> Any: return self._binop(o, "int_mul", lambda a, b: a * b)
-    def __rmul__(self, o: Any) -> Any: return self._binop(o, "int_mul", lambda a, b: a * b, True)
-    def __floordiv__(self, o: Any) -> Any: return self._binop(o, "int_floordiv", lambda a, b: a // b)
-    def __rfloordiv__(self, o: Any) -> Any: return self._binop(o, "int_floordiv", lambda a, b: a // b, True)
-    def __mod__(self, o: Any) -> Any: return self._binop(o, "int_mod", lambda a, b: a % b)
-
-    def __neg__(self) -> Any:
-        tr = self._tracer
-        return TracedInt(-int(self), tr, lambda fr: fr.b.op("int_neg", tr.int_value(fr, self)))
-
-    def __hash__(self) -> int:
-        return int.__hash__(self)
 
 
 @dataclass
@@ -302,7 +266,50 @@ class Tracer:
         shape = t._data.shape
         if not self.frames or id(t) not in self.dependent:
             return Size(shape)
-        return Size(TracedInt(d, self, _size_maker(self, t, i)) for i, d in enumerate(shape))
+        v = self.frames[-1].values.get(id(t))
+        name = v.debug_name if v is not None and v.node.kind == Prim.PARAM and v.debug_name \
+            else f"<tensor of shape {list(shape)}>"
+        return Size(TracedInt(d, self, _size_maker(self, t, i), f"{name}.shape[{i}]")
+                    for i, d in enumerate(shape))
+
+    def numel_of(self, t: Tensor) -> int:
+        """``x.numel()``: the product of the (symbolic) sizes."""
+        n: int = 1
+        for d in self.shape_of(t):
+            n = n * d
+        return n
+
+    def on_len(self, t: Tensor, how: str = "len() (x.shape[0] stays symbolic)") -> int:
+        """``len(x)``, ``iter(x)``: a plain int, so a baked size, guarded (torch warns too).
+        Called by the Tensor method, so the caller's frame is two levels up."""
+        shape = self.shape_of(t)
+        if not shape or not isinstance(shape[0], TracedInt):
+            return t._data.shape[0]
+        return shape[0]._bake(how, True, sys._getframe(2))
+
+    def guard(self, op: str, a: Any, b: Any, how: str, force: bool = False,
+              frame: Any = None) -> None:
+        """Record the decision ``a <op> b`` (true at trace time) as int ops and an
+        ``sm::guard`` node, with a ``TracerWarning`` when the user's code made it. Without
+        ``force`` a decision inside scriptmod's own layers (a size check) is not recorded."""
+        frame = frame or deciding_frame()
+        user = frame is not None and is_user_code(frame)
+        if not self.frames or not (user or force):
+            return
+        fr, what = self.frames[-1], comparison_text(op, a, b)
+        src = where(frame) if user else user_source()
+        if user:
+            self._warn_decision(frame, what, how)
+        with fr.b.at_source(src):
+            cond = fr.b.op(op, self.int_value(fr, a), self.int_value(fr, b))
+            fr.b.op("guard", cond, what=what, where=src or "")
+
+    def _warn_decision(self, frame: Any, what: str, how: str) -> None:
+        warn_at(frame, f"Converting a traced size to {how} might cause the trace to be "
+                       f"incorrect: the trace cannot record the data flow of Python values, so "
+                       f"`{what}` (true now) is treated as a constant and the trace might not "
+                       f"generalize to other inputs. The trace is guarded: a call for which it "
+                       f"is false raises TraceGuardError.")
 
     # ---- submodule calls ------------------------------------------------------------------
     def call_module(self, module: Any, forward: Callable, args: tuple, kwargs: dict) -> Any:

@@ -82,11 +82,11 @@ def test_attribute_values_print_typed_and_sorted():
     b = Builder(g, source="m.py:5")
     x = b.input(t(2, 3, dtype=D.int32), "x")
     y = b.op("cast", b.op("transpose", x, dim1=1, dim0=0), dtype=D.float16)
-    spec = (("slice", 0, None, 1), ("int", 2), ("none",), ("ellipsis",))
+    spec = (("slice", 0, None, 1), ("int", 1), ("none",), ("ellipsis",))
     z = b.op("index", y, spec=spec)
     b.ret(z)
     assert describe(y.node) == "%1 : Half(3, 2) = sm::cast[dtype=Half](%0)  # m.py:5"
     assert describe(x.uses[0].user) == \
         "%0 : Int(3, 2) = sm::transpose[dim0=0, dim1=1](%x)  # m.py:5"
-    assert describe(z.node) == ('%2 : Half = sm::index[spec=(("slice", 0, None, 1), ("int", 2), '
-                                '("none",), ("ellipsis",))](%1)  # m.py:5')
+    assert describe(z.node) == ('%2 : Half(3, 1) = sm::index[spec=(("slice", 0, None, 1), '
+                                '("int", 1), ("none",), ("ellipsis",))](%1)  # m.py:5')

@@ -474,16 +474,16 @@ case("squeeze", _shaped(lambda g: [("all", (1, 3, 1), (), {}), ("dim", (1, 3, 1)
      _squeeze_ref, ALL)
 
 
-def _narrow_ref(x: np.ndarray, dim: int, start: int, length: int) -> np.ndarray:
+def _narrow_ref(x: np.ndarray, start: int, length: int, dim: int) -> np.ndarray:
     s = start % x.shape[dim] if start < 0 else start
     return np.take(x, range(s, s + length), axis=dim)
 
 
-case("narrow", _shaped(lambda g: [("dim0", (4, 3), (), {"dim": 0, "start": 1, "length": 2}),
-                                  ("dim-1", (2, 5), (), {"dim": -1, "start": 0, "length": 3}),
-                                  ("neg-start", (4, 3), (), {"dim": 0, "start": -2, "length": 2}),
-                                  ("zero-len", (4, 3), (), {"dim": 0, "start": 4, "length": 0}),
-                                  ("noncontig", (4, 3), (), {"dim": 1, "start": 1, "length": 2})]),
+case("narrow", _shaped(lambda g: [("dim0", (4, 3), (1, 2), {"dim": 0}),
+                                  ("dim-1", (2, 5), (0, 3), {"dim": -1}),
+                                  ("neg-start", (4, 3), (-2, 2), {"dim": 0}),
+                                  ("zero-len", (4, 3), (4, 0), {"dim": 0}),
+                                  ("noncontig", (4, 3), (1, 2), {"dim": 1})]),
      _narrow_ref, ALL)
 _COPY_ROWS = lambda g: [("2d", (2, 3), (), {}), ("0d", (), (), {}), ("empty", (0, 2), (), {}),  # noqa: E731
                         ("noncontig", (2, 3), (), {})]
@@ -614,10 +614,9 @@ def _no_dev(fn: Callable[..., Any]) -> Callable[..., Any]:
 case("full", _factory(lambda g: [("2d", ([2, 3], g.scalar()), {}), ("0d", ([], g.scalar()), {}),
                                  ("empty", ([0, 2], g.scalar()), {})]),
      _no_dev(lambda size, v: np.full(size, v)), ALL, grad=False)
-case("arange", _factory(lambda g: [("basic", (), {"start": 0.0, "end": 5.0, "step": 1.0}),
-                                   ("step", (), {"start": 1.0, "end": 8.0, "step": 3.0}),
-                                   ("neg-step", (), {"start": 5.0, "end": 0.0, "step": -2.0}),
-                                   ("empty", (), {"start": 2.0, "end": 2.0, "step": 1.0})]),
+case("arange", _factory(lambda g: [("basic", (0.0, 5.0, 1.0), {}), ("step", (1.0, 8.0, 3.0), {}),
+                                   ("neg-step", (5.0, 0.0, -2.0), {}), ("empty", (2.0, 2.0, 1.0), {}),
+                                   ("ints", (0, 7, 2), {}), ("float-step", (0, 1, 0.25), {})]),
      _no_dev(lambda start, end, step: start + step * np.arange(math.ceil((end - start) / step))),
      REAL[:4] + ("int32", "int64"), grad=False)
 case("linspace", _factory(lambda g: [("basic", (), {"start": 0.0, "end": 1.0, "steps": 5}),
@@ -658,6 +657,15 @@ for _n, _f in (("int_add", lambda a, b: a + b), ("int_sub", lambda a, b: a - b),
                ("int_mod", lambda a, b: a % b)):
     case(_n, _int_samples(False), _f, ("int64",), grad=False)
 case("int_neg", _int_samples(True), lambda a: -a, ("int64",), grad=False)
+for _n, _f in (("int_min", min), ("int_max", max), ("int_eq", lambda a, b: a == b),
+               ("int_ne", lambda a, b: a != b), ("int_lt", lambda a, b: a < b),
+               ("int_le", lambda a, b: a <= b), ("int_gt", lambda a, b: a > b),
+               ("int_ge", lambda a, b: a >= b)):
+    case(_n, _int_samples(False), _f, ("int64",), grad=False)
+# guard: passes its true condition through (a false one raises TraceGuardError, tested with
+# the tracer in tests/scriptmod/jit/test_symbolic_shapes.py)
+case("guard", lambda g: [Sample("true", (True,), {"what": "x.shape[0] > 2", "where": "m.py:3"})],
+     lambda cond, what, where: cond, ("int64",), grad=False)
 
 
 # ---- linear algebra and nn -----------------------------------------------------------
