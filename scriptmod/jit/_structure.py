@@ -17,6 +17,8 @@ from __future__ import annotations
 import collections
 import functools
 import keyword
+import os
+import sys
 import warnings
 from typing import Any
 
@@ -49,8 +51,20 @@ def flatten_output(out: Any, strict: bool) -> tuple[Any, Spec]:
         if "dict" in kinds:
             raise TracingError(_message("dict"))
         if "list" in kinds:
-            warnings.warn(TracerWarning(_message("list")), stacklevel=4)
+            warnings.warn(TracerWarning(_message("list")), stacklevel=caller_stacklevel())
     return flatten(out)
+
+
+_JIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the user's ``jit.trace(...)`` call (the
+    first frame outside ``scriptmod/jit``), so that warning filters by module work."""
+    level, f = 1, sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_JIT_DIR):
+        level, f = level + 1, f.f_back
+    return level
 
 
 def _kinds(x: Any, depth: int) -> set[str]:

@@ -18,7 +18,7 @@ from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._executor import inlined, submodule_of
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule
-from scriptmod.jit._structure import flatten, flatten_output, unflatten
+from scriptmod.jit._structure import caller_stacklevel, flatten, flatten_output, unflatten
 from scriptmod.jit._tracer import Tracer, TracerWarning, _flatten_args, _is_traced_arg, class_name
 from scriptmod._traced_int import watch_range
 from scriptmod.nn.module import Module
@@ -343,7 +343,8 @@ def _compare(eager: Callable, traced: Callable, args: tuple, kwargs: dict[str, A
                 warned = True
             warnings.warn(TracerWarning(
                 f"Output nr {i + 1}. of the traced function does not match the corresponding "
-                f"output of the Python function. Detailed error:\n{problem}"), stacklevel=4)
+                f"output of the Python function. Detailed error:\n{problem}"),
+                stacklevel=caller_stacklevel())
     if _structure(again) != _structure(graph):
         raise TracingCheckError(_graph_diff(graph, again))
 
@@ -397,7 +398,8 @@ def _warn_nondeterministic(graph: Graph) -> None:
         warnings.warn(TracerWarning(
             "Trace had nondeterministic nodes. Did you forget call .eval() on your model? "
             f"Nodes:\n{listed}\nThis may cause errors in trace checking. To disable trace "
-            "checking, pass check_trace=False to scriptmod.jit.trace()"), stacklevel=5)
+            "checking, pass check_trace=False to scriptmod.jit.trace()"),
+            stacklevel=caller_stacklevel())
 
 
 def _graph_diff(first: Graph, second: Graph) -> str:
