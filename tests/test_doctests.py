@@ -131,7 +131,7 @@ class _DocstringExamples:
 
     def __call__(self, parent: pytest.Collector) -> list[pytest.Collector]:
         return [ModuleExamples.from_parent(parent, name=name, path=file, module_name=name)
-                for name, file in package_modules(parent.config.rootpath)]
+                for name, file in package_modules()]
 
 
 DOCSTRING_EXAMPLES = _DocstringExamples()
