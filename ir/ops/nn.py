@@ -66,14 +66,14 @@ def _embedding(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape 
     return None if w is None or idx is None else tuple(idx) + (w[1],)
 
 
-op("matmul(Tensor self, Tensor other) -> Tensor", R.promote, _matmul, ANY_RANK)
+op("matmul(Tensor self, Tensor other) -> Tensor", R.matmul_dtype, _matmul, ANY_RANK)
 op("conv2d(Tensor input, Tensor weight, Tensor? bias, *, int[] stride=(1, 1), int[] padding=(0, 0), "
-   "int[] dilation=(1, 1), int groups=1) -> Tensor", R.same, _conv2d)
+   "int[] dilation=(1, 1), int groups=1) -> Tensor", R.conv_dtype, _conv2d)
 op("max_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
    "int[] dilation=(1, 1), bool ceil_mode=False) -> Tensor", R.same, _pool2d)
 op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
    "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d)
-op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.same, _embedding,
+op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.embedding_dtype, _embedding,
    ANY_RANK)
 op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE, ANY_RANK)
 # In training with running stats, the kernel also updates them and ``num_batches_tracked``
@@ -82,4 +82,4 @@ op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_
 op("batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight, "
    "Tensor? bias, bool training, Tensor? num_batches_tracked, *, float? momentum=0.1, "
    "float eps=1e-05) -> Tensor",
-   R.same, R.same_shape, IMPURE)
+   R.norm_params_dtype("batch_norm"), R.same_shape, IMPURE)

@@ -102,6 +102,65 @@ def no_dtype(ops: Sequence[Any], attrs: dict) -> None:
     return None
 
 
+# ---- ops that refuse mixed dtypes (PyTorch's messages) -------------------------------
+
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+            "int16": "short int", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
+
+
+def c_name(d: DType) -> str:
+    """How PyTorch's kernels name a dtype in errors ("float", "double", "c10::BFloat16")."""
+    return _C_NAMES.get(d.name, d.name)
+
+
+def matmul_dtype(ops: Sequence[Any], attrs: dict) -> DType:
+    """Both operands of one dtype: matmul/mm/bmm/linear never mix precisions silently."""
+    a, b = ops[0][0], ops[1][0]
+    if a is not b:
+        raise DTypeError(f"expected m1 and m2 to have the same dtype, but got: {c_name(a)} != "
+                         f"{c_name(b)}")
+    return a
+
+
+def conv_dtype(ops: Sequence[Any], attrs: dict) -> DType:
+    """Input, weight and bias (if any) of one dtype, as PyTorch's convolutions require."""
+    x, w = ops[0][0], ops[1][0]
+    bias = ops[2][0] if len(ops) > 2 and is_tensor(ops[2]) else None
+    if bias is not None and bias is not x:
+        raise DTypeError(f"Input type ({c_name(x)}) and bias type ({c_name(bias)}) should be "
+                         f"the same")
+    if w is not x:
+        raise DTypeError(f"Input type ({c_name(x)}) and weight type ({c_name(w)}) should be "
+                         f"the same")
+    return x
+
+
+def norm_params_dtype(opname: str, first_param: int = 1) -> Any:
+    """A normalization's parameters share the input's dtype, except float32 parameters of a
+    float16/bfloat16 input (PyTorch's CPU "mixed dtype" rule)."""
+    def rule(ops: Sequence[Any], attrs: dict) -> DType:
+        x = ops[0][0]
+        for o in ops[first_param:]:
+            if is_tensor(o) and o[0] is not x and o[0].category >= D.FLOAT and not (
+                    x in (D.float16, D.bfloat16) and o[0] is D.float32):
+                raise DTypeError(f"{opname}: mixed dtype (CPU): all inputs must share same "
+                                 f"datatype (input is {x.name}, a parameter or running "
+                                 f"statistic is {o[0].name})")
+        return x
+    return rule
+
+
+def embedding_dtype(ops: Sequence[Any], attrs: dict) -> DType:
+    """The weight's dtype; the indices must be integers."""
+    idx = ops[1][0]
+    if idx.category != D.INT:
+        raise DTypeError(f"Expected tensor for argument #1 'indices' to have one of the "
+                         f"following scalar types: Long, Int; but got {idx.name} instead "
+                         f"(while checking arguments for embedding)")
+    return ops[0][0]
+
+
 # ---- shape rules ---------------------------------------------------------------------
 
 def broadcast_dims(a: Dim, b: Dim) -> Dim:

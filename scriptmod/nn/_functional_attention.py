@@ -42,6 +42,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, "
                          "not both")
+    _check_sdpa_dtypes(query, key, value, attn_mask)
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
         key, value = (_repeat_heads(t, query.shape[-3] // t.shape[-3]) for t in (key, value))
     s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
@@ -54,6 +55,19 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
     return weights.matmul(value)
+
+
+def _check_sdpa_dtypes(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
+    """PyTorch's rule: q, k, v of one dtype; a mask is bool, float32 or the query's dtype."""
+    from scriptmod.ir.errors import DTypeError
+    if not query.dtype is key.dtype is value.dtype:
+        raise DTypeError(f"Expected query, key, and value to have the same dtype, but got "
+                         f"query.dtype: {query.dtype.name} key.dtype: {key.dtype.name} and "
+                         f"value.dtype: {value.dtype.name} instead.")
+    if mask is not None and mask.dtype.name not in ("bool", "float32", query.dtype.name):
+        raise DTypeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                         f"dtype, but got attn_mask.dtype: {mask.dtype.name} and query.dtype: "
+                         f"{query.dtype.name} instead.")
 
 
 def _mha_masks(attn_mask: Tensor | None, key_padding_mask: Tensor | None, q: Tensor,

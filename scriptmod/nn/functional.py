@@ -140,6 +140,9 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """where(x > 0, x, w * x) with ``weight`` broadcast over channel dim 1; with more than one
     weight a 1-D input (one channel) raises, as PyTorch documents."""
+    if weight.dtype is not input.dtype:
+        raise DTypeError(f"prelu: Type promoting not supported. Got {input.dtype.short} and "
+                         f"{weight.dtype.short}")
     if weight.dim() > 1:
         raise ShapeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
                          f"ndim = {weight.dim()}")
@@ -221,8 +224,20 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if input.dim() == 0 or input.shape[-1] != weight.shape[-1]:
         raise ShapeError(f"linear: expected input with last dimension {weight.shape[-1]} "
                          f"(weight is {tuple(weight.shape)}), got shape {tuple(input.shape)}")
+    _check_linear_dtypes(input, weight, bias)
     out = input.matmul(weight.t())
     return out if bias is None else out + bias
+
+
+def _check_linear_dtypes(input: Tensor, weight: Tensor, bias: Tensor | None) -> None:
+    """PyTorch's addmm messages; the matmul op's type rule refuses mixed dtypes too, so a
+    traced model fed another dtype raises as well (never a silent mixed-precision call)."""
+    if input.dtype is not weight.dtype:
+        raise DTypeError(f"mat1 and mat2 must have the same dtype, but got {input.dtype.short} "
+                         f"and {weight.dtype.short}")
+    if bias is not None and bias.dtype is not weight.dtype:
+        raise DTypeError(f"self and mat2 must have the same dtype, but got {bias.dtype.short} "
+                         f"and {weight.dtype.short}")
 
 
 def _same_padding(input: Tensor, weight: Tensor, stride: tuple[int, int],
@@ -340,13 +355,24 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
         raise ShapeError(f"layer_norm: given normalized_shape={shape}, expected input with "
                          f"shape [*, {', '.join(map(str, shape))}], but got input of size "
                          f"{list(input.shape)}")
+    _check_norm_params("layer_norm", input, weight, bias)
     dims = list(range(-len(shape), 0))
     centered = input - input.mean(dim=dims, keepdim=True)
     var = (centered * centered).mean(dim=dims, keepdim=True)
     out = centered * (var + eps).rsqrt()
     if weight is not None:
         out = out * weight
-    return out if bias is None else out + bias
+    out = out if bias is None else out + bias
+    return out if out.dtype is input.dtype else out.to(input.dtype)   # half x, float32 w
+
+
+def _check_norm_params(name: str, input: Tensor, *params: Tensor | None) -> None:
+    """PyTorch's CPU rule: parameters of the input's dtype, or float32 for a half input."""
+    for p in params:
+        if p is not None and p.dtype is not input.dtype and not (
+                input.dtype in _HALVES and p.dtype is dtypes.float32):
+            raise DTypeError(f"{name}: mixed dtype (CPU): expected parameters of dtype "
+                             f"{input.dtype.name} (the input's), got {p.dtype.name}")
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,

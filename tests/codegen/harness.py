@@ -155,12 +155,17 @@ def binary_spec(ops: Sequence[str], a: DType, b: DType, out_dt: Callable[[str], 
                       [s.dtype for s in steps], rank=rank)
 
 
+def torch_sign(x):
+    """PyTorch's sign: 0 for NaN and for -0.0 (NumPy gives NaN and -0.0)."""
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
 def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
 REF_UNARY: dict[str, Callable] = {
-    "neg": np.negative, "abs": np.abs, "sign": lambda x: (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype),   # torch: sign(nan) = 0 "relu": lambda x: np.where(x < 0, 0, x),
+    "neg": np.negative, "abs": np.abs, "sign": torch_sign, "relu": lambda x: np.where(x < 0, 0, x),
     "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "exp": np.exp,
     "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
