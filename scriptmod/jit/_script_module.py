@@ -54,6 +54,15 @@ class ScriptModule(Module):
     def _get_name(self) -> str:
         return self.original_name
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> "ScriptModule":
+        """A copy compiles its own specializations (native code cannot be copied)."""
+        executors = self.__dict__["_executors"]
+        self.__dict__["_executors"] = {}
+        try:
+            return super().__deepcopy__(memo)
+        finally:
+            self.__dict__["_executors"] = executors
+
     # ---- container protocol of a traced Sequential / ModuleList / ModuleDict --------------
     def _container(self, op: str) -> str:
         kind = _CONTAINERS.get(self._qualified_name)

@@ -224,3 +224,18 @@ def test_hostile_archive_method_named_like_a_member_is_refused():
     data = _zip([(n, d, not n.endswith(".safetensors")) for n, d in items.items()])
     with pytest.raises(jit.ArchiveError, match="'fc' has the name of a parameter, buffer or submodule"):
         jit.load(io.BytesIO(data))
+
+
+def test_deepcopy_of_a_run_module_copies_methods_and_state():
+    import copy
+    m, tm = _traced()
+    x = sm.randn(2, 4)
+    with sm.no_grad():
+        tm.encode(x)                                  # compiled state exists
+        c = copy.deepcopy(tm)
+        assert c.encode.owner is c and c.fc.weight is not tm.fc.weight
+        _close(c.encode(x), m.encode(x))
+        c.fc.weight.zero_()
+        c.fc.bias.zero_()
+        assert float(c.encode(x).abs().sum()) == 0.0
+        _close(tm.encode(x), m.encode(x))             # the original is untouched
