@@ -22,7 +22,7 @@ import sys
 import warnings
 from typing import Any
 
-from scriptmod.ir.types import ListType, TupleType, Type
+from scriptmod.ir.types import AnyType, ListType, TupleType, Type
 from scriptmod.jit._tracer import TracerWarning, TracingError
 
 # A spec is None (the value as the graph returns it) or one of
@@ -161,7 +161,9 @@ def _from_json(data: Any, t: Type, where: str, depth: int, count: list[int]) -> 
     kind, children = data[0], data[-1]
     if not isinstance(children, list):
         raise ValueError(f"{where}: the items of a {kind} must be a list")
-    if kind == "list":
+    if t == AnyType:               # a list of unlike items: unflatten checks each length
+        elements = [AnyType] * len(children)
+    elif kind == "list":
         if not isinstance(t, ListType):
             raise ValueError(f"{where}: a list structure for an output typed {t!r}")
         elements = [t.element] * len(children)

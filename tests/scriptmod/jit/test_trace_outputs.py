@@ -276,3 +276,38 @@ def test_hook_on_a_submodule_returning_a_dict_sees_the_dict():
         _close(traced(x), m(x))
     assert seen == [["h", "g"]]
     handle.remove()
+
+
+@pytest.mark.parametrize("fn,keys", [
+    (lambda x: {}, []),
+    (lambda x: {"a": x, "n": 3, "none": None}, ["a", "n", "none"]),
+    (lambda x: {"rows": x.shape[0], 7: x}, ["rows", 7]),
+], ids=["empty", "constants", "int-key-and-size"])
+def test_dict_outputs_of_every_kind_round_trip(fn, keys):
+    traced = jit.trace(fn, sm.randn(2, 2), strict=False)
+    buf = io.BytesIO()
+    jit.save(traced, buf)
+    loaded = jit.load(io.BytesIO(buf.getvalue()))
+    x = sm.randn(3, 2)
+    want = fn(x)
+    for out in (traced(x), loaded(x)):
+        assert isinstance(out, dict) and list(out) == keys
+        for k in keys:
+            if isinstance(want[k], sm.Tensor):
+                _close(out[k], want[k])
+            else:
+                assert out[k] == want[k]                     # a size follows the input
+
+
+def test_list_of_unlike_dicts_round_trips():
+    fn = lambda x: [{"a": x}, {"b": x, "c": x * 2.0}]  # noqa: E731
+    traced = jit.trace(fn, sm.randn(2, 2), strict=False)
+    buf = io.BytesIO()
+    jit.save(traced, buf)
+    x = sm.randn(4, 2)
+    _same(jit.load(io.BytesIO(buf.getvalue()))(x), fn(x))
+
+
+def test_dict_keys_must_be_str_or_int():
+    with pytest.raises(jit.TracingError, match="str or int keys, got a tuple key"):
+        jit.trace(lambda x: {(1, 2): x}, sm.randn(2), strict=False)
