@@ -241,15 +241,13 @@ def _function_call(example: Any, kwarg_inputs: dict[str, Any] | None) -> tuple[t
 def _symbolic_batch(tracer: Tracer, inputs: dict[str, Any]) -> None:
     """Name the batch dim ``B`` in every graph's tensor inputs and re-derive the types
     (callees before callers), so a graph reads ``Float(B, 4096)``; each call still
-    specializes on concrete shapes."""
-    first = [a for a in _as_tuple(next(iter(inputs.values()), ())) if isinstance(a, Tensor)]
-    if not first or first[0].dim() < 2:
-        return
-    batch = first[0].shape[0]
+    specializes on concrete shapes. Each traced method has its own example batch."""
     done: set[int] = set()
-    for mid, methods in tracer.graphs.items():
-        for g in methods.values():
-            _propagate(tracer, tracer.modules[mid], g, batch, done)
+    root = tracer.root
+    for method, args in inputs.items():
+        first = [a for a in _as_tuple(args) if isinstance(a, Tensor)]
+        if first and first[0].dim() >= 2:
+            _propagate(tracer, root, tracer.graphs[id(root)][method], first[0].shape[0], done)
 
 
 def _propagate(tracer: Tracer, module: Any, g: Graph, batch: int, done: set[int]) -> None:

@@ -239,3 +239,15 @@ def test_deepcopy_of_a_run_module_copies_methods_and_state():
         c.fc.bias.zero_()
         assert float(c.encode(x).abs().sum()) == 0.0
         _close(tm.encode(x), m.encode(x))             # the original is untouched
+
+
+def test_methods_traced_at_different_batches_are_both_symbolic():
+    sm.manual_seed(0)
+    m = Coder().eval()
+    tm = jit.trace_module(m, {"forward": sm.randn(2, 4), "encode": sm.randn(3, 4)})
+    assert repr(tm.graph.inputs[1].type) == "Float(B, 4)"
+    assert repr(tm.encode.graph.inputs[1].type) == "Float(B, 4)"
+    x = sm.randn(9, 4)
+    with sm.no_grad():
+        _close(tm.encode(x), m.encode(x))
+        _close(tm(x), m(x))
