@@ -206,7 +206,9 @@ class HooksMixin:
 
     # ---- calling --------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if (self._lazy_pending or kwargs.get("v") is not None or self.build_mode == "explicit"
+        if (self._lazy_pending or (kwargs and (kwargs.get("v") is not None
+                                               or kwargs.get("buffers") is not None))
+                or self.build_mode == "explicit"
                 or self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
                 or self._backward_pre_hooks or _GLOBAL.any()):
             return self._call_impl(*args, **kwargs)

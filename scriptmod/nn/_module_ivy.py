@@ -20,6 +20,11 @@ Lazy build. A layer whose parameters depend on the input shape registers
 - ``'explicit'``: only ``module.build(example_input)`` builds; calling an unbuilt module raises.
 
 ``built`` is True once no lazy parameter or buffer remains in the module tree.
+
+Ivy's constructor keywords (``v=``, ``buffers=``, ``build_mode=``, ``training=``,
+``with_partial_v=``, ``store_vars=``, ``device=``, ``dtype=``), the ``buffers=`` call keyword
+and the ``v``/``module_dict``/``device``/``dtype`` attributes: see ``_module_variables``.
+``trace_graph`` is tracing under Ivy's name.
 """
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterator
 
 from scriptmod.autograd import grad_mode
+from scriptmod.nn._module_variables import (IVY_KEYWORDS, apply_options, check_options,
+                                            check_stored, flatten)
 from scriptmod.nn.parameter import is_lazy
 
 if TYPE_CHECKING:
@@ -49,11 +56,12 @@ def _building() -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=None)
-def _forward_takes_v(forward: Any) -> bool:
+def _forward_takes(forward: Any) -> frozenset:
+    """The parameter names of ``forward``: a ``v`` or ``buffers`` there is the user's own."""
     try:
-        return "v" in inspect.signature(forward).parameters
+        return frozenset(inspect.signature(forward).parameters)
     except (TypeError, ValueError):
-        return False
+        return frozenset()
 
 
 def _accepts_no_inputs(fn: Any) -> bool:
@@ -64,12 +72,39 @@ def _accepts_no_inputs(fn: Any) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=None)
+def _init_takes(init: Any) -> tuple[frozenset, bool]:
+    """The keyword names ``init`` declares, and whether it takes ``**kwargs``."""
+    try:
+        params = inspect.signature(init).parameters
+    except (TypeError, ValueError):
+        return frozenset(), True
+    return frozenset(params), any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _pop_ivy_keywords(init: Any, kwargs: dict) -> dict:
+    """Ivy's constructor keywords that this ``__init__`` does not take itself (``nn.Linear(2,
+    3, v=...)``): Module handles them after construction."""
+    names, var_kw = _init_takes(init)
+    if var_kw:
+        return {}
+    return {k: kwargs.pop(k) for k in IVY_KEYWORDS if k in kwargs and k not in names}
+
+
 def _wrap_init(init: Any) -> Any:
     @functools.wraps(init)
     def __init__(self: "Module", *args: Any, **kwargs: Any) -> None:
+        popped = _pop_ivy_keywords(init, kwargs) if kwargs else None
         init(self, *args, **kwargs)
-        if type(self).__init__ is __init__ and self.build_mode == "on_init":
-            self._build_without_inputs()
+        if popped:
+            check_options(popped)
+            self.__dict__.setdefault("_ivy_init", {}).update(popped)
+        if type(self).__init__ is __init__:
+            opts = self.__dict__.pop("_ivy_init", None)
+            if opts:
+                apply_options(self, opts)
+            elif self.build_mode == "on_init":
+                self._build_without_inputs()
     __init__._build_wrapped = True  # type: ignore[attr-defined]
     return __init__
 
@@ -152,11 +187,60 @@ class IvyMixin:
 
     # ---- explicit variables -------------------------------------------------------------
     def _pop_variables(self, kwargs: dict) -> Mapping | None:
-        v = kwargs.get("v")
-        if v is None or not isinstance(v, Mapping) or _forward_takes_v(type(self).forward):
-            return None
-        del kwargs["v"]
-        return v
+        """The ``v=``/``buffers=`` of a call (nested or dotted dicts) as one flat dict."""
+        out: dict[str, Any] = {}
+        for key in ("v", "buffers"):
+            given = kwargs.get(key)
+            if given is None or not isinstance(given, Mapping) \
+                    or key in _forward_takes(type(self).forward):
+                continue
+            del kwargs[key]
+            flat = flatten(given)
+            if key == "buffers":
+                self._check_buffer_names(flat)
+            out.update(flat)
+        if not out and "_unstored" in self.__dict__:
+            check_stored(self)
+        return out or None
+
+    def _check_buffer_names(self, flat: dict[str, Any]) -> None:
+        names = {n for n, _ in self.named_buffers(remove_duplicate=False)}
+        unknown = sorted(set(flat) - names)
+        if unknown:
+            raise KeyError(f"{type(self).__name__}(..., buffers=...): {', '.join(unknown)} "
+                           f"{'is not a buffer' if len(unknown) == 1 else 'are not buffers'} of "
+                           f"this module (its buffers: {sorted(names)})")
+
+    # ---- tracing -------------------------------------------------------------------------
+    def trace_graph(self, *inputs: Any, args: Any = None, kwargs: dict[str, Any] | None = None,
+                    **trace_kwargs: Any) -> Any:
+        """Ivy's name for tracing: ``m.trace_graph(x)``, ``m.trace_graph(x, y)`` or Ivy's
+        ``m.trace_graph(args=(x, y), kwargs={...})`` return ``scriptmod.jit.trace(m, ...)``,
+        the ScriptModule (``trace_kwargs`` such as ``check_trace`` go to ``jit.trace``).
+        Without inputs, as in Ivy, the module is traced on its first call instead
+        (``Module.compile``) and ``m`` itself is returned; a ScriptModule returns itself.
+
+            >>> traced = nn.Linear(4, 2).trace_graph(scriptmod.ones(3, 4))
+            >>> type(traced).__name__, traced(scriptmod.ones(5, 4)).shape
+            ('ScriptModule', scriptmod.Size([5, 2]))
+        """
+        if inputs and args is not None:
+            raise TypeError("trace_graph(): pass the example inputs either positionally or as "
+                            "args=(...), not both")
+        if args is None and inputs:
+            args = inputs[0] if len(inputs) == 1 else tuple(inputs)
+        if args is None and not kwargs:
+            self.compile(**trace_kwargs)  # type: ignore[attr-defined]
+            return self
+        try:
+            from scriptmod import jit
+        except ImportError as e:
+            raise RuntimeError(f"trace_graph needs scriptmod.jit, which is missing: {e}") from e
+        if isinstance(self, jit.ScriptModule):
+            return self     # already a traced graph (PyTorch: tracing a ScriptModule is a no-op)
+        if isinstance(args, list):
+            args = tuple(args)
+        return jit.trace(self, args, example_kwarg_inputs=kwargs or None, **trace_kwargs)
 
     # ---- graph drawing -----------------------------------------------------------------
     def show_graph(self, *example_inputs: Any, fname: str | None = None) -> str:

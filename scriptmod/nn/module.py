@@ -34,6 +34,7 @@ from scriptmod.nn._module_hooks import (HooksMixin, register_module_forward_hook
                                         register_module_full_backward_pre_hook)
 from scriptmod.nn._module_ivy import IvyMixin
 from scriptmod.nn._module_state import StateMixin
+from scriptmod.nn._module_variables import ATTRIBUTES, check_options
 from scriptmod.nn.parameter import Buffer, Parameter, is_lazy
 from scriptmod.tensor import Tensor
 
@@ -94,7 +95,13 @@ class Module(StateMixin, HooksMixin, IvyMixin):
     call_super_init: bool = False
     forward: Callable[..., Any] = _forward_unimplemented
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, device: Any = None, v: Any = None, buffers: Any = None,
+                 build_mode: str | None = None, store_vars: bool = True,
+                 with_partial_v: bool = False, dynamic_backend: Any = None,
+                 training: bool | None = None, dtype: Any = None, **kwargs: Any) -> None:
+        """PyTorch's ``Module()``; the keywords are Ivy's (see ``_module_variables``), applied
+        once the outermost ``__init__`` has created the parameters. ``dynamic_backend`` is
+        accepted for Ivy's signature and has no effect (scriptmod has one backend)."""
         if self.call_super_init is False and kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument "
                             f"'{next(iter(kwargs))}'")
@@ -108,6 +115,14 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         s("_non_persistent_buffers_set", set())
         s("_modules", {})
         self._init_hook_dicts()
+        ivy = {k: val for k, val, default in (
+            ("device", device, None), ("v", v, None), ("buffers", buffers, None),
+            ("build_mode", build_mode, None), ("store_vars", store_vars, True),
+            ("with_partial_v", with_partial_v, False), ("training", training, None),
+            ("dtype", dtype, None)) if val is not default}
+        if ivy:
+            check_options(ivy)
+            s("_ivy_init", ivy)
         if self.call_super_init:
             super().__init__(*args, **kwargs)
 
@@ -119,7 +134,7 @@ class Module(StateMixin, HooksMixin, IvyMixin):
             raise KeyError(f"{kind} name can't contain \".\"")
         if name == "":
             raise KeyError(f"{kind} name can't be empty string \"\"")
-        if hasattr(self, name) and name not in registry:
+        if _has_attr(self, name) and name not in registry:
             raise KeyError(f"attribute '{name}' already exists")
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
@@ -163,7 +178,7 @@ class Module(StateMixin, HooksMixin, IvyMixin):
             raise TypeError(f"{_typename(module)} is not a Module subclass")
         if not isinstance(name, str):
             raise TypeError(f"module name should be a string. Got {_typename(name)}")
-        if hasattr(self, name) and name not in self._modules:
+        if _has_attr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
         if "." in name:
             raise KeyError(f"module name can't contain \".\", got: {name}")
@@ -182,6 +197,9 @@ class Module(StateMixin, HooksMixin, IvyMixin):
             members = d.get(registry)
             if members is not None and name in members:
                 return members[name]
+        ivy_attribute = ATTRIBUTES.get(name)    # v, module_dict, device, dtype: Ivy's view
+        if ivy_attribute is not None and "_parameters" in d:
+            return ivy_attribute(self)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -271,7 +289,7 @@ class Module(StateMixin, HooksMixin, IvyMixin):
             return self
         mod: Module = self
         for item in target.split("."):
-            if not hasattr(mod, item):
+            if not _has_attr(mod, item):
                 raise AttributeError(mod._get_name() + " has no attribute `" + item + "`")
             mod = getattr(mod, item)
             if not isinstance(mod, Module):
@@ -286,9 +304,9 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         if not isinstance(module, Module):
             raise ValueError("`module` is not an nn.Module, found " + str(type(module)))
         parent = self if len(atoms) == 1 else self.get_submodule(".".join(atoms[:-1]))
-        if strict and not hasattr(parent, atoms[-1]):
+        if strict and not _has_attr(parent, atoms[-1]):
             raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
-        if hasattr(parent, atoms[-1]):
+        if _has_attr(parent, atoms[-1]):
             mod = getattr(parent, atoms[-1])
             if not isinstance(mod, Module):
                 raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
@@ -298,7 +316,7 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         """The parameter at dotted path ``target``, e.g. ``'fc.weight'``."""
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
-        if not hasattr(mod, name):
+        if not _has_attr(mod, name):
             raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
         param = getattr(mod, name)
         if not isinstance(param, Parameter):
@@ -309,7 +327,7 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         """The buffer at dotted path ``target``, e.g. ``'bn.running_mean'``."""
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
-        if not hasattr(mod, name):
+        if not _has_attr(mod, name):
             raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
         buffer = getattr(mod, name)
         if name not in mod._buffers:
@@ -545,6 +563,16 @@ class Module(StateMixin, HooksMixin, IvyMixin):
             else:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
+
+
+def _has_attr(obj: Any, name: str) -> bool:
+    """``hasattr`` as PyTorch sees it: Ivy's fallback attributes (``v``, ``device``, ...) do
+    not count, so those names register and resolve exactly as in PyTorch."""
+    if name not in ATTRIBUTES:
+        return hasattr(obj, name)
+    d = obj.__dict__
+    return name in d or hasattr(type(obj), name) or any(
+        name in (d.get(r) or ()) for r in ("_parameters", "_buffers", "_modules"))
 
 
 def _remove_from(name: str, *dicts_or_sets: Any) -> None:

@@ -94,6 +94,9 @@ class LazyLinear(Linear):
         """Materialize the parameters from the first input's last dimension and become a
         plain ``Linear`` (the Module lazy-build hook); False when there is no input yet."""
         if not self.has_uninitialized_params():
+            if self.in_features == 0 and self.weight is not None:   # given by v= or a checkpoint
+                self.in_features = int(self.weight.shape[1])
+                self.__class__ = self.cls_to_become
             return None
         if not inputs or not isinstance(inputs[0], Tensor):
             return False
