@@ -214,4 +214,14 @@ def test_traced_module_guard_errors_are_runtime_errors() -> None:
 
 def test_fusion_guard_errors_are_runtime_errors() -> None:
     from scriptmod.runtime.fusion import FusionGuardError
-    assert issubclass(FusionGuardError, RuntimeError) and issubclass(FusionGuardError, TypeError)
+    x = sm.ones(3, 4)
+    kernel = sm.jit.kernels_for(sm.jit.trace(lambda x: (x * 2).exp() + 1, x), x)[0]
+    cases = [((np.ones((3, 4), np.float64),), FusionGuardError, TypeError, "expected dtype float32"),
+             ((np.ones((3, 5), np.float32),), ShapeError, ValueError, "got (3, 5)"),
+             ((1,), FusionGuardError, TypeError, "expected a NumPy array"),
+             ((), FusionGuardError, TypeError, "expected 1 input(s), got 0")]
+    for args, cls, older, fragment in cases:
+        with pytest.raises(RuntimeError) as info:
+            kernel.check(list(args))
+        assert isinstance(info.value, cls) and isinstance(info.value, older)
+        assert fragment in str(info.value)
