@@ -5,8 +5,7 @@ from typing import Callable, Sequence
 
 from .. import schema as S
 from ..builder import infer_op_types, join_types
-from ..errors import DTypeError, ShapeError
-from ..errors import guard_failure
+from ..errors import DTypeError, ShapeError, guard_failure
 from ..graph import Block, Graph, Node, Prim, known_value
 from ..printer import describe
 from ..types import AnyType, ListType, TensorType, TupleType, Type
