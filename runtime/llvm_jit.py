@@ -48,8 +48,21 @@ def host() -> tuple[str, str, str]:
     """(triple, cpu name, cpu features) of this machine; initializes LLVM once."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    _add_libc_symbols()
     return (llvm.get_process_triple(), llvm.get_host_cpu_name(),
             llvm.get_host_cpu_features().flatten())
+
+
+def _add_libc_symbols() -> None:
+    """O3's loop-idiom pass turns store/copy loops into ``memset``/``memcpy``/``memmove``
+    calls (a bool kernel of one element did); MCJIT resolves them from this process's libc."""
+    try:
+        libc = ctypes.CDLL(None)
+    except OSError:      # no process handle on this platform: such kernels stay unresolved
+        return
+    for name in ("memset", "memcpy", "memmove"):
+        if not llvm.address_of_symbol(name) and hasattr(libc, name):
+            llvm.add_symbol(name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
 
 
 def target_machine() -> llvm.TargetMachine:
@@ -82,6 +95,7 @@ def compile_object(text: str) -> bytes:
 
 def unresolved(obj: bytes) -> list[str]:
     """Undefined symbols of ``obj`` that this process cannot resolve."""
+    host()                                   # registers libc's memset & co. first
     return [s for s in undefined_symbols(obj) if not llvm.address_of_symbol(s)]
 
 

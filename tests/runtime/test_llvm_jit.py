@@ -152,3 +152,17 @@ def test_run_rejects_python_scalars(tmp_path):
     k = llvm_jit.compile_spec(_spec(), KernelCache(tmp_path))
     with pytest.raises(TypeError, match="numpy arrays"):
         k.run([np.empty(1, np.float32)], [1.0], 1)
+
+
+@pytest.mark.parametrize("dtype", [D.bfloat16, D.float16, F32])
+def test_loop_idiom_memset_resolves(dtype, tmp_path):
+    """A bool kernel over a scalar input stores one byte per element: O3 turns the loop into
+    a ``memset`` call, which must resolve (it raised UnresolvedSymbolError(['memset']))."""
+    spec = KernelSpec([InputSpec(dtype, "scalar")],
+                      [OpStep("le", (0, Imm(0.1, dtype)), {}, D.bool_)], [1], [D.bool_])
+    k = llvm_jit.compile_spec(spec, KernelCache(tmp_path))
+    x = np.zeros((), np.float32 if dtype is F32 else np.uint16)   # 0.0 in every dtype
+    for n in (1, 7, 4097):
+        out = np.zeros(n, np.bool_)
+        k.run([out], [x], n)
+        assert out.all()
