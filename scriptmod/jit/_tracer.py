@@ -116,6 +116,8 @@ class Tracer:
         self.modules: dict[int, Any] = {}
         self.module_paths = {id(m): n for n, m in root.named_modules()} if root is not None else {}
         self.dependent: set[int] = set()                   # tensors that depend on inputs
+        self.written: dict[int, tuple[Tensor, str | None, bool]] = {}  # id(storage root) ->
+        # the last tensor written, where, and whether that tensor's own value is recorded
         self.arg_names_of_calls: dict[int, dict[str, list[str]]] = {}
 
     # ---- frames -----------------------------------------------------------------------
@@ -133,21 +135,30 @@ class Tracer:
 
     def _bind_input(self, fr: Frame, a: Any, name: str) -> None:
         if isinstance(a, Tensor):
-            fr.bind(a, fr.b.input(tensor_type(a), name))
-            fr.inputs.append((a, fr.values[id(a)]))
-            self.dependent.add(id(a))
+            self._bind_tensor_input(fr, a, fr.b.input(tensor_type(a), name))
         elif isinstance(a, TracedInt):
             fr.ints[id(a)] = fr.b.input(IntType, name)
             fr.keep.append(a)
         elif isinstance(a, (tuple, list)) and a and all(isinstance(x, Tensor) for x in a):
             v = fr.b.input(TupleType(tuple(tensor_type(x) for x in a)), name)
             for x, xv in zip(a, fr.b.tuple_unpack(v)):
-                fr.bind(x, xv)
-                fr.inputs.append((x, xv))
-                self.dependent.add(id(x))
+                self._bind_tensor_input(fr, x, xv)
+
+    def _bind_tensor_input(self, fr: Frame, a: Tensor, v: Value) -> None:
+        """One tensor passed as two arguments (``self.attn(q, q, q)``) is read and written
+        through its first graph input; the others stay unused, so the graph means what the
+        call meant (a write through one argument is seen by the other)."""
+        if id(a) in fr.values:
+            return
+        fr.bind(a, v)
+        fr.inputs.append((a, v))
+        self.dependent.add(id(a))
 
     def finish_frame(self, fr: Frame, out: Any) -> Graph:
         self.frames.pop()
+        if self.written:
+            for t, _ in fr.inputs:           # the caller's tensor must see every write into it
+                self._check_not_stale(t, "the caller's argument")
         _write_back_inputs(fr)
         fr.b.ret(self.output_value(fr, out))
         return fr.graph
@@ -160,6 +171,8 @@ class Tracer:
 
     # ---- values -----------------------------------------------------------------------
     def tensor_value(self, fr: Frame, t: Tensor) -> Value:
+        if self.written:
+            self._check_not_stale(t)
         v = fr.values.get(id(t))
         if v is not None:
             return v
@@ -249,6 +262,7 @@ class Tracer:
 
     def on_inplace(self, t: Tensor, out: Tensor) -> None:
         fr = self.frames[-1]
+        self.written[id(_root(t))] = (t, user_source(), True)
         v = self.tensor_value(fr, out)
         path = fr.attr_paths.get(id(t))
         fr.bind(t, v)
@@ -261,6 +275,20 @@ class Tracer:
                 obj = getattr(obj, name)
                 owner = fr.b.get_attr(owner, name, ModuleType(class_name(obj)))
             fr.b.set_attr(owner, path[-1], v)
+
+    def _check_not_stale(self, t: Tensor, what: str = "it") -> None:
+        """The graph is functional: a write records a new value for the written tensor only,
+        so another tensor sharing its memory (its base, another view of it) would be read
+        stale. Refuse that instead of baking in the old value."""
+        last = self.written.get(id(_root(t)))
+        if last is None or (last[0] is t and last[2]) or not _overlaps(last[0], t):
+            return
+        raise TracingError(
+            f"an in-place write at {last[1]} changed a tensor that shares memory with one read "
+            f"at {user_source()} ({what}: a view and its base, two views, or an argument that "
+            f"a submodule modified and did not return); the trace records the write into the "
+            f"written tensor only and would read the old value. Write out of place (y = x.clone(); y[:, 0] *= 2), or index the "
+            f"tensor you modify (x[:, 0] *= 2) instead of modifying a view.")
 
     def shape_of(self, t: Tensor) -> Size:
         shape = t._data.shape
@@ -330,7 +358,17 @@ class Tracer:
             ins = [self.input_value(parent, a) for a in flat if _is_traced_arg(a)]
             call = parent.b.call_method(mod_v, method, ins, [graph.outputs[0].type])
             self._bind_output(parent, out, call[0])
+        self._mark_written_args(child, out)
         return out
+
+    def _mark_written_args(self, child: Frame, out: Any) -> None:
+        """An argument the submodule wrote in place has no new value in the caller's graph
+        unless it is the call's result (``ReLU(inplace=True)``): reading it again would be
+        stale, so it is marked written (``_check_not_stale``)."""
+        returned = {id(o) for o in (out if isinstance(out, (tuple, list)) else (out,))}
+        for t, v in child.inputs:
+            if child.values.get(id(t)) is not v:
+                self.written[id(_root(t))] = (t, user_source(), id(t) in returned)
 
     def _bind_output(self, fr: Frame, out: Any, v: Value) -> None:
         if isinstance(out, Tensor):
@@ -351,6 +389,15 @@ class Tracer:
         name = "forward" if not methods else f"forward__{len(methods)}"
         methods[name] = graph
         return name
+
+
+def _root(t: Tensor) -> Tensor:
+    return t._base if t._base is not None else t
+
+
+def _overlaps(a: Tensor, b: Tensor) -> bool:
+    import numpy as np
+    return bool(np.shares_memory(a._data, b._data))
 
 
 def _write_back_inputs(fr: Frame) -> None:
