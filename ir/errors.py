@@ -19,6 +19,21 @@ class DTypeError(RuntimeError, TypeError):
     """Dtypes that do not fit an op (``Linear`` weights of bfloat16 fed float32)."""
 
 
+class ArgumentError(DTypeError):
+    """Arguments that do not fit a compiled signature (missing, extra, of the wrong kind):
+    a ``RuntimeError`` as in PyTorch's ``forward() is missing value for argument 'y'``, and
+    a ``TypeError`` as for a Python function called so."""
+
+
+class DeviceError(RuntimeError, ValueError):
+    """A device an op cannot use: an unknown device string, inputs on different devices."""
+
+
+class ArgumentValueError(RuntimeError, ValueError):
+    """An argument value an op cannot take (a zero step, ``clamp`` with neither bound), which
+    PyTorch reports as ``RuntimeError``; still a ``ValueError`` for code that caught that."""
+
+
 class TraceGuardError(RuntimeError):
     """A call would take a path the trace did not record: Python code branched on (or baked
     in) a size at trace time, and this input changes that decision."""

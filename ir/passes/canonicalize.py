@@ -5,6 +5,11 @@ or expand to the same shape.
 Identity rewrites need the result type to equal ``x``'s type exactly (dtype, shape, device),
 so promotion or broadcasting by the constant keeps the op. ``x + 0`` turns ``-0.0`` into
 ``0.0`` in IEEE arithmetic; like TorchScript we treat it as an identity.
+
+An arithmetic identity that would make the graph return an argument or a module attribute
+where eager returns new storage (``return w * 1``) is not folded: the caller would get the
+parameter's own storage, and writing into the result would change it. Views (reshape,
+expand, transposes) and same-dtype casts share storage in eager too, so they still fold.
 """
 from __future__ import annotations
 
@@ -43,11 +48,33 @@ def canonicalize(graph: Graph) -> Graph:
                 continue
             rule = RULES.get(node.op_name)
             new = rule(node) if rule is not None else None
-            if new is not None:
+            if new is not None and not _exposes_storage(graph, node, new):
                 node.output.replace_all_uses_with(new)
                 node.destroy()
                 changed = True
     return graph
+
+
+def _exposes_storage(graph: Graph, node: Node, new: Value) -> bool:
+    """Whether ``node``'s result reaches the graph's return and ``new`` is caller-visible
+    storage (a graph input or a ``prim::GetAttr``), so that folding would alias the two."""
+    if node.op_name not in _NEW_STORAGE:
+        return False
+    visible = new.node.kind == Prim.GET_ATTR or new in graph.inputs
+    return visible and _returned(graph, node.output)
+
+
+_NEW_STORAGE = frozenset({"mul", "add", "sub", "div", "neg"})
+
+
+def _returned(graph: Graph, v: Value) -> bool:
+    for use in v.uses:
+        user = use.user
+        if user is graph.block.return_node:
+            return True
+        if user.kind in (Prim.TUPLE_CONSTRUCT, Prim.LIST_CONSTRUCT) and _returned(graph, user.output):
+            return True
+    return False
 
 
 def _same_type(result: Value, x: Value) -> bool:

@@ -13,11 +13,11 @@ from scriptmod.jit._script_module import (RecursiveScriptModule, ScriptFunction,
                                           ScriptMethod, ScriptModule)
 from scriptmod.jit._trace import TracingCheckError, trace, trace_module  # noqa: F401
 from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
-from scriptmod.ir.errors import TraceGuardError  # noqa: F401
+from scriptmod.ir.errors import ArgumentError, TraceGuardError  # noqa: F401
 from scriptmod.jit.archive import ArchiveError, load, save  # noqa: F401
 from scriptmod.jit._compiled import fuser, kernels_for  # noqa: F401
 
 __all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "ScriptMethod",
            "ScriptFunction", "TracerWarning",
-           "TracingError", "TraceGuardError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
+           "TracingError", "TraceGuardError", "ArgumentError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
            "kernels_for"]

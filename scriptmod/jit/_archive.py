@@ -343,7 +343,8 @@ ALLOWED_PRIMS = frozenset({
     "prim::Constant", "prim::GetAttr", "prim::SetAttr", "prim::CallMethod",
     "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct", "prim::TupleUnpack",
     "prim::TupleIndex", "prim::If", "prim::Loop", "prim::RaiseException", "prim::Print"})
-_MEMBER_RE = re.compile(r"\w{1,255}")                          # Sequential children are "0", "1"
+# any name add_module takes ("0", "my-layer", "class"), less quotes, backslashes, control chars
+_MEMBER_RE = re.compile(r'[^."\\\x00-\x1f\x7f]{1,255}')
 _IDENT_RE = re.compile(r"[A-Za-z_]\w{0,254}")
 _QUALNAME_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _DISPLAY_RE = re.compile(r"[\w<>.\-]{1,255}")                   # original_name: '<lambda>' too

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from scriptmod.ir import dtypes as D
-from scriptmod.ir.errors import DTypeError
+from scriptmod.ir.errors import ArgumentError, DTypeError
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
@@ -41,9 +41,11 @@ class Specialization:
     graph: Graph
     key: tuple
     written: tuple[int, ...] = field(init=False)   # arguments written in place (copy_)
+    aliased: bool = field(init=False)   # an output is an input, or one value is output twice
 
     def __post_init__(self) -> None:
         self.written = _written_args(self.graph)
+        self.aliased = _aliased_outputs(self.graph)
 
 
 @dataclass
@@ -73,7 +75,9 @@ class Executor:
             err = e.original
         else:
             out = _wrap_out(raw)
-            return _written_back(out, args, spec.written) if spec.written else out
+            if spec.written:
+                out = _written_back(out, args, spec.written)
+            return _same_objects(out, _arrays_of(args)) if spec.aliased else out
         raise err
 
     def hooked(self) -> tuple:
@@ -168,7 +172,7 @@ class Executor:
         g = self.module._methods[self.method]
         declared = [v.type for v in g.inputs[1 if self.has_self else 0:]]
         if len(args) != len(declared):
-            raise DTypeError(f"{self.module.original_name}.{self.method}(): expected "
+            raise ArgumentError(f"{self.module.original_name}.{self.method}(): expected "
                              f"{len(declared)} argument(s) ({', '.join(self.arg_names)}), got {len(args)}")
         for i, (a, t) in enumerate(zip(args, declared)):
             _check_arg(self.module, self.method, self.arg_names[i] if i < len(self.arg_names)
@@ -256,14 +260,15 @@ def _check_arg(mod: Any, method: str, name: str, pos: int, a: Any, t: Type) -> N
     where = f"{mod.original_name}.{method}(): argument '{name}' (position {pos})"
     if isinstance(t, TensorType):
         if not isinstance(a, Tensor):
-            raise DTypeError(f"{where}: expected a Tensor {t!r}, got {type(a).__name__}")
+            raise ArgumentError(f"{where}: expected a Tensor {t!r}, got {type(a).__name__}")
         if t.dtype is not None and (a.dtype.category >= D.FLOAT) != (t.dtype.category >= D.FLOAT):
             raise DTypeError(f"{where}: expected a {t.dtype.name} tensor (traced with {t!r}), "
                              f"got {a.dtype.name}")
     elif t == IntType and not isinstance(a, int):
-        raise DTypeError(f"{where}: expected an int, got {type(a).__name__}")
+        raise ArgumentError(f"{where}: expected an int, got {type(a).__name__}")
     elif isinstance(t, TupleType) and not (isinstance(a, (tuple, list)) and len(a) == len(t.elements)):
-        raise DTypeError(f"{where}: expected a tuple of {len(t.elements)} tensors, got {type(a).__name__}")
+        raise ArgumentError(f"{where}: expected a tuple of {len(t.elements)} tensors, got "
+                            f"{type(a).__name__}")
 
 
 def signature(args: Sequence[Any]) -> tuple:
@@ -334,9 +339,29 @@ def _written_back(out: Any, args: Sequence[Any], written: tuple[int, ...]) -> An
     return _same_objects(out, by_array)
 
 
+def _aliased_outputs(g: Graph) -> bool:
+    """Whether the graph returns one of its inputs or one value twice: the caller then gets
+    the very same Tensor objects, as in eager (``y, y`` or ``return x``)."""
+    leaves: list[Value] = []
+    stack = list(g.outputs)
+    while stack:
+        v = stack.pop()
+        if v.node.kind in (Prim.TUPLE_CONSTRUCT, Prim.LIST_CONSTRUCT):
+            stack.extend(v.node.inputs)
+        else:
+            leaves.append(v)
+    tensors = [v for v in leaves if isinstance(v.type, TensorType)]
+    return len(set(tensors)) < len(tensors) or bool(set(tensors) & set(g.inputs))
+
+
+def _arrays_of(args: Sequence[Any]) -> dict[int, Tensor]:
+    return {id(a._data): a for a in args if isinstance(a, Tensor)}
+
+
 def _same_objects(x: Any, by_array: dict[int, Tensor]) -> Any:
+    """Each output array becomes one Tensor: an argument's own, or one shared by its copies."""
     if isinstance(x, Tensor):
-        return by_array.get(id(x._data), x)
+        return by_array.setdefault(id(x._data), x)
     if isinstance(x, (tuple, list)):
         return type(x)(_same_objects(i, by_array) for i in x)
     return x

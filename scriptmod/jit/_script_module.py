@@ -8,9 +8,11 @@ method is reachable as an attribute (``traced.encode(x)``, ``traced.encode.code`
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Sequence
 
 from scriptmod.ir.code import code_with_constants, python_code
+from scriptmod.ir.errors import ArgumentError
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.types import ModuleType
 from scriptmod.jit._executor import Executor, inlined
@@ -62,6 +64,18 @@ class ScriptModule(Module):
             return super().__deepcopy__(memo)
         finally:
             self.__dict__["_executors"] = executors
+
+    def __copy__(self) -> "ScriptModule":
+        """A shallow copy shares tensors, submodules and compiled code; its methods are its own."""
+        out = type(self).__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        for name, v in self.__dict__.items():
+            if isinstance(v, ScriptMethod):
+                out.__dict__[name] = ScriptMethod(out, name)
+        return out
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise unpicklable(f"ScriptModule '{self.original_name}'")
 
     # ---- container protocol of a traced Sequential / ModuleList / ModuleDict --------------
     def _container(self, op: str) -> str:
@@ -118,11 +132,13 @@ class ScriptModule(Module):
         out = list(args)
         for name in names[len(args):]:
             if name not in kwargs:
-                raise TypeError(f"{self.original_name}.{method}() missing argument {name!r}")
+                raise ArgumentError(f"{self.original_name}.{method}() missing argument {name!r} "
+                                    f"(it takes {', '.join(names) or 'no arguments'})")
             out.append(kwargs.pop(name))
         if kwargs:
-            raise TypeError(f"{self.original_name}.{method}() got unexpected keyword argument(s) "
-                            f"{sorted(kwargs)}")
+            raise ArgumentError(f"{self.original_name}.{method}() got unexpected keyword "
+                                f"argument(s) {sorted(kwargs)} (it takes "
+                                f"{', '.join(names) or 'no arguments'})")
         return tuple(out)
 
     def save(self, f: Any, _extra_files: dict[str, Any] | None = None) -> None:
@@ -180,6 +196,17 @@ class ScriptModule(Module):
         except KeyError:
             raise AttributeError(f"{self.original_name} has no compiled method {method!r} (it was "
                                  f"not called while tracing)") from None
+
+
+class PicklingError(RuntimeError, TypeError):
+    """Compiled code is not pickled (PyTorch's ``RuntimeError``; ``pickle`` raises ``TypeError``
+    for objects it cannot pickle)."""
+
+
+def unpicklable(what: str) -> PicklingError:
+    return PicklingError(f"cannot pickle {what}: it holds compiled code. Save it with "
+                         f"scriptmod.jit.save(module, f) and read it back with "
+                         f"scriptmod.jit.load(f)")
 
 
 def _installable(module: ScriptModule, name: str) -> bool:
@@ -299,3 +326,13 @@ class ScriptFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._module._run("forward", args, kwargs)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise unpicklable(f"traced function '{self.name}'")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "ScriptFunction":
+        out = type(self).__new__(type(self))
+        memo[id(self)] = out
+        out.__dict__.update(self.__dict__)
+        out._module = copy.deepcopy(self._module, memo)
+        return out
