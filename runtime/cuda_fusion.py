@@ -32,7 +32,7 @@ from scriptmod.codegen.c_source import CUDA, CSource, render_c
 from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.ir.graph import Graph, Node
 from . import backend
-from scriptmod.ir.errors import ShapeError
+from scriptmod.ir.errors import DeviceError, ShapeError
 from .fusion import FusedKernel, FusionGuardError, Layout, plan_layout, supported_on
 
 BLOCK = 256                    # threads per block
@@ -136,7 +136,7 @@ class CudaFusedKernel(FusedKernel):
         arrays: list[Any] = super().check(args)
         devices = sorted({a.device.id for a in arrays})
         if len(devices) > 1:
-            raise ShapeError(f"{self.name}: inputs on different devices "
+            raise DeviceError(f"{self.name}: inputs on different devices "
                              f"({', '.join(f'cuda:{d}' for d in devices)})")
         return arrays
 
@@ -154,7 +154,7 @@ class CudaFusedKernel(FusedKernel):
             raise ShapeError(f"{where}: expected shape {t!r}, got {tuple(a.shape)}")
         index = _device_index(t.device)
         if index is not None and a.device.id != index:
-            raise ShapeError(f"{where}: expected an array on {t.device}, got one on "
+            raise DeviceError(f"{where}: expected an array on {t.device}, got one on "
                              f"cuda:{a.device.id}")
         if any(s % a.itemsize for s in a.strides):
             a = self.xp.ascontiguousarray(a)

@@ -16,7 +16,7 @@ from scriptmod.ir.dtypes import (DType as dtype, bfloat16, complex64, complex128
                        set_default_dtype, uint8)
 from scriptmod.ir.dtypes import bool_ as bool  # noqa: A001
 from scriptmod._device import device  # noqa: F401
-from scriptmod.ir.errors import DTypeError, ShapeError  # noqa: F401
+from scriptmod.ir.errors import ArgumentValueError, DeviceError, DTypeError, ShapeError  # noqa: F401
 from scriptmod.tensor import Size, Tensor  # noqa: F401
 from scriptmod import _tensor_ops  # noqa: F401  (methods)
 from scriptmod._creation import (Generator, arange, as_tensor, empty, empty_like, eye,  # noqa: F401

@@ -140,6 +140,9 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
+    if not isinstance(fill_value, (int, float, complex, np.number, np.bool_)):
+        raise TypeError(f"full(): argument 'fill_value' must be a number, got "
+                        f"{type(fill_value).__name__}")
     default = {bool: D.bool_, int: D.int64, complex: D.complex64}.get(type(fill_value))
     size = _size_args(size if isinstance(size, (tuple, list)) else (size,))
     out = dispatch("full", (size, fill_value), _attrs(dtype, device, default))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from scriptmod.ir.errors import DeviceError
+
 _TYPES = ("cpu", "cuda")
 _UNSUPPORTED = ("xpu", "ipu", "mps", "xla", "hip", "meta", "vulkan", "mkldnn", "opengl",
                 "opencl", "ideep", "ve", "fpga", "ort", "lazy", "hpu", "mtia", "privateuseone")
@@ -30,16 +32,16 @@ class device:
         elif ":" in type:
             head, _, tail = type.partition(":")
             if index is not None or not tail.isdigit():
-                raise ValueError(f"device(): invalid device string {type!r}; expected 'cpu', "
+                raise DeviceError(f"device(): invalid device string {type!r}; expected 'cpu', "
                                  f"'cuda' or 'cuda:N'")
             type, index = head, int(tail)
         if type in _UNSUPPORTED:
             raise RuntimeError(f"device type {type!r} is not supported by scriptmod; "
                                f"supported: 'cpu', 'cuda'")
         if type not in _TYPES:
-            raise ValueError(f"device(): expected one of 'cpu', 'cuda' device types, got {type!r}")
+            raise DeviceError(f"device(): expected one of 'cpu', 'cuda' device types, got {type!r}")
         if index is not None and (not isinstance(index, int) or index < 0):
-            raise ValueError(f"device(): index must be a non-negative int, got {index!r}")
+            raise DeviceError(f"device(): index must be a non-negative int, got {index!r}")
         self.type, self.index = type, index
         self._str = type if index is None else f"{type}:{index}"
 

@@ -14,6 +14,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import DTypeError, ShapeError
+from scriptmod.ir.ops.rules import norm_dim
 from scriptmod.tensor import Tensor
 from scriptmod._traced_int import TracedInt, ceil_div, check, fixed, sym_max
 
@@ -85,11 +86,11 @@ def squeeze(self: Tensor, dim: Any = None) -> Tensor:
 
 def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     n = self.dim()
+    s, e = norm_dim(start_dim, n, "flatten"), norm_dim(end_dim, n, "flatten")
     if n == 0:
         return reshape(self, 1)
-    s, e = start_dim % n, end_dim % n
     if s > e:
-        raise IndexError(f"flatten() has invalid args: start_dim ({start_dim}) cannot come after "
+        raise ShapeError(f"flatten() has invalid args: start_dim ({start_dim}) cannot come after "
                          f"end_dim ({end_dim})")
     if s == e:
         return self
@@ -180,7 +181,7 @@ def _split_sizes(n: Any, step: Any) -> list[Any]:
 
 def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
-        raise ValueError(f"chunk: expects chunks to be greater than 0, got {chunks}")
+        raise ShapeError(f"chunk: expects chunks to be greater than 0, got {chunks}")
     n = self.shape[dim]
     return split(self, sym_max(ceil_div(n, chunks), 1), dim)
 
@@ -199,7 +200,14 @@ def movedim(self: Tensor, source: Any, destination: Any) -> Tensor:
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     n = self.dim()
-    src, dst = [s % n for s in src], [d % n for d in dst]
+    if len(src) != len(dst):
+        raise ShapeError(f"movedim: Invalid source or destination dims: source ({src} dims) should "
+                         f"contain the same number of dims as destination ({dst} dims)")
+    src = [norm_dim(s, n, "movedim") for s in src]
+    dst = [norm_dim(d, n, "movedim") for d in dst]
+    for name, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) != len(dims):
+            raise ShapeError(f"movedim: repeated dim in `{name}` ({dims})")
     rest = [i for i in range(n) if i not in src]
     order: list[Any] = [None] * n
     for s, d in zip(src, dst):
@@ -218,7 +226,13 @@ def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:
     if index.dtype not in (D.int32, D.int64):
         raise DTypeError(f"index_select(): Expected dtype int32 or int64 for index, got "
                          f"{index.dtype.name}")
-    d = dim % max(self.dim(), 1)
+    d = norm_dim(dim, self.dim(), "index_select")
+    n = self.shape[d] if self.dim() else 1
+    if not TRACERS and index.numel() and isinstance(n, int):   # a value check, eager only
+        lo, hi = int(index.min().item()), int(index.max().item())
+        if lo < 0 or hi >= n:   # torch refuses negative indices here
+            raise ShapeError(f"index_select(): index {lo if lo < 0 else hi} is out of range for "
+                             f"dimension {d} with size {n}")
     spec = (("slice", None, None, None),) * d + (("tensor", 0),)
     return dispatch("index", (self, index.reshape(-1)), {"spec": spec})
 
@@ -240,11 +254,19 @@ def _tri_mask(self: Tensor, diagonal: int, lower: bool) -> Tensor:
     return (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
 
 
+def _need_matrix(self: Tensor, op: str) -> None:
+    if self.dim() < 2:
+        raise ShapeError(f"{op}: input tensor must have at least 2 dimensions, got shape "
+                         f"{tuple(self.shape)}")
+
+
 def tril(self: Tensor, diagonal: int = 0) -> Tensor:
+    _need_matrix(self, "tril")
     return self.masked_fill(~_tri_mask(self, diagonal, True), 0)
 
 
 def triu(self: Tensor, diagonal: int = 0) -> Tensor:
+    _need_matrix(self, "triu")
     return self.masked_fill(~_tri_mask(self, diagonal, False), 0)
 
 
@@ -277,6 +299,9 @@ def dot(self: Tensor, other: Tensor) -> Tensor:
 
 
 def addmm(self: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    if isinstance(self, Tensor) and self.dtype is not mat2.dtype:   # torch never mixes them
+        raise DTypeError(f"addmm: self and mat2 must have the same dtype, but got "
+                         f"{self.dtype.short} and {mat2.dtype.short}")
     prod = mm(mat1, mat2)
     return (self if beta == 1 else self * beta) + (prod if alpha == 1 else prod * alpha)
 
@@ -413,12 +438,16 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """
     if isinstance(tensors, Tensor) or not all(isinstance(t, Tensor) for t in tensors):
         raise TypeError("cat(): expected a sequence of Tensors")
+    if not tensors:
+        raise ValueError("cat(): expected a non-empty list of Tensors")
     return dispatch("cat", tuple(tensors), {"dim": int(dim)})
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if isinstance(tensors, Tensor) or not all(isinstance(t, Tensor) for t in tensors):
         raise TypeError("stack(): expected a sequence of Tensors")
+    if not tensors:
+        raise ValueError("stack(): expected a non-empty list of Tensors")
     return dispatch("stack", tuple(tensors), {"dim": int(dim)})
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
+from scriptmod.ir.errors import ShapeError
 from scriptmod.runtime import backend
 from scriptmod import _device
 from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class
@@ -329,7 +330,7 @@ class Tensor:
 
     def item(self) -> Any:
         if self.numel() != 1:
-            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+            raise ShapeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
         return self._read("item").reshape(()).item()
 
     def __bool__(self) -> bool:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..backend import NP_DTYPE
 from . import kernel
-from scriptmod.ir.errors import DTypeError
+from scriptmod.ir.errors import ArgumentValueError, DTypeError
 from scriptmod.ir import dtypes as D
 
 
@@ -173,7 +173,7 @@ def _where(xp: Any, cond: Any, a: Any, b: Any) -> Any:
 @kernel("clamp")
 def _clamp(xp: Any, x: Any, min: float | None = None, max: float | None = None) -> Any:
     if min is None and max is None:
-        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+        raise ArgumentValueError("clamp: at least one of 'min' or 'max' must not be None")
     out = x
     # PyTorch's semantics: x NaN -> NaN, a NaN bound -> NaN, x equal to a bound stays x (the
     # sign of -0.0 survives clamp(min=0.0)); np.maximum/np.minimum would give +0.0

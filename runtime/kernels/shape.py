@@ -13,7 +13,7 @@ from .. import backend
 from .. import random as rng
 from ..backend import NP_DTYPE
 from . import kernel
-from scriptmod.ir.errors import DTypeError, ShapeError
+from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 
 
 @kernel("reshape")
@@ -74,7 +74,13 @@ kernel("clone")(lambda xp, x: x.copy())
 
 
 def _common(xp: Any, tensors: Sequence[Any]) -> list[Any]:
-    dt = np.result_type(*tensors) if len({t.dtype for t in tensors}) > 1 else tensors[0].dtype
+    """PyTorch's promotion (NumPy cannot promote float16 with bfloat16, nor bfloat16 with int)."""
+    if len({t.dtype for t in tensors}) == 1:
+        return list(tensors)
+    dt = backend.from_np_dtype(tensors[0].dtype)
+    for t in tensors[1:]:
+        dt = D.promote_types(dt, backend.from_np_dtype(t.dtype))
+    dt = NP_DTYPE[dt]
     return [t.astype(dt, copy=False) for t in tensors]
 
 
@@ -223,7 +229,7 @@ def _randn(xp: Any, size: Sequence[int], dtype: Any = None, device: str = "cpu")
 def _randint(xp: Any, size: Sequence[int], low: int, high: int, dtype: Any = None,
              device: str = "cpu") -> Any:
     if high <= low:
-        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+        raise ArgumentValueError(f"randint: expected low < high, got low={low}, high={high}")
     out = rng.generator(device).integers(low, high, _shape(size))
     return out.astype(NP_DTYPE[dtype or D.int64])
 
@@ -232,9 +238,9 @@ def _randint(xp: Any, size: Sequence[int], low: int, high: int, dtype: Any = Non
 def _arange(xp: Any, start: float, end: float, step: float = 1, dtype: Any = None,
             device: str = "cpu") -> Any:
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise ArgumentValueError("arange: step must be nonzero")
     if (end - start) * step < 0:
-        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign "
+        raise ArgumentValueError(f"arange: upper bound and larger bound inconsistent with step sign "
                          f"(start={start}, end={end}, step={step})")
     import math
     n = max(math.ceil((end - start) / step), 0)
@@ -245,7 +251,7 @@ def _arange(xp: Any, start: float, end: float, step: float = 1, dtype: Any = Non
 def _linspace(xp: Any, start: float, end: float, steps: int, dtype: Any = None,
               device: str = "cpu") -> Any:
     if steps < 0:
-        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+        raise ArgumentValueError(f"linspace: number of steps must be non-negative, got {steps}")
     return xp.linspace(start, end, steps, dtype=np.float64).astype(_dt(dtype))
 
 

@@ -75,9 +75,14 @@ def _nll_shapes(input: Tensor, target: Tensor, weight: Tensor | None) -> None:
 
 def _nll_checks(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int) -> None:
     _nll_shapes(input, target, weight)
-    if target.dtype.category > D.INT:
-        raise DTypeError(f"nll_loss: expected target of an integer dtype (class indices), got "
-                         f"{target.dtype.name}")
+    if target.dtype not in (D.int64, D.uint8):   # torch refuses int32/int16/bool targets too
+        raise DTypeError(f"nll_loss: expected target dtype to be Long or Byte (class indices), "
+                         f"got {target.dtype.name}")
+    if weight is not None and weight.dtype is not input.dtype:
+        raise DTypeError(f"nll_loss: expected scalar type {input.dtype.short} but found "
+                         f"{weight.dtype.short} (weight)")
+    if input.dtype.category < D.FLOAT:
+        raise DTypeError(f"nll_loss: expected a floating point input, got {input.dtype.name}")
     C = input.shape[1] if input.dim() > 1 else input.shape[0]
     if not _tracing() and target.numel():    # a value check; a tracer would bake it in
         bad = ((target < 0) | (target >= C)) & (target != ignore_index)
@@ -113,7 +118,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
 def _class_weight(weight: Tensor, input: Tensor, cdim: int) -> Tensor:
     shape = [1] * input.dim()
     shape[cdim] = weight.shape[0]
-    return weight.to(input.dtype).reshape(shape)
+    return weight.reshape(shape)   # class-probability targets promote, as in torch
 
 
 def _smooth_term(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,

@@ -279,6 +279,12 @@ def _pool_args(kernel_size: Any, stride: Any, padding: Any,
     s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) \
         else _pair(stride, "stride")
     p = _pair(padding, "padding")
+    if min(s) == 0:
+        raise ShapeError(f"{name}: stride should not be zero, got stride={s}")
+    if min(s) < 0:
+        raise ShapeError(f"{name}: stride should be greater than zero, got stride={s}")
+    if min(k) <= 0:
+        raise ShapeError(f"{name}: kernel size should be greater than zero, got kernel_size={k}")
     if p[0] * 2 > k[0] or p[1] * 2 > k[1]:
         raise ShapeError(f"{name}: pad should be at most half of effective kernel size, got "
                          f"padding={p} and kernel_size={k}")
@@ -341,6 +347,11 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if training and input.numel() // max(input.shape[1] if input.dim() > 1 else 1, 1) <= 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {list(input.shape)}")
+    for name, p in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if p is not None and p.dtype.category < dtypes.FLOAT:
+            raise DTypeError(f"batch_norm: mixed dtype (CPU): expect parameter to have scalar "
+                             f"type of Float, got {name} of {p.dtype.name}")
     return dispatch("batch_norm", (input, running_mean, running_var, weight, bias, bool(training),
                                    num_batches_tracked),
                     {"momentum": None if momentum is None else float(momentum), "eps": float(eps)})
@@ -414,6 +425,15 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    if tensor.dtype != dtypes.int64:
+        raise DTypeError(f"one_hot is only applicable to index tensor of type LongTensor, got "
+                         f"{tensor.dtype.name}")
+    if not _tracing() and tensor.numel():    # a value check; a tracer would bake it in
+        if tensor.min().item() < 0:
+            raise ShapeError("one_hot: Class values must be non-negative.")
+        if num_classes >= 0 and tensor.max().item() >= num_classes:
+            raise ShapeError(f"one_hot: Class values must be smaller than num_classes "
+                             f"({num_classes}), got {tensor.max().item()}")
     if num_classes < 0:
         num_classes = int(tensor.max().item()) + 1
     return (tensor.unsqueeze(-1) == arange(num_classes, device=tensor.device)).long()
