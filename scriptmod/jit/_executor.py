@@ -65,6 +65,8 @@ class Executor:
     def __call__(self, args: Sequence[Any]) -> Any:
         spec = self.specialize(args)
         self.stats["calls"] += 1
+        if spec.written and len(args) > 1:
+            _check_written_unaliased(args, spec.written, self.arg_names)
         owner = self.owner
         head = (owner,) if self.has_self else ()
         try:
@@ -325,6 +327,30 @@ def _written_args(g: Graph) -> tuple[int, ...]:
     pos = {v: i - skip for i, v in enumerate(g.inputs)}
     return tuple(sorted({pos[n.inputs[0]] for n in g.walk()
                          if n.kind == "sm::copy_" and n.inputs[0] in pos}))
+
+
+def _check_written_unaliased(args: Sequence[Any], written: tuple[int, ...],
+                             names: Sequence[str]) -> None:
+    """The graph reads every argument's value as passed: an argument it writes in place must
+    not be another one, or a view of the same base, which eager would read after the write."""
+    for i in written:
+        a = args[i]
+        for j, b in enumerate(args):
+            if j != i and isinstance(a, Tensor) and isinstance(b, Tensor) \
+                    and _storage_root(a) is _storage_root(b):
+                raise RuntimeError(
+                    f"argument {_arg_name(names, i)} is written in place by the traced code and "
+                    f"shares memory with argument {_arg_name(names, j)} (one tensor passed "
+                    f"twice, or a view of it); the trace would read {_arg_name(names, j)}'s "
+                    f"old value. Pass a clone (x.clone()) for one of them.")
+
+
+def _storage_root(t: Tensor) -> Tensor:
+    return t._base if t._base is not None else t
+
+
+def _arg_name(names: Sequence[str], i: int) -> str:
+    return repr(names[i]) if i < len(names) else f"#{i}"
 
 
 def _written_back(out: Any, args: Sequence[Any], written: tuple[int, ...]) -> Any:

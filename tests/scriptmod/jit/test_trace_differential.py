@@ -403,6 +403,22 @@ def test_submodule_writing_an_argument_it_does_not_return_is_refused():
         _trace(Top(), (sm.randn(2, 3), sm.randn(2, 3)))
 
 
+def test_calling_with_one_tensor_for_a_written_and_a_read_argument_is_refused():
+    """Traced with two tensors, called with one: torch gives 2x + 2, the trace read b's
+    old value and returned 2x + 1 (found by this suite)."""
+    def f(a, b):
+        a.add_(1)
+        return a + b
+    traced = _trace(f, (sm.randn(2, 3), sm.randn(2, 3)))
+    x = sm.ones(3, 3)
+    for other in (x, x[:1].expand(3, 3)):
+        with pytest.raises(RuntimeError, match="'a' is written in place .* argument 'b'"):
+            traced(x, other)
+    xt = torch.ones(3, 3)
+    assert f(xt, xt).eq(4).all()
+    _assert_close(traced(sm.ones(3, 3), sm.ones(3, 3)).numpy(), np.full((3, 3), 3.0), 0)
+
+
 # ---- special values, dtypes, scalars, threads ----------------------------------------------
 @pytest.mark.parametrize("batch", [1, 3, 13])
 def test_nan_and_inf_through_a_traced_mlp(batch):
