@@ -395,7 +395,8 @@ def _np_index(spec: tuple) -> list[Any]:
 
 def _setitem(self: Tensor, idx: Any, value: Any) -> None:
     from scriptmod._creation import tensor
-    from scriptmod._tensor_ops import _assign, _check_leaf
+    from scriptmod._tensor_ops import _assign, _check_leaf, _check_writable
+    _check_writable(self)
     spec, tensors = _index_parts(self, idx)
     v = value if isinstance(value, Tensor) else tensor(value, dtype=self.dtype, device=self.device)
     if v.device != self.device:

@@ -128,11 +128,8 @@ def _assign(self: Tensor, out: Tensor) -> Tensor:
     arr = out._data if out.dtype is self.dtype else out._data.astype(self._data.dtype)
     if out.grad_fn is not None:
         _keep_saved_self(out.grad_fn, self)
-    try:
-        self._data[...] = arr
-    except ValueError as e:
-        raise RuntimeError(f"in-place write into this tensor is not possible ({e}); it is an "
-                           "expanded or read-only view — call .clone() first") from None
+    _check_writable(self)
+    self._data[...] = arr
     self._vc[0] += 1
     if out.grad_fn is not None:
         self._set_grad_fn(out.grad_fn, out._output_nr)
@@ -141,6 +138,19 @@ def _assign(self: Tensor, out: Tensor) -> Tensor:
     if TRACERS:
         TRACERS[-1].on_inplace(self, out)
     return self
+
+
+def _check_writable(self: Tensor) -> None:
+    """PyTorch's refusal to write into an expanded tensor whose elements share memory."""
+    data = self._data
+    if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the tensor "
+                           "before performing the operation.")
+    if not getattr(data, "flags", None) or data.flags.writeable:
+        return
+    raise RuntimeError("in-place write into this tensor is not possible: it is a read-only "
+                       "view; call .clone() first")
 
 
 def _keep_saved_self(node: Any, self: Tensor) -> None:
@@ -182,6 +192,7 @@ def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     if tuple(out.shape) != tuple(self.shape):
         out = out.expand(self.shape)
     if out._data is self._data:
+        self._vc[0] += 1   # torch counts a copy onto itself (load_state_dict of its own state)
         if TRACERS and out is not self:   # same storage (eval dropout): the graph still
             TRACERS[-1].on_inplace(self, out)   # writes the op's result back
         return self

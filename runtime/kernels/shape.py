@@ -25,6 +25,8 @@ def _reshape(xp: Any, x: Any, shape: Sequence[int]) -> Any:
 def _expand(xp: Any, x: Any, size: Sequence[int]) -> Any:
     from scriptmod.ir.ops.shape import _expand as rule
     target = rule([(None, tuple(x.shape))], {}, [None, [int(s) for s in size]])
+    if int(np.prod(target)) == x.size:   # no element repeated: a writable view, as in torch
+        return xp.reshape(x, target)
     return xp.broadcast_to(x, target)
 
 

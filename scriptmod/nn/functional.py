@@ -64,6 +64,8 @@ def _apply(input: Tensor, fn: Callable[[Tensor], Tensor], inplace: bool) -> Tens
         return fn(input)
     needs_clone = input.requires_grad and grad_mode.is_grad_enabled()
     out = fn(input.clone() if needs_clone else input)
+    if out._data is input._data and not _tracing():   # nothing written (eval dropout): torch
+        return input                                   # leaves the version as it is
     return input.copy_(out)
 
 

@@ -353,3 +353,193 @@ def test_cross_entropy_probability_target_promotes_like_torch() -> None:
         out = F(L).cross_entropy(r(L, (2, 3), "float32"), r(L, (2, 3), "float32").softmax(1),
                                  weight=r(L, (3,), "float64").abs())
         assert str(out.dtype).endswith("float64")
+
+
+# ---- special values: every activation on nan, +-inf, +-0, +-max, denormals -------------------
+def _layers(L: Any) -> dict[str, Any]:
+    nn = L.nn
+    return {"GELU": nn.GELU(), "GELU-tanh": nn.GELU(approximate="tanh"), "SiLU": nn.SiLU(),
+            "Softplus": nn.Softplus(beta=2.0, threshold=5.0), "Softplus-default": nn.Softplus(),
+            "ELU": nn.ELU(alpha=0.7), "LeakyReLU": nn.LeakyReLU(0.2),
+            "Hardtanh": nn.Hardtanh(-2.0, 3.0), "ReLU6": nn.ReLU6(), "ReLU": nn.ReLU(),
+            "Threshold": nn.Threshold(0.1, 20.0), "Sigmoid": nn.Sigmoid(), "Tanh": nn.Tanh(),
+            "Softmax": nn.Softmax(dim=-1), "LogSoftmax": nn.LogSoftmax(dim=-1),
+            "PReLU": nn.PReLU(), "LayerNorm": nn.LayerNorm(8, elementwise_affine=False)}
+
+
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+
+
+def _special_rows(dt: str) -> np.ndarray:
+    """Rows of 8: the special values, an all -inf row (softmax gives nan), +inf/nan among
+    finite values, a constant row (LayerNorm of zero variance), zeros, -inf first."""
+    fi = torch.finfo(getattr(torch, dt))
+    mx, den = float(fi.max), float(fi.smallest_normal) / 4
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, mx, -mx, den, -den, 1.0]
+    return np.array([special[:8], [-np.inf] * 8, [np.inf, 1, 2, 3, 4, 5, 6, 7],
+                     [np.nan, 1, 2, 3, 4, 5, 6, 7], [5.0] * 8, [0.0] * 8, special[2:],
+                     [-np.inf, 0, 1, 2, 3, 4, 5, 6]])
+
+
+def _check_special(name: str, dt: str, got: Any, want: Any, x: np.ndarray) -> None:
+    tol = 1e-2 if dt in ("float16", "bfloat16") else 1e-5
+    ok = np.isclose(got, want, rtol=tol, atol=tol, equal_nan=True)
+    bad = [(float(x[tuple(i)]), float(want[tuple(i)]), float(got[tuple(i)]))
+           for i in np.argwhere(~ok)[:4]]
+    assert not bad, f"{name} {dt}: (input, torch, ours) {bad}"
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+@pytest.mark.parametrize("name", list(_layers(sm)))
+def test_special_values_eager_and_traced_match_torch(name: str, dt: str) -> None:
+    """Eager, then a trace taken at batch 3 run at batch 8 (fused where the op fuses)."""
+    x = _special_rows(dt)
+    theirs, ours = _layers(torch)[name].to(getattr(torch, dt)), _layers(sm)[name].to(getattr(sm, dt))
+    with torch.no_grad():
+        want = theirs(torch.tensor(x).to(getattr(torch, dt))).double().numpy()
+    sx = sm.tensor(x).to(getattr(sm, dt))
+    _check_special(name, dt, np.asarray(ours(sx).detach().double().numpy()), want, x)
+    traced = sm.jit.trace(ours, sm.randn(3, 8).to(getattr(sm, dt)))
+    _check_special(f"traced {name}", dt, np.asarray(traced(sx).detach().double().numpy()), want, x)
+
+
+FUNCTIONAL_SPECIALS: dict[str, Callable[[Any], Any]] = {
+    "normalize of zeros": lambda L: F(L).normalize(L.zeros(2, 3), dim=1),
+    "log_softmax of -inf": lambda L: F(L).log_softmax(
+        L.tensor([[-float("inf"), 0.0], [-float("inf")] * 2]), dim=1),
+    "softplus beyond threshold": lambda L: F(L).softplus(
+        L.tensor([float("nan"), 1e30, -1e30, 2.4, 2.6]), beta=2, threshold=5),
+    "clamp with nan bounds": lambda L: L.tensor([float("nan"), 2.0, -1.0]).clamp(
+        L.tensor([0.0, float("nan"), 0.0])),
+    "layer_norm constant row": lambda L: F(L).layer_norm(L.full((2, 4), 3.0), (4,)),
+    "threshold of nan": lambda L: F(L).threshold(L.tensor([float("nan"), 0.05, 1.0]), 0.1, 20.0),
+    "gelu tanh of -inf": lambda L: F(L).gelu(L.tensor([-float("inf"), float("inf")]),
+                                             approximate="tanh"),
+}
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONAL_SPECIALS))
+def test_functional_special_values_match_torch(name: str) -> None:
+    want = FUNCTIONAL_SPECIALS[name](torch).numpy()
+    got = np.asarray(FUNCTIONAL_SPECIALS[name](sm).numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+# ---- state dicts and version counters ---------------------------------------------------------
+def _nested(L: Any) -> Any:
+    nn = L.nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn, self.ln = nn.BatchNorm1d(4), nn.LayerNorm(4)
+            self.seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU(),
+                                     nn.ModuleList([nn.Linear(4, 4), nn.BatchNorm1d(4)]))
+            self.md = nn.ModuleDict({"a": nn.Embedding(5, 4), "b": nn.BatchNorm2d(3)})
+            self.register_buffer("buf", L.ones(2))
+            self.register_buffer("scratch", L.ones(2), persistent=False)
+            self.p = nn.Parameter(L.ones(3))
+    return Block()
+
+
+def test_state_dict_keys_and_metadata_equal_torchs() -> None:
+    theirs, ours = _nested(torch).state_dict(), _nested(sm).state_dict()
+    assert list(ours) == list(theirs)
+    assert dict(ours._metadata) == dict(theirs._metadata)
+
+
+@pytest.mark.parametrize("with_metadata", [True, False])
+def test_old_torch_checkpoint_loads_strictly(with_metadata: bool) -> None:
+    """A torch state dict as NumPy arrays, as an old checkpoint: no num_batches_tracked and
+    every module at _metadata version 1 (or no _metadata at all)."""
+    import collections
+    src = _nested(torch)
+    for p in src.parameters():
+        torch.nn.init.normal_(p)
+    sd = src.state_dict()
+    old: Any = collections.OrderedDict((k, v.numpy()) for k, v in sd.items()
+                                       if not k.endswith("num_batches_tracked"))
+    if with_metadata:
+        old._metadata = collections.OrderedDict((k, {"version": 1}) for k in sd._metadata)
+    ours = _nested(sm)
+    result = ours.load_state_dict(old, strict=True)
+    assert (result.missing_keys, result.unexpected_keys) == ([], [])
+    for k, v in ours.state_dict().items():
+        want = np.zeros(()) if k.endswith("num_batches_tracked") else sd[k].numpy()
+        np.testing.assert_array_equal(v.numpy(), want, err_msg=k)
+
+
+def _versions(L: Any) -> list[Any]:
+    """Version counters through in-place ops, views, .data/.detach aliases, no_grad writes,
+    inplace functionals, optimizer steps, BatchNorm running stats and load_state_dict."""
+    out: list[Any] = []
+    x = L.zeros(4, 3)
+    x.add_(1)
+    x[0] = 2.0
+    out.append(x._version)
+    v = x[1]
+    v.mul_(3)
+    t = x.t()
+    t.zero_()
+    vv = x.view(12)
+    vv.fill_(1.0)
+    out += [x._version, v._version, t._version, vv._version]
+    d = x.detach()
+    d.add_(1)
+    dd = x.data
+    dd.add_(1)
+    out += [x._version, d._version, dd._version]
+    with L.no_grad():
+        x.sub_(1)
+    out += [x._version, x.clone()._version]
+    for step in (lambda: x.copy_(L.ones(4, 3)), lambda: x.clamp_(min=0), lambda: x.relu_(),
+                 lambda: x.masked_fill_(x > 0, 1.0), lambda: x[:, 1].add_(1),
+                 lambda: F(L).relu(x, inplace=True), lambda: x.copy_(x),
+                 lambda: F(L).dropout(x, 0.5, False, True)):
+        step()
+        out.append(x._version)
+    e = L.ones(4)
+    e.expand(1, 4).mul_(2)
+    out.append(e._version)
+    lin = L.nn.Linear(3, 2)
+    w = lin.weight
+    for opt in (L.optim.SGD(lin.parameters(), lr=0.1, momentum=0.9),
+                L.optim.Adam(lin.parameters(), lr=0.1), L.optim.AdamW(lin.parameters(), lr=0.1)):
+        for _ in range(2):
+            opt.zero_grad()
+            lin(L.ones(1, 3)).sum().backward()
+            opt.step()
+            out.append((w._version, w.grad._version))
+    bn = L.nn.BatchNorm1d(3)
+    bn(L.randn(4, 3))
+    lin.load_state_dict(lin.state_dict())
+    L.nn.init.zeros_(lin.weight)
+    out += [bn.running_mean._version, bn.num_batches_tracked._version, lin.weight._version]
+    return out
+
+
+def test_version_counters_equal_torchs() -> None:
+    assert _versions(sm) == _versions(torch)
+
+
+EXPAND_WRITES: dict[str, Callable[[Any], Any]] = {
+    "add_ overlapping": lambda L: L.ones(3, 1).expand(3, 4).add_(1),
+    "setitem overlapping": lambda L: L.ones(3, 1).expand(3, 4).__setitem__(0, 2.0),
+    "copy_ overlapping": lambda L: L.ones(3, 1).expand(3, 4).copy_(L.zeros(3, 4)),
+    "row of overlapping": lambda L: L.ones(3, 1).expand(3, 4)[0].add_(1),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPAND_WRITES))
+def test_inplace_on_overlapping_expand_raises_torchs_error(name: str) -> None:
+    for L in (torch, sm):
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            EXPAND_WRITES[name](L)
+
+
+def test_inplace_on_non_overlapping_expand_writes_through_as_torch() -> None:
+    for L in (torch, sm):
+        a, b = L.ones(3, 4), L.ones(4)
+        a.expand(3, 4).add_(1)
+        b.expand(1, 4).mul_(3)
+        assert (a.sum().item(), b.sum().item(), a._version, b._version) == (24.0, 12.0, 1, 1)
