@@ -187,6 +187,9 @@ def _check_op(node: Node, schema: S.OpSchema) -> None:
     _expect(node, n == len(fixed) or (variadic and n >= len(fixed)),
             f"{schema.name}() takes {len(fixed)}{' or more' if variadic else ''} input(s), has {n}")
     _arity(node, None, schema.n_outputs)
+    for arg, value in zip(fixed, node.inputs):
+        _expect(node, _fits(arg.type_text, value.type),
+                f"{schema.name}(): input {arg.name!r} must be {arg.type_text}, is {value.type!r}")
     names = {a.name for a in schema.attrs}
     _expect(node, set(node.attrs) == names,
             f"{schema.name}() attributes are {sorted(names)}, node has {sorted(node.attrs)}")
@@ -197,6 +200,21 @@ def _check_op(node: Node, schema: S.OpSchema) -> None:
     for i, (out, t) in enumerate(zip(node.outputs, inferred)):
         _expect(node, types_agree(out.type, t),
                 f"output {i} is typed {out.type!r} but {schema.name}() gives {t!r}")
+
+
+def _fits(declared: str, t: Type) -> bool:
+    """An input's kind against the schema's: a ``Tensor`` argument takes a tensor, an ``int``
+    one an int (a size computed at run time), a ``Scalar`` one a number, and no op takes a
+    module."""
+    if isinstance(t, ModuleType):
+        return False
+    if declared == "Tensor":
+        return isinstance(t, TensorType)
+    if declared == "int":
+        return t == IntType
+    if declared == "Scalar":
+        return not isinstance(t, (TensorType, ListType, TupleType))
+    return True
 
 
 def _check_constant(v: Verifier, node: Node) -> None:

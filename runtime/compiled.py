@@ -38,7 +38,7 @@ from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType
 from .cuda_fusion import CudaFusedKernel
 from .fusion import TOPIC, FusedKernel
-from .interpreter import DISPATCH, Interpreter, InterpreterError, RaisedException
+from .interpreter import DISPATCH, Interpreter, InterpreterError, RaisedException, failure
 from .kernels import KERNELS, run_kernel
 from .kernels.nn import matmul_rows
 
@@ -192,8 +192,8 @@ class Program:
             if node is None:
                 raise
             where = f" ({node.source})" if node.source else ""
-            raise InterpreterError(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
-                                   f"    {node!r}") from e
+            raise failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
+                             f"    {node!r}") from e
 
     def _failing_node(self, e: BaseException) -> Node | None:
         tb, line = e.__traceback__, None

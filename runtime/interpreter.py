@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from scriptmod.ir import schema as S
-from scriptmod.ir.errors import TraceGuardError
+from scriptmod.ir.errors import (ArgumentValueError, DeviceError, DTypeError, ShapeError,
+                                 TraceGuardError)
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from .kernels import run_kernel
 
@@ -29,6 +30,36 @@ MethodResolver = Callable[[Any, str], Graph]
 
 class InterpreterError(RuntimeError):
     """A node failed at run time; the message quotes its IR line and user source."""
+
+
+class ShapeFailure(InterpreterError, ShapeError):
+    """An op's shape check failed at run time (``narrow`` past the end at this batch size)."""
+
+
+class DTypeFailure(InterpreterError, DTypeError):
+    """An op's dtype check failed at run time."""
+
+
+class ValueFailure(InterpreterError, ArgumentValueError):
+    """An op refused an argument's value at run time (``arange`` with the wrong step sign)."""
+
+
+class DeviceFailure(InterpreterError, DeviceError):
+    """An op's device check failed at run time."""
+
+
+def failure(e: Exception) -> type[InterpreterError]:
+    """The InterpreterError class that is also ``e``'s user-level class, so that ``except
+    ShapeError`` around a compiled call catches what it catches around eager code."""
+    for user, cls in _FAILURES:
+        if isinstance(e, user):
+            return cls
+    return InterpreterError
+
+
+_FAILURES: tuple[tuple[type, type[InterpreterError]], ...] = (
+    (ShapeError, ShapeFailure), (DTypeError, DTypeFailure), (ArgumentValueError, ValueFailure),
+    (DeviceError, DeviceFailure))
 
 
 class Interpreter:
@@ -73,8 +104,8 @@ class Interpreter:
             raise
         except Exception as e:
             where = f" ({node.source})" if node.source else ""
-            raise InterpreterError(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
-                                   f"    {node!r}") from e
+            raise failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
+                              f"    {node!r}") from e
 
     # ---- one method per kind -------------------------------------------------------------
     def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:

@@ -1,5 +1,7 @@
 """Elementwise ops: one row each. Composite activations (gelu, silu, ...) are not here:
 they are decompositions into these primitives (see ``scriptmod.nn.functional``)."""
+from typing import Any, Sequence
+
 from . import rules as R
 from ..schema import BINARY, COMMUTATIVE, ELEMENTWISE, IMPURE, NONDIFF, UNARY, VIEW, op
 
@@ -54,4 +56,15 @@ op("cast(Tensor self, *, ScalarType dtype) -> Tensor", R.from_attr(), R.same_sha
 # An in-place op on a traced graph's input (``ReLU(inplace=True)`` on an argument): the
 # tracer writes the input's final value back with ``copy_``, whose output is that input's
 # own storage. Not fused (impure); ``passes.inplace`` drops the copies nobody can observe.
-op("copy_(Tensor self, Tensor src) -> Tensor", R.same, R.same_shape, IMPURE, VIEW)
+def _copy_into(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> R.Shape | None:
+    """``self``'s shape; ``src`` must broadcast to it (as ``Tensor.copy_`` requires)."""
+    dst, src = ops[0][1], ops[1][1]
+    out = R.broadcast_shapes(dst, src)
+    if out is not None and dst is not None and (len(out) != len(dst) or any(
+            isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(out, dst))):
+        raise R.ShapeError(f"copy_: src of shape {tuple(src)} does not broadcast to the "
+                           f"destination's shape {tuple(dst)}")
+    return dst
+
+
+op("copy_(Tensor self, Tensor src) -> Tensor", R.same, _copy_into, IMPURE, VIEW)

@@ -4,7 +4,7 @@ sizes, and ``guard``: the check that a specialization takes the branch the trace
 from __future__ import annotations
 
 import operator
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from . import rules as R
 from ..graph import VALUE_RULES
@@ -22,8 +22,16 @@ INT_FUNCS: dict[str, Callable[..., int | bool]] = {**INT_ARITH, **INT_COMPARE,
 
 VALUE_RULES.update({f"sm::{name}": fn for name, fn in INT_FUNCS.items()})
 
+def _divisor(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> tuple:
+    """An int; a constant zero divisor is refused where the graph is built or loaded."""
+    if values[1] == 0 and type(values[1]) is int:
+        raise ValueError("integer division or modulo by a constant zero")
+    return ()
+
+
 for _name in INT_ARITH:
-    op(f"{_name}(int a, int b) -> int", R.no_dtype, R.scalar_shape, NONDIFF)
+    _rule = _divisor if _name in ("int_floordiv", "int_mod") else R.scalar_shape
+    op(f"{_name}(int a, int b) -> int", R.no_dtype, _rule, NONDIFF)
 op("int_neg(int a) -> int", R.no_dtype, R.scalar_shape, NONDIFF)
 for _name in INT_COMPARE:
     op(f"{_name}(int a, int b) -> bool", R.no_dtype, R.scalar_shape, NONDIFF)

@@ -160,10 +160,22 @@ def spec_value(x: Any, operands: Sequence[Any]) -> Any:
 _UNKNOWN = object()
 
 
+def _check_operand_refs(spec: Any, ops: Sequence[Any]) -> None:
+    """Each ``("input", k)`` in a basic-index spec names an int operand that exists."""
+    for e in spec:
+        if isinstance(e, tuple) and e and e[0] in ("int", "slice"):
+            for v in e[1:]:
+                if isinstance(v, tuple) and not (
+                        len(v) == 2 and v[0] == "input" and type(v[1]) is int
+                        and 0 <= v[1] < len(ops) - 1 and ops[v[1] + 1] is int):
+                    raise TypeError(f"index: spec bound {v!r} does not name an int operand")
+
+
 def _index_shape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
     """Basic indexing (ints, slices, None, ...) of a known rank; a dim whose bounds are
     computed at run time is unknown. Advanced (tensor) indexing: unknown shape."""
     s, spec = ops[0][1], attrs["spec"]
+    _check_operand_refs(spec, ops)
     if s is None or any(e[0] not in ("int", "slice", "none", "ellipsis") for e in spec):
         return None
 
@@ -229,7 +241,14 @@ op("index(Tensor self, Any... indices, *, Any spec) -> Tensor", R.same, _index_s
 op("index_put(Tensor self, Tensor values, Any... indices, *, Any spec, bool accumulate=False) -> Tensor",
    R.same, R.same_shape)
 op("to_device(Tensor self, *, Device device) -> Tensor", R.same, R.same_shape, ANY_RANK)
-op("size(Tensor self, *, int dim) -> int", R.no_dtype, R.scalar_shape, NONDIFF, ANY_RANK)
+def _size(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape:
+    """An int; its ``dim`` must exist where the rank is known."""
+    if ops[0][1] is not None:
+        R.norm_dim(attrs["dim"], len(ops[0][1]), "size")
+    return ()
+
+
+op("size(Tensor self, *, int dim) -> int", R.no_dtype, _size, NONDIFF, ANY_RANK)
 
 # factories: shapes as int[] inputs so that they can follow symbolic input sizes
 _F = "ScalarType? dtype=None, Device device='cpu'"

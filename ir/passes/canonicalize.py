@@ -32,13 +32,15 @@ def canonicalize(graph: Graph) -> Graph:
         ...   %y : Float(4) = sm::mul(%x, %one)
         ...   %z : Float(4) = sm::neg(%y)
         ...   %w : Float(4) = sm::neg(%z)
-        ...   return (%w)
+        ...   %r : Float(4) = sm::relu(%w)
+        ...   return (%r)
         ... ''')
         >>> print(canonicalize(g))      # x * 1 -> x, neg(neg(x)) -> x; dead code is left
         graph(%x : Float(4)):
           %one : float = prim::Constant[value=1.0]()
           %z : Float(4) = sm::neg(%x)
-          return (%x)
+          %r : Float(4) = sm::relu(%x)
+          return (%r)
     """
     changed = True
     while changed:

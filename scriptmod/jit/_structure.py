@@ -155,7 +155,8 @@ def _from_json(data: Any, t: Type, where: str, depth: int, count: list[int]) -> 
         raise ValueError(f"{where}: the output structure is nested too deep or too large")
     if data is None:
         return None
-    if not isinstance(data, list) or not data or data[0] not in _ARITY or len(data) != _ARITY[data[0]]:
+    if (not isinstance(data, list) or not data or not isinstance(data[0], str)
+            or data[0] not in _ARITY or len(data) != _ARITY[data[0]]):
         raise ValueError(f"{where}: expected null or a [kind, ...] list with kind one of "
                          f"{sorted(_ARITY)}, got {str(data)[:80]}")
     kind, children = data[0], data[-1]
@@ -186,9 +187,9 @@ _ARITY = {"dict": 3, "namedtuple": 4, "tuple": 2, "list": 2}
 
 
 def _keys(keys: Any, n: int, where: str) -> tuple:
-    if (not isinstance(keys, list) or len(keys) != n or len(set(keys)) != n
+    if (not isinstance(keys, list) or len(keys) != n   # types first: set() needs hashables
             or not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys)
-            or any(isinstance(k, str) and len(k) > 1000 for k in keys)):
+            or len(set(keys)) != n or any(isinstance(k, str) and len(k) > 1000 for k in keys)):
         raise ValueError(f"{where}: dict keys must be {n} distinct strings or integers")
     return tuple(keys)
 
@@ -200,8 +201,8 @@ def _fields(name: Any, fields: Any, n: int, where: str) -> tuple[str, tuple[str,
     if not (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
             and len(name) <= 255):
         raise ValueError(f"{where}: namedtuple name {str(name)[:80]!r} is not an identifier")
-    if not isinstance(fields, list) or len(fields) != n or len(set(fields)) != n \
-            or not all(ok(f) for f in fields):
+    if not isinstance(fields, list) or len(fields) != n or not all(ok(f) for f in fields) \
+            or len(set(fields)) != n:
         raise ValueError(f"{where}: namedtuple fields must be {n} distinct identifiers not "
                          f"starting with '_'")
     return name, tuple(fields)
