@@ -9,8 +9,8 @@
     >>> traced(x).shape
     scriptmod.Size([3, 2])
 """
-from scriptmod.jit._script_module import (RecursiveScriptModule, ScriptFunction,  # noqa: F401
-                                          ScriptMethod, ScriptModule)
+from scriptmod.jit._script_module import (PicklingError, RecursiveScriptModule,  # noqa: F401
+                                          ScriptFunction, ScriptMethod, ScriptModule)
 from scriptmod.jit._trace import TracingCheckError, trace, trace_module  # noqa: F401
 from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
 from scriptmod.ir.errors import ArgumentError, TraceGuardError  # noqa: F401
@@ -19,5 +19,5 @@ from scriptmod.jit._compiled import fuser, kernels_for  # noqa: F401
 
 __all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "ScriptMethod",
            "ScriptFunction", "TracerWarning",
-           "TracingError", "TraceGuardError", "ArgumentError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
+           "TracingError", "TraceGuardError", "ArgumentError", "PicklingError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
            "kernels_for"]

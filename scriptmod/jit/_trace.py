@@ -204,6 +204,14 @@ def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,
     if example_kwarg_inputs is not None and not isinstance(example_kwarg_inputs, dict):
         raise TypeError(f"trace: example_kwarg_inputs must be a dict of keyword arguments, got "
                         f"{type(example_kwarg_inputs).__name__}")
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, Module) and callable(func) and not isinstance(func, Module):
+        if getattr(func, "__name__", None) != "forward":   # its weights would become constants
+            raise AttributeError(f"trace doesn't support compiling individual module's "
+                                 f"functions.\nPlease use trace_module: "
+                                 f"scriptmod.jit.trace_module(model, {{{func.__name__!r}: "
+                                 f"example_inputs}})")
+        func = owner                                       # PyTorch: model.forward traces model
     if isinstance(func, Module):
         checks = [{"forward": c} for c in check_inputs] if check_inputs is not None else None
         if example_inputs is None:      # PyTorch: the kwargs are the example inputs

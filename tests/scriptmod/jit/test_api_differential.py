@@ -552,3 +552,18 @@ def test_identity_arithmetic_on_returned_state_gives_new_storage_like_eager():
                     o.mul_(5)
             assert (x == 1).all() and (mod.w == 1).all()
             assert (grad and outs[1].grad_fn is not None) or (not grad and outs[1].grad_fn is None)
+
+
+def test_tracing_a_bound_method_matches_torch():
+    ours, theirs = both(_multi)
+    x = data(2, 4)
+    with pytest.raises(AttributeError, match="individual module's functions"):
+        torch.jit.trace(theirs.pair, torch.tensor(x))
+    with pytest.raises(AttributeError, match="trace_module"):    # its weights would be baked in
+        jit.trace(ours.pair, sm.tensor(x))
+    t_theirs = torch.jit.trace(theirs.forward, torch.tensor(x))
+    t_ours = jit.trace(ours.forward, sm.tensor(x))
+    assert isinstance(t_ours, jit.ScriptModule) and str(t_ours) == str(t_theirs)
+    with sm.no_grad():
+        ours.fc.weight.mul_(2)                                   # the module's own parameters
+    close(t_ours(sm.tensor(x)), ours(sm.tensor(x)))
