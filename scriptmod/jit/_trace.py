@@ -19,7 +19,8 @@ from scriptmod.autograd import grad_mode
 from scriptmod.jit._executor import inlined, submodule_of
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule
 from scriptmod.jit._structure import caller_stacklevel, flatten, flatten_output, unflatten
-from scriptmod.jit._tracer import Tracer, TracerWarning, _flatten_args, _is_traced_arg, class_name
+from scriptmod.jit._tracer import (Tracer, TracerWarning, TracingError, _flatten_args,
+                                   _is_traced_arg, call_flat, class_name)
 from scriptmod._traced_int import watch_range
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
@@ -64,8 +65,8 @@ def _make_hook(tracer: Tracer, module: Any, forward: Callable) -> Callable:
         specs: list[Any] = []
 
         @functools.wraps(forward)            # the same signature, for argument names
-        def flat_forward(*a: Any) -> Any:    # a dict/namedtuple result crosses as a tuple
-            plain, spec = flatten(forward(*a))
+        def flat_forward(*a: Any, **kw: Any) -> Any:   # a dict/namedtuple result: a tuple
+            plain, spec = flatten(forward(*a, **kw))
             specs.append(spec)
             return plain
 
@@ -83,16 +84,36 @@ def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple,
             kwargs: dict) -> tuple[Graph, list[str], Any]:
     """One root call traced: its graph, the names of its graph inputs, its output structure."""
     names, flat = _flatten_args(fn, args, kwargs)
+    _check_inputs_traceable(fn, names, flat)
     flat = _distinct(flat)
     with _tracing(tracer):
         frame = tracer.new_frame(target, flat, names)
         try:
-            plain, spec = flatten_output(fn(*flat), tracer.strict)
+            plain, spec = flatten_output(call_flat(fn, names, flat), tracer.strict)
         except BaseException:
             tracer.frames.clear()
             raise
         graph = tracer.finish_frame(frame, plain)
     return graph, [n for n, a in zip(names, flat) if _is_traced_arg(a)], spec
+
+
+def _check_inputs_traceable(fn: Callable, names: list[str], flat: list[Any]) -> None:
+    """A dict, a nested container or a tuple mixing tensors with other values cannot be a
+    graph input yet: refuse it here, rather than bake its tensors in as constants."""
+    for name, a in zip(names, flat):
+        if not _is_traced_arg(a) and _holds_tensor(a):
+            raise TracingError(f"tracing {getattr(fn, '__qualname__', fn)}: argument {name!r} is "
+                               f"a {type(a).__name__} holding tensors; inputs may be tensors or "
+                               f"flat tuples/lists of tensors (PyTorch also takes Dict[str, "
+                               f"Tensor]): pass its tensors as separate arguments")
+
+
+def _holds_tensor(x: Any) -> bool:
+    if isinstance(x, Tensor):
+        return True
+    if isinstance(x, dict):
+        return any(_holds_tensor(v) for v in x.values())
+    return isinstance(x, (tuple, list)) and any(_holds_tensor(v) for v in x)
 
 
 def _distinct(flat: list[Any]) -> list[Any]:

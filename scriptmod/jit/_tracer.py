@@ -345,7 +345,7 @@ class Tracer:
         names, flat = _flatten_args(forward, args, kwargs)
         child = self.new_frame(module, flat, names)
         try:
-            out = forward(*flat)
+            out = call_flat(forward, names, flat)
         except BaseException:
             self.frames.pop()
             raise
@@ -429,6 +429,21 @@ def _size_maker(tracer: Tracer, t: Tensor, dim: int) -> Callable[[Frame], Value]
 def _is_traced_arg(a: Any) -> bool:
     return isinstance(a, (Tensor, TracedInt)) or (
         isinstance(a, (tuple, list)) and bool(a) and all(isinstance(x, Tensor) for x in a))
+
+
+def call_flat(fn: Callable, names: list[str], flat: list[Any]) -> Any:
+    """Call ``fn`` with ``_flatten_args``'s positional form; keyword-only parameters
+    (``def forward(self, x, *, scale=2.0)``) go back as keywords."""
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn(*flat)
+    kwonly = {n for n, p in params.items() if p.kind == inspect.Parameter.KEYWORD_ONLY}
+    if not kwonly:
+        return fn(*flat)
+    pos = [a for n, a in zip(names, flat) if n not in kwonly]
+    return fn(*pos, **{n: a for n, a in zip(names, flat) if n in kwonly})
 
 
 def _flatten_args(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list[Any]]:

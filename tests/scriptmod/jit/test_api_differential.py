@@ -567,3 +567,39 @@ def test_tracing_a_bound_method_matches_torch():
     with sm.no_grad():
         ours.fc.weight.mul_(2)                                   # the module's own parameters
     close(t_ours(sm.tensor(x)), ours(sm.tensor(x)))
+
+
+def test_keyword_only_parameters_trace_like_torch():
+    def build(lib):
+        class Scale(lib.nn.Module):
+            def forward(self, x, *, scale=2.0):
+                return x * scale
+
+        class Outer(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Scale()
+
+            def forward(self, x, *, y):
+                return self.inner(x, scale=3.0) + y
+        return Scale(), Outer()
+    (s_ours, o_ours), (s_theirs, _) = build(sm), build(torch)
+    x = data(4, 3)
+    close(jit.trace(s_ours, sm.ones(2, 3))(sm.tensor(x)),
+          torch.jit.trace(s_theirs, torch.ones(2, 3))(torch.tensor(x)))
+    t = jit.trace(o_ours, (sm.ones(2, 3),), example_kwarg_inputs={"y": sm.ones(2, 3)})
+    for mod in (t, roundtrip(t)):
+        close(mod(sm.tensor(x), y=sm.tensor(x)), o_ours(sm.tensor(x), y=sm.tensor(x)))
+
+
+@pytest.mark.parametrize("arg", [
+    lambda x: {"a": x, "b": x},          # torch takes Dict[str, Tensor]; we refuse it clearly
+    lambda x: ((x,), x),
+    lambda x: (x, 3),
+])
+def test_container_inputs_that_cannot_be_graph_inputs_are_refused(arg):
+    class Any_(nn.Module):
+        def forward(self, d):
+            return sm.ones(1)
+    with pytest.raises(jit.TracingError, match="argument 'd' is a .* holding tensors"):
+        jit.trace(Any_(), (arg(sm.ones(2)),))
