@@ -125,7 +125,24 @@ def _signature(meth: dict[str, Any]) -> str:
         ins = ins[1:]
     names = meth["arg_names"] if len(meth["arg_names"]) == len(ins) else [""] * len(ins)
     args = ", ".join(f"{n}: {t}" if n else t for n, t in zip(names, ins))
-    return f"{meth['name']}({args}) -> ({', '.join(meth['outputs'])})"
+    shape = meth.get("output_structure")
+    returns = f"  # returns {_structure(shape)[:200]}" if shape is not None else ""
+    return f"{meth['name']}({args}) -> ({', '.join(meth['outputs'])}){returns}"
+
+
+def _structure(spec: Any) -> str:
+    """A validated ``output_structure`` in Python's words, ``_`` for a part the graph's output
+    type already says (a tensor, a plain tuple or list): ``{'h': _, 'p': P(a=_, b=_)}``."""
+    if spec is None:
+        return "_"
+    kind, children = spec[0], [_structure(c) for c in spec[-1]]
+    if kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(spec[1], children)) + "}"
+    if kind == "namedtuple":
+        return f"{spec[1]}(" + ", ".join(f"{f}={c}" for f, c in zip(spec[2], children)) + ")"
+    if kind == "list":
+        return "[" + ", ".join(children) + "]"
+    return "(" + ", ".join(children) + (",)" if len(children) == 1 else ")")
 
 
 def _join(path: str, name: str) -> str:

@@ -134,7 +134,24 @@ def test_inspect_cli_lists_every_method(multi, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     for name in ("forward", "encode", "pair"):
-        assert name in out.stdout
+        assert f"def {name}(" in out.stdout
+    for flag, words in (("--code", "def encode(self, x: Tensor, y: Tensor)"),
+                        ("--graph", "sm::tanh")):
+        out = subprocess.run([sys.executable, "-m", "scriptmod.cli", "inspect", str(path), flag],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and words in out.stdout, out.stdout + out.stderr
+
+
+def test_inspect_cli_shows_output_structures(tmp_path):
+    class Structured(nn.Module):
+        def forward(self, x):
+            return {"h": x * 2, "p": Pair(x, (x + 1,))}
+    path = tmp_path / "structured.smod"
+    jit.trace(Structured(), sm.ones(2, 3), strict=False).save(str(path))
+    out = subprocess.run([sys.executable, "-m", "scriptmod.cli", "inspect", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "# returns {'h': _, 'p': Pair(a=_, b=_)}" in out.stdout
 
 
 # ---- argument errors ---------------------------------------------------------------------
