@@ -620,3 +620,53 @@ def test_container_inputs_that_cannot_be_graph_inputs_are_refused(arg):
             return sm.ones(1)
     with pytest.raises(jit.TracingError, match="argument 'd' is a .* holding tensors"):
         jit.trace(Any_(), (arg(sm.ones(2)),))
+
+
+def test_graphs_that_differ_between_traces_raise_like_torch():
+    def build(lib):
+        class Counter(lib.nn.Module):
+            calls = 0
+
+            def forward(self, x):
+                type(self).calls += 1
+                return x * type(self).calls
+        return Counter()
+    with pytest.raises(torch.jit.TracingCheckError, match="Graphs differed across invocations"):
+        torch.jit.trace(build(torch), torch.ones(2))
+    with pytest.raises(jit.TracingCheckError, match="Graphs differed across invocations"):
+        jit.trace(build(sm), sm.ones(2))
+
+
+def test_python_number_from_a_tensor_with_strict_false_is_checked():
+    class Item(nn.Module):
+        def forward(self, x):
+            return x * int(x[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(jit.TracingCheckError, match="Graphs differed"):
+            jit.trace(Item(), sm.ones(2), strict=False, check_inputs=[(sm.ones(2) * 3,)])
+        with pytest.raises(jit.TracingError, match="Python number"):
+            jit.trace(Item(), sm.ones(2), check_inputs=[(sm.ones(2) * 3,)])
+
+
+def test_state_changes_on_loaded_modules_never_run_stale_kernels():
+    eager, _ = both(_two)
+    loaded = roundtrip(jit.trace(eager, sm.ones(2, 4)))
+    x = sm.tensor(data(3, 4))
+    close(loaded(x), eager(x))
+    _, fresh = both(_two)
+    state = {k: sm.tensor(v.detach().numpy()) for k, v in fresh.state_dict().items()}
+    loaded.load_state_dict(state)
+    eager.load_state_dict(state)
+    close(loaded(x), eager(x))
+    loaded.to(sm.float64)
+    eager.to(sm.float64)
+    got = loaded(x.double())
+    assert got.dtype == sm.float64
+    close(got, eager(x.double()), tol=1e-12)
+    with pytest.raises(RuntimeError, match="(?i)double|float64"):
+        loaded(x)
+    with sm.no_grad():
+        loaded.fc2.bias.add_(1)
+        eager.fc2.bias.add_(1)
+    close(loaded(x.double()), eager(x.double()), tol=1e-12)
