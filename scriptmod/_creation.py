@@ -14,6 +14,7 @@ import numpy as np
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
+from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.runtime import backend
 from scriptmod.runtime import random as rng
 from scriptmod import _device
@@ -192,6 +193,9 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
         if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
             raise TypeError(f"arange(): argument '{name}' must be a number, got "
                             f"{type(v).__name__}")
+    if not all(np.isfinite(v) for v in vals):
+        raise ArgumentValueError(f"arange: unsupported range: {vals[0]} -> {vals[1]} "
+                                 f"(step {vals[2]}); bounds and step must be finite")
     is_int = all(isinstance(v, (int, np.integer)) for v in vals)
     attrs = _attrs(dtype, device, D.int64 if is_int else None)
     # bounds are inputs: a size read from x.shape while tracing stays symbolic

@@ -157,7 +157,7 @@ def split(self: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tens
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         if step <= 0:
-            raise ValueError(f"split: split_size must be positive, got {step}")
+            raise ShapeError(f"split: split_size must be positive, got {step}")
         sizes = _split_sizes(n, step)
     else:
         sizes = list(split_size_or_sections)
@@ -289,6 +289,9 @@ def bmm(self: Tensor, mat2: Tensor) -> Tensor:
 
 
 def outer(self: Tensor, vec2: Tensor) -> Tensor:
+    for name, v in (("self", self), ("vec2", vec2)):
+        if v.dim() != 1:
+            raise ShapeError(f"outer: Expected 1-D argument {name}, but got {v.dim()}-D")
     return unsqueeze(self, 1) * unsqueeze(vec2, 0)
 
 
@@ -448,7 +451,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if isinstance(tensors, Tensor) or not all(isinstance(t, Tensor) for t in tensors):
         raise TypeError("stack(): expected a sequence of Tensors")
     if not tensors:
-        raise ValueError("stack(): expected a non-empty list of Tensors")
+        raise ShapeError("stack(): expected a non-empty list of Tensors")
     return dispatch("stack", tuple(tensors), {"dim": int(dim)})
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import DTypeError
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import SavedTensor
@@ -54,13 +55,23 @@ for _alias, _n in _ALIASES.items():
     setattr(Tensor, _alias, getattr(Tensor, _n))
 
 
+def _check_alpha(self: Tensor, other: Any, alpha: Any) -> None:
+    """torch refuses a float ``alpha`` when both operands are integral (or bool)."""
+    if isinstance(alpha, float) and self.dtype.category < D.FLOAT and not (
+            isinstance(other, float) or isinstance(other, Tensor) and other.dtype.category >= D.FLOAT):
+        raise DTypeError(f"For integral input tensors, argument alpha must not be a floating "
+                         f"point number (got alpha={alpha} for {self.dtype.name})")
+
+
 def _add(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     other = _operand(other)
+    _check_alpha(self, other, alpha)
     return dispatch("add", (self, other if alpha == 1 else other * alpha))
 
 
 def _sub(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     other = _operand(other)
+    _check_alpha(self, other, alpha)
     return dispatch("sub", (self, other if alpha == 1 else other * alpha))
 
 

@@ -223,8 +223,12 @@ def reduce_dims(attrs: dict, rank: int, op: str = "") -> tuple[int, ...]:
     dim = attrs.get("dim")
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         return tuple(range(rank))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    return tuple(sorted({norm_dim(d, rank, op) for d in dims}))
+    dims = [norm_dim(d, rank, op) for d in ((dim,) if isinstance(dim, int) else tuple(dim))]
+    if len(set(dims)) != len(dims):
+        dup = next(d for d in dims if dims.count(d) > 1)
+        raise ShapeError(f"{op + ': ' if op else ''}dim {dup} appears multiple times in the list "
+                         f"of dims {tuple(dim)}")
+    return tuple(sorted(dims))
 
 
 def reduce(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:

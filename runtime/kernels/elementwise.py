@@ -87,10 +87,26 @@ def _sigmoid(xp: Any, x: Any) -> Any:
 
 
 kernel("add")(lambda xp, a, b: a + b)
-kernel("sub")(lambda xp, a, b: a - b)
+@kernel("sub")
+def _sub(xp: Any, a: Any, b: Any) -> Any:
+    if all(getattr(v, "dtype", None) == np.bool_ or type(v) is bool for v in (a, b)):
+        raise DTypeError("sub: Subtraction, the `-` operator, with two bool tensors is not "
+                         "supported. Use the `^` or logical_xor() operator instead.")
+    return a - b
 kernel("mul")(lambda xp, a, b: a * b)
 kernel("div")(_quiet(lambda xp, a, b: a / b))
-kernel("floor_divide")(_quiet(lambda xp, a, b: xp.floor_divide(a, b)))
+def _int_zero_divisor(a: Any, b: Any) -> None:
+    """PyTorch raises for an integer division by zero (NumPy would give 0 and warn)."""
+    kinds = [getattr(v, "dtype", np.asarray(v).dtype).kind for v in (a, b)]
+    if all(k in "iub" for k in kinds) and not bool((b != 0).all() if hasattr(b, "all") else b):
+        raise ArgumentValueError("ZeroDivisionError: integer division or remainder by zero")
+
+
+@kernel("floor_divide")
+@_quiet
+def _floor_divide(xp: Any, a: Any, b: Any) -> Any:
+    _int_zero_divisor(a, b)
+    return xp.floor_divide(a, b)
 
 
 @kernel("remainder")
@@ -98,6 +114,7 @@ kernel("floor_divide")(_quiet(lambda xp, a, b: xp.floor_divide(a, b)))
 def _remainder(xp: Any, a: Any, b: Any) -> Any:
     """Python's modulo, except that a zero result keeps the sign of ``a`` (PyTorch's fmod
     based remainder) where NumPy gives it the sign of ``b``."""
+    _int_zero_divisor(a, b)
     out = xp.remainder(a, b)
     if getattr(out, "dtype", None) is None or out.dtype.kind != "f":
         return out
@@ -125,10 +142,10 @@ def _pow(xp: Any, a: Any, b: Any) -> Any:
         if b == -1 and a.dtype.kind in "fc":
             return 1 / a
         if a.dtype.kind in "iu" and b < 0:
-            raise ValueError("pow: integers to negative integer powers are not allowed")
+            raise ArgumentValueError("pow: integers to negative integer powers are not allowed")
     elif hasattr(b, "dtype") and b.dtype.kind in "iu" and hasattr(a, "dtype") and a.dtype.kind in "iu":
         if (b < 0).any():
-            raise ValueError("pow: integers to negative integer powers are not allowed")
+            raise ArgumentValueError("pow: integers to negative integer powers are not allowed")
     return xp.power(a, b)
 
 

@@ -10,7 +10,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod._creation import arange, full
 from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
-from scriptmod.ir.errors import ShapeError
+from scriptmod.ir.errors import ArgumentValueError, ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod.nn.functional import dropout, linear, pad
 
@@ -43,6 +43,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, "
                          "not both")
     _check_sdpa_dtypes(query, key, value, attn_mask)
+    if not 0.0 <= dropout_p <= 1.0:   # torch's sdpa: a RuntimeError, unlike F.dropout's
+        raise ArgumentValueError(f"scaled_dot_product_attention: dropout probability has to be "
+                                 f"between 0 and 1, but got {dropout_p}")
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
         key, value = (_repeat_heads(t, query.shape[-3] // t.shape[-3]) for t in (key, value))
     s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale

@@ -6,7 +6,7 @@ import warnings
 
 
 from scriptmod.ir import dtypes as D
-from scriptmod.ir.errors import DTypeError, ShapeError
+from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod.nn.functional import _softplus, _tracing
 
@@ -161,7 +161,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     (N, ...) or class probabilities (the input's shape)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+        raise ArgumentValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if input.dim() == 0:
         raise ShapeError("cross_entropy: expected input of shape (C,), (N, C) or (N, C, d1, ...), "
                          "got a 0-d tensor")

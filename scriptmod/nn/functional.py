@@ -24,7 +24,7 @@ from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
 from scriptmod.ir import dtypes
 from scriptmod.autograd import grad_mode
-from scriptmod.ir.errors import DTypeError, ShapeError
+from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -123,7 +123,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         return _gelu_none(input)
     if approximate == "tanh":
         return _gelu_tanh(input)
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise ArgumentValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -264,12 +264,16 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     batched = input.dim() == 4
     x = input if batched else input.unsqueeze(0)
     st, dil = _pair(stride, "stride"), _pair(dilation, "dilation")
+    _positive(st, "stride", "conv2d", "non-positive stride is not supported")
+    _positive(dil, "dilation", "conv2d", "dilation should be greater than zero")
     if padding == "valid":
         pd = (0, 0)
     elif padding == "same":
         x, pd = _same_padding(x, weight, st, dil)
     else:
         pd = _pair(padding, "padding")
+        if min(pd) < 0:
+            raise ShapeError(f"conv2d: negative padding is not supported, got padding={pd}")
     out = dispatch("conv2d", (x, weight, bias), {"stride": st, "padding": pd, "dilation": dil,
                                                  "groups": int(groups)})
     return out if batched else out.squeeze(0)
@@ -293,6 +297,11 @@ def _pool_args(kernel_size: Any, stride: Any, padding: Any,
     return k, s, p
 
 
+def _positive(v: tuple[int, int], arg: str, op: str, what: str) -> None:
+    if min(v) <= 0:
+        raise ShapeError(f"{op}: {what}, got {arg}={v}")
+
+
 def _check_pool_input(input: Tensor, name: str) -> None:
     if input.dim() not in (3, 4):
         raise ShapeError(f"{name}: expected 3-D (C, H, W) or 4-D (N, C, H, W) input, got "
@@ -305,8 +314,10 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
         raise NotImplementedError("max_pool2d: return_indices=True is not supported")
     _check_pool_input(input, "max_pool2d")
     k, s, p = _pool_args(kernel_size, stride, padding, "max_pool2d")
+    dil = _pair(dilation, "dilation")
+    _positive(dil, "dilation", "max_pool2d", "dilation should be greater than zero")
     return dispatch("max_pool2d", (input,), {"kernel_size": k, "stride": s, "padding": p,
-                                             "dilation": _pair(dilation, "dilation"),
+                                             "dilation": dil,
                                              "ceil_mode": bool(ceil_mode)})
 
 
@@ -323,7 +334,7 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
                                             "count_include_pad": bool(count_include_pad)})
     if divisor_override is not None:
         if divisor_override == 0:
-            raise ValueError("avg_pool2d: divisor must be not zero")
+            raise ArgumentValueError("avg_pool2d: divisor must be not zero")
         out = out * (k[0] * k[1] / divisor_override)
     return out
 
@@ -393,6 +404,11 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
     """x / max(||x||_p, eps) along ``dim`` (finite gradient at x == 0)."""
     if out is not None:
         raise NotImplementedError("normalize: out= is not supported")
+    if p == 0 or math.isinf(p):   # count of non-zeros, max or min |x| (torch's vector norms)
+        a = input.abs()
+        norm = ((input != 0).sum(dim=dim, keepdim=True).to(input.dtype) if p == 0 else
+                a.amax(dim=dim, keepdim=True) if p > 0 else a.amin(dim=dim, keepdim=True))
+        return input / norm.clamp(min=eps)
     powered = input * input if p == 2 else input.abs() ** p
     total = powered.sum(dim=dim, keepdim=True).clamp(min=eps ** p)
     norm = total.sqrt() if p == 2 else total ** (1.0 / p)
@@ -415,6 +431,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     if sparse or scale_grad_by_freq:
         raise NotImplementedError("embedding: sparse=True and scale_grad_by_freq=True are not "
                                   "supported (scriptmod has no sparse gradients)")
+    if weight.dim() != 2:
+        raise ShapeError(f"embedding: 'weight' must be 2-D, got shape {tuple(weight.shape)}")
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.nn import functional as F
 from scriptmod.nn import init
 from scriptmod.nn.module import Module
@@ -85,7 +86,7 @@ class GELU(Module):
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
         if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+            raise ArgumentValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
     def forward(self, input: Tensor) -> Tensor:
