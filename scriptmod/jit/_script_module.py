@@ -21,6 +21,7 @@ from scriptmod.nn.module import Module
 from scriptmod.tensor import wrap
 
 
+_FORWARD_VIEWS = frozenset({"graph", "inlined_graph", "code", "code_with_constants"})
 _CONTAINERS = {"nn.Sequential": "list", "nn.ModuleList": "list", "nn.ModuleDict": "dict"}
 
 
@@ -55,6 +56,15 @@ class ScriptModule(Module):
 
     def _get_name(self) -> str:
         return self.original_name
+
+    def __getattr__(self, name: str) -> Any:
+        """``.graph``/``.code`` of a module whose forward never ran say so (a property's
+        AttributeError would otherwise read "no attribute 'code'")."""
+        if name in _FORWARD_VIEWS and "forward" not in self.__dict__.get("_methods", {"forward": 0}):
+            raise AttributeError(f"'{self.__dict__.get('original_name')}' ScriptModule has no "
+                                 f"{name}: its forward was not called while tracing (a "
+                                 f"container, or a submodule the traced code never called)")
+        return super().__getattr__(name)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "ScriptModule":
         """A copy compiles its own specializations (native code cannot be copied)."""

@@ -670,3 +670,22 @@ def test_state_changes_on_loaded_modules_never_run_stale_kernels():
         loaded.fc2.bias.add_(1)
         eager.fc2.bias.add_(1)
     close(loaded(x.double()), eager(x.double()), tol=1e-12)
+
+
+def test_code_of_a_submodule_never_called_says_why():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(2, 2)])
+            self.unused = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.blocks[0](x)
+    t = jit.trace(M(), sm.ones(1, 2))
+    for sub in (t.blocks, t.unused, roundtrip(t).unused):
+        for name in ("code", "graph"):
+            with pytest.raises(AttributeError, match="forward was not called while tracing"):
+                getattr(sub, name)
+    with pytest.raises(RuntimeError, match="not called during tracing"):
+        t.unused(sm.ones(1, 2))
+    ast.parse(t.blocks[0].code)
