@@ -35,7 +35,7 @@ __all__ = [
     "relu", "relu_", "relu6", "hardtanh", "gelu", "silu", "elu", "leaky_relu", "prelu",
     "threshold", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax", "log_softmax",
     "linear", "conv2d", "max_pool2d", "avg_pool2d", "dropout", "batch_norm", "layer_norm",
-    "embedding", "pad", "normalize", "one_hot", "scaled_dot_product_attention",
+    "embedding", "pad", "normalize", "cosine_similarity", "one_hot", "scaled_dot_product_attention",
     "multi_head_attention_forward", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
     "binary_cross_entropy_with_logits",
 ]
@@ -413,6 +413,20 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
     total = powered.sum(dim=dim, keepdim=True).clamp(min=eps ** p)
     norm = total.sqrt() if p == 2 else total ** (1.0 / p)
     return input / norm
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast first), each
+    divided by its norm clamped at ``eps`` as PyTorch does (zeros give 0, not nan).
+
+    >>> F.cosine_similarity(scriptmod.tensor([[1.0, 0.0]]), scriptmod.tensor([[1.0, 1.0]]))
+    tensor([0.7071])
+    """
+    shape = list((x1 + x2).shape)   # the broadcast shape (torch expands both to it)
+    a, b = x1.expand(shape), x2.expand(shape)
+    na = (a * a).sum(dim=dim, keepdim=True).sqrt().clamp(min=eps)
+    nb = (b * b).sum(dim=dim, keepdim=True).sqrt().clamp(min=eps)
+    return ((a / na) * (b / nb)).sum(dim=dim)
 
 
 def _embedding_renorm_(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float) -> None:

@@ -847,3 +847,24 @@ def test_ivy_store_vars_partial_v_and_build_modes() -> None:
             lazy.build(sm.ones(5, 3))
         assert tuple(lazy(sm.ones(5, 3)).shape) == (5, 2) and lazy.built
         assert repr(lazy) == "Linear(in_features=3, out_features=2, bias=True)"
+
+
+COSINE_CASES: dict[str, Callable[[Any], Any]] = {
+    "zeros and tiny rows": lambda L: F(L).cosine_similarity(
+        L.tensor([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0], [1e-20, 0.0, 0.0]]),
+        L.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])),
+    "broadcast": lambda L: F(L).cosine_similarity(L.tensor([[1.0, 2.0], [3.0, -4.0]]),
+                                                  L.tensor([1.0, 0.0])),
+    "dim 0, all zeros": lambda L: F(L).cosine_similarity(L.zeros(2, 3), L.zeros(2, 3), dim=0),
+    "inf": lambda L: F(L).cosine_similarity(L.tensor([[float("inf"), 1.0]]),
+                                            L.tensor([[1.0, 1.0]])),
+    "float64 and float32": lambda L: F(L).cosine_similarity(
+        L.tensor([[1.0, 2.0]], dtype=L.float64), L.tensor([[2.0, 1.0]])),
+}
+
+
+@pytest.mark.parametrize("name", list(COSINE_CASES))
+def test_cosine_similarity_matches_torch(name: str) -> None:
+    want, got = COSINE_CASES[name](torch), COSINE_CASES[name](sm)
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(np.asarray(got.numpy()), want.numpy(), rtol=1e-6, equal_nan=True)
