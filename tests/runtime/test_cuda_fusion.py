@@ -19,6 +19,7 @@ import op_cases as OC
 from scriptmod.codegen.c_source import CUDA, render_c
 from scriptmod.codegen.formulas import FORMULAS
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import DeviceError
 from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import fuse_elementwise
@@ -215,7 +216,7 @@ def test_guards_name_the_argument(cp: ModuleType) -> None:
     with pytest.raises(TypeError, match=r"argument 'c' \(input 2\).*CuPy array on cuda:0.*"
                                         r"numpy.ndarray"):
         fk([x, a, np.ones((2, 3), np.float32)])
-    with pytest.raises(ValueError, match=r"argument 'a' \(input 1\).*cuda:0.*cuda:1"):
+    with pytest.raises(DeviceError, match=r"argument 'a' \(input 1\).*cuda:0.*cuda:1"):
         fk([x, cp.asarray(np.ones(3, np.float32), device=1), c])
     with pytest.raises(TypeError, match="expected 3 input"):
         fk([x, a])
@@ -224,7 +225,7 @@ def test_guards_name_the_argument(cp: ModuleType) -> None:
 def test_inputs_on_different_devices_are_refused(cp: ModuleType) -> None:
     fk = kernel_of(w1_graph(device="cuda"), cp)
     x, a, c = _inputs(2, 3)
-    with pytest.raises(ValueError, match=r"inputs on different devices \(cuda:0, cuda:2\)"):
+    with pytest.raises(DeviceError, match=r"inputs on different devices \(cuda:0, cuda:2\)"):
         fk([cp.asarray(x, device=0), cp.asarray(a, device=2), cp.asarray(c, device=0)])
 
 
@@ -233,7 +234,7 @@ def test_a_plan_hit_still_catches_a_device_change(cp: ModuleType) -> None:
     fk = kernel_of(w1_graph(device="cuda"), cp)
     xs = _inputs(2, 3)
     fk([cp.asarray(v, device=0) for v in xs])
-    with pytest.raises(ValueError, match="different devices"):
+    with pytest.raises(DeviceError, match="different devices"):
         fk([cp.asarray(xs[0], device=1)] + [cp.asarray(v, device=0) for v in xs[1:]])
 
 
