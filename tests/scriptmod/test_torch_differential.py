@@ -868,3 +868,17 @@ def test_cosine_similarity_matches_torch(name: str) -> None:
     want, got = COSINE_CASES[name](torch), COSINE_CASES[name](sm)
     assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
     np.testing.assert_allclose(np.asarray(got.numpy()), want.numpy(), rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("target_dtype", ["int64", "uint8"])
+def test_class_index_targets_torch_accepts(target_dtype: str) -> None:
+    """Long and Byte targets work (int32 is refused, in BAD_CALLS), weighted and ignored."""
+    got, want = [], []
+    for L, out in ((torch, want), (sm, got)):
+        x = L.tensor([[1.0, 2.0, 3.0], [0.0, 1.0, -1.0], [2.0, 0.5, 0.0]])
+        t = L.tensor([2, 0, 1]).to(getattr(L, target_dtype))
+        w = L.tensor([0.2, 1.0, 3.0])
+        out += [F(L).cross_entropy(x, t, weight=w).item(),
+                F(L).nll_loss(x.log_softmax(1), t, ignore_index=0).item(),
+                F(L).cross_entropy(x, t, label_smoothing=0.1).item()]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
