@@ -19,7 +19,7 @@ class DTypeError(RuntimeError, TypeError):
     """Dtypes that do not fit an op (``Linear`` weights of bfloat16 fed float32)."""
 
 
-class ArgumentError(DTypeError):
+class ArgumentError(RuntimeError, TypeError):
     """Arguments that do not fit a compiled signature (missing, extra, of the wrong kind):
     a ``RuntimeError`` as in PyTorch's ``forward() is missing value for argument 'y'``, and
     a ``TypeError`` as for a Python function called so."""
