@@ -24,7 +24,7 @@ for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "ta
 
 # binary arithmetic with PyTorch promotion
 op("add(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
-op("sub(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN)
+op("sub(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.sub_dtype, R.broadcast, EW, BIN)
 op("mul(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
 op("div(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN)
 op("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF)

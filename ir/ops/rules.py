@@ -39,6 +39,19 @@ def promote(ops: Sequence[Any], attrs: dict) -> DType:
     return D.result_type(dim, zero, scalars)
 
 
+def sub_dtype(ops: Sequence[Any], attrs: dict) -> DType:
+    """``promote``, but like PyTorch refuse a bool operand (``~``/``^`` are what users mean)."""
+    bools = [o for o in ops if o is bool or isinstance(o, tuple) and o[0] is D.bool_]
+    if len(bools) == 2:
+        raise DTypeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                         "Use the `^` or `logical_xor()` operator instead.")
+    if bools:
+        raise DTypeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                         "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                         "operator instead.")
+    return promote(ops, attrs)
+
+
 def promote_float(ops: Sequence[Any], attrs: dict) -> DType:
     return D.to_float(promote(ops, attrs))
 

@@ -87,14 +87,11 @@ def _sigmoid(xp: Any, x: Any) -> Any:
 
 
 kernel("add")(lambda xp, a, b: a + b)
-@kernel("sub")
-def _sub(xp: Any, a: Any, b: Any) -> Any:
-    if all(getattr(v, "dtype", None) == np.bool_ or type(v) is bool for v in (a, b)):
-        raise DTypeError("sub: Subtraction, the `-` operator, with two bool tensors is not "
-                         "supported. Use the `^` or logical_xor() operator instead.")
-    return a - b
+kernel("sub")(lambda xp, a, b: a - b)   # the type rule refuses bool operands
 kernel("mul")(lambda xp, a, b: a * b)
 kernel("div")(_quiet(lambda xp, a, b: a / b))
+
+
 def _int_zero_divisor(a: Any, b: Any) -> None:
     """PyTorch raises for an integer division by zero (NumPy would give 0 and warn)."""
     kinds = [getattr(v, "dtype", np.asarray(v).dtype).kind for v in (a, b)]
