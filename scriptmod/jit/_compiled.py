@@ -146,18 +146,21 @@ def _interpreter_class() -> type:
 def _get_attr_handler(node: Node) -> Any:
     """``ArrayInterpreter.get_attr`` as one closure (module reads are most of W4's nodes).
     For a module whose class defines no attribute of that name, ``getattr`` would end in
-    ``Module.__getattr__``'s registry search: do that search directly (no failed lookup)."""
+    ``Module.__getattr__``'s registry search: do that search directly (no failed lookup).
+    ``ScriptModule.__getattr__`` differs from it only for names its class defines."""
     from scriptmod.nn.module import Module
+    from scriptmod.jit._script_module import ScriptModule
     from scriptmod.tensor import Tensor
     name = node.attrs["name"]
     plain: dict[type, bool] = {}
+    registry_search = (Module.__getattr__, ScriptModule.__getattr__)
 
     def get_attr(interp: Any, n: Node, args: list) -> Any:
         obj = args[0]
         cls = type(obj)
         fast = plain.get(cls)
         if fast is None:
-            fast = plain[cls] = (issubclass(cls, Module) and cls.__getattr__ is Module.__getattr__
+            fast = plain[cls] = (issubclass(cls, Module) and cls.__getattr__ in registry_search
                                  and not hasattr(cls, name))
         v = _registry_get(obj.__dict__, name) if fast else _MISSING
         if v is _MISSING:
