@@ -50,8 +50,17 @@ def _sign(xp: Any, x: Any) -> Any:
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
-# x < 0 ? 0 : x, as PyTorch: NaN stays NaN and -0.0 stays -0.0 (np.maximum gives +0.0)
-kernel("relu")(lambda xp, x: xp.where(x < 0, 0, x) if x.dtype.kind != "b" else x.copy())
+def _bound(xp: Any, x: Any, bound: Any, op: Any) -> Any:
+    """``op(x, bound)`` (np.maximum/np.minimum: a NaN on either side gives NaN), but ``x``
+    itself where it equals the bound, so -0.0 survives a bound of 0.0 as in PyTorch."""
+    if xp is np:   # one ufunc pass with where=; np.where's select costs ~9x on 4M floats
+        out = x.copy()
+        return op(out, bound, out=out, where=out != bound)
+    return xp.where(x == bound, x, op(x, bound))   # CuPy ufuncs take no where=
+
+
+# x < 0 ? 0 : x, as PyTorch: NaN stays NaN and -0.0 stays -0.0
+kernel("relu")(lambda xp, x: _bound(xp, x, 0, xp.maximum) if x.dtype.kind != "b" else x.copy())
 kernel("floor")(lambda xp, x: xp.floor(x) if x.dtype.kind == "f" else x.copy())
 kernel("ceil")(lambda xp, x: xp.ceil(x) if x.dtype.kind == "f" else x.copy())
 kernel("round")(lambda xp, x: xp.round(x) if x.dtype.kind == "f" else x.copy())
@@ -188,15 +197,13 @@ def _where(xp: Any, cond: Any, a: Any, b: Any) -> Any:
 def _clamp(xp: Any, x: Any, min: float | None = None, max: float | None = None) -> Any:
     if min is None and max is None:
         raise ArgumentValueError("clamp: at least one of 'min' or 'max' must not be None")
-    out = x
     # PyTorch's semantics: x NaN -> NaN, a NaN bound -> NaN, x equal to a bound stays x (the
-    # sign of -0.0 survives clamp(min=0.0)); np.maximum/np.minimum would give +0.0
-    for bound, past in ((min, xp.less), (max, xp.greater)):
+    # sign of -0.0 survives clamp(min=0.0))
+    out = x
+    for bound, op in ((min, xp.maximum), (max, xp.minimum)):
         if bound is not None:
-            b = xp.asarray(bound, dtype=x.dtype)
-            hit = past(out, b) | (xp.isnan(b) if x.dtype.kind == "f" else False)
-            out = xp.where(hit, b, out)
-    return out if out is not x else x.copy()
+            out = _bound(xp, out, xp.asarray(bound, dtype=x.dtype), op)
+    return out
 
 
 @kernel("copy_")
