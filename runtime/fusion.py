@@ -84,11 +84,23 @@ def supported_on(node: Node, on_device: Callable[[str], bool]) -> bool:
         return False
     if not set(node.attrs) <= _ATTRS.get(node.op_name, set()):
         return False
+    if node.op_name in _RAISING_ON_INTS and _integer_result(node):
+        return False
     for v in list(node.inputs) + node.outputs:
         t = v.type
         if isinstance(t, TensorType) and (not on_device(t.device) or t.dtype not in DTYPES):
             return False
     return True
+
+
+# Integer division by zero raises in PyTorch and in our reference kernel; a native kernel
+# cannot raise, so these stay unfused on integers (their formula maps b == 0 to (a, 0)).
+_RAISING_ON_INTS = frozenset({"floor_divide", "remainder"})
+
+
+def _integer_result(node: Node) -> bool:
+    t = node.outputs[0].type
+    return isinstance(t, TensorType) and not t.dtype.is_floating_point
 
 
 def supported(node: Node) -> bool:

@@ -184,3 +184,25 @@ def test_warm_calls_read_attributes_without_getattr_fallback(monkeypatch: pytest
     monkeypatch.undo()
     assert calls == []
     np.testing.assert_allclose(out.numpy(), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_traced_integer_division_by_zero_raises_as_eager(fused: bool) -> None:
+    """A native kernel cannot raise, so integer // and % stay out of fusion groups and the
+    checked reference kernel runs: a zero divisor raises (as torch and eager do) instead of
+    giving the formula's (a, 0)."""
+    class IntDiv(nn.Module):
+        def forward(self, a: sm.Tensor, b: sm.Tensor) -> sm.Tensor:
+            return (a // b + a % b) * 2
+
+    a, b = sm.tensor([7, 8, 9]), sm.tensor([2, 3, 4])
+    with sm.no_grad(), fuser(fused):
+        traced = jit.trace(IntDiv(), (a, b))
+        assert traced(a, b).tolist() == IntDiv()(a, b).tolist() == [8, 8, 6]
+        kinds = [n.kind for n in traced.graph_for(a, b).walk()]
+        assert "sm::floor_divide" in kinds and "sm::remainder" in kinds   # not inside a group
+        zero = sm.tensor([2, 0, 4])
+        with pytest.raises(RuntimeError, match="by zero"):
+            IntDiv()(a, zero)
+        with pytest.raises(RuntimeError, match="by zero"):
+            traced(a, zero)
