@@ -515,6 +515,24 @@ def wrap(arr: Any) -> Tensor:
     return Tensor._make(arr)
 
 
+def wrap_tree(x: Any) -> Any:
+    """``wrap`` every array in a nest of tuples and lists (a compiled graph's outputs)."""
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return Tensor._make(x)
+    if isinstance(x, (tuple, list)):
+        return type(x)(wrap_tree(i) for i in x)
+    return x
+
+
+def unwrap_tree(x: Any) -> Any:
+    """Every Tensor's array in a nest of tuples and lists (a compiled graph's inputs)."""
+    if isinstance(x, Tensor):
+        return x._data
+    if isinstance(x, (tuple, list)):
+        return type(x)(unwrap_tree(i) for i in x)
+    return x
+
+
 set_tensor_class(Tensor)
 
 from scriptmod._tensor_ops import *  # noqa: E402,F401,F403  (methods and function forms)

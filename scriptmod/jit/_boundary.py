@@ -31,7 +31,7 @@ from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType, TupleType, Type
 from scriptmod.nn import _module_hooks as hooks
 from scriptmod.runtime.interpreter import InterpreterError
-from scriptmod.tensor import Tensor, wrap
+from scriptmod.tensor import Tensor, unwrap_tree, wrap_tree
 from scriptmod.jit._structure import flatten
 
 HOOK_VERSION = hooks.HOOK_VERSION
@@ -69,14 +69,14 @@ class BoundaryError(InterpreterError):
 def call_boundary(node: Node, mod: Any, args: Sequence[Any], raw: bool) -> list[Any]:
     """Call submodule ``mod`` through ``Module.__call__`` (hooks included); ``raw``: the
     arguments and the result are arrays (the no-autograd path), else Tensors."""
-    ins = [_wrap(a) for a in args] if raw else list(args)
+    ins = [wrap_tree(a) for a in args] if raw else list(args)
     try:
         with _method_as_forward(mod, node.attrs["name"]):
             out = flatten(mod(*ins))[0]     # a dict/namedtuple result: the tuple the graph has
         _check_result(node, mod, out)
     except Exception as e:
         raise BoundaryError(e) from e
-    return [_unwrap(out) if raw else out]
+    return [unwrap_tree(out) if raw else out]
 
 
 @contextlib.contextmanager
@@ -128,17 +128,3 @@ def _mismatch(t: Type, out: Any) -> str | None:
     return None
 
 
-def _wrap(a: Any) -> Any:
-    if hasattr(a, "shape") and hasattr(a, "dtype"):
-        return wrap(a)
-    if isinstance(a, (tuple, list)):
-        return type(a)(_wrap(x) for x in a)
-    return a
-
-
-def _unwrap(a: Any) -> Any:
-    if isinstance(a, Tensor):
-        return a._data
-    if isinstance(a, (tuple, list)):
-        return type(a)(_unwrap(x) for x in a)
-    return a

@@ -30,7 +30,7 @@ from scriptmod.jit import _compiled, _rank
 from scriptmod.jit._boundary import (HOOK_VERSION, BoundaryError, call_boundary, hooked_paths,
                                      kept_calls, module_path)
 from scriptmod.autograd import grad_mode
-from scriptmod.tensor import Tensor, wrap
+from scriptmod.tensor import Tensor, unwrap_tree, wrap, wrap_tree
 
 OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
             "eliminate_dead_code", elide_unobserved_copies]
@@ -72,11 +72,11 @@ class Executor:
         try:
             if grad_mode.is_grad_enabled() and _needs_grad(owner if head else self.module, args):
                 return _run_with_grad(spec, head, args)
-            raw = _compiled.array_interpreter(spec.graph).run(*head, *[_unwrap(a) for a in args])
+            raw = _compiled.array_interpreter(spec.graph).run(*head, *[unwrap_tree(a) for a in args])
         except BoundaryError as e:     # raised in a hooked submodule call: the user's own error
             err = e.original
         else:
-            out = _wrap_out(raw)
+            out = wrap_tree(raw)
             if spec.written:
                 out = _written_back(out, args, spec.written)
             return _same_objects(out, _arrays_of(args)) if spec.aliased else out
@@ -299,13 +299,6 @@ def _needs_grad(module: Any, args: Sequence[Any]) -> bool:
     return any(p.requires_grad for p in module.parameters())
 
 
-def _unwrap(a: Any) -> Any:
-    if isinstance(a, Tensor):
-        return a._data
-    if isinstance(a, (tuple, list)):
-        return type(a)(_unwrap(x) for x in a)
-    return a
-
 
 def _run_with_grad(spec: Specialization, head: tuple, args: Sequence[Any]) -> Any:
     """Op by op through autograd. An argument written in place is read through a clone, as
@@ -392,13 +385,6 @@ def _same_objects(x: Any, by_array: dict[int, Tensor]) -> Any:
         return type(x)(_same_objects(i, by_array) for i in x)
     return x
 
-
-def _wrap_out(x: Any) -> Any:
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return wrap(x)
-    if isinstance(x, (tuple, list)):
-        return type(x)(_wrap_out(i) for i in x)
-    return x
 
 
 def submodule_of(root: Any, call: Node) -> Any:
