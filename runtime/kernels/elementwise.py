@@ -53,10 +53,9 @@ def _sign(xp: Any, x: Any) -> Any:
 def _bound(xp: Any, x: Any, bound: Any, op: Any) -> Any:
     """``op(x, bound)`` (np.maximum/np.minimum: a NaN on either side gives NaN), but ``x``
     itself where it equals the bound, so -0.0 survives a bound of 0.0 as in PyTorch."""
-    if xp is np:   # one ufunc pass with where=; np.where's select costs ~9x on 4M floats
-        out = x.copy()
-        return op(out, bound, out=out, where=out != bound)
-    return xp.where(x == bound, x, op(x, bound))   # CuPy ufuncs take no where=
+    out = op(x, bound, out=xp.empty_like(x))   # then a masked copy: np.where's select costs
+    xp.copyto(out, x, where=x == bound)          # ~6x this on 4M floats
+    return out
 
 
 # x < 0 ? 0 : x, as PyTorch: NaN stays NaN and -0.0 stays -0.0
