@@ -193,7 +193,8 @@ _BUFFER = {"name": str, "tensor": (str, None), "persistent": bool}
 _CHILD = {"name": str, "module": (int, None)}
 ANY = object()        # a field whose contents a later step validates
 _METHOD = {"name": str, "arg_names": [str], "inputs": [str], "outputs": [str],
-           "constants": [str], "output_structure?": ANY}   # "?": may be absent
+           "constants": [str], "output_structure?": ANY,   # "?": may be absent
+           "input_structure?": ANY}
 _MODULE = {"path": str, "original_name": str, "qualified_name": str, "training": bool,
            "parameters": [_PARAM], "buffers": [_BUFFER], "submodules": [_CHILD],
            "methods": [_METHOD]}

@@ -32,7 +32,7 @@ from scriptmod.ir.types import TensorType, TupleType, Type
 from scriptmod.nn import _module_hooks as hooks
 from scriptmod.runtime.interpreter import InterpreterError
 from scriptmod.tensor import Tensor, unwrap_tree, wrap_tree
-from scriptmod.jit._structure import flatten
+from scriptmod.jit._structure import flatten, unflatten_inputs
 
 HOOK_VERSION = hooks.HOOK_VERSION
 
@@ -70,6 +70,9 @@ def call_boundary(node: Node, mod: Any, args: Sequence[Any], raw: bool) -> list[
     """Call submodule ``mod`` through ``Module.__call__`` (hooks included); ``raw``: the
     arguments and the result are arrays (the no-autograd path), else Tensors."""
     ins = [wrap_tree(a) for a in args] if raw else list(args)
+    in_spec = getattr(mod, "_in_specs", {}).get(node.attrs["name"])
+    if in_spec is not None:               # a dict argument: the hooks see the dict
+        ins = unflatten_inputs(ins, in_spec)
     try:
         with _method_as_forward(mod, node.attrs["name"]):
             out = flatten(mod(*ins))[0]     # a dict/namedtuple result: the tuple the graph has

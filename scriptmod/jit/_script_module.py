@@ -16,7 +16,7 @@ from scriptmod.ir.errors import ArgumentError
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.types import ModuleType
 from scriptmod.jit._executor import Executor, inlined
-from scriptmod.jit._structure import unflatten
+from scriptmod.jit._structure import bind_structured, unflatten
 from scriptmod.nn.module import Module
 from scriptmod.tensor import wrap
 
@@ -42,13 +42,15 @@ class ScriptModule(Module):
     def __init__(self, original_name: str, qualified_name: str,
                  methods: dict[str, Graph] | None = None,
                  arg_names: dict[str, list[str]] | None = None,
-                 out_specs: dict[str, Any] | None = None) -> None:
+                 out_specs: dict[str, Any] | None = None,
+                 in_specs: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.original_name = original_name
         self._qualified_name = qualified_name
         self._methods: dict[str, Graph] = dict(methods or {})
         self._arg_names: dict[str, list[str]] = dict(arg_names or {})
         self._out_specs: dict[str, Any] = {k: v for k, v in (out_specs or {}).items() if v is not None}
+        self._in_specs: dict[str, Any] = {k: v for k, v in (in_specs or {}).items() if v is not None}
         self._executors: dict[str, Executor] = {}
         for name in self._methods:        # ``traced.encode(x)``; an instance attribute, so that
             if _installable(self, name):  # attribute reads on the hot path stay plain lookups
@@ -128,7 +130,10 @@ class ScriptModule(Module):
         if method not in self._methods:
             raise RuntimeError(f"{self.original_name}.{method}() has no compiled graph: the "
                                f"module was not called during tracing")
-        if kwargs:
+        if self._in_specs and method in self._in_specs:   # dict/nested arguments: their tensors
+            args = bind_structured(f"{self.original_name}.{method}()", self._in_specs[method],
+                                   args, dict(kwargs))
+        elif kwargs:
             args = self._positional(method, args, kwargs)
         out = self.executor(method)(args)
         if self._out_specs:                   # a dict or namedtuple output: rebuild it
@@ -312,10 +317,10 @@ class ScriptFunction:
     compiled ``__call__``."""
 
     def __init__(self, name: str, graph: Graph, arg_names: list[str],
-                 out_spec: Any = None) -> None:
+                 out_spec: Any = None, in_spec: Any = None) -> None:
         self.__name__ = self.original_name = self.name = name
         self._module = ScriptModule(name, name, {"forward": graph}, {"forward": arg_names},
-                                    {"forward": out_spec})
+                                    {"forward": out_spec}, {"forward": in_spec})
 
     @property
     def graph(self) -> Graph:

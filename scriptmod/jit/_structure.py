@@ -20,10 +20,12 @@ import keyword
 import os
 import sys
 import warnings
-from typing import Any
+from typing import Any, Iterator, Sequence, Tuple
 
+from scriptmod.ir.errors import ArgumentError
 from scriptmod.ir.types import AnyType, ListType, TupleType, Type
-from scriptmod.jit._tracer import TracerWarning, TracingError
+from scriptmod.jit._tracer import TracerWarning, TracingError, _is_traced_arg as is_traced_arg
+from scriptmod.tensor import Tensor
 
 # A spec is None (the value as the graph returns it) or one of
 #   ("dict", keys, children)  ("namedtuple", cls, children)  ("tuple", children)  ("list", children)
@@ -212,3 +214,196 @@ def _fields(name: Any, fields: Any, n: int, where: str) -> tuple[str, tuple[str,
 def _namedtuple_class(name: str, fields: tuple[str, ...]) -> type:
     """One class per (name, fields), so that outputs of loaded modules share a type."""
     return collections.namedtuple(name, fields)  # type: ignore[misc]
+
+
+# ---- structured inputs ---------------------------------------------------------------------
+# An argument that is a dict (PyTorch's ``Dict[str, Tensor]``) or a nested tuple/list of
+# tensors reaches the graph as its tensor leaves, one graph input each (dict values in the
+# traced key order). Its spec has the output format, with ``None`` for a tensor leaf; a
+# method's input spec is one ``(name, spec)`` per graph-visible argument (``None``: as is).
+InputSpec = Tuple[Tuple[str, Spec], ...]
+
+
+def flatten_inputs(names: list[str], args: list[Any]) -> tuple[list[str], list[Any],
+                                                                 InputSpec | None]:
+    """Graph-input names and values for a traced call's arguments, and the input spec
+    (``None`` when no argument is structured, the common case)."""
+    if not any(_structured(a) for a in args):
+        return names, args, None
+    leaf_names: list[str] = []
+    leaves: list[Any] = []
+    spec: list[tuple[str, Spec]] = []
+    taken = set(names)
+    for name, a in zip(names, args):
+        if not _structured(a):
+            leaf_names.append(name)
+            leaves.append(a)
+            if is_traced_arg(a):
+                spec.append((name, None))
+            continue
+        paths: list[list[str]] = []
+        s = _flatten_input(a, name, [], leaves, paths, 0)
+        leaf_names += [_leaf_name(name, p, taken) for p in paths]
+        spec.append((name, s))
+    return leaf_names, leaves, tuple(spec)
+
+
+def _structured(a: Any) -> bool:
+    """A dict or nested container holding tensors (a flat tuple of tensors is a graph input
+    of its own, as before)."""
+    return not is_traced_arg(a) and holds_tensor(a)
+
+
+def holds_tensor(x: Any) -> bool:
+    if isinstance(x, Tensor):
+        return True
+    if isinstance(x, dict):
+        return any(holds_tensor(v) for v in x.values())
+    return isinstance(x, (tuple, list)) and any(holds_tensor(v) for v in x)
+
+
+def _flatten_input(x: Any, where: str, path: list[str], leaves: list[Any],
+                   paths: list[list[str]], depth: int) -> Spec:
+    if depth > MAX_DEPTH:
+        raise TracingError(f"argument {where!r} nests containers more than {MAX_DEPTH} deep")
+    if isinstance(x, Tensor):
+        leaves.append(x)
+        paths.append(path)
+        return None
+    if isinstance(x, dict):
+        for k in x:
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise TracingError(f"argument {where!r}: a dict input must have str or int keys, "
+                                   f"got a {type(k).__name__} key {k!r}")
+        return ("dict", tuple(x), tuple(
+            _flatten_input(v, where, path + [str(k)], leaves, paths, depth + 1)
+            for k, v in x.items()))
+    if isinstance(x, (tuple, list)):
+        return ("list" if isinstance(x, list) else "tuple", tuple(
+            _flatten_input(v, where, path + [str(i)], leaves, paths, depth + 1)
+            for i, v in enumerate(x)))
+    raise TracingError(f"argument {where!r} holds a value of type {type(x).__name__} "
+                       f"({str(x)[:40]}) beside "
+                       f"tensors: only Tensors and (possibly nested) Lists, Dicts, and Tuples "
+                       f"of Tensors can be traced (PyTorch's rule); pass it as an argument of "
+                       f"its own")
+
+
+def _leaf_name(name: str, path: list[str], taken: set[str]) -> str:
+    """An identifier for a leaf's graph input: ``d_a`` for ``d["a"]``, ``t_0_1``."""
+    parts = [p if p.isidentifier() or p.isdigit() else "k" for p in path]
+    base = "_".join([name] + parts)[:200]
+    out, n = base, 1
+    while out in taken:
+        out, n = f"{base}_{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def bind_structured(owner: str, spec: InputSpec, args: Sequence[Any],
+                    kwargs: dict[str, Any]) -> list[Any]:
+    """A call's arguments flattened against the recorded input spec; ``ArgumentError``
+    naming the argument when one is missing or does not fit. A dict may hold more keys
+    than traced (PyTorch reads the traced keys and ignores the rest)."""
+    if len(args) > len(spec):
+        raise ArgumentError(f"{owner}: expected at most {len(spec)} argument(s) "
+                            f"({', '.join(n for n, _ in spec)}), got {len(args)}")
+    values = list(args)
+    for name, _ in spec[len(args):]:
+        if name not in kwargs:
+            raise ArgumentError(f"{owner} missing argument {name!r} (it takes "
+                                f"{', '.join(n for n, _ in spec)})")
+        values.append(kwargs.pop(name))
+    if kwargs:
+        raise ArgumentError(f"{owner} got unexpected keyword argument(s) {sorted(kwargs)} (it "
+                            f"takes {', '.join(n for n, _ in spec)})")
+    out: list[Any] = []
+    for (name, s), v in zip(spec, values):
+        if s is None:
+            out.append(v)
+        else:
+            _leaves_of(v, s, f"{owner}: argument {name!r}", name, out)
+    return out
+
+
+def _leaves_of(x: Any, spec: Spec, where: str, path: str, out: list[Any]) -> None:
+    if spec is None:
+        if not isinstance(x, Tensor):
+            raise ArgumentError(f"{where}: expected a Tensor at {path}, got {type(x).__name__}")
+        out.append(x)
+        return
+    kind, children = spec[0], spec[-1]
+    if kind == "dict":
+        if not isinstance(x, dict):
+            raise ArgumentError(f"{where}: expected a dict with keys {list(spec[1])} at {path} "
+                                f"(as traced), got {type(x).__name__}")
+        missing = [k for k in spec[1] if k not in x]
+        if missing:
+            raise ArgumentError(f"{where}: the dict at {path} lacks key(s) {missing} (traced "
+                                f"with keys {list(spec[1])}, got {list(x)})")
+        for k, s in zip(spec[1], children):
+            _leaves_of(x[k], s, where, f"{path}[{k!r}]", out)
+        return
+    if not isinstance(x, (tuple, list)) or len(x) != len(children):
+        got = f"a {type(x).__name__} of {len(x)}" if isinstance(x, (tuple, list)) \
+            else f"a {type(x).__name__}"
+        raise ArgumentError(f"{where}: expected a {kind} of {len(children)} item(s) at {path} "
+                            f"(as traced), got {got}")
+    for i, (v, s) in enumerate(zip(x, children)):
+        _leaves_of(v, s, where, f"{path}[{i}]", out)
+
+
+def unflatten_inputs(leaves: Sequence[Any], spec: InputSpec) -> list[Any]:
+    """The arguments a call with ``spec`` passes, rebuilt from the graph's leaf inputs (a
+    hooked submodule call runs through ``Module.__call__`` with what eager code passed)."""
+    it = iter(leaves)
+    return [next(it) if s is None else _rebuild(it, s) for _, s in spec]
+
+
+def _rebuild(it: Iterator[Any], spec: Spec) -> Any:
+    if spec is None:
+        return next(it)
+    items = [_rebuild(it, s) for s in spec[-1]]
+    if spec[0] == "dict":
+        return dict(zip(spec[1], items))
+    return items if spec[0] == "list" else tuple(items)
+
+
+def leaf_count(spec: Spec) -> int:
+    return 1 if spec is None else sum(leaf_count(s) for s in spec[-1])
+
+
+def input_spec_to_json(spec: InputSpec) -> Any:
+    """``[[name, structure], ...]``, one per graph-visible argument."""
+    return [[name, to_json(s)] for name, s in spec]
+
+
+def input_spec_from_json(data: Any, n_inputs: int, where: str) -> InputSpec:
+    """A validated input spec from an archive: distinct identifier names, structures as for
+    outputs (no namedtuples), leaves adding up to the graph's ``n_inputs`` inputs. Raises
+    ``ValueError`` naming ``where``."""
+    if not isinstance(data, list) or len(data) > n_inputs:
+        raise ValueError(f"{where}: expected a list of at most {n_inputs} [name, structure] "
+                         f"pairs, got {str(data)[:80]}")
+    out: list[tuple[str, Spec]] = []
+    for i, pair in enumerate(data):
+        if (not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str)
+                or not pair[0].isidentifier() or len(pair[0]) > 255):
+            raise ValueError(f"{where}[{i}]: expected [identifier, structure], got "
+                             f"{str(pair)[:80]}")
+        spec = from_json(pair[1], AnyType, f"{where}[{i}]")
+        if _has_namedtuple(spec):
+            raise ValueError(f"{where}[{i}]: an input structure has no namedtuples")
+        out.append((pair[0], spec))
+    if len({n for n, _ in out}) != len(out):
+        raise ValueError(f"{where}: argument names must be distinct")
+    total = sum(leaf_count(s) for _, s in out)
+    if total != n_inputs:
+        raise ValueError(f"{where}: the structures hold {total} tensor(s), the graph takes "
+                         f"{n_inputs} input(s)")
+    return tuple(out)
+
+
+def _has_namedtuple(spec: Spec) -> bool:
+    return spec is not None and (spec[0] == "namedtuple" or
+                                 any(_has_namedtuple(s) for s in spec[-1]))

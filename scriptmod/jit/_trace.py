@@ -18,7 +18,8 @@ from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._executor import inlined, submodule_of
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule
-from scriptmod.jit._structure import caller_stacklevel, flatten, flatten_output, unflatten
+from scriptmod.jit._structure import (caller_stacklevel, flatten, flatten_inputs, flatten_output,
+                                      unflatten)
 from scriptmod.jit._tracer import (Tracer, TracerWarning, TracingError, _flatten_args,
                                    _is_traced_arg, call_flat, class_name)
 from scriptmod._traced_int import watch_range
@@ -81,39 +82,24 @@ def _make_hook(tracer: Tracer, module: Any, forward: Callable) -> Callable:
 
 
 def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple,
-            kwargs: dict) -> tuple[Graph, list[str], Any]:
-    """One root call traced: its graph, the names of its graph inputs, its output structure."""
+            kwargs: dict) -> tuple[Graph, list[str], Any, Any]:
+    """One root call traced: its graph, the names of its graph inputs, its output structure
+    and its input structure (dict and nested arguments reach the graph as their tensors)."""
     names, flat = _flatten_args(fn, args, kwargs)
-    _check_inputs_traceable(fn, names, flat)
     flat = _distinct(flat)
+    try:
+        leaf_names, leaves, in_spec = flatten_inputs(names, flat)
+    except TracingError as e:
+        raise TracingError(f"tracing {getattr(fn, '__qualname__', fn)}: {e}") from None
     with _tracing(tracer):
-        frame = tracer.new_frame(target, flat, names)
+        frame = tracer.new_frame(target, leaves, leaf_names)
         try:
             plain, spec = flatten_output(call_flat(fn, names, flat), tracer.strict)
         except BaseException:
             tracer.frames.clear()
             raise
         graph = tracer.finish_frame(frame, plain)
-    return graph, [n for n, a in zip(names, flat) if _is_traced_arg(a)], spec
-
-
-def _check_inputs_traceable(fn: Callable, names: list[str], flat: list[Any]) -> None:
-    """A dict, a nested container or a tuple mixing tensors with other values cannot be a
-    graph input yet: refuse it here, rather than bake its tensors in as constants."""
-    for name, a in zip(names, flat):
-        if not _is_traced_arg(a) and _holds_tensor(a):
-            raise TracingError(f"tracing {getattr(fn, '__qualname__', fn)}: argument {name!r} is "
-                               f"a {type(a).__name__} holding tensors; inputs may be tensors or "
-                               f"flat tuples/lists of tensors (PyTorch also takes Dict[str, "
-                               f"Tensor]): pass its tensors as separate arguments")
-
-
-def _holds_tensor(x: Any) -> bool:
-    if isinstance(x, Tensor):
-        return True
-    if isinstance(x, dict):
-        return any(_holds_tensor(v) for v in x.values())
-    return isinstance(x, (tuple, list)) and any(_holds_tensor(v) for v in x)
+    return graph, [n for n, a in zip(leaf_names, leaves) if _is_traced_arg(a)], spec, in_spec
 
 
 def _distinct(flat: list[Any]) -> list[Any]:
@@ -128,6 +114,8 @@ def _distinct(flat: list[Any]) -> list[Any]:
             seen.add(id(a))
         elif isinstance(a, (tuple, list)) and not hasattr(type(a), "_fields"):
             return type(a)(own(x) for x in a)
+        elif isinstance(a, dict):
+            return {k: own(v) for k, v in a.items()}
         return a
     return [own(a) for a in flat]
 
@@ -196,12 +184,14 @@ def _trace_calls(mod: Module, calls: Calls, strict: bool) -> ScriptModule:
     tracer = Tracer(mod, strict)
     arg_names: dict[int, dict[str, list[str]]] = {}
     specs: dict[int, dict[str, Any]] = {}
+    in_specs = tracer.input_specs_of_calls
     for method, (args, kwargs) in calls.items():
-        graph, names, spec = _record(tracer, mod, getattr(mod, method), args, kwargs)
+        graph, names, spec, in_spec = _record(tracer, mod, getattr(mod, method), args, kwargs)
         tracer.graphs.setdefault(id(mod), {})[method] = graph
         tracer.modules[id(mod)] = mod
         arg_names.setdefault(id(mod), {})[method] = names
         specs.setdefault(id(mod), {})[method] = spec
+        in_specs.setdefault(id(mod), {})[method] = in_spec
     for mid, names in tracer.arg_names_of_calls.items():
         arg_names.setdefault(mid, {}).update(names)
     for mid, sub in _SUB_SPECS.pop(tracer, {}).items():
@@ -245,8 +235,8 @@ def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,
     if not callable(func):
         raise TypeError(f"trace: expected a Module or a function, got {type(func).__name__}")
     call = _function_call(example_inputs, example_kwarg_inputs)
-    graph, names, spec = _record(Tracer(None, strict), None, func, *call)
-    sf = ScriptFunction(getattr(func, "__name__", "function"), graph, names, spec)
+    graph, names, spec, in_spec = _record(Tracer(None, strict), None, func, *call)
+    sf = ScriptFunction(getattr(func, "__name__", "function"), graph, names, spec, in_spec)
     if check_trace:
         for c in check_inputs or [example_inputs if example_inputs is not None
                                   else example_kwarg_inputs]:
@@ -274,7 +264,7 @@ def _symbolic_batch(tracer: Tracer, inputs: dict[str, Any]) -> None:
     done: set[int] = set()
     root = tracer.root
     for method, args in inputs.items():
-        first = [a for a in _as_tuple(args) if isinstance(a, Tensor)]
+        first = _leaves(_as_tuple(args)[:1])      # a dict argument: its first tensor
         if first and first[0].dim() >= 2:
             _propagate(tracer, root, tracer.graphs[id(root)][method], first[0].shape[0], done)
 
@@ -306,7 +296,8 @@ def _build(mod: Module, tracer: Tracer, arg_names: dict[int, dict[str, list[str]
     if id(mod) in memo:
         return memo[id(mod)]
     sm = ScriptModule(type(mod).__name__, class_name(mod), tracer.graphs.get(id(mod), {}),
-                      arg_names.get(id(mod), {}), specs.get(id(mod), {}))
+                      arg_names.get(id(mod), {}), specs.get(id(mod), {}),
+                      tracer.input_specs_of_calls.get(id(mod), {}))
     memo[id(mod)] = sm
     for name, p in mod._parameters.items():
         sm.register_parameter(name, p)

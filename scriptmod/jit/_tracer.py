@@ -119,6 +119,7 @@ class Tracer:
         self.written: dict[int, tuple[Tensor, str | None, bool]] = {}  # id(storage root) ->
         # the last tensor written, where, and whether that tensor's own value is recorded
         self.arg_names_of_calls: dict[int, dict[str, list[str]]] = {}
+        self.input_specs_of_calls: dict[int, dict[str, Any]] = {}   # dict/nested arguments
 
     # ---- frames -----------------------------------------------------------------------
     def new_frame(self, module: Any, args: Sequence[Any], names: Sequence[str]) -> Frame:
@@ -342,8 +343,10 @@ class Tracer:
     # ---- submodule calls ------------------------------------------------------------------
     def call_module(self, module: Any, forward: Callable, args: tuple, kwargs: dict) -> Any:
         parent = self.frames[-1]
+        from scriptmod.jit._structure import flatten_inputs   # it imports this module
         names, flat = _flatten_args(forward, args, kwargs)
-        child = self.new_frame(module, flat, names)
+        leaf_names, leaves, in_spec = flatten_inputs(names, flat)   # a dict: its tensors
+        child = self.new_frame(module, leaves, leaf_names)
         try:
             out = call_flat(forward, names, flat)
         except BaseException:
@@ -352,10 +355,12 @@ class Tracer:
         graph = self.finish_frame(child, out)
         method = self._store(module, graph)
         self.arg_names_of_calls.setdefault(id(module), {})[method] = \
-            [n for n, a in zip(names, flat) if _is_traced_arg(a)]
+            [n for n, a in zip(leaf_names, leaves) if _is_traced_arg(a)]
+        if in_spec is not None:
+            self.input_specs_of_calls.setdefault(id(module), {})[method] = in_spec
         with parent.b.at_source(user_source()):
             mod_v = self.module_value(parent, module)
-            ins = [self.input_value(parent, a) for a in flat if _is_traced_arg(a)]
+            ins = [self.input_value(parent, a) for a in leaves if _is_traced_arg(a)]
             call = parent.b.call_method(mod_v, method, ins, [graph.outputs[0].type])
             self._bind_output(parent, out, call[0])
         self._mark_written_args(child, out)

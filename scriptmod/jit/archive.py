@@ -228,6 +228,9 @@ class _Writer:
         spec = m._out_specs.get(name)
         if spec is not None:                  # a dict or namedtuple output
             entry["output_structure"] = S.to_json(spec)
+        in_spec = m._in_specs.get(name)
+        if in_spec is not None:               # dict or nested container arguments
+            entry["input_structure"] = S.input_spec_to_json(in_spec)
         return entry
 
 
@@ -332,6 +335,18 @@ def _output_spec(meth: dict[str, Any], g: Graph, i: int) -> Any:
         raise ArchiveError(f"{where}: the method returns {len(g.outputs)} values, not one")
     try:
         return S.from_json(meth["output_structure"], g.outputs[0].type, where)
+    except ValueError as e:
+        raise ArchiveError(str(e)) from None
+
+
+def _input_spec(meth: dict[str, Any], g: Graph, i: int) -> Any:
+    """The method's dict/nested argument structure, checked against its graph inputs."""
+    if meth.get("input_structure") is None:
+        return None
+    where = f"manifest.modules[{i}].methods[{meth['name']!r}].input_structure"
+    skip = 1 if g.inputs and isinstance(g.inputs[0].type, ModuleType) else 0
+    try:
+        return S.input_spec_from_json(meth["input_structure"], len(g.inputs) - skip, where)
     except ValueError as e:
         raise ArchiveError(str(e)) from None
 
@@ -512,7 +527,8 @@ def _rebuild(manifest: dict[str, Any], graphs: dict[tuple[int, str], Graph],
         e["original_name"], e["qualified_name"],
         {m["name"]: graphs[(i, m["name"])] for m in e["methods"]},
         {m["name"]: list(m["arg_names"]) for m in e["methods"]},
-        {m["name"]: _output_spec(m, graphs[(i, m["name"])], i) for m in e["methods"]})
+        {m["name"]: _output_spec(m, graphs[(i, m["name"])], i) for m in e["methods"]},
+        {m["name"]: _input_spec(m, graphs[(i, m["name"])], i) for m in e["methods"]})
         for i, e in enumerate(mods)]
     get: Any = lambda key: None if key is None else tensors[key]  # noqa: E731
     try:
