@@ -203,7 +203,13 @@ class ScriptModule(Module):
 
     def graph_for(self, *inputs: Any) -> Graph:
         """The optimized graph actually run for ``inputs`` (specializing it if needed)."""
-        return self.executor("forward").specialize(inputs).graph
+        return self.executor("forward").specialize(self._graph_args("forward", inputs)).graph
+
+    def _graph_args(self, method: str, inputs: Sequence[Any]) -> Sequence[Any]:
+        """The graph's arguments for a call's: a dict argument's tensors (``graph_for``)."""
+        spec = self._in_specs.get(method)
+        return inputs if spec is None else bind_structured(
+            f"{self.original_name}.{method}()", spec, inputs, {})
 
     def _method_graph(self, method: str) -> Graph:
         try:
@@ -306,7 +312,8 @@ class ScriptMethod:
 
     def graph_for(self, *inputs: Any) -> Graph:
         """The optimized graph run for ``inputs``."""
-        return self.owner.executor(self.name).specialize(inputs).graph
+        return self.owner.executor(self.name).specialize(
+            self.owner._graph_args(self.name, inputs)).graph
 
     def __repr__(self) -> str:
         return f"<ScriptMethod {self.owner.original_name}.{self.name}>"

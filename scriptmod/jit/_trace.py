@@ -264,7 +264,7 @@ def _symbolic_batch(tracer: Tracer, inputs: dict[str, Any]) -> None:
     done: set[int] = set()
     root = tracer.root
     for method, args in inputs.items():
-        first = _leaves(_as_tuple(args)[:1])      # a dict argument: its first tensor
+        first = _leaves(_as_tuple(args))          # a dict argument: its tensors
         if first and first[0].dim() >= 2:
             _propagate(tracer, root, tracer.graphs[id(root)][method], first[0].shape[0], done)
 

@@ -291,6 +291,14 @@ def test_in_place_write_into_a_dict_value_reaches_the_caller():
     np.testing.assert_allclose(_np(out), [[1.0, 3.0, 1.0]])
 
 
+def test_graph_for_takes_the_dict():
+    traced = jit.trace(mixer, ({"a": sm.randn(2, 4), "b": sm.randn(2, 4)},))
+    g = traced.graph_for({"a": sm.randn(5, 4), "b": sm.randn(5, 4)})
+    assert [repr(v.type) for v in g.inputs] == ["Float(5, 4)", "Float(5, 4)"]
+    with pytest.raises(jit.ArgumentError, match="lacks key"):
+        traced.graph_for({"a": sm.randn(5, 4)})
+
+
 def test_plain_tensor_modules_record_no_input_structure():
     traced = jit.trace(nn.Linear(4, 2), sm.randn(2, 4))
     assert traced._in_specs == {}
