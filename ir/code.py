@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import keyword
 import re
-from typing import Any
+from typing import Any, Callable
 
 from . import schema as S
 from .dtypes import DType
@@ -36,6 +36,46 @@ _SIMPLE_TYPES: dict[Type, str] = {IntType: "int", FloatType: "float", BoolType: 
                                   StrType: "str", NoneType: "None", DeviceType: "Device",
                                   DTypeType: "dtype", NumberType: "number", AnyType: "Any"}
 _PURE_PRIMS = {Prim.LIST_CONSTRUCT, Prim.TUPLE_CONSTRUCT, Prim.TUPLE_INDEX}
+
+# Python operator precedence, loosest first: an operand is parenthesized when it binds looser
+# than its slot needs (``(a + b) * c``, ``a - (b - c)``, ``-(a + b)``, ``(a < b) == c``).
+LOOSEST, COMPARE, ADD, MUL, UNARY, ATOM = range(6)
+# Size arithmetic as a person writes it: op -> (template, precedence of the result, precedence
+# each operand needs). ``{0}``.. are operands, ``{dim}`` etc. attributes. A size reads
+# ``x.size(0)``, not torch's ``torch.size(x, 0)``: it is what the traced code wrote, and it is
+# a real Tensor method, while ``torch.size`` is not a public function.
+_SIZE_OPS: dict[str, tuple[str, int, tuple[int, ...]]] = {
+    "sm::size": ("{0}.size({dim})", ATOM, (ATOM,)),
+    "sm::int_add": ("{0} + {1}", ADD, (ADD, ADD + 1)),
+    "sm::int_sub": ("{0} - {1}", ADD, (ADD, ADD + 1)),
+    "sm::int_mul": ("{0} * {1}", MUL, (MUL, MUL + 1)),
+    "sm::int_floordiv": ("{0} // {1}", MUL, (MUL, MUL + 1)),
+    "sm::int_mod": ("{0} % {1}", MUL, (MUL, MUL + 1)),
+    "sm::int_neg": ("-{0}", UNARY, (UNARY + 1,)),
+    "sm::int_min": ("min({0}, {1})", ATOM, (LOOSEST, LOOSEST)),
+    "sm::int_max": ("max({0}, {1})", ATOM, (LOOSEST, LOOSEST)),
+    # comparisons chain in Python (``a < b < c``): a comparison operand is always wrapped
+    "sm::int_eq": ("{0} == {1}", COMPARE, (COMPARE + 1, COMPARE + 1)),
+    "sm::int_ne": ("{0} != {1}", COMPARE, (COMPARE + 1, COMPARE + 1)),
+    "sm::int_lt": ("{0} < {1}", COMPARE, (COMPARE + 1, COMPARE + 1)),
+    "sm::int_le": ("{0} <= {1}", COMPARE, (COMPARE + 1, COMPARE + 1)),
+    "sm::int_gt": ("{0} > {1}", COMPARE, (COMPARE + 1, COMPARE + 1)),
+    "sm::int_ge": ("{0} >= {1}", COMPARE, (COMPARE + 1, COMPARE + 1)),
+}
+
+
+def _guard(cond: str, attrs: dict[str, Any]) -> str:
+    """``assert cond, "traced with <what> at <where>"``: a guard checks what the trace assumed."""
+    where = f" at {attrs['where']}" if attrs.get("where") else ""
+    message = f"traced with {attrs.get('what', '')}{where}"
+    return f"assert {cond}, {_quoted(message)}"
+
+
+# ops printed as a statement: op -> (the statement from its operand texts and attributes,
+# what its result reads as afterwards: a guard that passed returns True)
+_STATEMENT_OPS: dict[str, tuple[Callable[[str, dict[str, Any]], str], str]] = {
+    "sm::guard": (_guard, "True"),
+}
 
 
 def annotation(t: Type) -> str:
@@ -123,11 +163,17 @@ class CodePrinter:
         self.fusions = fusions
         self.names = PyNamer()
         self.exprs: dict[Value, str] = {}
+        self.precedence: dict[Value, int] = {}   # of an inlined expression; a name is ATOM
         self.lines: list[str] = []
         self.mutates = any(n.kind in (Prim.SET_ATTR, Prim.CALL_METHOD) for n in graph.walk())
 
     def ref(self, v: Value) -> str:
         return self.exprs.get(v) or self.names.names.get(v) or self.names.define(v)
+
+    def operand(self, v: Value, need: int) -> str:
+        """``v``'s text, parenthesized when it binds looser than its slot needs."""
+        text = self.ref(v)
+        return f"({text})" if self.precedence.get(v, ATOM) < need else text
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append(INDENT * depth + text)
@@ -152,12 +198,15 @@ class CodePrinter:
             self.statement(node, depth)
 
     def inlinable(self, node: Node) -> bool:
-        if len(node.outputs) != 1 or len(node.output.uses) != 1 or node.blocks:
+        if len(node.outputs) != 1 or node.blocks:
             return False
         if node.output.debug_name is not None:   # a user's name says more than an expression
             return False
-        user = node.output.uses[0].user
-        if user.owning_block is not node.owning_block:
+        uses = node.output.uses
+        # ``x.size(0)`` is as short as a name and says more: a size read inlines at every use
+        if len(uses) != 1 and not (uses and node.kind == "sm::size"):
+            return False
+        if any(u.user.owning_block is not node.owning_block for u in uses):
             return False
         if node.is_op and node.op_name in S.REGISTRY:
             return not S.REGISTRY[node.op_name].has(S.IMPURE)
@@ -169,7 +218,13 @@ class CodePrinter:
         if node.kind == Prim.LOOP:
             return self.loop(node, depth)
         if node.kind == Prim.CONSTANT and node not in self.constants:
-            self.exprs[node.output] = literal(node.attrs.get("value"))
+            value = self.exprs[node.output] = literal(node.attrs.get("value"))
+            self.precedence[node.output] = UNARY if value.startswith("-") else ATOM
+            return None
+        if node.kind in _STATEMENT_OPS:
+            form, result = _STATEMENT_OPS[node.kind]
+            self.emit(depth, form(self.ref(node.inputs[0]), node.attrs))
+            self.exprs.update((v, result) for v in node.outputs)
             return None
         text = self.expression(node)
         if text is None:
@@ -178,6 +233,8 @@ class CodePrinter:
             self.emit(depth, text)
         elif len(node.outputs) == 1 and self.inlinable(node):
             self.exprs[node.output] = text
+            self.precedence[node.output] = _SIZE_OPS[node.kind][1] if node.kind in _SIZE_OPS \
+                else ATOM
         elif not node.outputs:
             self.emit(depth, text)
         else:
@@ -215,6 +272,10 @@ class CodePrinter:
             return f"raise {node.attrs.get('kind', 'RuntimeError')}({node.attrs.get('message', '')!r})"
         if k == Prim.PRINT:
             return f"print({', '.join(a)})"
+        if k in _SIZE_OPS:
+            template, _, needs = _SIZE_OPS[k]
+            return template.format(*(self.operand(v, p) for v, p in zip(node.inputs, needs)),
+                                   **node.attrs)
         if k == Prim.FUSION_GROUP:
             index = next(i for i, g in enumerate(self.fusions) if g is node.attrs["subgraph"])
             return f"FusionGroup_{index}({', '.join(a)})"

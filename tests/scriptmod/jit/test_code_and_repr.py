@@ -4,6 +4,7 @@ Tensors, a loaded module prints as ``RecursiveScriptModule``, a traced function'
 from __future__ import annotations
 
 import ast
+import inspect
 import io
 
 import numpy as np
@@ -146,3 +147,40 @@ def test_loaded_function_archive_keeps_its_code():
     loaded = jit.load(io.BytesIO(buf.getvalue()))
     assert loaded.code == traced.code
     ast.parse(loaded.code)
+
+
+class SizeArithmetic(nn.Module):
+    def forward(self, x):
+        n = x.size(0)
+        head = x[: n // 2]                                  # a slice with a symbolic bound
+        if x.shape[0] > 2:                                  # a guarded Python decision
+            head = head * 2
+        tail = x[-(n - 1):]
+        cols = x.narrow(1, 0, x.shape[1] - 1)
+        steps = sm.arange(x.shape[1])
+        parts = x.split(x.shape[0] // 2)
+        flat = x.view(min(n, 8) * x.shape[1] % 64, -1)
+        return head, tail, cols, steps, parts, flat
+
+
+def test_size_arithmetic_and_guards_read_as_python():
+    """Sizes read ``x.size(0)``, int ops print infix (``x.size(0) // 2``, ``-(x.size(0) - 1)``),
+    a guard (here also the one ``min(n, 8)`` and ``split`` record) is an ``assert`` naming the trace-time condition and the user's line;
+    ``.graph`` keeps the IR ops and the traced module still runs."""
+    traced = jit.trace(SizeArithmetic(), sm.randn(4, 3))
+    code = traced.code
+    ast.parse(code)
+    for op in ("size", "int_", "guard"):
+        assert f"ops.sm.{op}" not in code
+    assert "x.size(0) // 2" in code and "x.size(1) - 1" in code and "-(x.size(0) - 1)" in code
+    assert "x.size(0) * x.size(1) % 64" in code and "assert x.size(0) <= 8, " in code
+    line = inspect.getsourcelines(SizeArithmetic.forward)[1] + 3
+    assert f'assert x.size(0) > 2, "traced with x.shape[0] > 2 at test_code_and_repr.py:{line}"' \
+        in code
+    graph = str(traced.graph)
+    assert "sm::int_floordiv" in graph and "sm::guard[" in graph and "sm::size[dim=0]" in graph
+    x = sm.randn(6, 3)
+    for ours, eager in zip(traced(x), SizeArithmetic()(x)):
+        for o, e in zip(ours if isinstance(ours, tuple) else [ours],
+                        eager if isinstance(eager, tuple) else [eager]):
+            np.testing.assert_array_equal(o.numpy(), e.numpy())
