@@ -3,6 +3,8 @@
 Ops read ``ops.sm.add(a, b)`` with attributes as keywords, tensor constants read
 ``CONSTANTS.c0``, dtypes ``dtypes.float32``; unnamed pure values used once are inlined
 into their user, control flow becomes ``if``/``for``/``while``, fusion groups become functions.
+Sizes read ``x.size(0)``, integer arithmetic on them is infix (``x.size(0) // 2``, ``-n``,
+``min(a, b)``, ``a > 2``) and a guard is ``assert <condition>, "traced with <what> at <where>"``.
 
     >>> from scriptmod.ir import parse
     >>> g = parse('''graph(%x : Float(B, 4)):
@@ -13,6 +15,22 @@ into their user, control flow becomes ``if``/``for``/``while``, fusion groups be
     >>> print(python_code(g))
     def forward(x: Tensor) -> Tensor:
         return ops.sm.add(ops.sm.neg(x), x)
+    >>> g = parse('''graph(%x : Float(B, 4)):
+    ...   %n : int = sm::size[dim=0](%x)
+    ...   %2 : int = prim::Constant[value=2]()
+    ...   %3 : bool = sm::int_gt(%n, %2)
+    ...   %4 : bool = sm::guard[what="x.shape[0] > 2", where="model.py:12"](%3)
+    ...   %h : int = sm::int_floordiv(%n, %2)
+    ...   %y : Float(*, 4) = sm::narrow[dim=0](%x, %h, %h)
+    ...   return (%y)
+    ... ''')
+    >>> print(python_code(g))
+    def forward(x: Tensor) -> Tensor:
+        n = x.size(0)
+        assert n > 2, "traced with x.shape[0] > 2 at model.py:12"
+        h = n // 2
+        y = ops.sm.narrow(x, h, h, dim=0)
+        return y
 """
 from __future__ import annotations
 
