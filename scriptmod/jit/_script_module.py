@@ -12,11 +12,10 @@ import copy
 from typing import Any, Sequence
 
 from scriptmod.ir.code import code_with_constants, python_code
-from scriptmod.ir.errors import ArgumentError
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.types import ModuleType
 from scriptmod.jit._executor import Executor, inlined
-from scriptmod.jit._structure import bind_structured, unflatten
+from scriptmod.jit._structure import bind_keywords, bind_structured, unflatten
 from scriptmod.nn.module import Module
 from scriptmod.tensor import wrap
 
@@ -143,18 +142,8 @@ class ScriptModule(Module):
         return out
 
     def _positional(self, method: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
-        names = self._arg_names.get(method, [])
-        out = list(args)
-        for name in names[len(args):]:
-            if name not in kwargs:
-                raise ArgumentError(f"{self.original_name}.{method}() missing argument {name!r} "
-                                    f"(it takes {', '.join(names) or 'no arguments'})")
-            out.append(kwargs.pop(name))
-        if kwargs:
-            raise ArgumentError(f"{self.original_name}.{method}() got unexpected keyword "
-                                f"argument(s) {sorted(kwargs)} (it takes "
-                                f"{', '.join(names) or 'no arguments'})")
-        return tuple(out)
+        return tuple(bind_keywords(f"{self.original_name}.{method}()",
+                                   self._arg_names.get(method, []), args, kwargs))
 
     def save(self, f: Any, _extra_files: dict[str, Any] | None = None) -> None:
         """Write this module to an archive (see ``scriptmod.jit.save``).

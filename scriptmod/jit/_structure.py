@@ -300,6 +300,22 @@ def _leaf_name(name: str, path: list[str], taken: set[str]) -> str:
     return out
 
 
+def bind_keywords(owner: str, names: Sequence[str], args: Sequence[Any],
+                  kwargs: dict[str, Any]) -> list[Any]:
+    """``args``, then the remaining ``names`` taken from ``kwargs`` (consumed); an
+    ``ArgumentError`` naming a missing or unknown keyword."""
+    takes = ", ".join(names) or "no arguments"
+    values = list(args)
+    for name in names[len(args):]:
+        if name not in kwargs:
+            raise ArgumentError(f"{owner} missing argument {name!r} (it takes {takes})")
+        values.append(kwargs.pop(name))
+    if kwargs:
+        raise ArgumentError(f"{owner} got unexpected keyword argument(s) {sorted(kwargs)} "
+                            f"(it takes {takes})")
+    return values
+
+
 def bind_structured(owner: str, spec: InputSpec, args: Sequence[Any],
                     kwargs: dict[str, Any]) -> list[Any]:
     """A call's arguments flattened against the recorded input spec; ``ArgumentError``
@@ -308,15 +324,7 @@ def bind_structured(owner: str, spec: InputSpec, args: Sequence[Any],
     if len(args) > len(spec):
         raise ArgumentError(f"{owner}: expected at most {len(spec)} argument(s) "
                             f"({', '.join(n for n, _ in spec)}), got {len(args)}")
-    values = list(args)
-    for name, _ in spec[len(args):]:
-        if name not in kwargs:
-            raise ArgumentError(f"{owner} missing argument {name!r} (it takes "
-                                f"{', '.join(n for n, _ in spec)})")
-        values.append(kwargs.pop(name))
-    if kwargs:
-        raise ArgumentError(f"{owner} got unexpected keyword argument(s) {sorted(kwargs)} (it "
-                            f"takes {', '.join(n for n, _ in spec)})")
+    values = bind_keywords(owner, [n for n, _ in spec], args, kwargs)
     out: list[Any] = []
     for (name, s), v in zip(spec, values):
         if s is None:
