@@ -9,6 +9,7 @@ gets a graph of its own (a *frame*); a submodule call becomes ``prim::GetAttr`` 
 """
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import warnings
@@ -91,10 +92,17 @@ class Frame:
     attr_paths: dict[int, list[str]] = field(default_factory=dict)
     ints: dict[int, Value] = field(default_factory=dict)          # id(TracedInt) -> Value
     inputs: list[tuple[Any, Value]] = field(default_factory=list)  # (tensor argument, Value)
+    bound_at: dict[int, int] = field(default_factory=dict)         # id(tensor) -> TICK of bind
 
     def bind(self, t: Any, v: Value) -> None:
         self.values[id(t)] = v
+        self.bound_at[id(t)] = next(TICK)
         self.keep.append(t)
+
+
+# Orders binds and in-place writes across frames: a tensor whose value was bound after the last
+# write into its storage (a view taken after x.relu_()) reads the new value, not a stale one.
+TICK = itertools.count()
 
 
 def _attr_paths(module: Any) -> dict[int, list[str]]:
@@ -116,8 +124,8 @@ class Tracer:
         self.modules: dict[int, Any] = {}
         self.module_paths = {id(m): n for n, m in root.named_modules()} if root is not None else {}
         self.dependent: set[int] = set()                   # tensors that depend on inputs
-        self.written: dict[int, tuple[Tensor, str | None, bool]] = {}  # id(storage root) ->
-        # the last tensor written, where, and whether that tensor's own value is recorded
+        self.written: dict[int, tuple[Tensor, str | None, bool, int]] = {}  # id(storage root)
+        # -> the last tensor written, where, whether its own value is recorded, and the TICK
         self.arg_names_of_calls: dict[int, dict[str, list[str]]] = {}
         self.input_specs_of_calls: dict[int, dict[str, Any]] = {}   # dict/nested arguments
 
@@ -159,7 +167,7 @@ class Tracer:
         self.frames.pop()
         if self.written:
             for t, _ in fr.inputs:           # the caller's tensor must see every write into it
-                self._check_not_stale(t, "the caller's argument")
+                self._check_not_stale(fr, t, "the caller's argument")
         _write_back_inputs(fr)
         fr.b.ret(self.output_value(fr, out))
         return fr.graph
@@ -173,7 +181,7 @@ class Tracer:
     # ---- values -----------------------------------------------------------------------
     def tensor_value(self, fr: Frame, t: Tensor) -> Value:
         if self.written:
-            self._check_not_stale(t)
+            self._check_not_stale(fr, t)
         v = fr.values.get(id(t))
         if v is not None:
             return v
@@ -263,7 +271,7 @@ class Tracer:
 
     def on_inplace(self, t: Tensor, out: Tensor) -> None:
         fr = self.frames[-1]
-        self.written[id(_root(t))] = (t, user_source(), True)
+        self.written[id(_root(t))] = (t, user_source(), True, next(TICK))
         v = self.tensor_value(fr, out)
         path = fr.attr_paths.get(id(t))
         fr.bind(t, v)
@@ -277,12 +285,13 @@ class Tracer:
                 owner = fr.b.get_attr(owner, name, ModuleType(class_name(obj)))
             fr.b.set_attr(owner, path[-1], v)
 
-    def _check_not_stale(self, t: Tensor, what: str = "it") -> None:
+    def _check_not_stale(self, fr: Frame, t: Tensor, what: str = "it") -> None:
         """The graph is functional: a write records a new value for the written tensor only,
-        so another tensor sharing its memory (its base, another view of it) would be read
-        stale. Refuse that instead of baking in the old value."""
+        so another tensor sharing its memory (its base, a view taken before the write) would
+        be read stale. Refuse that instead of baking in the old value."""
         last = self.written.get(id(_root(t)))
-        if last is None or (last[0] is t and last[2]) or not _overlaps(last[0], t):
+        if last is None or (last[0] is t and last[2]) or fr.bound_at.get(id(t), -1) > last[3] \
+                or not _overlaps(last[0], t):
             return
         raise TracingError(
             f"an in-place write at {last[1]} changed a tensor that shares memory with one read "
@@ -362,8 +371,8 @@ class Tracer:
             mod_v = self.module_value(parent, module)
             ins = [self.input_value(parent, a) for a in leaves if _is_traced_arg(a)]
             call = parent.b.call_method(mod_v, method, ins, [graph.outputs[0].type])
+            self._mark_written_args(child, out)      # before the output's bind: it is newer
             self._bind_output(parent, out, call[0])
-        self._mark_written_args(child, out)
         return out
 
     def _mark_written_args(self, child: Frame, out: Any) -> None:
@@ -373,7 +382,7 @@ class Tracer:
         returned = {id(o) for o in (out if isinstance(out, (tuple, list)) else (out,))}
         for t, v in child.inputs:
             if child.values.get(id(t)) is not v:
-                self.written[id(_root(t))] = (t, user_source(), id(t) in returned)
+                self.written[id(_root(t))] = (t, user_source(), id(t) in returned, next(TICK))
 
     def _bind_output(self, fr: Frame, out: Any, v: Value) -> None:
         if isinstance(out, Tensor):

@@ -172,3 +172,44 @@ def test_archive_round_trip_keeps_in_place_write(tmp_path: Any) -> None:
     x = _x((2, 4), seed=6)
     y = loaded(x)
     assert y is x and not (x.numpy() < 0).any()
+
+
+class _ViewAfterWrite(nn.Module):
+    """Views taken *after* an in-place write read the new value: nothing is stale."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.fc, self.act, self.how = nn.Linear(4, 6), nn.ReLU(inplace=True), how
+
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        h = self.act(self.fc(x)) if self.how == "module" else self.fc(x).relu_()
+        a, b = h.split(h.size(-1) // 2, dim=-1)
+        return a[: x.size(0) - 1] * 2 + b[1:]
+
+
+@pytest.mark.parametrize("how", ["module", "method"])
+@pytest.mark.parametrize("fused", [True, False])
+def test_views_taken_after_an_inplace_write_trace_and_follow_the_batch(how: str,
+                                                                      fused: bool) -> None:
+    model = _ViewAfterWrite(how).eval()
+    with sm.no_grad(), fuser(fused):
+        traced = sm.jit.trace(model, _x((5, 4), seed=7))
+        for n in (5, 3, 9):
+            x = _x((n, 4), seed=n)
+            np.testing.assert_allclose(traced(x).numpy(), model(x).numpy(), rtol=1e-6)
+
+
+def test_a_view_taken_before_an_inplace_write_is_still_refused() -> None:
+    class Stale(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: sm.Tensor) -> sm.Tensor:
+            h = self.fc(x)
+            v = h[:, :2]
+            h.relu_()
+            return v * 1
+
+    with sm.no_grad(), pytest.raises(sm.jit.TracingError, match="in-place write"):
+        sm.jit.trace(Stale(), _x((3, 4), seed=1))
