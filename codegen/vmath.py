@@ -194,13 +194,6 @@ def tanh(m: Num, x: V) -> V:
     return m.call("copysign", m.div(q, m.add(q, m.c(2.0))), x)
 
 
-def gelu_tanh(m: Num, v: V) -> V:
-    """0.5 v (1 + tanh u) written safely as v / (1 + e**(-2u)),
-    u = sqrt(2/pi) (v + 0.044715 v^3)."""
-    u = m.mul(m.c(math.sqrt(2.0 / math.pi)), m.fma(m.mul(m.c(0.044715), m.mul(v, v)), v, v))
-    return m.div(v, m.add(m.c(1.0), exp(m, m.mul(m.c(-2.0), u))))
-
-
 # ---- logarithms -----------------------------------------------------------------------
 def _log_parts(m: Num, x: V) -> tuple[V, V]:
     """x = 2**e * mant with mant in [sqrt(.5), sqrt(2)); returns (e as float, log(mant))."""
