@@ -1,0 +1,127 @@
+"""The CBLAS gemm entry points of the BLAS NumPy itself uses, as raw function pointers.
+
+Native programs (``codegen.native``) call BLAS through a table of function pointers passed at
+run time, never through addresses baked into the IR (object code is cached on disk across
+processes). Taking NumPy's own BLAS gives compiled matmuls eager's numbers and its thread pool.
+NumPy 2.x wheels bundle scipy-openblas with ILP64 symbol names (``scipy_cblas_sgemm64_``);
+``dlsym`` on NumPy's extension module finds them through its dependencies.
+
+    >>> blas = cblas()
+    >>> blas is None or blas.int_bits in (32, 64)
+    True
+    >>> blas is None or len(blas.fns()) == 2      # fns[0] = sgemm, fns[1] = dgemm
+    True
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+# (sgemm symbol, dgemm symbol, integer width) probed in this order.
+CANDIDATES: tuple[tuple[str, str, int], ...] = (
+    ("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", 64),   # NumPy >= 2 wheels (ILP64)
+    ("cblas_sgemm64_", "cblas_dgemm64_", 64),               # OpenBLAS built with 64_ suffix
+    ("scipy_cblas_sgemm", "scipy_cblas_dgemm", 32),         # scipy-openblas32 (LP64)
+    ("cblas_sgemm", "cblas_dgemm", 32),                     # plain system CBLAS (LP64)
+)
+
+
+@dataclass(frozen=True)
+class Blas:
+    """CBLAS ``sgemm``/``dgemm`` addresses; ``int_bits`` is the width of their integer
+    arguments (64: ILP64, 32: LP64); ``source`` names the library file and symbol."""
+
+    sgemm: int
+    dgemm: int
+    int_bits: int
+    source: str
+
+    def fns(self) -> ctypes.Array:
+        """The ``fns`` table of a native program: ``[sgemm, dgemm]`` as ``void*``.
+
+        Keep the returned array alive while native code may read it.
+
+        >>> b = Blas(1, 2, 64, "x")
+        >>> list(b.fns())
+        [1, 2]
+        """
+        return (ctypes.c_void_p * 2)(self.sgemm, self.dgemm)
+
+
+def _address(lib: ctypes.CDLL, symbol: str) -> int | None:
+    try:
+        return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+    except AttributeError:
+        return None
+
+
+def _library_of(address: int, default: str) -> str:
+    """The file that defines ``address`` (glibc ``dladdr``), else ``default``."""
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+    except (OSError, AttributeError):
+        return default
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    info = DlInfo()
+    if dladdr(address, ctypes.byref(info)) and info.dli_fname:
+        return os.path.realpath(info.dli_fname.decode(errors="replace"))
+    return default
+
+
+def _numpy_library() -> tuple[ctypes.CDLL | None, str]:
+    """NumPy's core extension opened with ``dlopen`` (its BLAS is among its dependencies)."""
+    try:
+        import numpy._core._multiarray_umath as umath
+    except ImportError:
+        try:
+            import numpy.core._multiarray_umath as umath      # NumPy 1.x
+        except ImportError as exc:
+            return None, f"NumPy's core extension cannot be imported ({exc})"
+    path = getattr(umath, "__file__", None)
+    if not path:
+        return None, "NumPy's core extension has no file path"
+    try:
+        return ctypes.CDLL(path), path
+    except OSError as exc:
+        return None, f"cannot dlopen {path} ({exc})"
+
+
+@lru_cache(maxsize=1)
+def _probe() -> tuple[Blas | None, str]:
+    lib, path = _numpy_library()
+    if lib is None:
+        return None, path
+    for s_name, d_name, bits in CANDIDATES:
+        s, d = _address(lib, s_name), _address(lib, d_name)
+        if s and d:
+            return Blas(s, d, bits, f"{_library_of(s, path)}:{s_name}"), ""
+    names = ", ".join(s for s, _, _ in CANDIDATES)
+    return None, f"none of {names} (with its dgemm) is reachable from {path}"
+
+
+def cblas() -> Blas | None:
+    """NumPy's CBLAS gemm entry points, or None where none is found (see ``why_not``).
+
+    Cached: the lookup runs once per process and never raises.
+    """
+    try:
+        return _probe()[0]
+    except Exception:               # a broken install must not break compilation
+        return None
+
+
+def why_not() -> str:
+    """Why ``cblas()`` is None (empty when a BLAS was found).
+
+    >>> isinstance(why_not(), str)
+    True
+    """
+    try:
+        return _probe()[1]
+    except Exception as exc:
+        return f"BLAS probe failed: {type(exc).__name__}: {exc}"
