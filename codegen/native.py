@@ -1,0 +1,420 @@
+"""A whole specialization as one native function: fusion-group kernels and GEMMs back to back,
+every tensor at a fixed place (a caller's pointer or a byte offset in one arena).
+
+    >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
+    >>> from scriptmod.ir import dtypes as D
+    >>> relu = KernelSpec([InputSpec(D.float32)], [OpStep("relu", (0,), {}, D.float32)],
+    ...                   [1], [D.float32])
+    >>> prog = NativeProgram((
+    ...     GemmStep(D.float32, m=1, n=4, k=3, a=Ref("arg", 0), lda=3, trans_a=False,
+    ...              b=Ref("arg", 1), ldb=3, trans_b=True, c=Ref("arena", 0), ldc=4),
+    ...     KernelStep(relu, (Ref("arena", 0),), (Ref("arg", 2),), n=4)), n_args=3)
+    >>> print(prog.text().splitlines()[1])
+    gemm float32 m=1 n=4 k=3 a=arg0 lda=3 N b=arg1 ldb=3 T c=arena0 ldc=4
+    >>> mod = render_program(prog)
+    >>> mod.name == "sm_prog_" + prog.key()[:16], "define void @" + mod.name in mod.text
+    (True, True)
+
+Entry ABI: ``void NAME(ptr args, ptr arena, ptr fns)``. ``args``: the data pointers the
+caller fills (inputs, parameters, outputs); ``arena``: base of the scratch arena (64-byte
+aligned); ``fns``: function pointers, ``fns[0]`` = ``cblas_sgemm``, ``fns[1]`` =
+``cblas_dgemm`` (CBLAS ABI, integer arguments ``blas_int_bits`` wide; see ``runtime.blas``).
+No address is baked into the IR: the object code is cached on disk across processes.
+
+Kernel steps call the ``codegen.llvm_ir`` kernel of their spec (``start=0, end=n``, the
+pointer array built on the entry's stack, ``meta`` a constant); each distinct kernel is linked
+into the module with internal linkage, so LLVM inlines it and folds the constant shapes.
+GEMMs with ``m*n*k <= INLINE_GEMM_MAX`` run as an inline loop (a BLAS call costs more than
+the math of a ``(1x64)@(64x64)^T`` layer); larger ones call BLAS, batches in a loop.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Union
+
+from llvmlite import ir
+
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
+from .kernel import KernelSpec
+from .llvm_emit import I32, I64, PTR, for_range
+from .llvm_ir import kernel_name, render_llvm
+
+FORMAT = "native program v1"
+SPACES = ("arg", "arena")
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112          # CBLAS enum values
+FNS_SGEMM, FNS_DGEMM = 0, 1                          # slots of the ``fns`` table
+INLINE_GEMM_MAX = 64 * 64 * 64                       # m*n*k at or below: inline loop
+_I8 = ir.IntType(8)
+_KERNEL_TYPE = ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR])
+_ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR])
+_GEMM_DTYPES = (D.float32, D.float64)
+_DOT_FLAGS = ("reassoc", "contract")                 # lets LLVM split the sum into lanes
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Where a tensor's element 0 lives: ``args[index] + offset`` bytes (space "arg": a pointer
+    table the caller fills) or ``arena + index + offset`` bytes (space "arena").
+
+    >>> Ref("arena", 256, 8).text(), Ref("arg", 1).text()
+    ('arena256+8', 'arg1')
+    """
+
+    space: str          # "arg" | "arena"
+    index: int
+    offset: int = 0     # extra bytes (views: narrow, select)
+
+    def __post_init__(self) -> None:
+        if self.space not in SPACES:
+            raise ValueError(f"Ref: space must be one of {SPACES}, got {self.space!r}")
+        if self.index < 0 or self.offset < 0:
+            raise ValueError(f"Ref: index and offset must be >= 0, got index={self.index}, "
+                             f"offset={self.offset}")
+
+    def text(self) -> str:
+        """``arg3``, ``arena128``, ``arg0+16``: the form used in ``NativeProgram.text``."""
+        return f"{self.space}{self.index}" + (f"+{self.offset}" if self.offset else "")
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """One fusion-group kernel over all its ``n`` output elements.
+
+    ``meta``: ``spec.meta(...)`` (output shape, then strided inputs' strides), baked in as a
+    constant; it may stay empty when the spec has no strided input.
+    """
+
+    spec: KernelSpec
+    inputs: tuple[Ref, ...]
+    outputs: tuple[Ref, ...]
+    n: int
+    meta: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        object.__setattr__(self, "meta", tuple(int(v) for v in self.meta))
+        spec = self.spec
+        if len(self.inputs) != len(spec.inputs) or len(self.outputs) != len(spec.outputs):
+            raise ValueError(f"KernelStep: spec takes {len(spec.inputs)} inputs and "
+                             f"{len(spec.outputs)} outputs, got {len(self.inputs)} and "
+                             f"{len(self.outputs)}")
+        if self.n < 0:
+            raise ValueError(f"KernelStep: n must be >= 0, got {self.n}")
+        want = spec.rank * (1 + len(spec.strided))
+        if spec.strided and len(self.meta) != want:
+            raise ValueError(f"KernelStep: meta must hold {want} ints (shape and strides of "
+                             f"{len(spec.strided)} strided inputs), got {len(self.meta)}")
+
+    def text(self) -> str:
+        """One line: kernel name, ``n``, meta and the refs."""
+        ins = ", ".join(r.text() for r in self.inputs)
+        outs = ", ".join(r.text() for r in self.outputs)
+        return (f"kernel {kernel_name(self.spec)} n={self.n} meta={list(self.meta)} "
+                f"in=[{ins}] out=[{outs}]")
+
+
+@dataclass(frozen=True)
+class GemmStep:
+    """For b in range(batch): C_b[m, n] = op(A_b)[m, k] @ op(B_b)[k, n], all row-major with
+    leading dims lda/ldb/ldc (elements); op(X) = X^T when trans_x. Batch strides in elements
+    (0: the same matrix for every b)."""
+
+    dtype: DType
+    m: int
+    n: int
+    k: int
+    a: Ref
+    lda: int
+    trans_a: bool
+    b: Ref
+    ldb: int
+    trans_b: bool
+    c: Ref
+    ldc: int
+    batch: int = 1
+    stride_a: int = 0
+    stride_b: int = 0
+    stride_c: int = 0
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _GEMM_DTYPES:
+            raise ValueError(f"GemmStep: dtype must be float32 or float64, got {self.dtype!r}")
+        for field in ("m", "n", "k", "stride_a", "stride_b", "stride_c"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"GemmStep: {field} must be >= 0, got {getattr(self, field)}")
+        if self.batch < 1:
+            raise ValueError(f"GemmStep: batch must be >= 1, got {self.batch}")
+        for ld, cols in (("lda", self.m if self.trans_a else self.k),
+                         ("ldb", self.k if self.trans_b else self.n), ("ldc", self.n)):
+            if getattr(self, ld) < max(1, cols):
+                raise ValueError(f"GemmStep: {ld} must be >= max(1, {cols}) (the row length "
+                                 f"of its row-major matrix), got {getattr(self, ld)}")
+
+    @property
+    def inline(self) -> bool:
+        """Whether this GEMM runs as an inline loop rather than a BLAS call."""
+        return self.m * self.n * self.k <= INLINE_GEMM_MAX
+
+    def text(self) -> str:
+        """One line with every field (the basis of the program's key)."""
+        ta, tb = "T" if self.trans_a else "N", "T" if self.trans_b else "N"
+        line = (f"gemm {self.dtype.name} m={self.m} n={self.n} k={self.k} "
+                f"a={self.a.text()} lda={self.lda} {ta} b={self.b.text()} ldb={self.ldb} {tb} "
+                f"c={self.c.text()} ldc={self.ldc}")
+        if self.batch != 1:
+            line += (f" batch={self.batch} strides={self.stride_a},{self.stride_b},"
+                     f"{self.stride_c}")
+        return line
+
+
+Step = Union[KernelStep, GemmStep]
+
+
+@dataclass(frozen=True)
+class NativeProgram:
+    """Steps run in order by one native function (see the module docstring for its ABI)."""
+
+    steps: tuple[Step, ...]
+    n_args: int
+    blas_int_bits: int = 64
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", tuple(self.steps))
+        if self.blas_int_bits not in (32, 64):
+            raise ValueError(f"NativeProgram: blas_int_bits must be 32 or 64, "
+                             f"got {self.blas_int_bits}")
+        for i, step in enumerate(self.steps):
+            if not isinstance(step, (KernelStep, GemmStep)):
+                raise TypeError(f"NativeProgram: step {i} must be a KernelStep or GemmStep, "
+                                f"got {type(step).__name__}")
+            for ref in _refs(step):
+                if ref.space == "arg" and ref.index >= self.n_args:
+                    raise ValueError(f"NativeProgram: step {i} reads args[{ref.index}] but "
+                                     f"n_args is {self.n_args}")
+
+    @property
+    def specs(self) -> tuple[KernelSpec, ...]:
+        """The distinct kernel specs, in order of first use."""
+        seen: dict[str, KernelSpec] = {}
+        for s in self.steps:
+            if isinstance(s, KernelStep):
+                seen.setdefault(kernel_name(s.spec), s.spec)
+        return tuple(seen.values())
+
+    def text(self) -> str:
+        """A stable text form: the steps, then each distinct kernel spec's text."""
+        lines = [f"{FORMAT} n_args={self.n_args} blas_int_bits={self.blas_int_bits} "
+                 f"inline_gemm_max={INLINE_GEMM_MAX}"]
+        lines += [s.text() for s in self.steps]
+        for spec in self.specs:
+            lines += [f"{kernel_name(spec)}:"] + ["  " + ln for ln in spec.text().splitlines()]
+        return "\n".join(lines)
+
+    def key(self) -> str:
+        """sha256 hex digest of ``text()``: equal programs give equal keys in any process."""
+        return hashlib.sha256(self.text().encode()).hexdigest()
+
+
+def _refs(step: Step) -> tuple[Ref, ...]:
+    if isinstance(step, KernelStep):
+        return step.inputs + step.outputs
+    return (step.a, step.b, step.c)
+
+
+@dataclass(frozen=True)
+class NativeModule:
+    """A rendered program: LLVM IR ``text`` defining the entry function ``name``."""
+
+    program: NativeProgram
+    name: str
+    text: str
+
+
+def program_name(prog: NativeProgram) -> str:
+    """Stable symbol name of ``prog``'s entry function."""
+    return f"sm_prog_{prog.key()[:16]}"
+
+
+def render_program(prog: NativeProgram, name: str | None = None) -> NativeModule:
+    """Render ``prog`` to one LLVM module: the entry function plus its kernels (internal)."""
+    name = name or program_name(prog)
+    module = ir.Module(name=name)
+    kernels = {kernel_name(spec): ir.Function(module, _KERNEL_TYPE, name=kernel_name(spec))
+               for spec in prog.specs}
+    entry = ir.Function(module, _ENTRY_TYPE, name=name)
+    entry.attributes.add("nounwind")
+    _EntryBuilder(prog, entry, kernels).build()
+    texts = [render_llvm(spec, kernel_name(spec)).text for spec in prog.specs]
+    return NativeModule(prog, name, _link(str(module), texts, list(kernels)))
+
+
+def _link(main: str, others: list[str], internal: list[str]) -> str:
+    """Link the kernels' modules into ``main`` (LLVM's linker renumbers their metadata and
+    merges their intrinsic declarations) and make the kernels internal."""
+    import llvmlite.binding as llvm
+    module = llvm.parse_assembly(main)
+    for text in others:
+        module.link_in(llvm.parse_assembly(text))
+    for fname in internal:
+        module.get_function(fname).linkage = "internal"
+    return str(module)
+
+
+class _EntryBuilder:
+    """Emits the entry function's body: one block of calls and loops per step."""
+
+    def __init__(self, prog: NativeProgram, fn: ir.Function,
+                 kernels: dict[str, ir.Function]) -> None:
+        self.prog, self.fn, self.kernels = prog, fn, kernels
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.args, self.arena, self.fns = fn.args
+        self.arg_ptrs = [self._load_ptr(self.args, i) for i in range(prog.n_args)]
+
+    def build(self) -> None:
+        for i, step in enumerate(self.prog.steps):
+            if isinstance(step, KernelStep):
+                self._kernel(i, step)
+            elif step.m and step.n:
+                self._gemm(step)
+        self.b.ret_void()
+
+    def _load_ptr(self, table: ir.Value, i: int, typ: ir.Type = PTR) -> ir.Value:
+        slot = self.b.gep(table, [ir.Constant(I64, i)], source_etype=PTR)
+        return self.b.load(slot, typ=typ, align=8)
+
+    def ptr(self, ref: Ref) -> ir.Value:
+        """The address of ``ref``'s element 0."""
+        if ref.space == "arg":
+            base, off = self.arg_ptrs[ref.index], ref.offset
+        else:
+            base, off = self.arena, ref.index + ref.offset
+        if not off:
+            return base
+        return self.b.gep(base, [ir.Constant(I64, off)], source_etype=_I8, inbounds=True)
+
+    def _kernel(self, i: int, step: KernelStep) -> None:
+        b, refs = self.b, step.inputs + step.outputs
+        with b.goto_entry_block():
+            table = b.alloca(PTR, size=ir.Constant(I64, len(refs)), name=f"ptrs{i}")
+        for j, ref in enumerate(refs):
+            b.store(self.ptr(ref), b.gep(table, [ir.Constant(I64, j)], source_etype=PTR))
+        meta = ir.Constant(PTR, None)
+        if step.meta:
+            ty = ir.ArrayType(I64, len(step.meta))
+            var = ir.GlobalVariable(self.fn.module, ty, name=f"{self.fn.name}.meta{i}")
+            var.global_constant, var.linkage = True, "private"
+            var.initializer = ir.Constant(ty, list(step.meta))
+            meta = var
+        b.call(self.kernels[kernel_name(step.spec)],
+               [ir.Constant(I64, 0), ir.Constant(I64, step.n), table, meta])
+
+    def _gemm(self, g: GemmStep) -> None:
+        emit = _emit_inline_gemm if g.inline else self._blas_gemm
+        a, b_, c = self.ptr(g.a), self.ptr(g.b), self.ptr(g.c)
+        if g.batch == 1:
+            emit(self.b, g, a, b_, c)
+            return
+        t = _float_type(g.dtype)
+        with for_range(self.b, ir.Constant(I64, 0), ir.Constant(I64, g.batch), "batch") as i:
+            def at(base: ir.Value, stride: int) -> ir.Value:
+                if not stride:
+                    return base
+                off = self.b.mul(i, ir.Constant(I64, stride))
+                return self.b.gep(base, [off], source_etype=t, inbounds=True)
+            emit(self.b, g, at(a, g.stride_a), at(b_, g.stride_b), at(c, g.stride_c))
+
+    def _blas_gemm(self, b: ir.IRBuilder, g: GemmStep, a: ir.Value, bm: ir.Value,
+                   c: ir.Value) -> None:
+        """``cblas_xgemm(RowMajor, tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C, ldc)``."""
+        t, iN = _float_type(g.dtype), ir.IntType(self.prog.blas_int_bits)
+        fnty = ir.FunctionType(ir.VoidType(), [I32, I32, I32, iN, iN, iN, t, PTR, iN, PTR,
+                                               iN, t, PTR, iN])
+        slot = FNS_SGEMM if g.dtype is D.float32 else FNS_DGEMM
+        fp = self._load_ptr(self.fns, slot, fnty.as_pointer())     # typed: an indirect call
+        def n(v: int) -> ir.Constant:
+            return ir.Constant(iN, v)
+        def trans(flag: bool) -> ir.Constant:
+            return ir.Constant(I32, TRANS if flag else NO_TRANS)
+        b.call(fp, [ir.Constant(I32, ROW_MAJOR), trans(g.trans_a), trans(g.trans_b),
+                    n(g.m), n(g.n), n(g.k), ir.Constant(t, 1.0), a, n(g.lda), bm, n(g.ldb),
+                    ir.Constant(t, 0.0), c, n(g.ldc)])
+
+
+def _float_type(dt: DType) -> ir.Type:
+    return ir.DoubleType() if dt is D.float64 else ir.FloatType()
+
+
+# ---- inline GEMM ----------------------------------------------------------------------------
+# Two loop orders, chosen so that the innermost loop runs along contiguous memory:
+#  - op(B) = B (row-major k x n): "axpy" order i, p, j: C[i, :] += A(i, p) * B[p, :]. The inner
+#    j loop reads B and writes C contiguously and carries no dependency between iterations,
+#    so it vectorizes without reassociating anything (each C element sums in p order).
+#  - op(B) = B^T (B stored n x k, a Linear's weight): "dot" order i, j, p: C[i, j] = sum_p
+#    A(i, p) * B[j, p]. The inner p loop reads B's row contiguously (and A's, when not
+#    transposed) but is a reduction: it only vectorizes when its fadd may be reassociated,
+#    hence ``reassoc contract`` on that sum alone (partial sums per lane, as BLAS does).
+
+
+def _emit_inline_gemm(b: ir.IRBuilder, g: GemmStep, a: ir.Value, bm: ir.Value,
+                      c: ir.Value) -> None:
+    """C = op(A) @ op(B) for one matrix triple, as loops (see the comment above)."""
+    t = _float_type(g.dtype)
+    zero, const = ir.Constant(I64, 0), (lambda v: ir.Constant(I64, v))
+
+    def elem(base: ir.Value, row: ir.Value, ld: int, col: ir.Value) -> ir.Value:
+        idx = b.add(b.mul(row, const(ld)), col)
+        return b.gep(base, [idx], source_etype=t, inbounds=True)
+
+    def a_at(i: ir.Value, p: ir.Value) -> ir.Value:
+        return elem(a, p, g.lda, i) if g.trans_a else elem(a, i, g.lda, p)
+
+    with for_range(b, zero, const(g.m), "gi") as i:
+        if g.trans_b:
+            _dot_rows(b, g, t, i, a_at, lambda j, p: elem(bm, j, g.ldb, p),
+                      lambda j: elem(c, i, g.ldc, j))
+        else:
+            _axpy_rows(b, g, t, i, a_at, lambda p, j: elem(bm, p, g.ldb, j),
+                       lambda j: elem(c, i, g.ldc, j))
+
+
+def _dot_rows(b, g: GemmStep, t: ir.Type, i, a_at, b_at, c_at) -> None:
+    """Row ``i`` of C, one dot product per element (op(B) = B^T)."""
+    zero = ir.Constant(I64, 0)
+    with for_range(b, zero, ir.Constant(I64, g.n), "gj") as j:
+        pre = b.block
+        header = b.append_basic_block("gp.header")
+        body = b.append_basic_block("gp.body")
+        end = b.append_basic_block("gp.end")
+        b.branch(header)
+        b.position_at_end(header)
+        p = b.phi(I64, name="gp")
+        acc = b.phi(t, name="acc")
+        p.add_incoming(zero, pre)
+        acc.add_incoming(ir.Constant(t, 0.0), pre)
+        b.cbranch(b.icmp_signed("<", p, ir.Constant(I64, g.k)), body, end)
+        b.position_at_end(body)
+        x = b.load(a_at(i, p), typ=t)
+        y = b.load(b_at(j, p), typ=t)
+        nxt = b.fadd(acc, b.fmul(x, y, flags=("contract",)), flags=_DOT_FLAGS)
+        p.add_incoming(b.add(p, ir.Constant(I64, 1), flags=["nsw"]), b.block)
+        acc.add_incoming(nxt, b.block)
+        b.branch(header)
+        b.position_at_end(end)
+        b.store(acc, c_at(j))
+
+
+def _axpy_rows(b, g: GemmStep, t: ir.Type, i, a_at, b_at, c_at) -> None:
+    """Row ``i`` of C as a sum of scaled rows of B (op(B) = B)."""
+    zero = ir.Constant(I64, 0)
+    n = ir.Constant(I64, g.n)
+    with for_range(b, zero, n, "gz") as j:
+        b.store(ir.Constant(t, 0.0), c_at(j))
+    with for_range(b, zero, ir.Constant(I64, g.k), "gp") as p:
+        x = b.load(a_at(i, p), typ=t)
+        with for_range(b, zero, n, "gj") as j:
+            ptr = c_at(j)
+            prod = b.fmul(x, b.load(b_at(p, j), typ=t), flags=("contract",))
+            b.store(b.fadd(b.load(ptr, typ=t), prod, flags=("contract",)), ptr)
