@@ -3,13 +3,20 @@
     scriptmod bench                          # everything, default threads, float32
     scriptmod bench --quick                  # small sizes, few repetitions (a smoke test)
     scriptmod bench --workload W1,W3 --threads 1 --json out.json --plot out.png
-    scriptmod bench --compare torch          # adds PyTorch eager and torch.compile columns
+    scriptmod bench --compare torch          # adds torch eager, TorchScript, torch.compile
+    scriptmod bench --no-compile-time        # skip the two new-process startup runs
 
 ``--threads N`` sets the threads of scriptmod's compiled kernels and of the BLAS NumPy
 loaded (matmuls, in every variant): through threadpoolctl when installed, else OpenBLAS's
 own setter, else it says "unchanged" in the header. PyTorch's threads (``--compare torch``)
-are set to N too. Without ``--threads`` all of them keep their defaults. Exit status: 0,
-1 when a compiled output did not match eager, 2 for a usage error.
+are set to N too. Without ``--threads`` all of them keep their defaults.
+
+Unless ``--no-compile-time``, each workload also runs in two new processes sharing a new
+kernel cache folder: the first measures trace time and the cold compile (first call with
+an empty cache), the second the warm start (first call with every object on disk); see
+``scriptmod.bench.startup`` for what the first call includes. Exit status: 0, 1 when a
+compiled output (in this process or a startup child) did not match eager, 2 for a usage
+error.
 """
 from __future__ import annotations
 
@@ -38,10 +45,15 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="seconds of timing per variant (default 2, 0.15 with --quick)")
     p.add_argument("--json", metavar="PATH", help="write the full results as JSON")
     p.add_argument("--plot", metavar="PATH", help="write a PNG bar chart (needs matplotlib)")
-    p.add_argument("--compare", choices=("torch",), help="add PyTorch eager and torch.compile")
+    p.add_argument("--compare", choices=("torch",),
+                   help="add PyTorch columns: eager, TorchScript (torch.jit trace+freeze) and "
+                   "torch.compile, same weights and input, no grad")
+    p.add_argument("--compile-time", action=argparse.BooleanOptionalAction, default=True,
+                   help="measure trace, cold compile and warm start in two new processes "
+                   "per workload (default: on; --no-compile-time skips them)")
     p.add_argument("--torch-compile-timeout", type=float, default=300.0, metavar="S",
                    help="cap in seconds on the PyTorch child process per workload "
-                   "(eager, then torch.compile's compile and timing; default 300)")
+                   "(eager, TorchScript, then torch.compile's compile and timing; default 300)")
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few repetitions: a smoke test, not a measurement")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -65,7 +77,8 @@ def options(args: argparse.Namespace) -> BenchOptions:
                         dtype=args.dtype, device=args.device, batch=args.batch,
                         repeat=args.repeat, budget_s=args.budget,
                         compare_torch=args.compare == "torch",
-                        torch_compile_timeout_s=args.torch_compile_timeout)
+                        torch_compile_timeout_s=args.torch_compile_timeout,
+                        startup=args.compile_time)
 
 
 def run(args: argparse.Namespace) -> int:

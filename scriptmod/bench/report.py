@@ -18,9 +18,11 @@ from typing import Any, Sequence
 
 from scriptmod.bench.runner import BenchReport, WorkloadResult
 
-VARIANTS = ("eager", "unfused", "fused", "torch_eager", "torch_compile")
+VARIANTS = ("eager", "unfused", "fused", "torch_eager", "torch_jit", "torch_compile")
 LABELS = {"eager": "eager", "unfused": "unfused", "fused": "fused",
-          "torch_eager": "torch eager", "torch_compile": "torch.compile"}
+          "torch_eager": "torch eager", "torch_jit": "torch.jit trace+freeze",
+          "torch_compile": "torch.compile"}
+SHORT = {**LABELS, "torch_jit": "torch.jit"}        # the spread table's narrower headers
 
 
 class PlotUnavailable(RuntimeError):
@@ -61,30 +63,71 @@ def _median(r: WorkloadResult, variant: str) -> float | None:
     return t.median_s if t else None
 
 
-def _row(r: WorkloadResult, variants: list[str]) -> list[str]:
-    times = [fmt_time(_median(r, v)) for v in variants]
+def _startup(r: WorkloadResult, phase: str, key: str) -> float | None:
+    value = r.startup.get(phase, {}).get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _compile_cells(r: WorkloadResult, separate: bool) -> list[str]:
+    """Trace and first call cold / warm from the startup children, or (``separate`` off)
+    the in-process first calls."""
+    if separate:
+        first = [fmt_time(_startup(r, p, "first_call_s")) for p in ("cold", "warm")]
+        return [fmt_time(_startup(r, "cold", "trace_s")), " / ".join(first)]
     c = r.compile
-    compile_ = f"{fmt_time(c.get('cold_s'))} / {fmt_time(c.get('warm_s'))}" if c else "n/a"
+    return [f"{fmt_time(c.get('cold_s'))} / {fmt_time(c.get('warm_s'))}" if c else "n/a"]
+
+
+def _row(r: WorkloadResult, variants: list[str], separate: bool) -> list[str]:
+    times = [fmt_time(_median(r, v)) for v in variants]
     return ([f"{r.workload.id} {r.workload.name}"] + times +
-            [_x(r.speedup), fmt_time(r.floor_s) if r.floor_s else "—", _x(r.x_floor("fused")),
-             compile_, r.status])
+            [_x(r.speedup), fmt_time(r.floor_s) if r.floor_s else "—", _x(r.x_floor("fused"))] +
+            _compile_cells(r, separate) + [r.status])
+
+
+def _separate_processes(report: BenchReport) -> bool:
+    return any(r.startup for r in report.results)
 
 
 def results_table(report: BenchReport) -> str:
-    """Medians per variant, fused/eager speedup, floor, fused's multiple of it, compile."""
-    variants = _variants(report)
+    """Medians per variant, fused/eager speedup, floor, fused's multiple of it, then trace
+    time and first call cold / warm (new processes; in-process when those were skipped)."""
+    variants, separate = _variants(report), _separate_processes(report)
+    compile_head = (["trace", "1st call cold / warm"] if separate
+                    else ["compile cold / warm (in-process)"])
     head = (["workload"] + [LABELS[v] for v in variants] +
-            ["fused/eager", "floor", "x-floor", "compile cold / warm", "check"])
-    rows = [head] + [_row(r, variants) for r in report.results]
-    return table(rows, [False] + [True] * (len(head) - 3) + [False, False])
+            ["fused/eager", "floor", "x-floor"] + compile_head + ["check"])
+    rows = [head] + [_row(r, variants, separate) for r in report.results]
+    return table(rows, [False] + [True] * (len(head) - 2) + [False])
+
+
+def startup_table(report: BenchReport) -> str:
+    """Per workload, each startup child's import, trace, first call and second call, and
+    what its first call did with the kernel cache (objects compiled, loaded from disk)."""
+    rows = [["workload", "phase", "import scriptmod", "trace", "1st call", "2nd call",
+             "compiled", "from disk"]]
+    for r in report.results:
+        for phase in ("cold", "warm"):
+            got = r.startup.get(phase)
+            if got is None:
+                continue
+            if "error" in got:
+                rows.append([r.workload.id, phase, f"failed: {got['error']}"] + [""] * 5)
+                continue
+            cache = got.get("cache") or {}
+            rows.append([r.workload.id, phase] +
+                        [fmt_time(_startup(r, phase, k)) for k in
+                         ("import_s", "trace_s", "first_call_s", "second_call_s")] +
+                        [str(cache.get("compiles", "?")), str(cache.get("disk_hits", "?"))])
+    return table(rows, [False, False] + [True] * 6)
 
 
 def spread_table(report: BenchReport) -> str:
     """min – max of the samples behind each median and how many there were, and every
     variant's multiple of the floor."""
     variants = _variants(report)
-    rows = [["workload"] + [f"{LABELS[v]} min – max (n)" for v in variants] +
-            ["x-floor " + " / ".join(LABELS[v] for v in variants)]]
+    rows = [["workload"] + [f"{SHORT[v]} min – max (n)" for v in variants] +
+            ["x-floor " + " / ".join(SHORT[v] for v in variants)]]
     for r in report.results:
         cells = []
         for v in variants:
@@ -123,15 +166,30 @@ def problems(report: BenchReport) -> list[str]:
     return out
 
 
-FOOTNOTE = ("medians; fused/eager = eager median / fused median; floor = bytes (read x + write "
-            "y) over copy bandwidth, or matmul FLOPs over matmul peak; x-floor = fused / floor; "
-            "compile = first call of a freshly traced module (specialize, fuse, generate, LLVM, "
-            "one run): cold with an empty cache folder, warm from the disk cache")
+FOOTNOTE = ("medians, no grad; fused/eager = eager median / fused median; floor = bytes (read x "
+            "+ write y) over copy bandwidth, or matmul FLOPs over matmul peak; x-floor = fused / "
+            "floor; torch.jit trace+freeze = torch.jit.freeze(torch.jit.trace(model, x)).")
+STARTUP_NOTE = ("1st call = the first call of a freshly traced module, measured in a new "
+                "process after import, model building and jit.trace (trace, shown apart): "
+                "specialization, graph passes, fusion, code generation, LLVM compilation or "
+                "loading objects from the disk cache, lazy imports and LLVM initialization, and "
+                "one run. cold: empty SCRIPTMOD_CACHE_DIR; warm: a second new process with the "
+                "folder the cold one filled.")
+IN_PROCESS_NOTE = ("compile (in-process) = first call of a freshly traced module in this process "
+                   "(specialize, fuse, generate, LLVM, one run): cold with an empty cache folder, "
+                   "warm from the disk cache; rerun without --no-compile-time for new-process "
+                   "numbers.")
 
 
 def format_report(report: BenchReport) -> str:
-    parts = [header(report), "", results_table(report), "", spread_table(report), "",
-             textwrap.fill(FOOTNOTE, 100)]
+    """The header, the results table, the sample spreads, the startup details (when
+    measured) and the notes, as printed by ``scriptmod bench``."""
+    separate = _separate_processes(report)
+    parts = [header(report), "", results_table(report), "", spread_table(report), ""]
+    if separate:
+        parts += [startup_table(report), ""]
+    parts += [textwrap.fill(FOOTNOTE, 100),
+              textwrap.fill(STARTUP_NOTE if separate else IN_PROCESS_NOTE, 100)]
     return "\n".join(parts)
 
 
@@ -189,7 +247,7 @@ def _panel(ax: Any, r: WorkloadResult, variants: list[str]) -> None:
     lo = [max(0.0, m - t.q1_s * scale) for m, (_, t) in zip(med, timed)]
     hi = [max(0.0, t.q3_s * scale - m) for m, (_, t) in zip(med, timed)]
     colors = {"eager": "#999999", "unfused": "#6baed6", "fused": "#08519c",
-              "torch_eager": "#fdae6b", "torch_compile": "#e6550d"}
+              "torch_eager": "#fdae6b", "torch_jit": "#a63603", "torch_compile": "#e6550d"}
     bars = ax.bar(range(len(names)), med, yerr=[lo, hi], capsize=3,
                   color=[colors[n] for n in names])
     ax.bar_label(bars, labels=[f"{m:.3g}" for m in med], fontsize=7, padding=2)

@@ -4,7 +4,8 @@ For each workload the model is built with scriptmod's layers and traced at the w
 batch; the fused and the unfused (``jit.fuser(False)``) ScriptModules are checked against
 eager on the run input (dtype tolerance), then eager, unfused and fused are timed back to
 back in this process under ``no_grad`` (``timing``), and the result is set against the
-floor measured in the same run (``floors``).
+floor measured in the same run (``floors``). Cold compile and warm start are measured in
+two new processes (``startup``), unless ``BenchOptions.startup`` is off.
 
     >>> opts = BenchOptions(workloads=["W1"], quick=True)
     >>> opts.budget, opts.min_reps                  # seconds of timing per variant, samples
@@ -24,7 +25,7 @@ import numpy as np
 
 import scriptmod as sm
 from scriptmod import jit, nn
-from scriptmod.bench import floors
+from scriptmod.bench import floors, startup
 from scriptmod.bench.timing import Timing, Variant, time_once, time_variants
 from scriptmod.bench.workloads import WORKLOADS, Workload
 
@@ -45,6 +46,7 @@ class BenchOptions:
     budget_s: float | None = None          # timing budget per variant (None: by mode)
     compare_torch: bool = False
     torch_compile_timeout_s: float = 300.0
+    startup: bool = True                   # cold compile and warm start in child processes
 
     @property
     def budget(self) -> float:
@@ -82,6 +84,7 @@ class WorkloadResult:
     floor_work: float = 0.0                # bytes or FLOPs, as the workload's floor kind says
     floor_s: float | None = None
     compile: dict[str, Any] = field(default_factory=dict)
+    startup: dict[str, Any] = field(default_factory=dict)   # startup.measure_startup's result
     kernels: int | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -114,7 +117,7 @@ class WorkloadResult:
             "speedup_fused_vs_eager": self.speedup,
             "floor": {"kind": w.floor, "work": self.floor_work, "seconds": self.floor_s,
                       "x_floor": {k: self.x_floor(k) for k in self.times}},
-            "compile": self.compile, "fused_kernels": self.kernels, "notes": self.notes,
+            "compile": self.compile, "startup": self.startup, "fused_kernels": self.kernels, "notes": self.notes,
         }
 
 
@@ -255,21 +258,21 @@ def compile_models(model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
     with fresh_kernel_cache():
         s0 = _cache_stats()
         box: list[Any] = []
-        info["trace_s"] = time_once(lambda: box.append(_trace(model, x_trace)))
+        info["trace_s"] = time_once(lambda: box.append(trace_model(model, x_trace)))
         info["cold_s"] = time_once(lambda: box[0](x), sync)
         s1 = _cache_stats()
         _forget_kernels()
-        fused = _trace(model, x_trace)
+        fused = trace_model(model, x_trace)
         info["warm_s"] = time_once(lambda: fused(x), sync)
         info["cache_cold"], info["cache_warm"] = _delta(s0, s1), _delta(s1, _cache_stats())
     with fusion(False):
-        unfused = _trace(model, x_trace)
+        unfused = trace_model(model, x_trace)
         info["unfused_first_s"] = time_once(lambda: unfused(x), sync)
     return Compiled(fused, unfused, info)
 
 
-def _trace(model: nn.Module, x: sm.Tensor) -> Any:
-    """The bench checks outputs itself (``check_outputs``), against eager, on the run input."""
+def trace_model(model: nn.Module, x: sm.Tensor) -> Any:
+    """``jit.trace`` as the bench uses it. The bench checks outputs itself (``check_outputs``), against eager, on the run input."""
     return jit.trace(model, x, check_trace=False)
 
 
@@ -320,10 +323,26 @@ def _measure(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor, x: sm.Te
     stage("time")
     res.times.update(time_variants(variants, opts.budget, opts.repeat, opts.min_reps, sync=sync))
     res.floor_work = floor_work(res.workload, model, x, ref)
+    if opts.startup:
+        stage("startup")
+        record_startup(res, startup.measure_startup(startup.StartupSpec.of(res.workload.id,
+                                                                             opts)))
     if opts.compare_torch:
         from scriptmod.bench import torch_ref
         stage("torch")
         torch_ref.TorchSide.create(res.workload, model, x, ref, opts).finish(res)
+
+
+def record_startup(res: WorkloadResult, measured: dict[str, Any]) -> None:
+    """Keep the startup children's results; each first call's check against eager (or
+    the child's failure) becomes the ``cold_start`` / ``warm_start`` match."""
+    res.startup = measured
+    for phase, r in measured.items():
+        if "error" in r:
+            res.matches[f"{phase}_start"] = Match(False, float("inf"), 0.0,
+                                                  f"child process: {r['error']}")
+        else:
+            res.matches[f"{phase}_start"] = Match(**r["match"])
 
 
 # ---- all workloads ---------------------------------------------------------------------------

@@ -2,11 +2,20 @@
 
 Each twin has the module structure of the scriptmod model, so the scriptmod ``state_dict``
 loads into it key for key: both sides compute with the same weights and the same input,
-and the twin's output is checked against eager scriptmod's before it is timed. Both PyTorch
-columns are measured in a child process (``python -m scriptmod.bench.torch_ref JOB_DIR``)
-after scriptmod's own timings, eager first, then torch.compile (default mode). The child
-is killed after the timeout because torch.compile's compile time is unbounded; whatever
-did not finish reads "n/a".
+and the twin's output is checked against eager scriptmod's before it is timed. The three
+PyTorch columns are measured in a child process (``python -m scriptmod.bench.torch_ref
+JOB_DIR``) after scriptmod's own timings, all under ``torch.no_grad()`` and with the
+parent's timing protocol (first call, check, warm-up, median of samples):
+
+- ``torch_eager``: the twin itself;
+- ``torch_jit``: TorchScript, ``torch.jit.freeze(torch.jit.trace(twin, x))`` of the eval
+  twin ("torch.jit trace+freeze", as WORKLOADS.md measures it); the trace and freeze time
+  is ``torch_jit_build_s``;
+- ``torch_compile``: ``torch.compile(twin)`` in its default mode.
+
+The child is killed after the timeout because torch.compile's compile time is unbounded;
+each column is written to the job folder as it completes, and whatever did not finish
+reads "n/a".
 
     >>> TorchSide.create(WORKLOADS["W1"], model, x, ref, opts).finish(result)   # doctest: +SKIP
 
@@ -18,9 +27,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,9 +34,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from scriptmod.bench.child import run_child
 from scriptmod.bench.timing import Timing, Variant, time_variants
 
 TORCH_COMPILE_MODE = "default"
+COLUMNS = ("torch_eager", "torch_jit", "torch_compile")
 
 
 def dims_of(wid: str, model: Any) -> dict[str, int]:
@@ -146,12 +154,13 @@ class TorchSide:
 
     def finish(self, res: Any) -> None:
         """Run the child; record its checks and timings ("n/a" for whatever it lacks)."""
-        res.times["torch_eager"] = res.times["torch_compile"] = None
+        for name in COLUMNS:
+            res.times[name] = None
         if self.note:
             res.notes.append(self.note)
             return
         result = run_torch_job(self.job, self.opts)
-        for name in ("torch_eager", "torch_compile"):
+        for name in COLUMNS:
             part = result.get(name)
             if part:
                 _record(res, name, part)
@@ -163,13 +172,14 @@ def _record(res: Any, name: str, part: dict[str, Any]) -> None:
     from scriptmod.bench.runner import Match
     res.matches[name] = Match(**part["match"])
     res.times[name] = Timing(**part["timing"])
-    if "first_call_s" in part:
-        res.compile[f"{name}_first_call_s"] = part["first_call_s"]
+    for key in ("first_call_s", "build_s"):
+        if key in part:
+            res.compile[f"{name}_{key}"] = part[key]
 
 
 def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
-    """PyTorch eager, then torch.compile, in a child process killed after the timeout;
-    what finished before a failure or the timeout is kept."""
+    """PyTorch eager, TorchScript, then torch.compile, in a child process killed after the
+    timeout; what finished before a failure or the timeout is kept."""
     with tempfile.TemporaryDirectory(prefix="scriptmod-torch-") as d:
         np.savez(Path(d) / "weights.npz", **job["weights"])
         np.save(Path(d) / "x.npy", job["x"])
@@ -178,31 +188,20 @@ def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
                 "dtype": opts.dtype, "budget": opts.budget, "repeat": opts.repeat,
                 "min_reps": opts.min_reps}
         (Path(d) / "job.json").write_text(json.dumps(spec))
-        result = _child([sys.executable, "-m", "scriptmod.bench.torch_ref", d],
-                        opts.torch_compile_timeout_s)
-        eager = Path(d) / "torch_eager.json"
-        if "torch_eager" not in result and eager.exists():
-            result["torch_eager"] = json.loads(eager.read_text())
+        result = run_child(["-m", "scriptmod.bench.torch_ref", d],
+                           opts.torch_compile_timeout_s, {"TORCHINDUCTOR_COMPILE_THREADS": "1"})
+        for name in COLUMNS:
+            done = Path(d) / f"{name}.json"
+            if name not in result and done.exists():
+                result[name] = json.loads(done.read_text())
         return result
 
 
-def _child(cmd: list[str], timeout: float) -> dict[str, Any]:
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get(
-        "PYTHONPATH")])), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)      # the child's session: inductor's workers too
-        proc.communicate()
-        return {"error": f"timed out after {timeout:.0f} s"}
-    lines = out.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = (err.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"child exited with {proc.returncode}: {tail[:200]}"}
-    return json.loads(lines[-1])
+def torchscript(twin: Any, x: Any) -> Any:
+    """TorchScript of the eval twin as WORKLOADS.md measures it: ``torch.jit.trace``, then
+    ``torch.jit.freeze`` (parameters folded in as constants)."""
+    import torch
+    return torch.jit.freeze(torch.jit.trace(twin.eval(), (x,)))
 
 
 def _timed_part(model: Any, x: Any, ref: np.ndarray, spec: dict[str, Any]) -> dict[str, Any]:
@@ -224,16 +223,34 @@ def _child_main(job_dir: str) -> dict[str, Any]:
         torch.set_num_threads(spec["threads"])
     twin = build_twin(spec["wid"], spec["dims"], dict(np.load(d / "weights.npz")))
     x, ref = torch.from_numpy(np.load(d / "x.npy")), np.load(d / "ref.npy")
+    builders: dict[str, Callable[[], Any]] = {
+        "torch_eager": lambda: twin, "torch_jit": lambda: torchscript(twin, x),
+        "torch_compile": lambda: torch.compile(twin, mode=TORCH_COMPILE_MODE)}
     out: dict[str, Any] = {}
+    errors = []
     with torch.no_grad():
-        out["torch_eager"] = _timed_part(twin, x, ref, spec)
-        (d / "torch_eager.json").write_text(json.dumps(out["torch_eager"]))
-        try:
-            compiled = torch.compile(twin, mode=TORCH_COMPILE_MODE)
-            out["torch_compile"] = _timed_part(compiled, x, ref, spec)
-        except Exception as exc:  # noqa: BLE001  (reported to the parent as n/a)
-            out["error"] = f"torch.compile: {type(exc).__name__}: {str(exc)[:300]}"
+        for name, make in builders.items():
+            try:
+                out[name] = _built_and_timed(make, x, ref, spec)
+            except Exception as exc:  # noqa: BLE001  (reported to the parent as n/a)
+                errors.append(f"{LABELS[name]}: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
+            (d / f"{name}.json").write_text(json.dumps(out[name]))
+    if errors:
+        out["error"] = "; ".join(errors)
     return out
+
+
+LABELS = {"torch_eager": "torch eager", "torch_jit": "torch.jit trace+freeze",
+          "torch_compile": "torch.compile"}
+
+
+def _built_and_timed(make: Callable[[], Any], x: Any, ref: np.ndarray,
+                     spec: dict[str, Any]) -> dict[str, Any]:
+    from scriptmod.bench.timing import time_once
+    model: list[Any] = []
+    build_s = time_once(lambda: model.append(make()))
+    return {**_timed_part(model[0], x, ref, spec), "build_s": build_s}
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ VARIANTS = ("eager", "unfused", "fused")
 @pytest.fixture(scope="module")
 def quick_json(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict]:
     path = tmp_path_factory.mktemp("bench") / "quick.json"
-    rc = main(["bench", "--quick", "--no-progress", "--json", str(path)])
+    rc = main(["bench", "--quick", "--no-progress", "--no-compile-time", "--json", str(path)])
     return rc, json.loads(path.read_text())
 
 
@@ -77,7 +77,8 @@ def test_a_mismatch_is_loud_and_fails_the_run(monkeypatch: pytest.MonkeyPatch,
     from scriptmod.bench import runner
     monkeypatch.setattr(runner, "compare", lambda got, ref, dtype: runner.Match(
         False, 1.0, 0.0, "forced for the test"))
-    assert main(["bench", "--quick", "--no-progress", "--workload", "W4", "--repeat", "1"]) == 1
+    assert main(["bench", "--quick", "--no-progress", "--workload", "W4", "--repeat", "1",
+                 "--no-compile-time"]) == 1
     captured = capsys.readouterr()
     assert "MISMATCH: W4 fused: forced for the test" in captured.err
     assert "MISMATCH" in captured.out                      # the table's check column

@@ -1,0 +1,137 @@
+"""Cold compile and warm start, each measured in a new process.
+
+*Cold compile*: a child process with an empty kernel cache folder (``SCRIPTMOD_CACHE_DIR``
+set to a new temporary directory) imports scriptmod, builds the workload's model, traces
+it (``trace_s``) and calls the traced module once (``first_call_s``). *Warm start*: a
+second child does the same with the folder the first one filled, so its first call finds
+every kernel object on disk and compiles none. Nothing is shared in memory: each child is
+a new interpreter.
+
+What ``first_call_s`` includes: everything the first call of a freshly traced module does,
+timed around that one call under ``no_grad``: specialization to the input, the graph
+passes, fusion, code generation, LLVM compilation (cold) or loading the objects from the
+disk cache (warm), any lazy import and LLVM initialization the first compile needs, and
+one execution of the model on the run input. It excludes starting Python, ``import
+scriptmod`` (reported as ``import_s``), building the model and the input, and the trace
+(``trace_s``). ``second_call_s`` is the next call, for scale. The first call's output is
+checked against eager on the same input, so a wrong object loaded from the cache is a
+failed check, not a fast number.
+
+    >>> spec = StartupSpec("W4", quick=True)
+    >>> spec.as_json()
+    '{"wid": "W4", "quick": true, "dtype": "float32", "device": "cpu", "batch": null, "threads": null}'
+    >>> result = measure_startup(spec)      # two child processes, seconds   # doctest: +SKIP
+    >>> result["warm"]["cache"]["compiles"]                                  # doctest: +SKIP
+    0
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from scriptmod.bench.child import run_child
+
+TIMEOUT_S = 300.0
+PHASES = ("cold", "warm")
+
+# ``import scriptmod`` is timed by the child itself, so the child is started with ``-c``.
+_CHILD = ("import sys, time; t0 = time.perf_counter(); import scriptmod; "
+          "from scriptmod.bench.startup import child_main; child_main(sys.argv[1], t0)")
+
+
+@dataclass(frozen=True)
+class StartupSpec:
+    """What a startup child builds: the workload, its size, dtype, device, run batch and
+    threads (as the parent run's options)."""
+
+    wid: str
+    quick: bool = False
+    dtype: str = "float32"
+    device: str = "cpu"
+    batch: int | None = None
+    threads: int | None = None
+
+    def as_json(self) -> str:
+        """The spec as the child's command-line argument."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def of(cls, wid: str, opts: Any) -> "StartupSpec":
+        """The spec of workload ``wid`` under the run's ``BenchOptions``."""
+        return cls(wid, opts.quick, opts.dtype, opts.device, opts.batch, opts.threads)
+
+
+def measure_startup(spec: StartupSpec, timeout: float = TIMEOUT_S) -> dict[str, Any]:
+    """``{"cold": {...}, "warm": {...}}``: two child processes sharing one new cache folder
+    (see the module docstring); a phase that failed holds ``{"error": why}``."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="scriptmod-bench-startup-") as d:
+        env = {"SCRIPTMOD_CACHE_DIR": d, "SCRIPTMOD_LOG": ""}   # logging would inflate it
+        for phase in PHASES:
+            if any("error" in r for r in out.values()):
+                out[phase] = {"error": "not run: the cold compile failed"}
+                continue
+            out[phase] = run_child(["-c", _CHILD, spec.as_json()], timeout, env)
+    return out
+
+
+def child_main(spec_json: str, import_started: float) -> None:
+    """The child's work (``python -c`` of ``_CHILD``): print one JSON line of results."""
+    import_s = time.perf_counter() - import_started
+    try:
+        result = _measure(StartupSpec(**json.loads(spec_json)))
+        result["import_s"] = import_s
+    except Exception as exc:  # noqa: BLE001  (reported to the parent, which fails the check)
+        result = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    print(json.dumps(result))
+    sys.stdout.flush()
+
+
+def _measure(spec: StartupSpec) -> dict[str, Any]:
+    import scriptmod as sm
+    from scriptmod.bench import runner
+    from scriptmod.bench.timing import time_once
+    from scriptmod.bench.workloads import WORKLOADS
+    opts = runner.BenchOptions(workloads=[spec.wid], quick=spec.quick, threads=spec.threads,
+                               dtype=spec.dtype, device=spec.device, batch=spec.batch)
+    runner.configure_threads(spec.threads)
+    _, sync = runner.device_backend(spec.device)
+    model, x_trace, x = runner.build(WORKLOADS[spec.wid], opts)
+    traced: list[Any] = []
+    out: list[Any] = []
+    with sm.no_grad():
+        trace_s = time_once(lambda: traced.append(runner.trace_model(model, x_trace)), sync)
+        before = _cache_stats()
+        first_s = time_once(lambda: out.append(traced[0](x)), sync)
+        cache = _delta(before, _cache_stats())
+        second_s = time_once(lambda: traced[0](x), sync)
+        match = runner.compare(out[0], runner.host64(model(x)), spec.dtype)
+    return {"trace_s": trace_s, "first_call_s": first_s, "second_call_s": second_s,
+            "match": match.as_dict(), "cache": cache, "files_on_disk": _files_on_disk()}
+
+
+def _cache_stats() -> dict[str, int] | None:
+    """The kernel cache's counters, or None where this build has no such cache."""
+    try:
+        from scriptmod.bench.runner import kernel_cache
+        return dict(kernel_cache().stats())
+    except (ImportError, AttributeError):
+        return None
+
+
+def _delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int] | None:
+    if before is None or after is None:
+        return None
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def _files_on_disk() -> int:
+    """Files in the cache folder after the first call (what a warm start can load)."""
+    d = os.environ.get("SCRIPTMOD_CACHE_DIR")
+    return sum(1 for p in Path(d).rglob("*") if p.is_file()) if d else 0
