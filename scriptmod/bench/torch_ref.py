@@ -199,9 +199,15 @@ def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
 
 def torchscript(twin: Any, x: Any) -> Any:
     """TorchScript of the eval twin as WORKLOADS.md measures it: ``torch.jit.trace``, then
-    ``torch.jit.freeze`` (parameters folded in as constants)."""
+    ``torch.jit.freeze`` (parameters folded in as constants). PyTorch 2.13 deprecates
+    both in favour of torch.compile; the column exists to compare against them, so their
+    DeprecationWarnings are silenced here."""
+    import warnings
+
     import torch
-    return torch.jit.freeze(torch.jit.trace(twin.eval(), (x,)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.freeze(torch.jit.trace(twin.eval(), (x,)))
 
 
 def _timed_part(model: Any, x: Any, ref: np.ndarray, spec: dict[str, Any]) -> dict[str, Any]:
