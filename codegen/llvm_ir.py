@@ -23,18 +23,20 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
+from scriptmod.ir import schema as S
+
 from .formulas import lower_steps
 from .kernel import KernelSpec
 from .llvm_emit import I64, PTR, LLVMEmitter, for_range, storage_type
 
 _ONE, _ZERO = ir.Constant(I64, 1), ir.Constant(I64, 0)
-# Ops whose formulas are long dependency chains (an exp, a division, a polynomial). A loop of
+# Ops flagged LONG: their formulas are long dependency chains (an exp, a division). A loop of
 # them is bound by latency: each element's chain is long and the core overlaps only the few
 # iterations its window holds, so chaining two exps costs more than twice one. Interleaving
 # INTERLEAVE vector iterations gives the core independent chains to overlap (W2: 16.4 ->
 # 11 ns per 16 elements); cheap loops keep LLVM's own choice.
-LONG_OPS = frozenset({"exp", "exp2", "expm1", "log", "log2", "log1p", "sigmoid", "tanh", "erf",
-                      "erfc", "sin", "cos", "atan2", "pow", "remainder", "floor_divide"})
+LONG_OPS = S.ops_with(S.LONG)
 INTERLEAVE = 8
 
 

@@ -33,6 +33,12 @@ FACTORY = "factory"            # makes a tensor from attributes only
 ANY_RANK = "any_rank"          # means the same at every input rank: no attribute or size
                                # list encodes the rank it was traced at (elementwise ops and
                                # reductions are so by their flag; see ``rank_polymorphic``)
+UPCAST = "upcast"              # computes in float32 for float16/bfloat16 inputs (elementwise
+                               # ops and reductions are so by their flag; see ``upcasts``)
+LONG = "long"                  # its scalar formula is a long dependency chain (exp, log, a
+                               # division, a polynomial): fused loops of it are interleaved
+OWN_DTYPES = "own_dtypes"      # elementwise, reads each input in its own dtype instead of
+                               # casting all of them to one compute dtype (cast, isnan, logic)
 
 
 class _Required:
@@ -232,5 +238,20 @@ def rank_polymorphic(schema: OpSchema) -> bool:
     return bool(schema.flags & {ELEMENTWISE, REDUCTION, ANY_RANK})
 
 
-def ops_with(flag: str) -> frozenset[str]:
-    return frozenset(n for n, s in REGISTRY.items() if flag in s.flags)
+def upcasts(schema: OpSchema) -> bool:
+    """Whether the op computes in float32 when given float16/bfloat16 tensors, as the
+    compiled paths do: every elementwise op and reduction, and the ops flagged ``UPCAST``;
+    not those flagged ``OWN_DTYPES`` (``cast``, ``isnan``), which read inputs as they are."""
+    return bool(schema.flags & {ELEMENTWISE, REDUCTION, UPCAST}) and OWN_DTYPES not in schema.flags
+
+
+def ops_with(*flags: str, without: tuple[str, ...] = ()) -> frozenset[str]:
+    """Names of the declared ops that carry every flag in ``flags`` and none in ``without``.
+
+    >>> import scriptmod.ir.ops
+    >>> sorted(ops_with(VIEW, without=(IMPURE,)))[:3]
+    ['expand', 'narrow', 'permute']
+    """
+    want, refuse = frozenset(flags), frozenset(without)
+    return frozenset(n for n, s in REGISTRY.items()
+                     if want <= s.flags and not refuse & s.flags)

@@ -1,7 +1,8 @@
 """Tensor methods and their ``scriptmod.*`` function forms, all thin calls into ``dispatch``.
 
-The elementwise vocabulary is table-driven: one name in ``UNARY`` gives ``Tensor.exp``,
-``Tensor.exp_`` and ``scriptmod.exp``.
+The elementwise vocabulary comes from the registry's flags: an attribute-free op flagged
+``UNARY`` (or ``BINARY``) in ``ir.ops`` gives ``Tensor.exp``, ``Tensor.exp_`` and
+``scriptmod.exp``.
 """
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Any
 
 import numpy as np
 
+import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
 from scriptmod.ir import dtypes as D
+from scriptmod.ir import schema as S
 from scriptmod.ir.errors import DTypeError
+from scriptmod.ir.ops.rules import to_bool
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import SavedTensor
@@ -19,12 +23,12 @@ from scriptmod.tensor import MinMax, Tensor, _dtype_arg
 _gstate = grad_mode._state
 _NUMBER = (int, float, bool, complex)
 
-UNARY = ("neg", "abs", "sign", "relu", "floor", "ceil", "round", "trunc", "exp", "log", "log1p",
-         "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "erfc", "reciprocal",
-         "log2", "exp2", "logical_not", "isnan", "isinf", "bitwise_not")
-BINARY = ("sub", "mul", "floor_divide", "remainder", "pow", "maximum", "minimum", "atan2",
-          "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-          "bitwise_and", "bitwise_or", "bitwise_xor")
+# ops with attributes (clamp, cast) have hand-written methods; so do add, sub and div
+# (alpha, rounding_mode), which replace the generated ones below
+UNARY = tuple(sorted(n for n in S.ops_with(S.UNARY) if not S.get(n).attrs))
+BINARY = tuple(sorted(S.ops_with(S.BINARY)))
+# unary tests with a bool result (isnan) have no in-place form
+_NO_INPLACE = frozenset(n for n in UNARY if S.get(n).dtype_rule is to_bool)
 _ALIASES = {"negative": "neg", "absolute": "abs", "multiply": "mul", "subtract": "sub",
             "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
             "not_equal": "ne", "fmax": "maximum", "fmin": "minimum", "arctan2": "atan2"}
@@ -356,9 +360,8 @@ Tensor.where = _where
 Tensor.masked_fill = _masked_fill
 Tensor.square = lambda self: self * self
 
-for _n in UNARY + BINARY + ("add", "sub", "div", "clamp", "clip", "clamp_min", "clamp_max",
-                             "masked_fill", "square"):
-    if _n not in ("logical_not", "isnan", "isinf"):
+for _n in UNARY + BINARY + ("clamp", "clip", "clamp_min", "clamp_max", "masked_fill", "square"):
+    if _n not in _NO_INPLACE:
         setattr(Tensor, _n + "_", _inplace_of(_n))
 Tensor.__iadd__ = lambda self, o: _inplace_of("add")(self, o)
 Tensor.__isub__ = lambda self, o: _inplace_of("sub")(self, o)
@@ -395,8 +398,8 @@ def floor_divide(input: Any, other: Any) -> Tensor:
 
 def _function(name: str) -> Any:
     def fn(input: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(input, _NUMBER) and name in BINARY + ("add", "sub", "div") and args:
-            return dispatch(name if name != "div" else "div", (input, _operand(args[0])))
+        if isinstance(input, _NUMBER) and name in BINARY and args:
+            return dispatch(name, (input, _operand(args[0])))
         return getattr(_as_tensor(input), name)(*args, **kwargs)
     fn.__name__ = name
     fn.__doc__ = f"Function form of ``Tensor.{name}``."

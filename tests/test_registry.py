@@ -3,9 +3,11 @@ unless it is non-differentiable, a test case, and (if fusible elementwise) a sca
 no table has a row for an op that was never declared."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import op_cases as OC
+from scriptmod.ir import schema as S
 from scriptmod.ir.schema import ELEMENTWISE, FACTORY, IMPURE, NONDIFF, REGISTRY, VIEW, parse_schema
 from scriptmod.runtime.kernels import KERNELS
 from scriptmod.autograd.derivatives import DERIVATIVES
@@ -61,3 +63,136 @@ def test_kernel_for_undeclared_op_is_an_error() -> None:
     from scriptmod.runtime.kernels import kernel
     with pytest.raises(KeyError, match="undeclared"):
         kernel("not_an_op")(lambda xp, x: x)
+
+
+# ---- op groups are registry flags ---------------------------------------------------------
+# The hand lists these flags replaced (issue 12), kept once here as the proof of the switch.
+_OLD_VIEW_OPS = {"transpose", "permute", "unsqueeze", "squeeze", "narrow", "expand", "reshape"}
+_OLD_UPCAST_OPS = {"softmax", "log_softmax", "cumsum", "matmul", "conv2d", "avg_pool2d", "logsumexp"}
+_OLD_LONG_OPS = {"exp", "exp2", "expm1", "log", "log2", "log1p", "sigmoid", "tanh", "erf", "erfc",
+                 "sin", "cos", "atan2", "pow", "remainder", "floor_divide"}
+# ``where`` left the list: with a bool result its inputs are bool already, so casting is a no-op
+_OLD_RAW_INPUT_OPS = {"cast", "logical_not", "isnan", "isinf", "logical_and", "logical_or",
+                      "logical_xor"}
+_OLD_UNARY_METHODS = {"neg", "abs", "sign", "relu", "floor", "ceil", "round", "trunc", "exp", "log",
+                      "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf",
+                      "erfc", "reciprocal", "log2", "exp2", "logical_not", "isnan", "isinf",
+                      "bitwise_not"}
+_OLD_BINARY_METHODS = {"sub", "mul", "floor_divide", "remainder", "pow", "maximum", "minimum",
+                       "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                       "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"}
+
+
+def test_flag_groups_equal_the_hand_lists_they_replaced() -> None:
+    from scriptmod import _tensor_ops as T
+    from scriptmod.codegen.llvm_ir import LONG_OPS
+    assert S.ops_with(S.VIEW, without=(S.IMPURE,)) == _OLD_VIEW_OPS
+    assert {n for n, s in REGISTRY.items() if S.upcasts(s)} == (
+        _OLD_UPCAST_OPS | S.ops_with(S.ELEMENTWISE) | S.ops_with(S.REDUCTION)) - _OLD_RAW_INPUT_OPS
+    assert LONG_OPS == S.ops_with(S.LONG) == _OLD_LONG_OPS
+    assert S.ops_with(S.OWN_DTYPES) == _OLD_RAW_INPUT_OPS
+    assert set(T.UNARY) == _OLD_UNARY_METHODS
+    assert set(T.BINARY) == _OLD_BINARY_METHODS | {"add", "div"}   # hand methods replace these
+
+
+def test_ops_with_takes_all_flags_and_exclusions() -> None:
+    both = S.ops_with(S.ELEMENTWISE, S.UNARY)
+    assert both == S.ops_with(S.UNARY) and "add" not in both
+    assert "copy_" in S.ops_with(S.VIEW) and "copy_" not in S.ops_with(S.VIEW, without=(S.IMPURE,))
+    assert S.ops_with("no such flag") == frozenset()
+
+
+def test_every_flag_is_a_declared_constant() -> None:
+    declared = {v for k, v in vars(S).items() if k.isupper() and isinstance(v, str)}
+    used = set().union(*(s.flags for s in REGISTRY.values()))
+    assert sorted(used - declared) == []
+
+
+@pytest.mark.parametrize("name", sorted(S.ops_with(S.UNARY) | S.ops_with(S.BINARY)))
+def test_unary_and_binary_ops_are_elementwise_with_that_many_inputs(name: str) -> None:
+    s = REGISTRY[name]
+    assert ELEMENTWISE in s.flags and s.n_outputs == 1
+    assert len(s.inputs) == (1 if s.has(S.UNARY) else 2)
+    assert not (s.has(S.UNARY) and s.has(S.BINARY))
+
+
+@pytest.mark.parametrize("name", sorted(S.ops_with(S.LONG)))
+def test_long_ops_are_fusible_elementwise_with_a_formula(name: str) -> None:
+    formulas = pytest.importorskip("scriptmod.codegen.formulas").FORMULAS
+    s = REGISTRY[name]
+    assert ELEMENTWISE in s.flags and IMPURE not in s.flags and name in formulas
+
+
+def test_upcast_flag_is_only_on_ops_not_upcast_by_another_flag() -> None:
+    for name in S.ops_with(S.UPCAST):
+        assert not REGISTRY[name].flags & {ELEMENTWISE, S.REDUCTION}, name
+
+
+def _first_sample(name: str, dtype: str) -> OC.Sample:
+    return OC.CASES[name].samples(OC.Gen(dtype))[0]
+
+
+@pytest.mark.parametrize("name", sorted(S.ops_with(S.VIEW, without=(S.IMPURE,))))
+def test_view_ops_reference_kernel_returns_a_view_of_a_contiguous_input(name: str) -> None:
+    seen = 0
+    for s in OC.CASES[name].samples(OC.Gen("float32")):
+        x = s.inputs[0]
+        if not x.flags.c_contiguous:
+            continue
+        out = KERNELS[name](np, *s.inputs, **s.attrs)
+        if out.size:
+            assert np.shares_memory(out, x), f"{name}[{s.label}] copied its input"
+            seen += 1
+    assert seen, f"{name}: no contiguous, non-empty sample"
+
+
+def _recording_kernel(name: str, monkeypatch: pytest.MonkeyPatch) -> list:
+    """Swap op ``name``'s reference kernel for one that records what it is given."""
+    from scriptmod.runtime import kernels as K
+    seen: list = []
+    inner = K.KERNELS[name]
+
+    def spy(xp: object, *inputs: object, **attrs: object) -> object:
+        seen.append(inputs)
+        return inner(xp, *inputs, **attrs)
+    monkeypatch.setitem(K.KERNELS, name, spy)
+    monkeypatch.setattr(K, "_PLANS", {})
+    monkeypatch.setattr(K, "_EW_CACHE", {})
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in REGISTRY.items() if S.upcasts(s)
+                                        and "float16" in OC.CASES[n].dtypes))
+def test_upcasting_ops_compute_half_inputs_in_float32(name: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from scriptmod.runtime.kernels import run_kernel
+    seen = _recording_kernel(name, monkeypatch)
+    s = _first_sample(name, "float16")
+    run_kernel(name, s.inputs, dict(s.attrs))
+    given = [x for x in seen[0] if isinstance(x, np.ndarray) and x.dtype.kind == "f"]
+    assert given and all(x.dtype == np.float32 for x in given), [x.dtype for x in given]
+
+
+@pytest.mark.parametrize("name", sorted(S.ops_with(S.OWN_DTYPES)))
+@pytest.mark.parametrize("dtype", ["float16", "int8", "bool"])
+def test_own_dtype_ops_get_their_inputs_uncast(name: str, dtype: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from scriptmod.runtime.kernels import run_kernel
+    assert ELEMENTWISE in REGISTRY[name].flags
+    if dtype not in OC.CASES[name].dtypes:
+        pytest.skip(f"{name} takes no {dtype}")
+    seen = _recording_kernel(name, monkeypatch)
+    for s in OC.CASES[name].samples(OC.Gen(dtype)):
+        run_kernel(name, s.inputs, dict(s.attrs))
+        assert all(a is b for a, b in zip(seen[-1], s.inputs)), f"{name}[{s.label}]"
+
+
+def test_tensor_methods_come_from_the_flags() -> None:
+    import scriptmod as sm
+    from scriptmod.tensor import Tensor
+    for name in S.ops_with(S.UNARY) | S.ops_with(S.BINARY):
+        if not REGISTRY[name].attrs:   # clamp and cast: hand-written, other signatures
+            assert callable(getattr(Tensor, name)) and callable(getattr(sm, name)), name
+    x = sm.tensor([1.0, -2.0])
+    assert x.exp_() is x and np.allclose(x.numpy(), np.exp([1.0, -2.0]).astype(np.float32))
+    assert not hasattr(Tensor, "isnan_")

@@ -3,7 +3,8 @@ they are decompositions into these primitives (see ``scriptmod.nn.functional``).
 from typing import Any, Sequence
 
 from . import rules as R
-from ..schema import BINARY, COMMUTATIVE, ELEMENTWISE, IMPURE, NONDIFF, UNARY, VIEW, op
+from ..schema import (BINARY, COMMUTATIVE, ELEMENTWISE, IMPURE, LONG, NONDIFF, OWN_DTYPES,
+                      UNARY, VIEW, op)
 
 EW, UN, BIN = ELEMENTWISE, UNARY, BINARY
 
@@ -18,31 +19,49 @@ op("round(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)
 op("trunc(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)
 
 # unary, computed in floating point (int inputs give the default float dtype)
-for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
-              "sigmoid", "erf", "erfc", "reciprocal", "log2", "exp2"):
-    op(f"{_name}(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN)
+op("exp(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("log(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("log1p(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("expm1(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("sqrt(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN)
+op("rsqrt(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN)
+op("sin(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("cos(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("tanh(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("sigmoid(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("erf(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("erfc(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("reciprocal(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN)
+op("log2(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
+op("exp2(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
 
 # binary arithmetic with PyTorch promotion
 op("add(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
 op("sub(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.sub_dtype, R.broadcast, EW, BIN)
 op("mul(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
 op("div(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN)
-op("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF)
-op("remainder(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN)
-op("pow(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor", R.promote, R.broadcast, EW, BIN)
+op("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF, LONG)
+op("remainder(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, LONG)
+op("pow(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor", R.promote, R.broadcast, EW, BIN, LONG)
 op("maximum(Tensor self, Tensor other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
 op("minimum(Tensor self, Tensor other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
-op("atan2(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN)
+op("atan2(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN, LONG)
 
 # comparisons and logic: bool results, no derivative
-for _name, _comm in (("eq", True), ("ne", True), ("lt", False), ("le", False), ("gt", False),
-                     ("ge", False), ("logical_and", True), ("logical_or", True),
-                     ("logical_xor", True)):
-    _flags = (EW, BIN, NONDIFF) + ((COMMUTATIVE,) if _comm else ())
-    op(f"{_name}(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.to_bool, R.broadcast, *_flags)
-op("logical_not(Tensor self) -> Tensor", R.to_bool, R.same_shape, EW, UN, NONDIFF)
-op("isnan(Tensor self) -> Tensor", R.to_bool, R.same_shape, EW, UN, NONDIFF)
-op("isinf(Tensor self) -> Tensor", R.to_bool, R.same_shape, EW, UN, NONDIFF)
+# (comparisons compute in their inputs' promoted dtype; logic and tests read each input as is)
+_CMP = "(Tensor|Scalar self, Tensor|Scalar other) -> Tensor"
+op(f"eq{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF, COMMUTATIVE)
+op(f"ne{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF, COMMUTATIVE)
+op(f"lt{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF)
+op(f"le{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF)
+op(f"gt{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF)
+op(f"ge{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF)
+op(f"logical_and{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF, COMMUTATIVE, OWN_DTYPES)
+op(f"logical_or{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF, COMMUTATIVE, OWN_DTYPES)
+op(f"logical_xor{_CMP}", R.to_bool, R.broadcast, EW, BIN, NONDIFF, COMMUTATIVE, OWN_DTYPES)
+op("logical_not(Tensor self) -> Tensor", R.to_bool, R.same_shape, EW, UN, NONDIFF, OWN_DTYPES)
+op("isnan(Tensor self) -> Tensor", R.to_bool, R.same_shape, EW, UN, NONDIFF, OWN_DTYPES)
+op("isinf(Tensor self) -> Tensor", R.to_bool, R.same_shape, EW, UN, NONDIFF, OWN_DTYPES)
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     op(f"{_name}(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF, COMMUTATIVE)
 op("bitwise_not(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN, NONDIFF)
@@ -51,7 +70,7 @@ op("bitwise_not(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN, NONDIFF)
 op("where(Tensor condition, Tensor|Scalar self, Tensor|Scalar other) -> Tensor",
    lambda ops, attrs: R.promote(ops[1:], attrs), R.broadcast, EW)
 op("clamp(Tensor self, *, float? min=None, float? max=None) -> Tensor", R.same, R.same_shape, EW, UN)
-op("cast(Tensor self, *, ScalarType dtype) -> Tensor", R.from_attr(), R.same_shape, EW, UN)
+op("cast(Tensor self, *, ScalarType dtype) -> Tensor", R.from_attr(), R.same_shape, EW, UN, OWN_DTYPES)
 
 # An in-place op on a traced graph's input (``ReLU(inplace=True)`` on an argument): the
 # tracer writes the input's final value back with ``copy_``, whose output is that input's

@@ -5,7 +5,7 @@ from typing import Any, Sequence
 
 from . import rules as R
 from ..errors import ShapeError
-from ..schema import ANY_RANK, IMPURE, op
+from ..schema import ANY_RANK, IMPURE, UPCAST, op
 from ..types import Dim, Shape
 
 
@@ -66,13 +66,13 @@ def _embedding(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape 
     return None if w is None or idx is None else tuple(idx) + (w[1],)
 
 
-op("matmul(Tensor self, Tensor other) -> Tensor", R.matmul_dtype, _matmul, ANY_RANK)
+op("matmul(Tensor self, Tensor other) -> Tensor", R.matmul_dtype, _matmul, ANY_RANK, UPCAST)
 op("conv2d(Tensor input, Tensor weight, Tensor? bias, *, int[] stride=(1, 1), int[] padding=(0, 0), "
-   "int[] dilation=(1, 1), int groups=1) -> Tensor", R.conv_dtype, _conv2d)
+   "int[] dilation=(1, 1), int groups=1) -> Tensor", R.conv_dtype, _conv2d, UPCAST)
 op("max_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
    "int[] dilation=(1, 1), bool ceil_mode=False) -> Tensor", R.same, _pool2d)
 op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
-   "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d)
+   "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d, UPCAST)
 op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.embedding_dtype, _embedding,
    ANY_RANK)
 op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE, ANY_RANK)

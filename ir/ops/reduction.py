@@ -1,6 +1,6 @@
 """Reductions over ``dim`` (None: all dims) with ``keepdim``; softmax-like normalizations."""
 from . import rules as R
-from ..schema import ANY_RANK, NONDIFF, REDUCTION, op
+from ..schema import ANY_RANK, NONDIFF, REDUCTION, UPCAST, op
 
 RED = REDUCTION
 _DIMS = "int[]? dim=None, bool keepdim=False"
@@ -23,8 +23,8 @@ op("all(Tensor self, *, int[]? dim=None, bool keepdim=False) -> Tensor", R.to_bo
 
 # along one dim, same shape out
 op("softmax(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor", R.float_only("softmax"), R.same_shape,
-   ANY_RANK)
+   ANY_RANK, UPCAST)
 op("log_softmax(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor", R.float_only("log_softmax"),
-   R.same_shape, ANY_RANK)
+   R.same_shape, ANY_RANK, UPCAST)
 op("cumsum(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor", R.sum_like, R.same_shape,
-   ANY_RANK)
+   ANY_RANK, UPCAST)

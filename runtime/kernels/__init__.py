@@ -16,8 +16,8 @@ import numpy as np
 
 import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
 from scriptmod.ir import dtypes as D
-from scriptmod.ir.ops.rules import real_of
-from scriptmod.ir.schema import ELEMENTWISE, FACTORY, REDUCTION, REGISTRY, OpSchema
+from scriptmod.ir.ops.rules import promote, real_of, to_bool
+from scriptmod.ir.schema import ELEMENTWISE, FACTORY, OWN_DTYPES, REGISTRY, OpSchema, upcasts
 from .. import backend
 from ..backend import NP_DTYPE, from_np_dtype
 
@@ -51,18 +51,19 @@ def operand(x: Any) -> Any:
 class _Plan:
     """Per-op facts looked up once, so the per-call path stays a few dict reads."""
 
-    __slots__ = ("schema", "fn", "ew", "upcast", "n_out", "real_of")
+    __slots__ = ("schema", "fn", "ew", "upcast", "n_out", "own_dtypes", "promotes")
 
     def __init__(self, schema: OpSchema, fn: Kernel) -> None:
         self.schema, self.fn = schema, fn
         self.ew = ELEMENTWISE in schema.flags
-        self.upcast = self.ew or REDUCTION in schema.flags or schema.name in _UPCAST_OPS
+        self.upcast = upcasts(schema)
         self.n_out = schema.n_outputs
-        self.real_of = schema.dtype_rule is real_of   # abs(complex) computes in complex
+        self.own_dtypes = OWN_DTYPES in schema.flags
+        # the result dtype is not the compute dtype: comparisons compare in their inputs'
+        # promoted dtype, abs(complex) computes in complex
+        self.promotes = schema.dtype_rule in (to_bool, real_of)
 
 
-_UPCAST_OPS = {"softmax", "log_softmax", "cumsum", "matmul", "conv2d", "avg_pool2d",
-               "logsumexp"}
 _PLANS: dict[str, _Plan] = {}
 
 
@@ -154,11 +155,9 @@ _HALF_NP = {NP_DTYPE[D.float16], NP_DTYPE[D.bfloat16]}
 
 def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> list[Any]:
     """Cast array inputs to the dtype the op computes in (half types compute in float32)."""
-    if out_dt is D.bool_ or p.schema.name == "cast" or p.real_of:
-        if p.schema.name in ("where", "cast", "logical_not", "isnan", "isinf",
-                             "logical_and", "logical_or", "logical_xor"):
-            return list(inputs)
-        from scriptmod.ir.ops.rules import promote
+    if p.own_dtypes:
+        return list(inputs)
+    if p.promotes:
         out_dt = promote([operand(x) for x in inputs], {})
     compute = _F32 if out_dt in _HALF else NP_DTYPE[out_dt]
     if out_dt in _HALF:   # a Python float meets a half tensor rounded to it, as in PyTorch
