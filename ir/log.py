@@ -19,6 +19,7 @@ def topics() -> frozenset[str]:
 
 
 def enabled(topic: str) -> bool:
+    """Whether ``topic`` (or ``all``) is on; test it before building a costly message."""
     on = topics()
     return topic.lower() in on or "all" in on
 

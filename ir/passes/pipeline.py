@@ -82,9 +82,13 @@ def run_pipeline(graph: Graph, passes: Sequence[PassEntry], verify: bool = False
                 verify_graph(graph)
             except IRVerifyError as e:
                 raise IRVerifyError(f"after pass {name}: {e}") from None
-        message = f"after {name} ({ms:.2f} ms):\n{graph}"
-        if log is not None:
-            log(message)
-        else:
-            irlog.log("passes", message)
+        _report(name, ms, graph, log)
     return graph
+
+
+def _report(name: str, ms: float, graph: Graph, log: Callable[[str], None] | None) -> None:
+    """Format the graph only for a listener: printing a big graph costs more than a pass."""
+    if log is not None:
+        log(f"after {name} ({ms:.2f} ms):\n{graph}")
+    elif irlog.enabled("passes"):
+        irlog.log("passes", f"after {name} ({ms:.2f} ms):\n{graph}")
