@@ -2,7 +2,7 @@
 
 An archive is a zip of a JSON manifest, the IR text and ``.code`` of every method, and the
 tensors in one safetensors file; never pickle (format: ``scriptmod/jit/ARCHIVE.md``).
-Loading runs no code from the file: everything is validated first (``_archive``), and the
+Loading runs no code from the file: everything is validated first (``_archive_format``), and the
 module tree is rebuilt from ScriptModules, so the original classes are not needed.
 
     >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), scriptmod.ones(2, 4))
@@ -30,9 +30,9 @@ from scriptmod.ir.parser import TensorPlaceholder, parse
 from scriptmod.ir.printer import is_payload, tensor_constants
 from scriptmod.ir.types import BoolType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type
 from scriptmod.ir.verify import verify
-from scriptmod.jit import _archive as A
+from scriptmod.jit import _archive_format as A
 from scriptmod.jit import _structure as S
-from scriptmod.jit._archive import ArchiveError
+from scriptmod.jit._archive_format import ArchiveError
 from scriptmod.jit._script_module import RecursiveScriptModule, ScriptFunction, ScriptModule
 from scriptmod.nn.parameter import Parameter
 from scriptmod.serialization import _encode_safetensors, _map_device

@@ -15,7 +15,7 @@ import pytest
 
 import scriptmod as sm
 from scriptmod import jit, nn
-from scriptmod.jit import _archive
+from scriptmod.jit import _archive_format as _archive
 from scriptmod.jit.archive import _zip
 from scriptmod.serialization import _as_bytes
 

@@ -1,4 +1,5 @@
-"""Reading a ScriptModule archive safely: every byte is checked before it is used.
+"""The archive format (names, limits, manifest schema) and its safe reader: every byte is
+checked before it is used. ``archive`` holds the user API (``save``, ``load``) on top of it.
 
 The order is container (entry names, declared sizes, compression) -> manifest (JSON, format
 version, schema, references, ops) -> method IR (parse, verify, allowed kinds, attribute and
