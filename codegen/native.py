@@ -24,8 +24,10 @@ No address is baked into the IR: the object code is cached on disk across proces
 Kernel steps call the ``codegen.llvm_ir`` kernel of their spec (``start=0, end=n``, the
 pointer array built on the entry's stack, ``meta`` a constant); each distinct kernel is linked
 into the module with internal linkage, so LLVM inlines it and folds the constant shapes.
-GEMMs with ``m*n*k <= INLINE_GEMM_MAX`` run as an inline loop (a BLAS call costs more than
-the math of a ``(1x64)@(64x64)^T`` layer); larger ones call BLAS, batches in a loop.
+Small GEMMs and matrix-vector products run as an inline loop (a BLAS call costs more than
+the math of a ``(1x64)@(64x64)^T`` layer), one compiled helper per dtype and transposition
+with the sizes as arguments (compile time grows with code, not with layers); larger ones call
+BLAS. Batches loop in the entry. Kernel steps and inline GEMMs are ``noinline`` helpers.
 """
 from __future__ import annotations
 
@@ -45,7 +47,12 @@ FORMAT = "native program v1"
 SPACES = ("arg", "arena")
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112          # CBLAS enum values
 FNS_SGEMM, FNS_DGEMM = 0, 1                          # slots of the ``fns`` table
-INLINE_GEMM_MAX = 64 * 64 * 64                       # m*n*k at or below: inline loop
+# Inline loop or BLAS call (measured on the Zen 4 dev box, AVX2, float32): a BLAS call costs
+# ~1.4 us before any math; the inline loop wins up to about 8x64x64 (2.0 us against 2.5 us
+# at that size, trans_b) and on every matrix-vector product (1x64x64: 0.8 against 1.6 us;
+# 1x1024x1024: 80 against 600+ us), which streams B at memory speed either way.
+INLINE_GEMM_MAX = 8 * 64 * 64                        # m*n*k at or below: inline loop
+INLINE_GEMV_MAX = 1 << 20                            # m == 1 and n*k at or below: inline
 _I8 = ir.IntType(8)
 _KERNEL_TYPE = ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR])
 _ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR])
@@ -156,7 +163,8 @@ class GemmStep:
     @property
     def inline(self) -> bool:
         """Whether this GEMM runs as an inline loop rather than a BLAS call."""
-        return self.m * self.n * self.k <= INLINE_GEMM_MAX
+        return (self.m * self.n * self.k <= INLINE_GEMM_MAX
+                or (self.m == 1 and self.n * self.k <= INLINE_GEMV_MAX))
 
     def text(self) -> str:
         """One line with every field (the basis of the program's key)."""
@@ -207,7 +215,7 @@ class NativeProgram:
     def text(self) -> str:
         """A stable text form: the steps, then each distinct kernel spec's text."""
         lines = [f"{FORMAT} n_args={self.n_args} blas_int_bits={self.blas_int_bits} "
-                 f"inline_gemm_max={INLINE_GEMM_MAX}"]
+                 f"inline_gemm_max={INLINE_GEMM_MAX},{INLINE_GEMV_MAX}"]
         lines += [s.text() for s in self.steps]
         for spec in self.specs:
             lines += [f"{kernel_name(spec)}:"] + ["  " + ln for ln in spec.text().splitlines()]
@@ -251,20 +259,34 @@ def render_program(prog: NativeProgram, name: str | None = None) -> NativeModule
     return NativeModule(prog, name, _link(str(module), texts, list(kernels)))
 
 
-def _link(main: str, others: list[str], internal: list[str]) -> str:
+def _link(main: str, others: list[str], kernels: list[str]) -> str:
     """Link the kernels' modules into ``main`` (LLVM's linker renumbers their metadata and
-    merges their intrinsic declarations) and make the kernels internal."""
+    merges their intrinsic declarations); kernels become internal and always inlined into
+    their step functions, where the constant ``n`` and ``meta`` specialize them."""
     import llvmlite.binding as llvm
     module = llvm.parse_assembly(main)
     for text in others:
         module.link_in(llvm.parse_assembly(text))
-    for fname in internal:
-        module.get_function(fname).linkage = "internal"
+    for fname in kernels:
+        fn = module.get_function(fname)
+        fn.linkage = "internal"
+        fn.add_function_attribute("alwaysinline")
     return str(module)
 
 
+def _internal_function(module: ir.Module, ftype: ir.FunctionType, name: str) -> ir.Function:
+    """A helper compiled once however many steps call it (``noinline``): LLVM's time grows
+    with the code it optimizes, and W4's four equal layers need one copy, not four."""
+    fn = ir.Function(module, ftype, name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    return fn
+
+
 class _EntryBuilder:
-    """Emits the entry function's body: one block of calls and loops per step."""
+    """Emits the entry function: per step, fill a pointer table or compute operand addresses
+    and call the step's function (one per distinct kernel step and inline GEMM shape)."""
 
     def __init__(self, prog: NativeProgram, fn: ir.Function,
                  kernels: dict[str, ir.Function]) -> None:
@@ -272,6 +294,7 @@ class _EntryBuilder:
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.args, self.arena, self.fns = fn.args
         self.arg_ptrs = [self._load_ptr(self.args, i) for i in range(prog.n_args)]
+        self.helpers: dict[tuple, ir.Function] = {}
 
     def build(self) -> None:
         for i, step in enumerate(self.prog.steps):
@@ -301,21 +324,34 @@ class _EntryBuilder:
             table = b.alloca(PTR, size=ir.Constant(I64, len(refs)), name=f"ptrs{i}")
         for j, ref in enumerate(refs):
             b.store(self.ptr(ref), b.gep(table, [ir.Constant(I64, j)], source_etype=PTR))
-        meta = ir.Constant(PTR, None)
+        b.call(self._step_function(step), [table])
+
+    def _step_function(self, step: KernelStep) -> ir.Function:
+        """``void step(ptr ptrs)``: the kernel over ``[0, n)`` with its constant meta."""
+        key = ("kernel", kernel_name(step.spec), step.n, step.meta)
+        if key in self.helpers:
+            return self.helpers[key]
+        module, j = self.fn.module, len(self.helpers)
+        fn = _internal_function(module, ir.FunctionType(ir.VoidType(), [PTR]),
+                                f"{self.fn.name}.step{j}")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        meta: ir.Value = ir.Constant(PTR, None)
         if step.meta:
             ty = ir.ArrayType(I64, len(step.meta))
-            var = ir.GlobalVariable(self.fn.module, ty, name=f"{self.fn.name}.meta{i}")
+            var = ir.GlobalVariable(module, ty, name=f"{self.fn.name}.meta{j}")
             var.global_constant, var.linkage = True, "private"
             var.initializer = ir.Constant(ty, list(step.meta))
             meta = var
         b.call(self.kernels[kernel_name(step.spec)],
-               [ir.Constant(I64, 0), ir.Constant(I64, step.n), table, meta])
+               [ir.Constant(I64, 0), ir.Constant(I64, step.n), fn.args[0], meta])
+        b.ret_void()
+        self.helpers[key] = fn
+        return fn
 
     def _gemm(self, g: GemmStep) -> None:
-        emit = _emit_inline_gemm if g.inline else self._blas_gemm
         a, b_, c = self.ptr(g.a), self.ptr(g.b), self.ptr(g.c)
         if g.batch == 1:
-            emit(self.b, g, a, b_, c)
+            self._one_gemm(g, a, b_, c)
             return
         t = _float_type(g.dtype)
         with for_range(self.b, ir.Constant(I64, 0), ir.Constant(I64, g.batch), "batch") as i:
@@ -324,10 +360,33 @@ class _EntryBuilder:
                     return base
                 off = self.b.mul(i, ir.Constant(I64, stride))
                 return self.b.gep(base, [off], source_etype=t, inbounds=True)
-            emit(self.b, g, at(a, g.stride_a), at(b_, g.stride_b), at(c, g.stride_c))
+            self._one_gemm(g, at(a, g.stride_a), at(b_, g.stride_b), at(c, g.stride_c))
 
-    def _blas_gemm(self, b: ir.IRBuilder, g: GemmStep, a: ir.Value, bm: ir.Value,
-                   c: ir.Value) -> None:
+    def _one_gemm(self, g: GemmStep, a: ir.Value, bm: ir.Value, c: ir.Value) -> None:
+        if g.inline:
+            sizes = [ir.Constant(I64, v) for v in (g.m, g.n, g.k, g.lda, g.ldb, g.ldc)]
+            self.b.call(self._gemm_function(g), [a, bm, c] + sizes)
+        else:
+            self._blas_gemm(g, a, bm, c)
+
+    def _gemm_function(self, g: GemmStep) -> ir.Function:
+        """``void gemm(ptr noalias A, B, C, i64 m, n, k, lda, ldb, ldc)``, one per dtype and
+        transposition: shapes are arguments, so a model's layers share one compiled loop."""
+        key = ("gemm", g.dtype.name, g.trans_a, g.trans_b)
+        if key not in self.helpers:
+            ftype = ir.FunctionType(ir.VoidType(), [PTR] * 3 + [I64] * 6)
+            fn = _internal_function(self.fn.module, ftype,
+                                    f"{self.fn.name}.gemm{len(self.helpers)}")
+            for arg in fn.args[:3]:
+                arg.add_attribute("noalias")
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            _emit_inline_gemm(b, g.dtype, g.trans_a, g.trans_b, *fn.args[:3],
+                              _Shape(*fn.args[3:]))
+            b.ret_void()
+            self.helpers[key] = fn
+        return self.helpers[key]
+
+    def _blas_gemm(self, g: GemmStep, a: ir.Value, bm: ir.Value, c: ir.Value) -> None:
         """``cblas_xgemm(RowMajor, tA, tB, M, N, K, 1, A, lda, B, ldb, 0, C, ldc)``."""
         t, iN = _float_type(g.dtype), ir.IntType(self.prog.blas_int_bits)
         fnty = ir.FunctionType(ir.VoidType(), [I32, I32, I32, iN, iN, iN, t, PTR, iN, PTR,
@@ -338,9 +397,9 @@ class _EntryBuilder:
             return ir.Constant(iN, v)
         def trans(flag: bool) -> ir.Constant:
             return ir.Constant(I32, TRANS if flag else NO_TRANS)
-        b.call(fp, [ir.Constant(I32, ROW_MAJOR), trans(g.trans_a), trans(g.trans_b),
-                    n(g.m), n(g.n), n(g.k), ir.Constant(t, 1.0), a, n(g.lda), bm, n(g.ldb),
-                    ir.Constant(t, 0.0), c, n(g.ldc)])
+        self.b.call(fp, [ir.Constant(I32, ROW_MAJOR), trans(g.trans_a), trans(g.trans_b),
+                         n(g.m), n(g.n), n(g.k), ir.Constant(t, 1.0), a, n(g.lda), bm,
+                         n(g.ldb), ir.Constant(t, 0.0), c, n(g.ldc)])
 
 
 def _float_type(dt: DType) -> ir.Type:
@@ -358,32 +417,44 @@ def _float_type(dt: DType) -> ir.Type:
 #    hence ``reassoc contract`` on that sum alone (partial sums per lane, as BLAS does).
 
 
-def _emit_inline_gemm(b: ir.IRBuilder, g: GemmStep, a: ir.Value, bm: ir.Value,
-                      c: ir.Value) -> None:
-    """C = op(A) @ op(B) for one matrix triple, as loops (see the comment above)."""
-    t = _float_type(g.dtype)
-    zero, const = ir.Constant(I64, 0), (lambda v: ir.Constant(I64, v))
+@dataclass(frozen=True)
+class _Shape:
+    """A GEMM's sizes and leading dims as IR values (constants or the helper's arguments)."""
 
-    def elem(base: ir.Value, row: ir.Value, ld: int, col: ir.Value) -> ir.Value:
-        idx = b.add(b.mul(row, const(ld)), col)
+    m: ir.Value
+    n: ir.Value
+    k: ir.Value
+    lda: ir.Value
+    ldb: ir.Value
+    ldc: ir.Value
+
+
+def _emit_inline_gemm(b: ir.IRBuilder, dt: DType, trans_a: bool, trans_b: bool,
+                      a: ir.Value, bm: ir.Value, c: ir.Value, d: _Shape) -> None:
+    """C = op(A) @ op(B) for one matrix triple, as loops (see the comment above); ``c``
+    overlaps neither ``a`` nor ``b`` (the helper's arguments are ``noalias``)."""
+    t = _float_type(dt)
+
+    def elem(base: ir.Value, row: ir.Value, ld: ir.Value, col: ir.Value) -> ir.Value:
+        idx = b.add(b.mul(row, ld, flags=["nsw"]), col, flags=["nsw"])
         return b.gep(base, [idx], source_etype=t, inbounds=True)
 
     def a_at(i: ir.Value, p: ir.Value) -> ir.Value:
-        return elem(a, p, g.lda, i) if g.trans_a else elem(a, i, g.lda, p)
+        return elem(a, p, d.lda, i) if trans_a else elem(a, i, d.lda, p)
 
-    with for_range(b, zero, const(g.m), "gi") as i:
-        if g.trans_b:
-            _dot_rows(b, g, t, i, a_at, lambda j, p: elem(bm, j, g.ldb, p),
-                      lambda j: elem(c, i, g.ldc, j))
+    with for_range(b, ir.Constant(I64, 0), d.m, "gi") as i:
+        if trans_b:
+            _dot_row(b, t, d, lambda p: a_at(i, p), lambda j, p: elem(bm, j, d.ldb, p),
+                     lambda j: elem(c, i, d.ldc, j))
         else:
-            _axpy_rows(b, g, t, i, a_at, lambda p, j: elem(bm, p, g.ldb, j),
-                       lambda j: elem(c, i, g.ldc, j))
+            _axpy_row(b, t, d, lambda p: a_at(i, p), lambda p, j: elem(bm, p, d.ldb, j),
+                      lambda j: elem(c, i, d.ldc, j))
 
 
-def _dot_rows(b, g: GemmStep, t: ir.Type, i, a_at, b_at, c_at) -> None:
-    """Row ``i`` of C, one dot product per element (op(B) = B^T)."""
+def _dot_row(b: ir.IRBuilder, t: ir.Type, d: _Shape, a_at, b_at, c_at) -> None:
+    """One row of C, one dot product per element (op(B) = B^T)."""
     zero = ir.Constant(I64, 0)
-    with for_range(b, zero, ir.Constant(I64, g.n), "gj") as j:
+    with for_range(b, zero, d.n, "gj") as j:
         pre = b.block
         header = b.append_basic_block("gp.header")
         body = b.append_basic_block("gp.body")
@@ -394,10 +465,9 @@ def _dot_rows(b, g: GemmStep, t: ir.Type, i, a_at, b_at, c_at) -> None:
         acc = b.phi(t, name="acc")
         p.add_incoming(zero, pre)
         acc.add_incoming(ir.Constant(t, 0.0), pre)
-        b.cbranch(b.icmp_signed("<", p, ir.Constant(I64, g.k)), body, end)
+        b.cbranch(b.icmp_signed("<", p, d.k), body, end)
         b.position_at_end(body)
-        x = b.load(a_at(i, p), typ=t)
-        y = b.load(b_at(j, p), typ=t)
+        x, y = b.load(a_at(p), typ=t), b.load(b_at(j, p), typ=t)
         nxt = b.fadd(acc, b.fmul(x, y, flags=("contract",)), flags=_DOT_FLAGS)
         p.add_incoming(b.add(p, ir.Constant(I64, 1), flags=["nsw"]), b.block)
         acc.add_incoming(nxt, b.block)
@@ -406,15 +476,14 @@ def _dot_rows(b, g: GemmStep, t: ir.Type, i, a_at, b_at, c_at) -> None:
         b.store(acc, c_at(j))
 
 
-def _axpy_rows(b, g: GemmStep, t: ir.Type, i, a_at, b_at, c_at) -> None:
-    """Row ``i`` of C as a sum of scaled rows of B (op(B) = B)."""
+def _axpy_row(b: ir.IRBuilder, t: ir.Type, d: _Shape, a_at, b_at, c_at) -> None:
+    """One row of C as a sum of scaled rows of B (op(B) = B)."""
     zero = ir.Constant(I64, 0)
-    n = ir.Constant(I64, g.n)
-    with for_range(b, zero, n, "gz") as j:
+    with for_range(b, zero, d.n, "gz") as j:
         b.store(ir.Constant(t, 0.0), c_at(j))
-    with for_range(b, zero, ir.Constant(I64, g.k), "gp") as p:
-        x = b.load(a_at(i, p), typ=t)
-        with for_range(b, zero, n, "gj") as j:
+    with for_range(b, zero, d.k, "gp") as p:
+        x = b.load(a_at(p), typ=t)
+        with for_range(b, zero, d.n, "gj") as j:
             ptr = c_at(j)
             prod = b.fmul(x, b.load(b_at(p, j), typ=t), flags=("contract",))
             b.store(b.fadd(b.load(ptr, typ=t), prod, flags=("contract",)), ptr)

@@ -59,6 +59,11 @@ ADD_RELU = _spec([("add", (0, 1)), ("relu", (2,))], n_in=2)
 ADD = _spec([("add", (0, 1))], n_in=2)
 
 
+def _force_blas(monkeypatch) -> None:
+    monkeypatch.setattr(N, "INLINE_GEMM_MAX", -1)
+    monkeypatch.setattr(N, "INLINE_GEMV_MAX", -1)
+
+
 # ---- kernel steps ------------------------------------------------------------------------
 def test_one_kernel_step(cache):
     spec = _spec([("exp", (0,))])
@@ -153,7 +158,7 @@ TRANS = list(itertools.product([False, True], repeat=2))
 @pytest.mark.parametrize("dt", [F32, F64])
 @pytest.mark.parametrize("trans_a,trans_b", TRANS)
 def test_blas_gemm(cache, monkeypatch, dt, trans_a, trans_b):
-    monkeypatch.setattr(N, "INLINE_GEMM_MAX", 0)
+    _force_blas(monkeypatch)
     step = _check_gemm(cache, dt, 5, 7, 6, trans_a, trans_b)
     assert not step.inline
 
@@ -161,7 +166,7 @@ def test_blas_gemm(cache, monkeypatch, dt, trans_a, trans_b):
 @needs_blas
 @pytest.mark.parametrize("trans_a,trans_b", TRANS)
 def test_blas_gemm_padded_leading_dims(cache, monkeypatch, trans_a, trans_b):
-    monkeypatch.setattr(N, "INLINE_GEMM_MAX", 0)
+    _force_blas(monkeypatch)
     _check_gemm(cache, F32, 4, 9, 5, trans_a, trans_b, pad=3)
 
 
@@ -169,7 +174,7 @@ def test_blas_gemm_padded_leading_dims(cache, monkeypatch, trans_a, trans_b):
 @pytest.mark.parametrize("zero_stride", ["", "a", "b"])
 @pytest.mark.parametrize("dt", [F32, F64])
 def test_blas_gemm_batched(cache, monkeypatch, dt, zero_stride):
-    monkeypatch.setattr(N, "INLINE_GEMM_MAX", 0)
+    _force_blas(monkeypatch)
     _check_gemm(cache, dt, 3, 4, 5, False, True, pad=1, batch=4, zero_stride=zero_stride)
 
 
@@ -190,6 +195,22 @@ def test_inline_gemm(cache, dt, trans_a, trans_b, shape):
 @pytest.mark.parametrize("zero_stride", ["", "a", "b"])
 def test_inline_gemm_batched(cache, zero_stride):
     _check_gemm(cache, F32, 2, 3, 4, True, False, pad=2, batch=3, zero_stride=zero_stride)
+
+
+@pytest.mark.parametrize("shape,inline", [
+    ((1, 64, 64), True), ((8, 64, 64), True), ((9, 64, 64), False), ((1, 1024, 1024), True),
+    ((1, 2048, 1024), False), ((64, 64, 64), False), ((3, 5, 0), True)])
+def test_inline_or_blas_rule(shape, inline):
+    m, n, k = shape
+    step = GemmStep(F32, m, n, k, Ref("arg", 0), max(k, 1), False, Ref("arg", 1), max(k, 1),
+                    True, Ref("arg", 2), n)
+    assert step.inline is inline
+
+
+def test_inline_matrix_vector_product(cache):
+    """m == 1 stays inline however wide (a GEMV streams B either way)."""
+    step = _check_gemm(cache, F32, 1, 1000, 1024, False, True)
+    assert step.inline and step.m * step.n * step.k > N.INLINE_GEMM_MAX
 
 
 def test_empty_gemm_writes_nothing(cache):
@@ -272,9 +293,18 @@ def test_w4_like_chain(cache, batch):
     np.testing.assert_allclose(out, w4_reference(x2, params), rtol=1e-5, atol=1e-5)
 
 
+def test_w4_like_chain_compiles_one_gemm_and_one_step_per_shape():
+    """Equal layers share their helpers: one inline GEMM loop (shapes are arguments) and one
+    kernel step per distinct (spec, n, meta)."""
+    text = render_program(w4_program(1)[0]).text
+    defines = [ln.split("(")[0] for ln in text.splitlines() if ln.startswith("define internal")]
+    assert sum(".gemm" in d for d in defines) == 1
+    assert sum(".step" in d for d in defines) == 2
+
+
 @needs_blas
 def test_w4_like_chain_through_blas(cache, monkeypatch):
-    monkeypatch.setattr(N, "INLINE_GEMM_MAX", 0)
+    _force_blas(monkeypatch)
     prog, arena = w4_program(2)
     x, params = w4_arrays(2)
     out = np.full((2, 10), np.nan, np.float32)
@@ -284,7 +314,7 @@ def test_w4_like_chain_through_blas(cache, monkeypatch):
 
 # ---- text, key, names, validation --------------------------------------------------------
 GOLDEN = """\
-native program v1 n_args=3 blas_int_bits=64 inline_gemm_max=262144
+native program v1 n_args=3 blas_int_bits=64 inline_gemm_max=32768,1048576
 gemm float32 m=2 n=4 k=3 a=arg0 lda=3 N b=arg1+8 ldb=3 T c=arena0 ldc=4 batch=2 strides=6,0,8
 kernel {k} n=16 meta=[] in=[arena0, arena0] out=[arg2]
 {k}:
