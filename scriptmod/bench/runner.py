@@ -3,9 +3,10 @@
 For each workload the model is built with scriptmod's layers and traced at the workload's
 batch; the fused and the unfused (``jit.fuser(False)``) ScriptModules are checked against
 eager on the run input (dtype tolerance), then eager, unfused and fused are timed back to
-back in this process under ``no_grad`` (``timing``), and the result is set against the
-floor measured in the same run (``floors``). Cold compile and warm start are measured in
-two new processes (``startup``), unless ``BenchOptions.startup`` is off.
+back in this process under ``no_grad`` (with grad enabled for W4G) (``timing``), and the
+result is set against the floor measured in the same run (``floors``). Cold compile and
+warm start are measured in two new processes (``startup``), unless
+``BenchOptions.startup`` is off.
 
     >>> opts = BenchOptions(workloads=["W1"], quick=True)
     >>> opts.budget, opts.min_reps                  # seconds of timing per variant, samples
@@ -117,7 +118,8 @@ class WorkloadResult:
             "speedup_fused_vs_eager": self.speedup,
             "floor": {"kind": w.floor, "work": self.floor_work, "seconds": self.floor_s,
                       "x_floor": {k: self.x_floor(k) for k in self.times}},
-            "compile": self.compile, "startup": self.startup, "fused_kernels": self.kernels, "notes": self.notes,
+            "compile": self.compile, "startup": self.startup, "fused_kernels": self.kernels,
+            "notes": self.notes,
         }
 
 
@@ -272,7 +274,8 @@ def compile_models(model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
 
 
 def trace_model(model: nn.Module, x: sm.Tensor) -> Any:
-    """``jit.trace`` as the bench uses it. The bench checks outputs itself (``check_outputs``), against eager, on the run input."""
+    """``jit.trace`` as the bench uses it. The bench checks outputs itself
+    (``check_outputs``), against eager, on the run input."""
     return jit.trace(model, x, check_trace=False)
 
 
@@ -300,7 +303,7 @@ def run_workload(w: Workload, opts: BenchOptions,
     model, x_trace, x = build(w, opts)
     res = WorkloadResult(w, tuple(x_trace.shape), tuple(x.shape), opts.dtype)
     try:
-        with sm.no_grad():
+        with w.grad_mode():
             _measure(res, model, x_trace, x, opts, sync, stage)
     except Exception as exc:  # noqa: BLE001  (one broken workload must not hide the others)
         res.matches["error"] = Match(False, float("inf"), 0.0, f"{type(exc).__name__}: {exc}")

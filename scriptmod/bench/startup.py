@@ -8,18 +8,18 @@ every kernel object on disk and compiles none. Nothing is shared in memory: each
 a new interpreter.
 
 What ``first_call_s`` includes: everything the first call of a freshly traced module does,
-timed around that one call under ``no_grad``: specialization to the input, the graph
-passes, fusion, code generation, LLVM compilation (cold) or loading the objects from the
-disk cache (warm), any lazy import and LLVM initialization the first compile needs, and
-one execution of the model on the run input. It excludes starting Python, ``import
-scriptmod`` (reported as ``import_s``), building the model and the input, and the trace
-(``trace_s``). ``second_call_s`` is the next call, for scale. The first call's output is
-checked against eager on the same input, so a wrong object loaded from the cache is a
-failed check, not a fast number.
+timed around that one call under ``no_grad`` (grad enabled for W4G): specialization to
+the input, the graph passes, fusion, code generation, LLVM compilation (cold) or loading
+the objects from the disk cache (warm), any lazy import and LLVM initialization the first
+compile needs, and one execution of the model on the run input. It excludes starting
+Python, ``import scriptmod`` (reported as ``import_s``), building the model and the input,
+and the trace (``trace_s``). ``second_call_s`` is the next call, for scale. The first
+call's output is checked against eager on the same input, so a wrong object loaded from
+the cache is a failed check, not a fast number.
 
     >>> spec = StartupSpec("W4", quick=True)
-    >>> spec.as_json()
-    '{"wid": "W4", "quick": true, "dtype": "float32", "device": "cpu", "batch": null, "threads": null}'
+    >>> StartupSpec(**json.loads(spec.as_json())) == spec     # the child's argument
+    True
     >>> result = measure_startup(spec)      # two child processes, seconds   # doctest: +SKIP
     >>> result["warm"]["cache"]["compiles"]                                  # doctest: +SKIP
     0
@@ -94,7 +94,6 @@ def child_main(spec_json: str, import_started: float) -> None:
 
 
 def _measure(spec: StartupSpec) -> dict[str, Any]:
-    import scriptmod as sm
     from scriptmod.bench import runner
     from scriptmod.bench.timing import time_once
     from scriptmod.bench.workloads import WORKLOADS
@@ -105,7 +104,7 @@ def _measure(spec: StartupSpec) -> dict[str, Any]:
     model, x_trace, x = runner.build(WORKLOADS[spec.wid], opts)
     traced: list[Any] = []
     out: list[Any] = []
-    with sm.no_grad():
+    with WORKLOADS[spec.wid].grad_mode():
         trace_s = time_once(lambda: traced.append(runner.trace_model(model, x_trace)), sync)
         before = _cache_stats()
         first_s = time_once(lambda: out.append(traced[0](x)), sync)

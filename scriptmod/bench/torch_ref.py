@@ -4,8 +4,10 @@ Each twin has the module structure of the scriptmod model, so the scriptmod ``st
 loads into it key for key: both sides compute with the same weights and the same input,
 and the twin's output is checked against eager scriptmod's before it is timed. The three
 PyTorch columns are measured in a child process (``python -m scriptmod.bench.torch_ref
-JOB_DIR``) after scriptmod's own timings, all under ``torch.no_grad()`` and with the
-parent's timing protocol (first call, check, warm-up, median of samples):
+JOB_DIR``) after scriptmod's own timings, all under ``torch.no_grad()`` (grad enabled for
+W4G, whose TorchScript is traced but not frozen: freezing turns the parameters into
+constants that take no gradient) and with the parent's timing protocol (first call,
+check, warm-up, median of samples):
 
 - ``torch_eager``: the twin itself;
 - ``torch_jit``: TorchScript, ``torch.jit.freeze(torch.jit.trace(twin, x))`` of the eval
@@ -39,6 +41,7 @@ from scriptmod.bench.timing import Timing, Variant, time_variants
 
 TORCH_COMPILE_MODE = "default"
 COLUMNS = ("torch_eager", "torch_jit", "torch_compile")
+TWIN_OF = {"W4G": "W4"}            # workload variants that run another workload's model
 
 
 def dims_of(wid: str, model: Any) -> dict[str, int]:
@@ -120,7 +123,7 @@ def _block_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
 def build_twin(wid: str, dims: dict[str, int], weights: dict[str, np.ndarray]) -> Any:
     """The PyTorch model of workload ``wid`` in eval mode, holding ``weights`` exactly."""
     import torch
-    twin = {**_elementwise_twins(), **_block_twins()}[wid](dims)
+    twin = {**_elementwise_twins(), **_block_twins()}[TWIN_OF.get(wid, wid)](dims)
     dtype = next(iter(weights.values())).dtype if weights else np.float32
     twin = twin.to(torch.float64 if dtype == np.float64 else torch.float32).eval()
     twin.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()},
@@ -148,7 +151,7 @@ class TorchSide:
         if importlib.util.find_spec("torch") is None:
             return cls(workload.id, opts, "PyTorch is not importable: pip install torch")
         side = cls(workload.id, opts)
-        side.job = {"wid": workload.id, "dims": dims_of(workload.id, model),
+        side.job = {"wid": workload.id, "grad": workload.grad, "dims": dims_of(workload.id, model),
                     "weights": weights_of(model), "x": x.numpy(force=True), "ref": ref}
         return side
 
@@ -160,6 +163,9 @@ class TorchSide:
             res.notes.append(self.note)
             return
         result = run_torch_job(self.job, self.opts)
+        if self.job["grad"]:
+            res.notes.append("grad enabled: torch.jit is trace only (no freeze), so that the "
+                             "weights take grad")
         for name in COLUMNS:
             part = result.get(name)
             if part:
@@ -184,9 +190,9 @@ def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
         np.savez(Path(d) / "weights.npz", **job["weights"])
         np.save(Path(d) / "x.npy", job["x"])
         np.save(Path(d) / "ref.npy", job["ref"])
-        spec = {"wid": job["wid"], "dims": job["dims"], "threads": opts.threads,
-                "dtype": opts.dtype, "budget": opts.budget, "repeat": opts.repeat,
-                "min_reps": opts.min_reps}
+        spec = {"wid": job["wid"], "grad": job["grad"], "dims": job["dims"],
+                "threads": opts.threads, "dtype": opts.dtype, "budget": opts.budget,
+                "repeat": opts.repeat, "min_reps": opts.min_reps}
         (Path(d) / "job.json").write_text(json.dumps(spec))
         result = run_child(["-m", "scriptmod.bench.torch_ref", d],
                            opts.torch_compile_timeout_s, {"TORCHINDUCTOR_COMPILE_THREADS": "1"})
@@ -197,17 +203,18 @@ def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
         return result
 
 
-def torchscript(twin: Any, x: Any) -> Any:
+def torchscript(twin: Any, x: Any, freeze: bool = True) -> Any:
     """TorchScript of the eval twin as WORKLOADS.md measures it: ``torch.jit.trace``, then
-    ``torch.jit.freeze`` (parameters folded in as constants). PyTorch 2.13 deprecates
-    both in favour of torch.compile; the column exists to compare against them, so their
-    DeprecationWarnings are silenced here."""
+    ``torch.jit.freeze`` (parameters folded in as constants) unless ``freeze`` is off.
+    PyTorch 2.13 deprecates both in favour of torch.compile; the column exists to compare
+    against them, so their DeprecationWarnings are silenced here."""
     import warnings
 
     import torch
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        return torch.jit.freeze(torch.jit.trace(twin.eval(), (x,)))
+        traced = torch.jit.trace(twin.eval(), (x,))
+        return torch.jit.freeze(traced) if freeze else traced
 
 
 def _timed_part(model: Any, x: Any, ref: np.ndarray, spec: dict[str, Any]) -> dict[str, Any]:
@@ -230,11 +237,12 @@ def _child_main(job_dir: str) -> dict[str, Any]:
     twin = build_twin(spec["wid"], spec["dims"], dict(np.load(d / "weights.npz")))
     x, ref = torch.from_numpy(np.load(d / "x.npy")), np.load(d / "ref.npy")
     builders: dict[str, Callable[[], Any]] = {
-        "torch_eager": lambda: twin, "torch_jit": lambda: torchscript(twin, x),
+        "torch_eager": lambda: twin,
+        "torch_jit": lambda: torchscript(twin, x, freeze=not spec.get("grad", False)),
         "torch_compile": lambda: torch.compile(twin, mode=TORCH_COMPILE_MODE)}
     out: dict[str, Any] = {}
     errors = []
-    with torch.no_grad():
+    with torch.enable_grad() if spec.get("grad") else torch.no_grad():
         for name, make in builders.items():
             try:
                 out[name] = _built_and_timed(make, x, ref, spec)

@@ -1,4 +1,5 @@
-"""The benchmark workloads of WORKLOADS.md (W1–W5), built from scriptmod's own layers.
+"""The benchmark workloads of WORKLOADS.md (W1–W5, and W4G: W4 with grad enabled), built
+from scriptmod's own layers.
 
     >>> w = WORKLOADS["W1"]; model, x = w.build(quick=True)
     >>> x.shape
@@ -6,8 +7,9 @@
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ContextManager
 
 import scriptmod as sm
 from scriptmod import nn
@@ -92,6 +94,11 @@ class Workload:
     quick_shape: tuple[int, ...]
     floor: str            # "bytes", "flops" or "none"
     description: str
+    grad: bool = False    # run with grad enabled (parameters require grad), not no_grad
+
+    def grad_mode(self) -> ContextManager[object]:
+        """``no_grad()``, or no change for a grad-enabled workload (W4G)."""
+        return contextlib.nullcontext() if self.grad else sm.no_grad()
 
     def build(self, quick: bool = False, seed: int = 0, batch: int | None = None,
               dtype: sm.dtype = sm.float32) -> tuple[nn.Module, sm.Tensor]:
@@ -116,4 +123,6 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
     Workload("W5", "transformer-block", lambda q: TransformerBlock(64, 4, 256) if q else
              TransformerBlock(256, 4, 1024), (8, 128, 256), (2, 16, 64), "flops",
              "pre-norm MHA(4 heads) + MLP(GELU) block"),
+    Workload("W4G", "tiny-latency (grad enabled)", lambda q: tiny_latency(), (1, 64), (1, 64),
+             "none", "W4 called with grad enabled: its parameters require grad", grad=True),
 )}

@@ -105,3 +105,15 @@ def _report(results: list[runner.WorkloadResult]) -> runner.BenchReport:
                "threads": {"scriptmod": 1, "blas": 1, "blas_set_by": "default"}}
     rates = Rates(copy_bytes_per_s=1e10, matmul_flop_per_s=1e10, dtype="float32", device="cpu")
     return runner.BenchReport(runner.BenchOptions(), machine, rates, results)
+
+
+def test_w4g_is_w4_with_grad_enabled() -> None:
+    import scriptmod as sm
+    w4, w4g = WORKLOADS["W4"], WORKLOADS["W4G"]
+    assert w4g.grad and not w4.grad and w4g.shape == w4.shape
+    with w4.grad_mode():
+        assert not sm.is_grad_enabled()
+    with w4g.grad_mode():
+        assert sm.is_grad_enabled()
+    model, _ = w4g.build(quick=True)
+    assert all(p.requires_grad for p in model.parameters())
