@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Union
 
 from llvmlite import ir
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
-from .kernel import KernelSpec
+from .kernel import KINDS, KernelSpec
 from .llvm_emit import I32, I64, PTR, for_range
 from .llvm_ir import kernel_name, render_llvm
 
@@ -104,6 +105,10 @@ class KernelStep:
         object.__setattr__(self, "outputs", tuple(self.outputs))
         object.__setattr__(self, "meta", tuple(int(v) for v in self.meta))
         spec = self.spec
+        unplanned = [i for i, s in enumerate(spec.inputs) if s.kind not in KINDS]
+        if unplanned:
+            raise ValueError(f"KernelStep: spec inputs {unplanned} have no layout (kind must "
+                             f"be one of {KINDS}); plan the spec's layout first")
         if len(self.inputs) != len(spec.inputs) or len(self.outputs) != len(spec.outputs):
             raise ValueError(f"KernelStep: spec takes {len(spec.inputs)} inputs and "
                              f"{len(spec.outputs)} outputs, got {len(self.inputs)} and "
@@ -255,8 +260,15 @@ def render_program(prog: NativeProgram, name: str | None = None) -> NativeModule
     entry = ir.Function(module, _ENTRY_TYPE, name=name)
     entry.attributes.add("nounwind")
     _EntryBuilder(prog, entry, kernels).build()
-    texts = [render_llvm(spec, kernel_name(spec)).text for spec in prog.specs]
+    texts = [_kernel_text(spec) for spec in prog.specs]
     return NativeModule(prog, name, _link(str(module), texts, list(kernels)))
+
+
+@lru_cache(maxsize=256)
+def _kernel_text(spec: KernelSpec) -> str:
+    """A kernel's module text (rendering is half of ``render_program``'s time; specs recur
+    across a model's specializations)."""
+    return render_llvm(spec, kernel_name(spec)).text
 
 
 def _link(main: str, others: list[str], kernels: list[str]) -> str:
@@ -380,8 +392,8 @@ class _EntryBuilder:
             for arg in fn.args[:3]:
                 arg.add_attribute("noalias")
             b = ir.IRBuilder(fn.append_basic_block("entry"))
-            _emit_inline_gemm(b, g.dtype, g.trans_a, g.trans_b, *fn.args[:3],
-                              _Shape(*fn.args[3:]))
+            a, bm, c, *sizes = fn.args
+            _emit_inline_gemm(b, g.dtype, g.trans_a, g.trans_b, a, bm, c, _Shape(*sizes))
             b.ret_void()
             self.helpers[key] = fn
         return self.helpers[key]

@@ -382,6 +382,13 @@ def test_bad_programs_are_refused_with_a_clear_message(make, match):
         make()
 
 
+def test_spec_without_layout_is_refused():
+    spec = KernelSpec([InputSpec(F32)], [OpStep("neg", (0,), {}, F32)], [1], [F32])
+    object.__setattr__(spec.inputs[0], "kind", "unknown")     # as lower_group leaves it
+    with pytest.raises(ValueError, match="no layout"):
+        KernelStep(spec, (Ref("arg", 0),), (Ref("arg", 1),), 4)
+
+
 def test_strided_spec_needs_its_meta():
     spec = _spec([("add", (0, 1))], n_in=2, kinds=["contiguous", "strided"], rank=2)
     with pytest.raises(ValueError, match="meta must hold 4 ints"):
