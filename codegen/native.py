@@ -132,7 +132,8 @@ class KernelStep:
 class GemmStep:
     """For b in range(batch): C_b[m, n] = op(A_b)[m, k] @ op(B_b)[k, n], all row-major with
     leading dims lda/ldb/ldc (elements); op(X) = X^T when trans_x. Batch strides in elements
-    (0: the same matrix for every b)."""
+    (0: the same matrix for every b). C must overlap neither A nor B (as for BLAS; the
+    inline loops tell LLVM so); A and B may be the same memory."""
 
     dtype: DType
     m: int

@@ -312,6 +312,33 @@ def test_w4_like_chain_through_blas(cache, monkeypatch):
     np.testing.assert_allclose(out, w4_reference(x, params), rtol=1e-5, atol=1e-5)
 
 
+def test_threads_share_one_compiled_program(cache):
+    """The entry keeps no state of its own: threads with their own arena and argument table
+    call the same function concurrently and each gets its own result."""
+    import threading
+    prog, arena = w4_program(2)
+    runners = [Runner(prog, cache, arena) for _ in range(4)]
+    assert len({r.kernel.address for r in runners}) == 1
+    x, params = w4_arrays(2)
+    errors: list = []
+
+    def work(t: int, run: Runner) -> None:
+        xt = x * (t + 1)
+        out = np.empty((2, 10), np.float32)
+        for _ in range(50):
+            out.fill(np.nan)
+            run(xt, *params, out)
+            if not np.allclose(out, w4_reference(xt, params), rtol=1e-5, atol=1e-5):
+                errors.append(t)
+                return
+    threads = [threading.Thread(target=work, args=(t, r)) for t, r in enumerate(runners)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+
+
 # ---- text, key, names, validation --------------------------------------------------------
 GOLDEN = """\
 native program v1 n_args=3 blas_int_bits=64 inline_gemm_max=32768,1048576
