@@ -189,7 +189,9 @@ class CSource:
 
 
 def render_c(spec: KernelSpec, dialect: Dialect = CUDA, name: str | None = None) -> CSource:
-    """Render ``spec`` as C source for ``dialect`` (CUDA by default)."""
+    """Render ``spec`` as C source for ``dialect`` (CUDA by default); ``spec`` must have a
+    layout (``KernelSpec.require_layout``)."""
+    spec.require_layout()
     name = name or f"sm_ew_{spec.key()[:16]}"
     n_meta = spec.rank * (1 + len(spec.strided)) if spec.strided else 0
     params = _params(spec, n_meta)

@@ -16,6 +16,11 @@ Kernel ABI (shared by the LLVM and C renderers): the output index space is the f
 C-ordered index of the (contiguous) outputs. ``meta`` is an int64 array holding the output
 shape (``rank`` entries) then, for each ``strided`` input in order, its element strides
 (``rank`` entries, 0 on broadcast dims). ``KernelSpec.meta`` builds it.
+
+A spec fresh from ``codegen.lower.lower_group`` has inputs of kind ``unknown`` (no layout
+yet) and keeps the group's value types (``in_types``, ``in_names``, ``out_types``: guards and
+error messages read them; they are not part of ``text`` or ``key``).
+``codegen.lower.plan_layout`` gives it a layout; only then can a renderer take it.
 """
 from __future__ import annotations
 
@@ -25,8 +30,10 @@ from typing import Sequence, Union
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
+from scriptmod.ir.types import TensorType
 
-KINDS = ("contiguous", "strided", "scalar")
+KINDS = ("contiguous", "strided", "scalar")     # the layouts a renderer reads
+UNKNOWN = "unknown"                             # no layout planned yet (``lower_group``)
 
 
 @dataclass(frozen=True)
@@ -49,8 +56,9 @@ class InputSpec:
 
     ``kind``: ``contiguous`` (same shape as the output, C order: indexed by the flat index),
     ``strided`` (any element strides from ``meta``; broadcast dims have stride 0) or
-    ``scalar`` (one element, read once). ``inner``: the innermost stride when the fusion
-    pass knows it statically (1 or 0); ``None`` reads it from ``meta``.
+    ``scalar`` (one element, read once); ``unknown`` before layout planning. ``inner``: the
+    innermost stride of a strided input when it is known statically (1 or 0); ``None`` reads
+    it from ``meta``.
     """
 
     dtype: DType
@@ -58,8 +66,9 @@ class InputSpec:
     inner: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"InputSpec: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind not in KINDS + (UNKNOWN,):
+            raise ValueError(f"InputSpec: kind must be one of {KINDS + (UNKNOWN,)}, "
+                             f"got {self.kind!r}")
         if self.inner not in (None, 0, 1):
             raise ValueError(f"InputSpec: inner must be None, 0 or 1, got {self.inner!r}")
 
@@ -89,22 +98,56 @@ def _attr_text(v: object) -> str:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """A fused elementwise kernel: inputs, ops in topological order, outputs, output rank."""
+    """A fused elementwise kernel: inputs, ops in topological order, outputs, output rank.
+
+    ``in_types`` / ``in_names`` / ``out_types``: the fusion group's value types and input
+    names when the spec was lowered from one (empty otherwise); carried by ``with_layout``.
+    """
 
     inputs: tuple[InputSpec, ...]
     ops: tuple[OpStep, ...]
     outputs: tuple[int, ...]
     out_dtypes: tuple[DType, ...]
     rank: int = 1
+    in_types: tuple[TensorType, ...] = ()
+    in_names: tuple[str, ...] = ()
+    out_types: tuple[TensorType, ...] = ()
 
     def __init__(self, inputs: Sequence[InputSpec], ops: Sequence[OpStep],
-                 outputs: Sequence[int], out_dtypes: Sequence[DType], rank: int = 1) -> None:
+                 outputs: Sequence[int], out_dtypes: Sequence[DType], rank: int = 1, *,
+                 in_types: Sequence[TensorType] = (), in_names: Sequence[str] = (),
+                 out_types: Sequence[TensorType] = ()) -> None:
         object.__setattr__(self, "inputs", tuple(inputs))
         object.__setattr__(self, "ops", tuple(ops))
         object.__setattr__(self, "outputs", tuple(outputs))
         object.__setattr__(self, "out_dtypes", tuple(out_dtypes))
         object.__setattr__(self, "rank", int(rank))
+        object.__setattr__(self, "in_types", tuple(in_types))
+        object.__setattr__(self, "in_names", tuple(in_names))
+        object.__setattr__(self, "out_types", tuple(out_types))
         self.validate()
+
+    def with_layout(self, inputs: Sequence[InputSpec], rank: int) -> KernelSpec:
+        """The same kernel reading ``inputs`` (same dtypes, new kinds) over ``rank`` dims."""
+        if [s.dtype for s in inputs] != [s.dtype for s in self.inputs]:
+            raise ValueError(f"with_layout: expected inputs of dtypes "
+                             f"{[s.dtype.name for s in self.inputs]}, got "
+                             f"{[s.dtype.name for s in inputs]}")
+        return KernelSpec(inputs, self.ops, self.outputs, self.out_dtypes, rank,
+                          in_types=self.in_types, in_names=self.in_names,
+                          out_types=self.out_types)
+
+    @property
+    def laid_out(self) -> bool:
+        """Whether every input has a layout (a renderer can take the spec)."""
+        return all(s.kind != UNKNOWN for s in self.inputs)
+
+    def require_layout(self) -> None:
+        """Raise ``ValueError`` when an input has no layout yet (renderers call this)."""
+        for i, s in enumerate(self.inputs):
+            if s.kind == UNKNOWN:
+                raise ValueError(f"KernelSpec: input {i} has no layout yet (kind "
+                                 f"{UNKNOWN!r}); give it one with codegen.lower.plan_layout")
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the step whose argument is not an earlier value."""
@@ -121,6 +164,11 @@ class KernelSpec:
             raise ValueError("KernelSpec: one out_dtype per output expected")
         if self.rank < 0:
             raise ValueError(f"KernelSpec: rank must be >= 0, got {self.rank}")
+        for what, got, want in (("in_types", self.in_types, self.inputs),
+                                ("in_names", self.in_names, self.inputs),
+                                ("out_types", self.out_types, self.outputs)):
+            if got and len(got) != len(want):
+                raise ValueError(f"KernelSpec: {what} needs {len(want)} entries, got {len(got)}")
 
     def dtype_of(self, value: int) -> DType:
         """The dtype of value ``%value``."""

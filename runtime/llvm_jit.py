@@ -1,8 +1,11 @@
-"""Compile LLVM IR text to native code with llvmlite (MCJIT) and call it.
+"""Compile LLVM IR text to native code with llvmlite (MCJIT) and load it.
 
 New pass builder at O3 (loop + SLP vectorization) for the host CPU name and features; the
 object code goes through ``runtime.kernel_cache`` so that a second process compiles nothing.
+Calling a kernel is the LLVM backend's job (``runtime.backends.llvm``, through the one
+launcher ``runtime.fusion.Launch``); this module only makes the function pointer.
 
+    >>> import ctypes
     >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
     >>> from scriptmod.codegen.llvm_ir import render_llvm
     >>> from scriptmod.ir import dtypes as D
@@ -10,7 +13,8 @@ object code goes through ``runtime.kernel_cache`` so that a second process compi
     ...                   [OpStep("exp", (0,), {}, D.float32)], [1], [D.float32], rank=1)
     >>> k = compile_llvm(render_llvm(spec))
     >>> x = np.zeros(5, np.float32); out = np.empty_like(x)
-    >>> k.run([out], [x], out.size); out
+    >>> ptrs = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    >>> k.cfunc(0, out.size, ctypes.addressof(ptrs), None); out      # ABI: see codegen.llvm_ir
     array([1., 1., 1., 1., 1.], dtype=float32)
     >>> "zmm" in k.asm                  # AVX-512 registers: on such hosts only   # doctest: +SKIP
     True
@@ -21,17 +25,12 @@ import ctypes
 import threading
 import time
 from functools import lru_cache
-from typing import Sequence
-
 import llvmlite
 import llvmlite.binding as llvm
-import numpy as np
-
 from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.codegen.llvm_ir import LLVMKernel, render_llvm
 from scriptmod.codegen.log import debug
 from .kernel_cache import KernelCache, cache_key, undefined_symbols
-from .threads import parallel_for
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
                                ctypes.c_void_p)
@@ -100,7 +99,8 @@ def unresolved(obj: bytes) -> list[str]:
 
 
 class CompiledKernel:
-    """A loaded kernel: ``run`` it over arrays, or inspect ``llvm_ir`` and ``asm``."""
+    """A loaded kernel: its function pointer (``address``, ctypes ``cfunc`` of the kernel
+    ABI ``KERNEL_TYPE``) and, for inspection, ``llvm_ir`` and ``asm``."""
 
     def __init__(self, name: str, llvm_ir: str, engine: llvm.ExecutionEngine,
                  address: int) -> None:
@@ -108,10 +108,6 @@ class CompiledKernel:
         self._engine = engine                       # keeps the code alive
         self.address = address
         self.cfunc = KERNEL_TYPE(address)
-        self._bound: tuple = ()
-        self._ptrs: ctypes.Array | None = None
-        self._meta_key: tuple = ()
-        self._meta = (ctypes.c_int64 * 1)()
         self._asm: str | None = None
 
     @property
@@ -121,38 +117,6 @@ class CompiledKernel:
             mod, tm = optimize(self.llvm_ir)
             self._asm = tm.emit_assembly(mod)
         return self._asm
-
-    def _pointers(self, arrays: Sequence[np.ndarray]) -> int:
-        """Address of the cached pointer array (rebuilt only when the arrays change)."""
-        bound = self._bound
-        if len(bound) != len(arrays) or any(a is not b for a, b in zip(arrays, bound)):
-            for a in arrays:
-                if not isinstance(a, np.ndarray):
-                    raise TypeError(f"kernel {self.name}: expected numpy arrays, got "
-                                    f"{type(a).__name__} (pass 0-d arrays, not scalars)")
-            self._ptrs = (ctypes.c_void_p * len(arrays))(
-                *[a.__array_interface__["data"][0] for a in arrays])
-            self._bound = tuple(arrays)
-        return ctypes.addressof(self._ptrs)
-
-    def _meta_addr(self, meta: Sequence[int]) -> int:
-        key = tuple(meta)
-        if key != self._meta_key:
-            self._meta = (ctypes.c_int64 * max(1, len(key)))(*key)
-            self._meta_key = key
-        return ctypes.addressof(self._meta)
-
-    def run(self, out_arrays: Sequence[np.ndarray], in_arrays: Sequence[np.ndarray], n: int,
-            meta: Sequence[int] = ()) -> None:
-        """Compute outputs at flat indices ``[0, n)``, split over the thread pool.
-
-        The caller guarantees dtypes, layouts and ``meta`` match the kernel's spec (the
-        guards of the executor): native code does no checking.
-        """
-        ptrs = self._pointers(tuple(in_arrays) + tuple(out_arrays))
-        meta_addr = self._meta_addr(meta)
-        fn = self.cfunc
-        parallel_for(lambda lo, hi: fn(lo, hi, ptrs, meta_addr), int(n))
 
 
 def _load(name: str, text: str, obj: bytes) -> CompiledKernel:

@@ -62,12 +62,14 @@ def median_ms(fn, reps: int) -> float:
 def main() -> None:
     os.environ.setdefault("SCRIPTMOD_CACHE_DIR", tempfile.mkdtemp(prefix="smbench-"))
     from scriptmod.runtime import llvm_jit, threads
+    from scriptmod.runtime.backends import LLVM
+    from scriptmod.runtime.fusion import Launch
     from scriptmod.runtime.kernel_cache import KernelCache
     n = 4096
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, n), dtype=np.float32)
     a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
-    y, dst = np.empty_like(x), np.empty_like(x)
+    dst = np.empty_like(x)
     for form in ("sigmoid", "tanh"):
         spec = w1_spec(form)
         llvm_jit.host()
@@ -78,22 +80,22 @@ def main() -> None:
         llvm_jit.compile_spec(spec, KernelCache())      # fresh memory cache: disk load
         warm = (time.perf_counter() - t0) * 1e3
         meta = spec.meta((n, n), [None, [0, 1], [0, 1]])
-        k.run([y], [x, a, b], y.size, meta)
+        launch = Launch(LLVM, k, spec, meta, (n, n))    # pooled output: reused when dropped
+        (y,) = launch.launch([x, a, b])
         err = np.max(np.abs(y - w1_reference(x, a, b)))
         print(f"W1[{form}] cold compile {cold:.1f} ms, warm disk load {warm:.2f} ms, "
               f"max abs err {err:.2e}, packed zmm ops: {k.asm.count('zmm')}")
         for t in (1, 2):
             threads.set_num_threads(t)
             copy = median_ms(lambda: np.copyto(dst, x), 20)
-            kern = median_ms(lambda: k.run([y], [x, a, b], y.size, meta), 20)
+            kern = median_ms(lambda: launch.launch([x, a, b]), 20)
             print(f"  {t} thread(s): kernel {kern:.2f} ms, np.copyto floor {copy:.2f} ms, "
                   f"ratio {kern / copy:.2f}")
     tiny = np.ones(64, np.float32)
-    k1 = llvm_jit.compile_spec(KernelSpec([InputSpec(F32)], [OpStep("neg", (0,), {}, F32)],
-                                          [1], [F32]))
-    out = np.empty_like(tiny)
-    per_call = median_ms(lambda: [k1.run([out], [tiny], 64) for _ in range(1000)], 5)
-    print(f"call overhead (64 elements, cached args): {per_call:.3f} us per call")
+    neg = KernelSpec([InputSpec(F32)], [OpStep("neg", (0,), {}, F32)], [1], [F32])
+    launch1 = Launch(LLVM, LLVM.compile(neg), neg, (), (64,))
+    per_call = median_ms(lambda: [launch1.launch([tiny]) for _ in range(1000)], 5)
+    print(f"call overhead (64 elements, pooled output): {per_call:.3f} us per call")
 
 
 if __name__ == "__main__":

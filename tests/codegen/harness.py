@@ -39,14 +39,13 @@ def layout(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple) -> 
 
 
 def run_llvm(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple = None):
-    """Compile with LLVM and run; returns the output arrays."""
-    from scriptmod.runtime.llvm_jit import compile_spec
-    out_shape = out_shape if out_shape is not None else inputs[0].shape
-    outs = [np.empty(out_shape, np_dtype(d)) for d in spec.out_dtypes]
-    k = compile_spec(spec)
-    k.run(outs, list(inputs), int(np.prod(out_shape, dtype=np.int64)),
-          layout(spec, inputs, out_shape))
-    return outs
+    """Compile with the LLVM backend and run through the runtime's launcher; returns the
+    output arrays."""
+    from scriptmod.runtime.backends import LLVM
+    from scriptmod.runtime.fusion import Launch
+    out_shape = tuple(out_shape if out_shape is not None else inputs[0].shape)
+    launch = Launch(LLVM, LLVM.compile(spec), spec, layout(spec, inputs, out_shape), out_shape)
+    return launch.launch(list(inputs))
 
 
 SHIM_FLAGS = ("-std=c++17", "-O1", "-shared", "-fPIC")

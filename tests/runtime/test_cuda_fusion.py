@@ -1,4 +1,4 @@
-"""runtime.cuda_fusion: fusion groups on CUDA (CuPy arrays).
+"""runtime.backends.cuda: fusion groups on CUDA (CuPy arrays), through the one FusedKernel.
 
 Without a GPU, a fake ``cupy`` (``fake_cupy``: NumPy arrays posing as device arrays, a
 ``RawKernel`` that runs the CUDA source it gets on the CPU shim) checks what CuPy would be
@@ -25,10 +25,12 @@ from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
 from op_graphs import group_graph
-from scriptmod.runtime import backend, cuda_fusion
+from scriptmod.runtime import backend
 from scriptmod.runtime import fusion as F
+from scriptmod.runtime.backends import cuda as cuda_backend
+from scriptmod.runtime.backends.cuda import CudaBackend, launch_dims
 from scriptmod.runtime.compiled import CompiledInterpreter, fused_kernel
-from scriptmod.runtime.cuda_fusion import CudaFusedKernel, launch_dims
+from scriptmod.runtime.fusion import FusedKernel
 from scriptmod.runtime.interpreter import Interpreter
 from tests.codegen.harness import have_gxx
 
@@ -52,14 +54,18 @@ def w1_graph(dt: D.DType = F32, device: str = "cuda:0", fuse: bool = True) -> Gr
     y = b.op("div", z, b.op("add", b.op("exp", b.op("clamp", b.op("mul", z, -1.6), max=80.0)), 1.0))
     b.ret(b.op("add", b.op("where", b.op("gt", c, 0.0), y, c), x), b.op("lt", z, x))
     if fuse:
-        fuse_elementwise(g, supported=cuda_fusion.supported if device.startswith("cuda")
+        fuse_elementwise(g, supported=cuda_backend.supported if device.startswith("cuda")
                          else F.supported)
         assert [n.kind for n in g.nodes] == [Prim.FUSION_GROUP]
     return g
 
 
-def kernel_of(g: Graph, cp: ModuleType) -> CudaFusedKernel:
-    return CudaFusedKernel(g.nodes[0].attrs["subgraph"], name="G", cupy=cp)
+def kernel_of(g: Graph, cp: ModuleType) -> FusedKernel:
+    return FusedKernel(g.nodes[0].attrs["subgraph"], name="G", backend=CudaBackend(cp))
+
+
+def on_cuda(fk: FusedKernel | None) -> bool:
+    return fk is not None and isinstance(fk.backend, CudaBackend)
 
 
 def reference(g: Graph, *arrays: np.ndarray) -> list[np.ndarray]:
@@ -97,7 +103,7 @@ def test_arguments_marshalled_as_render_c_declares(cp: ModuleType) -> None:
         [np.int64] * (1 + render_c(spec, CUDA).n_meta)
     assert all(o is a for o, a in zip(outs, launch.args[n_in:n_in + n_out]))
     assert int(launch.args[n_in + n_out]) == 35
-    assert (launch.grid, launch.block) == ((launch_dims(35)[0],), (cuda_fusion.BLOCK,))
+    assert (launch.grid, launch.block) == ((launch_dims(35)[0],), (cuda_backend.BLOCK,))
     assert fk.cuda_source.startswith(CUDA.prelude) and "__global__" in fk.cuda_source
 
 
@@ -123,8 +129,8 @@ def test_layouts_broadcast_strided_negative_zero_dim(cp: ModuleType) -> None:
 @needs_gxx
 def test_grid_stride_loop_with_a_capped_grid(cp: ModuleType,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cuda_fusion, "MAX_GRID", 3)
-    monkeypatch.setattr(cuda_fusion, "BLOCK", 8)
+    monkeypatch.setattr(cuda_backend, "MAX_GRID", 3)
+    monkeypatch.setattr(cuda_backend, "BLOCK", 8)
     g = w1_graph()
     xs = _inputs(13, 77, seed=2)
     outs = kernel_of(g, cp)([cp.asarray(a) for a in xs])
@@ -143,7 +149,7 @@ def test_dtypes(cp: ModuleType, dtype: str) -> None:
     y = b.input(TensorType(dt, (9,), "cuda:0"), "y")
     z = b.op("maximum", b.op("sub", b.op("mul", x, y), 3), b.op("add", x, y))
     b.ret(b.op("mul", z, 2), b.op("lt", z, x))
-    fuse_elementwise(g, supported=cuda_fusion.supported)
+    fuse_elementwise(g, supported=cuda_backend.supported)
     xs = [np.arange(36).reshape(4, 9).astype(dtype) % 7, np.arange(9).astype(dtype)]
     got = kernel_of(g, cp)([cp.asarray(a) for a in xs])
     for gv, wv in zip(got, reference(g, *xs)):
@@ -169,7 +175,7 @@ def test_empty_output_allocates_without_compiling_or_launching(cp: ModuleType) -
     assert not cp.recorder.launches and not cp.recorder.kernels
 
 
-# ---- the op table through CompiledInterpreter -> CudaFusedKernel -------------------------------
+# ---- the op table through CompiledInterpreter -> FusedKernel on CUDA ---------------------------
 
 TABLE = sorted(op for op in OC.CASES if op in FORMULAS)
 
@@ -197,7 +203,7 @@ def test_op_table_through_the_compiled_interpreter(
         g, arrays = group_graph([(c.op, s.inputs, dict(s.attrs)) for c, s in cases], "cuda:0")
         got = CompiledInterpreter(g).run(*[fake_cupy.on_device(a) for a in arrays])
         got = got if isinstance(got, tuple) else (got,)
-        assert isinstance(fused_kernel(g.nodes[0]), CudaFusedKernel)
+        assert on_cuda(fused_kernel(g.nodes[0]))
         for (c, s), out in zip(cases, got):
             (dt,) = OC.expected_dtypes(c.op, s.inputs, s.attrs)
             OC.assert_close(out, OC.reference(c, s)[0], dt, f"{c.op}[{dtype}:{s.label}]")
@@ -259,17 +265,29 @@ def test_kernel_factory_is_injectable() -> None:
     def factory(src: Any) -> Any:
         seen.append(src)
         return lambda grid, block, args: None
-    fk = CudaFusedKernel(w1_graph().nodes[0].attrs["subgraph"], cupy=cp, make_kernel=factory)
+    fk = FusedKernel(w1_graph().nodes[0].attrs["subgraph"],
+                     backend=CudaBackend(cp, make_kernel=factory))
     fk([cp.asarray(v) for v in _inputs(2, 2)])
     assert len(seen) == 1 and seen[0].text.startswith(CUDA.prelude) and seen[0].n_meta == 4
+
+
+def test_inspection_texts_follow_the_backend(cp: ModuleType) -> None:
+    fk = kernel_of(w1_graph(), cp)
+    assert "__global__" in fk.cuda_source and fk.backend.texts == ("cuda_source",)
+    with pytest.raises(AttributeError, match=r"G runs on CUDA: see \.cuda_source"):
+        fk.llvm_ir
+    cpu = FusedKernel(w1_graph(device="cpu").nodes[0].attrs["subgraph"], name="C")
+    assert "define void" in cpu.llvm_ir
+    with pytest.raises(AttributeError, match=r"C runs on LLVM: see \.llvm_ir, \.asm"):
+        cpu.cuda_source
 
 
 # ---- wiring: the veto, CompiledInterpreter, no CuPy ----------------------------------------------
 
 def test_backend_vetoes_split_by_device() -> None:
     cpu, cuda = w1_graph(device="cpu", fuse=False), w1_graph(device="cuda:0", fuse=False)
-    assert all(F.supported(n) and not cuda_fusion.supported(n) for n in cpu.nodes if n.is_op)
-    assert all(cuda_fusion.supported(n) and not F.supported(n) for n in cuda.nodes if n.is_op)
+    assert all(F.supported(n) and not cuda_backend.supported(n) for n in cpu.nodes if n.is_op)
+    assert all(cuda_backend.supported(n) and not F.supported(n) for n in cuda.nodes if n.is_op)
 
 
 @needs_gxx
@@ -279,11 +297,11 @@ def test_compiled_interpreter_runs_cuda_groups_as_cuda_kernels(
     g, g_cpu = w1_graph(), w1_graph(device="cpu")
     xs = _inputs(3, 5)
     got = CompiledInterpreter(g).run(*[cp.asarray(a) for a in xs])
-    assert isinstance(fused_kernel(g.nodes[0]), CudaFusedKernel)
+    assert on_cuda(fused_kernel(g.nodes[0]))
     assert_matches(list(got), reference(g, *xs))
     assert len(cp.recorder.launches) == 1
     cpu_out = CompiledInterpreter(g_cpu).run(*xs)                     # NumPy: the LLVM path
-    assert type(fused_kernel(g_cpu.nodes[0])) is F.FusedKernel
+    assert fused_kernel(g_cpu.nodes[0]).backend.name == "LLVM"
     assert type(cpu_out[0]) is np.ndarray and len(cp.recorder.launches) == 1
 
 
@@ -292,7 +310,9 @@ def test_without_cupy_cuda_groups_run_on_the_reference_kernels(
     monkeypatch.setattr(backend, "cupy", None)
     g = w1_graph()
     with pytest.raises(NotImplementedError, match="CuPy"):
-        CudaFusedKernel(g.nodes[0].attrs["subgraph"])
+        CudaBackend()
+    with pytest.raises(NotImplementedError, match="CuPy"):
+        FusedKernel(g.nodes[0].attrs["subgraph"])               # backend from the devices
     assert fused_kernel(g.nodes[0]) is None
     xs = _inputs(2, 3)
     np.testing.assert_allclose(CompiledInterpreter(g).run(*xs)[0], reference(g, *xs)[0])
@@ -306,14 +326,10 @@ cuda = pytest.mark.skipif(not backend.cuda_available(), reason="needs a CUDA GPU
 @pytest.mark.cuda
 @cuda
 @pytest.mark.parametrize("wid", ["W1", "W2"])
-def test_traced_workload_on_cuda_equals_eager_on_cpu(wid: str,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_traced_workload_on_cuda_equals_eager_on_cpu(wid: str) -> None:
     import scriptmod as sm
     import scriptmod.jit
     from scriptmod.bench.workloads import WORKLOADS
-    from scriptmod.jit import _compiled
-    monkeypatch.setattr(_compiled, "_fusible",
-                        lambda n: F.supported(n) or cuda_fusion.supported(n))
     model, x = WORKLOADS[wid].build(quick=True)
     with sm.no_grad():
         want = model(x).numpy()
@@ -321,7 +337,7 @@ def test_traced_workload_on_cuda_equals_eager_on_cpu(wid: str,
         traced = sm.jit.trace(model_gpu, x_gpu)
         got = [traced(x_gpu).cpu().numpy() for _ in range(2)]
     kernels = sm.jit.kernels_for(traced, x_gpu)
-    assert kernels and all(isinstance(k, CudaFusedKernel) for k in kernels)
+    assert kernels and all(on_cuda(k) for k in kernels)
     for g in got:
         np.testing.assert_allclose(g, want, rtol=2e-5, atol=2e-5)
 

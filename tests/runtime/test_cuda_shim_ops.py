@@ -1,6 +1,6 @@
 """Every elementwise op of the op table (``op_cases``), every dtype the code generator takes,
-through the CUDA C path on the CPU: one-node ``prim::FusionGroup`` -> ``lower_subgraph`` /
-``plan_layout`` (exactly as the runtime does) -> ``render_c(spec, CPU_SHIM)`` -> g++ -> the
+through the CUDA C path on the CPU: one-node ``prim::FusionGroup`` -> ``lower_group`` /
+``plan_layout`` (exactly as ``FusedKernel`` does) -> ``render_c(spec, CPU_SHIM)`` -> g++ -> the
 grid-stride loop over a small grid, compared with the float64 reference as ``test_ops`` does.
 A representative subset of the same kernels, in the CUDA dialect, goes through
 ``nvcc -ptx`` where nvcc exists.
@@ -20,11 +20,11 @@ import op_cases as OC
 from scriptmod.codegen.c_source import CPU_SHIM, CUDA, CSource, render_c
 from scriptmod.codegen.formulas import FORMULAS
 from scriptmod.codegen.kernel import KINDS, KernelSpec
+from scriptmod.codegen.lower import DTYPES, lower_group, plan_layout
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import schema as S
 from op_graphs import group_graph
 from scriptmod.runtime.backend import NP_DTYPE
-from scriptmod.runtime.fusion import DTYPES, lower_subgraph, plan_layout
 from tests.codegen.harness import build_shims, have_gxx, launch_shim
 
 pytestmark = pytest.mark.skipif(not have_gxx(), reason="g++ not found")
@@ -40,19 +40,16 @@ class Prepared(NamedTuple):
 
     spec: KernelSpec
     arrays: list[np.ndarray]
-    meta: list[int]
+    meta: tuple[int, ...]
     out_shape: tuple[int, ...]
 
 
 def prepare(op: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Prepared:
     g, arrays = group_graph([(op, inputs, attrs)])
     (node,) = g.nodes
-    prog = lower_subgraph(node.attrs["subgraph"])
     out_shape = tuple(np.broadcast_shapes(*[a.shape for a in arrays]))
-    lay = plan_layout(prog, [a.shape for a in arrays],
-                      [[s // a.itemsize for s in a.strides] for a in arrays], out_shape)
-    spec = prog.spec(lay.inputs, len(lay.shape))
-    meta = spec.meta(lay.shape, lay.strides) if spec.strided else []
+    spec, meta = plan_layout(lower_group(node.attrs["subgraph"]), [a.shape for a in arrays],
+                             [[s // a.itemsize for s in a.strides] for a in arrays], out_shape)
     return Prepared(spec, arrays, meta, out_shape)
 
 

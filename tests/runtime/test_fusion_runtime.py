@@ -1,4 +1,5 @@
-"""runtime.fusion / runtime.compiled: fusion groups lowered to KernelSpecs and run natively,
+"""runtime.fusion / runtime.backends.llvm / codegen.lower: fusion groups lowered to KernelSpecs
+and run natively,
 against the reference interpreter and the float64 op table (``op_cases``): every fusible op
 and dtype, broadcast / 0-d / empty / non-contiguous / negative-stride / zero-stride inputs,
 odd sizes and thread-split boundaries, special values, random graphs (hypothesis), guards,
@@ -27,7 +28,8 @@ from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
 from scriptmod.runtime import threads
 from scriptmod.runtime.compiled import CompiledInterpreter, fused_kernel, fused_kernels
-from scriptmod.runtime.fusion import DTYPES, FusedKernel, plan_layout, supported
+from scriptmod.codegen.lower import plan_layout
+from scriptmod.runtime.fusion import DTYPES, FusedKernel, supported
 from scriptmod.runtime.interpreter import Interpreter
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -191,15 +193,20 @@ def test_non_contiguous_negative_and_zero_strides() -> None:
 
 def test_layout_classification_and_coalescing() -> None:
     g = _w1_like()
-    prog = fused_kernel(g.nodes[0]).program
-    lay = plan_layout(prog, [(8, 16), (16,), (8, 16)], [[16, 1], [1], [16, 1]], (8, 16))
-    assert [(s.kind, s.inner) for s in lay.inputs] == [("contiguous", None), ("strided", 1),
-                                                       ("contiguous", None)]
-    assert lay.shape == (8, 16) and lay.strides[1] == (0, 1)
-    lay = plan_layout(prog, [(4, 8, 16), (1,), (4, 8, 16)], [[128, 16, 1], [1], [256, 32, 2]],
-                      (4, 8, 16))
-    assert [s.kind for s in lay.inputs] == ["contiguous", "scalar", "strided"]
-    assert lay.shape == (512,) and lay.strides[2] == (2,)          # all dims coalesced
+    lowered = fused_kernel(g.nodes[0]).lowered
+    assert {s.kind for s in lowered.inputs} == {"unknown"} and not lowered.laid_out
+    spec, meta = plan_layout(lowered, [(8, 16), (16,), (8, 16)], [[16, 1], [1], [16, 1]],
+                             (8, 16))
+    assert [(s.kind, s.inner) for s in spec.inputs] == [("contiguous", None), ("strided", 1),
+                                                        ("contiguous", None)]
+    assert spec.rank == 2 and meta == (8, 16, 0, 1)               # shape, then a's strides
+    spec, meta = plan_layout(lowered, [(4, 8, 16), (1,), (4, 8, 16)],
+                             [[128, 16, 1], [1], [256, 32, 2]], (4, 8, 16))
+    assert [s.kind for s in spec.inputs] == ["contiguous", "scalar", "strided"]
+    assert spec.rank == 1 and meta == (512, 2)                    # all dims coalesced
+    assert spec.in_names == lowered.in_names and spec.ops == lowered.ops
+    spec, meta = plan_layout(lowered, [(8, 16)] * 3, [[16, 1]] * 3, (8, 16))
+    assert spec.rank == 1 and meta == ()                          # contiguous: no meta
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "int32", "int64", "uint8"])
@@ -312,6 +319,17 @@ def test_guards_name_the_argument() -> None:
     fk([x, bias])
     with pytest.raises(TypeError, match="got float64"):
         fk([x.astype(np.float64), bias])
+
+
+def test_python_scalars_are_refused_before_native_code() -> None:
+    """The launcher trusts its arrays; the guards keep anything else from reaching it."""
+    g = Graph()
+    b = Builder(g)
+    b.ret(b.op("neg", b.input(TensorType(F32, ()), "s")))
+    fk = FusedKernel(g, name="G")
+    with pytest.raises(TypeError, match=r"argument 's'.*NumPy array on cpu.*builtins.float"):
+        fk([1.0])
+    assert fk([np.float32(2.0)])[0] == -2.0                   # a NumPy scalar: a 0-d array
 
 
 def test_new_layouts_get_new_plans_not_wrong_answers() -> None:

@@ -1,5 +1,6 @@
 """runtime.llvm_jit / kernel_cache / threads: compile, thread split, disk cache across
-processes, corrupt entries rebuilt, unresolved symbols refused."""
+processes, corrupt entries rebuilt, unresolved symbols refused. Kernels run through the
+runtime's one launcher (``runtime.fusion.Launch`` with the LLVM backend)."""
 from __future__ import annotations
 
 import os
@@ -18,6 +19,8 @@ from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep  # noqa:
 from scriptmod.codegen.llvm_ir import render_llvm  # noqa: E402
 from scriptmod.ir import dtypes as D  # noqa: E402
 from scriptmod.runtime import llvm_jit, threads  # noqa: E402
+from scriptmod.runtime.backends import LLVM  # noqa: E402
+from scriptmod.runtime.fusion import Launch  # noqa: E402
 from scriptmod.runtime.kernel_cache import KernelCache, undefined_symbols  # noqa: E402
 
 F32 = D.float32
@@ -26,6 +29,12 @@ F32 = D.float32
 def _spec(c: float = 1.5) -> KernelSpec:
     return KernelSpec([InputSpec(F32)], [OpStep("mul", (0, Imm(c, F32)), {}, F32),
                                          OpStep("exp", (1,), {}, F32)], [2], [F32])
+
+
+def _run(kernel: llvm_jit.CompiledKernel, spec: KernelSpec, x: np.ndarray, n: int) -> np.ndarray:
+    """``kernel`` over ``n`` elements of one input (a fresh launch: a fresh output)."""
+    (y,) = Launch(LLVM, kernel, spec, (), (n,)).launch([x])
+    return y
 
 
 def test_split_is_aligned_and_covers():
@@ -45,9 +54,7 @@ def test_threaded_run_matches_single_thread(n, tmp_path):
     outs = []
     for t in (1, 2, 3):
         threads.set_num_threads(t)
-        y = np.full(n, np.nan, np.float32)
-        k.run([y], [x], n)
-        outs.append(y)
+        outs.append(_run(k, _spec(), x, n))
     threads.set_num_threads(2)
     for y in outs:
         np.testing.assert_array_equal(y, outs[0])
@@ -74,10 +81,7 @@ def test_memory_and_disk_hits(tmp_path):
     k3 = llvm_jit.compile_spec(_spec(2.0), fresh)
     assert fresh.stats()["compiles"] == 0 and fresh.stats()["disk_hits"] == 1
     x = np.linspace(-3, 3, 100, dtype=np.float32)
-    y1, y3 = np.empty_like(x), np.empty_like(x)
-    k1.run([y1], [x], 100)
-    k3.run([y3], [x], 100)
-    np.testing.assert_array_equal(y1, y3)
+    np.testing.assert_array_equal(_run(k1, _spec(2.0), x, 100), _run(k3, _spec(2.0), x, 100))
     assert "define void" in k3.llvm_ir and k3.name in k3.asm
 
 
@@ -116,10 +120,8 @@ def test_corrupt_entry_is_rebuilt(tmp_path, damage):
     k = llvm_jit.compile_spec(_spec(4.0), fresh)
     s = fresh.stats()
     assert s["corrupt"] == 1 and s["compiles"] == 1
-    x = np.ones(8, np.float32)
-    y = np.empty_like(x)
-    k.run([y], [x], 8)
-    np.testing.assert_allclose(y, np.exp(4.0), rtol=4e-6)
+    np.testing.assert_allclose(_run(k, _spec(4.0), np.ones(8, np.float32), 8), np.exp(4.0),
+                               rtol=4e-6)
     again = KernelCache(tmp_path)                      # the rewritten entry is good
     llvm_jit.compile_spec(_spec(4.0), again)
     assert again.stats()["compiles"] == 0
@@ -148,12 +150,6 @@ def test_kernel_objects_need_no_symbols():
         undefined_symbols(b"\x7fELF garbage")
 
 
-def test_run_rejects_python_scalars(tmp_path):
-    k = llvm_jit.compile_spec(_spec(), KernelCache(tmp_path))
-    with pytest.raises(TypeError, match="numpy arrays"):
-        k.run([np.empty(1, np.float32)], [1.0], 1)
-
-
 @pytest.mark.parametrize("dtype", [D.bfloat16, D.float16, F32])
 def test_loop_idiom_memset_resolves(dtype, tmp_path):
     """A bool kernel over a scalar input stores one byte per element: O3 turns the loop into
@@ -163,6 +159,4 @@ def test_loop_idiom_memset_resolves(dtype, tmp_path):
     k = llvm_jit.compile_spec(spec, KernelCache(tmp_path))
     x = np.zeros((), np.float32 if dtype is F32 else np.uint16)   # 0.0 in every dtype
     for n in (1, 7, 4097):
-        out = np.zeros(n, np.bool_)
-        k.run([out], [x], n)
-        assert out.all()
+        assert _run(k, spec, x, n).all()

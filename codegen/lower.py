@@ -1,0 +1,235 @@
+"""A fusion group's subgraph -> ``KernelSpec``: what can be lowered, the lowering itself, and
+the layout of one set of input shapes and strides.
+
+``lower_group`` numbers the subgraph's values as ``KernelSpec`` does (inputs, then one per op
+step) and gives a spec without a layout (inputs of kind ``unknown``, the group's types kept on
+it). ``plan_layout`` classifies each input for concrete shapes and strides (size 1:
+``scalar``; C order over the output: ``contiguous``; else ``strided``), merges the
+dimensions every strided input walks uniformly, and returns the laid-out spec with its
+``meta`` array. A runtime backend does this per call layout; a whole-graph program once, for
+static shapes.
+
+    >>> from scriptmod.ir import parse
+    >>> sub = parse('''graph(%x : Float(B, 4), %a : Float(4)):
+    ...   %m : Float(B, 4) = sm::mul(%x, %a)
+    ...   %y : Float(B, 4) = sm::relu(%m)
+    ...   return (%y)
+    ... ''')
+    >>> spec = lower_group(sub)
+    >>> print(spec.text())
+    kernel rank=2
+      %0 = input float32:unknown
+      %1 = input float32:unknown
+      %2 = float32 mul(%0, %1)
+      %3 = float32 relu(%2)
+      return %3:float32
+    >>> laid, meta = plan_layout(spec, [(3, 4), (4,)], [(4, 1), (1,)], (3, 4))
+    >>> [s.text() for s in laid.inputs], laid.rank, meta
+    (['float32:contiguous', 'float32:strided:1'], 2, (3, 4, 0, 1))
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
+from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.ops import rules as R
+from scriptmod.ir.types import TensorType
+from .formulas import FORMULAS
+from .kernel import UNKNOWN, Imm, InputSpec, KernelSpec, OpStep, broadcast_strides
+
+DTYPES = frozenset({D.bool_, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16,
+                    D.bfloat16, D.float32, D.float64})
+_ATTRS = {"clamp": {"min", "max"}, "cast": {"dtype"}}
+# Integer division by zero raises in PyTorch and in the reference kernel; a native kernel
+# cannot raise, so these stay unfused on integers (their formula maps b == 0 to (a, 0)).
+_RAISING_ON_INTS = frozenset({"floor_divide", "remainder"})
+
+
+# ---- what can be lowered ---------------------------------------------------------------------
+
+def supported_on(node: Node, on_device: Callable[[str], bool]) -> bool:
+    """Whether ``node`` can join a fusion group that a backend running the devices accepted
+    by ``on_device`` compiles: a scalar formula, every tensor on such a device, dtypes the
+    code generators handle, and only attributes the formula reads.
+
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%x : Float(4)):
+        ...   %y : Float(4) = sm::exp(%x)
+        ...   return (%y)
+        ... ''')
+        >>> supported_on(g.nodes[0], lambda d: d == "cpu"), supported_on(g.nodes[0], str.isdigit)
+        (True, False)
+    """
+    if not node.is_op or node.op_name not in FORMULAS:
+        return False
+    if not set(node.attrs) <= _ATTRS.get(node.op_name, set()):
+        return False
+    if node.op_name in _RAISING_ON_INTS and _integer_result(node):
+        return False
+    for v in list(node.inputs) + node.outputs:
+        t = v.type
+        if isinstance(t, TensorType) and (not on_device(t.device) or t.dtype not in DTYPES):
+            return False
+    return True
+
+
+def _integer_result(node: Node) -> bool:
+    t = node.outputs[0].type
+    return isinstance(t, TensorType) and not t.dtype.is_floating_point
+
+
+# ---- lowering: subgraph -> layout-free spec ----------------------------------------------------
+
+def lower_group(subgraph: Graph) -> KernelSpec:
+    """The ``KernelSpec`` of a fusion group's subgraph, inputs of kind ``unknown``, rank the
+    outputs' rank; scalar constants become ``Imm`` arguments typed by the op's promotion rule.
+    Raises ``NotImplementedError`` naming what cannot be lowered (see the module docstring)."""
+    index: dict[Value, int] = {v: i for i, v in enumerate(subgraph.inputs)}
+    consts: dict[Value, Any] = {}
+    ops: list[OpStep] = []
+    for node in subgraph.nodes:
+        if node.kind == Prim.CONSTANT:
+            consts[node.output] = node.attrs.get("value")
+            continue
+        if not node.is_op or len(node.outputs) != 1:
+            raise NotImplementedError(f"fusion: cannot lower {node.kind} in a fusion group")
+        args = tuple(_arg(node, v, index, consts) for v in node.inputs)
+        ops.append(OpStep(node.op_name, args, dict(node.attrs), _dt(_tensor(node.output))))
+        index[node.output] = len(subgraph.inputs) + len(ops) - 1
+    for v in subgraph.outputs:
+        if v not in index or index[v] < len(subgraph.inputs):
+            raise NotImplementedError("fusion: a group output must be computed by the group")
+    in_types = [_tensor(v) for v in subgraph.inputs]
+    out_types = [_tensor(v) for v in subgraph.outputs]
+    if len({t.shape for t in out_types}) != 1:
+        raise NotImplementedError(f"fusion: outputs of different shapes "
+                                  f"{sorted({str(t.shape) for t in out_types})}")
+    names = [v.debug_name or f"input {i}" for i, v in enumerate(subgraph.inputs)]
+    return KernelSpec([InputSpec(_dt(t), UNKNOWN) for t in in_types], ops,
+                      [index[v] for v in subgraph.outputs], [_dt(t) for t in out_types],
+                      rank=len(out_types[0].shape or ()) if out_types else 1,
+                      in_types=in_types, in_names=names, out_types=out_types)
+
+
+def _dt(t: TensorType) -> DType:
+    assert t.dtype is not None, "lowering checked every dtype"
+    return t.dtype
+
+
+def _tensor(v: Value) -> TensorType:
+    t = v.type
+    if not isinstance(t, TensorType) or t.dtype is None or t.shape is None:
+        raise NotImplementedError(f"fusion: value {v!r} needs a known tensor dtype and rank")
+    return t
+
+
+def _arg(node: Node, v: Value, index: dict[Value, int], consts: dict[Value, Any]) -> int | Imm:
+    if v in index:
+        return index[v]
+    if v not in consts or not isinstance(consts[v], (bool, int, float)):
+        raise NotImplementedError(f"fusion: {node.kind} reads {v!r}, not a tensor or scalar")
+    return Imm(consts[v], _imm_dtype(node, v))
+
+
+def _imm_dtype(node: Node, v: Value) -> DType:
+    """The dtype a Python scalar operand computes in: the op's promoted dtype (PyTorch's
+    weak scalars), bool for ``where``'s condition."""
+    operands = []
+    for u in node.inputs:
+        t = u.type
+        operands.append((t.dtype, t.shape) if isinstance(t, TensorType)
+                        else type(u.node.attrs.get("value")))
+    if node.op_name == "where":
+        if node.inputs[0] is v:
+            return D.bool_
+        operands = operands[1:]
+    out = R.promote(operands, {})
+    return out if out in DTYPES else _dt(_tensor(node.output))
+
+
+# ---- layouts: shapes and strides -> laid-out spec and meta ---------------------------------
+
+def plan_layout(spec: KernelSpec, shapes: Sequence[Sequence[int]],
+                elem_strides: Sequence[Sequence[int]],
+                out_shape: Sequence[int]) -> tuple[KernelSpec, tuple[int, ...]]:
+    """``(laid-out spec, meta)`` for inputs of ``shapes`` and element strides ``elem_strides``
+    broadcast to ``out_shape``. The spec's rank is the coalesced rank (at least 1); ``meta``
+    is ``()`` when no input is strided (the kernel then reads none).
+    Raises ``ValueError`` when a shape does not broadcast to ``out_shape``."""
+    if not len(shapes) == len(elem_strides) == len(spec.inputs):
+        raise ValueError(f"plan_layout: expected {len(spec.inputs)} shapes and strides, got "
+                         f"{len(shapes)} and {len(elem_strides)}")
+    full = [broadcast_strides(sh, st, out_shape) for sh, st in zip(shapes, elem_strides)]
+    keep = [d for d, n in enumerate(out_shape) if n != 1]
+    scalar = [_numel(sh) == 1 for sh in shapes]
+    shape, strides = _coalesce([out_shape[d] for d in keep],
+                               [[st[d] for d in keep] for st in full], scalar)
+    c_order = c_strides(shape)
+    inputs, kept = [], []
+    for s, st, sc in zip(spec.inputs, strides, scalar):
+        kind = "scalar" if sc else "contiguous" if st == c_order else "strided"
+        inner = st[-1] if kind == "strided" and st[-1] in (0, 1) else None
+        inputs.append(InputSpec(s.dtype, kind, inner))
+        kept.append(st if kind == "strided" else None)
+    laid = spec.with_layout(inputs, len(shape))
+    return laid, tuple(laid.meta(shape, kept)) if laid.strided else ()
+
+
+def static_layout(spec: KernelSpec) -> tuple[KernelSpec, tuple[int, ...]]:
+    """``plan_layout`` for C-contiguous inputs of the group's static shapes (a symbolic dim
+    counts as 2), from ``spec.in_types``: the layout a kernel is shown with before any call.
+    """
+    if len(spec.in_types) != len(spec.inputs):
+        raise ValueError("static_layout: the spec carries no input types (not from lower_group)")
+    shapes = [tuple(d if isinstance(d, int) else 2 for d in t.shape or ()) for t in spec.in_types]
+    out = _broadcast_shapes(shapes) if shapes else (1,)
+    return plan_layout(spec, shapes, [c_strides(s) for s in shapes], out)
+
+
+def _broadcast_shapes(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            out[d] = n if out[d] == 1 else out[d]
+    return tuple(out)
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _coalesce(shape: list[int], strides: list[list[int]],
+              scalar: list[bool]) -> tuple[list[int], list[list[int]]]:
+    """Merge dims d-1, d when every non-scalar input has stride[d-1] == stride[d] * shape[d]."""
+    if not shape:
+        return [1], [[0] for _ in strides]
+    out_shape, out_st = [shape[0]], [[st[0]] for st in strides]
+    for d in range(1, len(shape)):
+        if all(sc or o[-1] == st[d] * shape[d] for o, st, sc in zip(out_st, strides, scalar)):
+            out_shape[-1] *= shape[d]
+            for o, st in zip(out_st, strides):
+                o[-1] = st[d]
+        else:
+            out_shape.append(shape[d])
+            for o, st in zip(out_st, strides):
+                o.append(st[d])
+    return out_shape, out_st
+
+
+def c_strides(shape: Sequence[int]) -> list[int]:
+    """Element strides of a C-contiguous array of ``shape``.
+
+    >>> c_strides((2, 3, 4))
+    [12, 4, 1]
+    """
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return out[::-1]

@@ -1,0 +1,132 @@
+"""The CPU backend: ``KernelSpec`` -> LLVM IR (``codegen.llvm_ir``) -> machine code
+(``runtime.llvm_jit``: MCJIT, O3, disk cache) -> a ctypes call split over the thread pool.
+
+    >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
+    >>> from scriptmod.ir import dtypes as D
+    >>> spec = KernelSpec([InputSpec(D.float32, "contiguous")],
+    ...                   [OpStep("exp", (0,), {}, D.float32)], [1], [D.float32], rank=1)
+    >>> kernel = LLVM.compile(spec)
+    >>> run = LLVM.caller(kernel, spec, meta=(), n=3, device=None)
+    >>> x, y = np.zeros(3, np.float32), np.empty(3, np.float32)
+    >>> run([x], [y]); y
+    array([1., 1., 1.], dtype=float32)
+
+Arrays are NumPy arrays; outputs are pooled by the launcher (``runtime.fusion.Launch``).
+Kernel ABI: ``void k(i64 start, i64 end, void **ptrs, i64 *meta)`` (``codegen.llvm_ir``).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from scriptmod.codegen.kernel import KernelSpec
+from scriptmod.ir.types import TensorType
+from .. import threads
+from ..llvm_jit import CompiledKernel, compile_spec
+
+_i64_at = ctypes.c_int64.from_address
+_get_ident = threading.get_ident
+Run = Callable[[Sequence[Any], Sequence[Any]], None]
+
+
+def _fast_pointers_work() -> bool:
+    """Whether the data address can be read straight from the PyArrayObject (the field after
+    the 16-byte object header): checked against NumPy's own interface on this build."""
+    probe = np.arange(8.0)[3:]
+    return _i64_at(id(probe) + 16).value == probe.__array_interface__["data"][0]
+
+
+FAST_POINTERS = _fast_pointers_work()
+
+
+class LLVMBackend:
+    """Compile, load and launch fused kernels on the CPU (see the module docstring)."""
+
+    name = "LLVM"
+    device_kind = "cpu"
+    array_name = "a NumPy array"
+    key_fields = ("dtype", "shape", "strides")       # what a cached layout is keyed by
+    pools_outputs = True
+    texts = ("llvm_ir", "asm")
+
+    def compile(self, spec: KernelSpec) -> CompiledKernel:
+        """The loaded kernel of ``spec`` (memory and disk cache of ``runtime.llvm_jit``)."""
+        spec.require_layout()
+        return compile_spec(spec)
+
+    def text(self, what: str, kernel: CompiledKernel, spec: KernelSpec) -> str:
+        """``llvm_ir`` or host ``asm`` of ``kernel``."""
+        return kernel.llvm_ir if what == "llvm_ir" else kernel.asm
+
+    # ---- guards: the device-specific part ------------------------------------------------------
+    def admit(self, a: Any) -> np.ndarray | None:
+        """``a`` as an array of this backend (a 0-d NumPy scalar becomes one), else None."""
+        if isinstance(a, np.generic):
+            a = np.asarray(a)
+        return a if isinstance(a, np.ndarray) else None
+
+    def place(self, a: np.ndarray, t: TensorType, where: str) -> np.ndarray:
+        """A plain ndarray whose strides are whole elements and data aligned (copied if not)."""
+        if type(a) is not np.ndarray:
+            a = a.view(np.ndarray)
+        if any(s % a.itemsize for s in a.strides) or not a.flags.aligned:
+            a = np.ascontiguousarray(a)
+        return a
+
+    def device_of(self, arrays: Sequence[np.ndarray], name: str) -> None:
+        """CPU arrays need no device."""
+        return None
+
+    # ---- launching -----------------------------------------------------------------------------
+    def empty(self, device: None) -> Callable[[tuple[int, ...], np.dtype], np.ndarray]:
+        """The output allocator (NumPy's: huge pages for big arrays)."""
+        return np.empty
+
+    def caller(self, kernel: CompiledKernel, spec: KernelSpec, meta: Sequence[int], n: int,
+               device: None) -> Run:
+        """``run(inputs, outputs)``: fill the pointer array, call the kernel over ``[0, n)``
+        (split over ``runtime.threads`` from ``MIN_SPLIT`` elements). Arrays must have passed
+        the guards: native code checks nothing."""
+        fn = kernel.cfunc
+        meta_array = (ctypes.c_int64 * max(1, len(meta)))(*meta)
+        meta_addr = ctypes.addressof(meta_array)
+        ptr_type = ctypes.c_void_p * (len(spec.inputs) + len(spec.outputs))
+        ptrs = ptr_type()
+        ptrs_addr, owner, split = ctypes.addressof(ptrs), _get_ident(), n >= threads.MIN_SPLIT
+        fast = FAST_POINTERS
+
+        def run(arrays: Sequence[Any], outs: Sequence[Any]) -> None:
+            if _get_ident() == owner:
+                p, addr = ptrs, ptrs_addr
+            else:                                   # another thread: a private pointer array
+                p = ptr_type()
+                addr = ctypes.addressof(p)
+            i = 0
+            if fast:
+                for a in arrays:
+                    p[i] = _i64_at(id(a) + 16).value
+                    i += 1
+                for a in outs:
+                    p[i] = _i64_at(id(a) + 16).value
+                    i += 1
+            else:
+                for a in (*arrays, *outs):
+                    p[i] = a.__array_interface__["data"][0]
+                    i += 1
+            if not split:
+                fn(0, n, addr, meta_addr)
+            elif threads.get_num_threads() > 1:
+                threads.parallel_for(lambda lo, hi: fn(lo, hi, addr, meta_addr), n)
+            else:
+                fn(0, n, addr, meta_addr)
+        run.keep = (kernel, meta_array)             # type: ignore[attr-defined]
+        return run
+
+    def __repr__(self) -> str:
+        return "<LLVMBackend>"
+
+
+LLVM = LLVMBackend()
