@@ -23,8 +23,8 @@ from scriptmod.tensor import MinMax, Tensor, _dtype_arg
 _gstate = grad_mode._state
 _NUMBER = (int, float, bool, complex)
 
-# ops with attributes (clamp, cast) have hand-written methods; so do add, sub and div
-# (alpha, rounding_mode), which replace the generated ones below
+# ops with attributes have hand-written methods (clamp; cast is Tensor.to); so do add, sub and
+# div (alpha, rounding_mode), which replace the generated ones below
 UNARY = tuple(sorted(n for n in S.ops_with(S.UNARY) if not S.get(n).attrs))
 BINARY = tuple(sorted(S.ops_with(S.BINARY)))
 # unary tests with a bool result (isnan) have no in-place form
