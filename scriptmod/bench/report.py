@@ -173,8 +173,9 @@ STARTUP_NOTE = ("1st call = the first call of a freshly traced module, measured 
                 "process after import, model building and jit.trace (trace, shown apart): "
                 "specialization, graph passes, fusion, code generation, LLVM compilation or "
                 "loading objects from the disk cache, lazy imports and LLVM initialization, and "
-                "one run. cold: empty SCRIPTMOD_CACHE_DIR; warm: a second new process with the "
-                "folder the cold one filled.")
+                "one run (bytecode precompiled by an untimed priming process). cold: empty "
+                "SCRIPTMOD_CACHE_DIR; warm: a second new process with the folder the cold one "
+                "filled.")
 IN_PROCESS_NOTE = ("compile (in-process) = first call of a freshly traced module in this process "
                    "(specialize, fuse, generate, LLVM, one run): cold with an empty cache folder, "
                    "warm from the disk cache; rerun without --no-compile-time for new-process "

@@ -54,15 +54,33 @@ def test_a_failed_child_fails_the_run_loudly(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(startup, "run_child", failing)
     measured = startup.measure_startup(startup.StartupSpec("W4", quick=True))
-    assert len(calls) == 1                                  # no warm start after a failed cold
-    assert measured["warm"] == {"error": "not run: the cold compile failed"}
+    assert len(calls) == 1                          # nothing more after a failed priming run
+    assert measured["warm"] == {"error": "priming run: child exited with 1: boom"}
     res = _result("W4")
     runner.record_startup(res, measured)
     assert not res.ok and res.status == "MISMATCH"
-    assert "child process: child exited with 1: boom" in res.matches["cold_start"].detail
+    assert "child process: priming run: child exited with 1: boom" in res.matches[
+        "cold_start"].detail
     rep = _report([res])
     assert any("cold_start" in line and "boom" in line for line in report.problems(rep))
-    assert "failed: child exited with 1: boom" in report.startup_table(rep)
+    assert "failed: priming run: child exited with 1: boom" in report.startup_table(rep)
+
+
+def test_a_failed_cold_run_skips_the_warm_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    envs: list[dict] = []
+
+    def cold_fails(args: list[str], timeout: float, env: dict | None = None) -> dict:
+        envs.append(dict(env or {}))
+        return {"error": "boom"} if len(envs) == 2 else {"first_call_s": 1.0}
+
+    monkeypatch.setattr(startup, "run_child", cold_fails)
+    measured = startup.measure_startup(startup.StartupSpec("W4", quick=True))
+    assert measured == {"cold": {"error": "boom"},
+                        "warm": {"error": "not run: the cold run failed"}}
+    prime, cold = envs
+    assert prime["SCRIPTMOD_CACHE_DIR"] != cold["SCRIPTMOD_CACHE_DIR"]   # primes bytecode only
+    assert prime["PYTHONPYCACHEPREFIX"] == cold["PYTHONPYCACHEPREFIX"]
+    assert cold["PYTHONDONTWRITEBYTECODE"] == ""
 
 
 def test_without_startup_the_table_says_in_process() -> None:
