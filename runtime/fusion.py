@@ -1,8 +1,8 @@
-"""Native execution of ``prim::FusionGroup`` nodes: guards, layout plans, one launcher.
+"""Native execution of ``prim::FusionGroup`` nodes: guards, layouts, one launcher.
 
 A fusion group's subgraph is lowered once (``codegen.lower.lower_group``) to a ``KernelSpec``
 without a layout. Each call then looks up a ``Launch`` keyed by the exact (type, dtype, shape,
-strides; the device on CUDA) of every input; a miss runs the guards, plans the layout
+strides; the device on CUDA) of every input; a miss runs the guards, lays out the kernel
 (``codegen.lower.plan_layout``) and has the backend compile (or fetch from its caches) the
 kernel for that layout. A hit costs a tuple compare and the launch. The backend
 (``runtime.backends``: LLVM on the CPU, CUDA with CuPy) is chosen from the group's devices.
@@ -59,7 +59,7 @@ TOPIC = "fusion"
 POOL = 2                       # output buffers kept per output of a launch
 POOL_BYTES = int(os.environ.get("SCRIPTMOD_POOL_MB", "1024")) << 20   # cap over all launches
 _pooled = [0]
-MAX_PLANS = 64                 # layouts remembered per group before the table is reset
+MAX_LAYOUTS = 64               # launches (layouts) kept per group before the table is reset
 _getrefcount = sys.getrefcount
 
 
@@ -98,6 +98,10 @@ def _free_count() -> int:
 _FREE = _free_count()
 
 
+def _nothing(arrays: Sequence[Any], outs: list[Any]) -> None:
+    """The launch of an empty output."""
+
+
 class Launch:
     """One laid-out kernel, ready per call: outputs (pooled when the backend pools), then the
     backend's call over ``[0, n)``. The one launcher of every backend.
@@ -128,7 +132,8 @@ class Launch:
         self.pooled = backend.pools_outputs
         weakref.finalize(self, _release, self.pools)
         self.empty = backend.empty(device)
-        self.run = backend.caller(kernel, spec, self.meta, self.n, device) if self.n else None
+        self.run: Callable[[Sequence[Any], list[Any]], None] = (
+            backend.caller(kernel, spec, self.meta, self.n, device) if self.n else _nothing)
 
     def launch(self, arrays: Sequence[Any]) -> list[Any]:
         """Run the kernel on guarded ``arrays``; returns the output arrays.
@@ -143,8 +148,7 @@ class Launch:
             else:
                 buf = self._fresh(pool, dt)
             outs.append(buf)
-        if self.n:
-            self.run(arrays, outs)
+        self.run(arrays, outs)
         return outs
 
     def _fresh(self, pool: list, dtype: np.dtype) -> Any:
@@ -217,7 +221,7 @@ class FusedKernel:
             backend = for_devices({t.device for t in types})
         self.backend: Backend = backend
         self._np_in = tuple(NP_DTYPE[s.dtype] for s in self.lowered.inputs)
-        self._plans: dict[tuple, Launch] = {}
+        self._launches: dict[tuple, Launch] = {}
         self._key = layout_key(len(self.lowered.inputs), backend.key_fields)
         self._kernels: dict[str, Any] = {}
         self._last: Any = None
@@ -225,25 +229,25 @@ class FusedKernel:
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
         try:
-            plan = self._plans.get(self._key(*args))
+            launch = self._launches.get(self._key(*args))
         except (AttributeError, TypeError):
-            plan = None
-        if plan is None:
+            launch = None
+        if launch is None:
             return self._slow_call(args)
-        return plan.launch(args)
+        return launch.launch(args)
 
-    # ---- first call with a layout: guards, plan, compile ----------------------------------------
+    # ---- first call with a layout: guards, layout, compile --------------------------------------
     def _slow_call(self, args: Sequence[Any]) -> list[Any]:
         arrays = self.check(args)
         out_shape = self._out_shape(arrays)
         if all(a is b for a, b in zip(arrays, args)):
             key = self._key(*arrays)
-            if len(self._plans) >= MAX_PLANS:
-                self._plans.clear()
-            plan = self._plans[key] = self._plan(arrays, out_shape)
+            if len(self._launches) >= MAX_LAYOUTS:
+                self._launches.clear()
+            launch = self._launches[key] = self._launch_for(arrays, out_shape)
         else:                                   # converted inputs: never cached as a layout
-            plan = self._plan(arrays, out_shape)
-        return plan.launch(arrays)
+            launch = self._launch_for(arrays, out_shape)
+        return launch.launch(arrays)
 
     def check(self, args: Sequence[Any]) -> list[Any]:
         """The guards: returns the arrays (0-d NumPy scalars and odd strides made arrays)."""
@@ -286,7 +290,7 @@ class FusedKernel:
                              f"specialized for outputs {t!r}")
         return shape
 
-    def _plan(self, arrays: Sequence[Any], out_shape: tuple[int, ...]) -> Launch:
+    def _launch_for(self, arrays: Sequence[Any], out_shape: tuple[int, ...]) -> Launch:
         spec, meta = plan_layout(self.lowered, [a.shape for a in arrays],
                                  [[s // a.itemsize for s in a.strides] for a in arrays],
                                  out_shape)

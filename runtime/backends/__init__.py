@@ -1,6 +1,6 @@
 """Backends: small objects that compile, load and launch fused kernels for one kind of device.
 
-``runtime.fusion.FusedKernel`` (guards, layout plans) and its one launcher
+``runtime.fusion.FusedKernel`` (guards, one launch per input layout) and its one launcher
 (``runtime.fusion.Launch``: outputs, then the backend's call) take any ``Backend``:
 
 - ``llvm.LLVM`` (``LLVMBackend``): CPU, NumPy arrays, LLVM machine code through ctypes;

@@ -84,9 +84,9 @@ class CudaBackend:
     name = "CUDA"
     device_kind = "cuda"
     array_name = "a CuPy array"
-    key_fields = ("dtype", "shape", "strides", "device.id")
+    key_fields: tuple[str, ...] = ("dtype", "shape", "strides", "device.id")
     pools_outputs = False
-    texts = ("cuda_source",)
+    texts: tuple[str, ...] = ("cuda_source",)
 
     def __init__(self, cupy: ModuleType | None = None,
                  make_kernel: KernelFactory | None = None) -> None:

@@ -48,9 +48,9 @@ class LLVMBackend:
     name = "LLVM"
     device_kind = "cpu"
     array_name = "a NumPy array"
-    key_fields = ("dtype", "shape", "strides")       # what a cached layout is keyed by
+    key_fields: tuple[str, ...] = ("dtype", "shape", "strides")       # what a cached layout is keyed by
     pools_outputs = True
-    texts = ("llvm_ir", "asm")
+    texts: tuple[str, ...] = ("llvm_ir", "asm")
 
     def compile(self, spec: KernelSpec) -> CompiledKernel:
         """The loaded kernel of ``spec`` (memory and disk cache of ``runtime.llvm_jit``)."""

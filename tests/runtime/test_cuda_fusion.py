@@ -3,7 +3,7 @@
 Without a GPU, a fake ``cupy`` (``fake_cupy``: NumPy arrays posing as device arrays, a
 ``RawKernel`` that runs the CUDA source it gets on the CPU shim) checks what CuPy would be
 asked to do: argument marshalling against the declared parameters, grid/block sizes, the
-device outputs land on, guards, plans and the kernel cache, and the wiring into
+device outputs land on, guards, launches per layout and the kernel cache, and the wiring into
 ``CompiledInterpreter``. Tests marked ``cuda`` run traced models on a real GPU."""
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def test_layouts_broadcast_strided_negative_zero_dim(cp: ModuleType) -> None:
     for name, arrays in views.items():
         got = fk([fake_cupy.on_device(v) for v in arrays])
         assert_matches(got, reference(g, *arrays))
-    assert len(fk.kernels) >= 2 and len(fk._plans) == len(views)
+    assert len(fk.kernels) >= 2 and len(fk._launches) == len(views)
 
 
 @needs_gxx
@@ -236,7 +236,7 @@ def test_inputs_on_different_devices_are_refused(cp: ModuleType) -> None:
 
 
 @needs_gxx
-def test_a_plan_hit_still_catches_a_device_change(cp: ModuleType) -> None:
+def test_a_launch_hit_still_catches_a_device_change(cp: ModuleType) -> None:
     fk = kernel_of(w1_graph(device="cuda"), cp)
     xs = _inputs(2, 3)
     fk([cp.asarray(v, device=0) for v in xs])

@@ -332,7 +332,7 @@ def test_python_scalars_are_refused_before_native_code() -> None:
     assert fk([np.float32(2.0)])[0] == -2.0                   # a NumPy scalar: a 0-d array
 
 
-def test_new_layouts_get_new_plans_not_wrong_answers() -> None:
+def test_new_layouts_get_new_launches_not_wrong_answers() -> None:
     fk = _small_kernel()
     rng = np.random.default_rng(0)
     bias = rng.standard_normal(8).astype(np.float32)
@@ -341,7 +341,7 @@ def test_new_layouts_get_new_plans_not_wrong_answers() -> None:
               np.asfortranarray(rng.standard_normal((6, 8), np.float32)),
               np.float32(2.0) * np.ones((1, 8), np.float32)):
         np.testing.assert_allclose(fk([x, bias])[0], np.maximum(x + bias, 0), rtol=1e-6)
-    assert len(fk._plans) == 5 and 1 <= len(fk.kernels) <= 3
+    assert len(fk._launches) == 5 and 1 <= len(fk.kernels) <= 3
 
 
 def test_big_endian_input_is_rejected_even_after_a_hit() -> None:
