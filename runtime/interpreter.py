@@ -62,12 +62,45 @@ _FAILURES: tuple[tuple[type, type[InterpreterError]], ...] = (
     (DeviceError, DeviceFailure))
 
 
-class Interpreter:
-    """Runs ``graph``; override a method below to change how one kind of node runs."""
+class OpHandler:
+    """How the ops and module accesses of a graph run; the ``Interpreter`` and the
+    ``runtime.executable.Executable`` ask it for every node that is not structure. This
+    base runs ops with the reference kernels on arrays and reads/writes module attributes
+    with ``getattr``/``setattr``; ``ArrayOps`` takes the frontend's callbacks, and the
+    frontend's autograd handler runs ops through its dispatcher."""
 
-    def __init__(self, graph: Graph, resolve_method: MethodResolver | None = None) -> None:
+    def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        """An ``sm::`` op: its outputs, as a sequence."""
+        out = run_kernel(node.op_name, args, node.attrs)
+        return out if S.REGISTRY[node.op_name].n_outputs > 1 else [out]
+
+    def constant(self, node: Node) -> Any:
+        return node.attrs.get("value")
+
+    def get_attr(self, node: Node, obj: Any) -> Any:
+        return getattr(obj, node.attrs["name"])
+
+    def set_attr(self, node: Node, obj: Any, value: Any) -> None:
+        setattr(obj, node.attrs["name"], value)
+
+    def call_method(self, node: Node, obj: Any, args: list[Any]) -> Sequence[Any]:
+        raise InterpreterError(f"prim::CallMethod {node.attrs['name']!r}: no resolve_method "
+                               "was given to the interpreter")
+
+    def step(self, node: Node) -> Callable[[list], Any] | None:
+        """A faster single-output closure ``f(inputs) -> value`` for ``node``, or None."""
+        return None
+
+
+class Interpreter:
+    """Runs ``graph``; ``ops`` (an ``OpHandler``) runs its ops and module accesses.
+    Override a method below to change how one kind of structure node runs."""
+
+    def __init__(self, graph: Graph, resolve_method: MethodResolver | None = None,
+                 ops: OpHandler | None = None) -> None:
         self.graph = graph
         self.resolve_method = resolve_method
+        self.ops = ops if ops is not None else _DEFAULT_OPS
         self.env: dict[Value, Any] = {}
 
     # ---- driving --------------------------------------------------------------------------
@@ -109,26 +142,24 @@ class Interpreter:
 
     # ---- one method per kind -------------------------------------------------------------
     def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        """An ``sm::`` op through the reference kernels."""
+        """An ``sm::`` op, through ``ops``."""
         if not node.is_op:
             raise NotImplementedError(f"the interpreter cannot run {node.kind}")
-        out = run_kernel(node.op_name, args, node.attrs)
-        return out if S.REGISTRY[node.op_name].n_outputs > 1 else [out]
+        return self.ops.call_op(node, args)
 
     def constant(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        return [node.attrs.get("value")]
+        return [self.ops.constant(node)]
 
     def get_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        return [getattr(args[0], node.attrs["name"])]
+        return [self.ops.get_attr(node, args[0])]
 
     def set_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        setattr(args[0], node.attrs["name"], args[1])
+        self.ops.set_attr(node, args[0], args[1])
         return []
 
     def call_method(self, node: Node, args: list[Any]) -> Sequence[Any]:
         if self.resolve_method is None:
-            raise InterpreterError(f"prim::CallMethod {node.attrs['name']!r}: no resolve_method "
-                                   "was given to the interpreter")
+            return self.ops.call_method(node, args[0], args[1:])
         callee = self.resolve_method(args[0], node.attrs["name"])
         return self.run_graph(callee, args)
 
@@ -181,6 +212,8 @@ class RaisedException(Exception):
         super().__init__(f"{kind}: {message}")
 
 
+_DEFAULT_OPS = OpHandler()
+
 DISPATCH: dict[str, str] = {
     Prim.CONSTANT: "constant", Prim.GET_ATTR: "get_attr", Prim.SET_ATTR: "set_attr",
     Prim.CALL_METHOD: "call_method", Prim.LIST_CONSTRUCT: "list_construct",
@@ -193,7 +226,7 @@ DISPATCH: dict[str, str] = {
 
 def evaluate_node(node: Node, inputs: list[Any]) -> list[Any]:
     """Run one op node on concrete inputs: the evaluator ``ir.passes.fold_constants`` takes."""
-    return list(Interpreter(node.graph).call_op(node, list(inputs)))
+    return list(_DEFAULT_OPS.call_op(node, list(inputs)))
 
 
 def run_graph(graph: Graph, *args: Any, resolve_method: MethodResolver | None = None) -> Any:

@@ -74,4 +74,4 @@ def can_cast(from_: dtype, to: dtype) -> "_builtins.bool":
 # ---- subpackages (after the core above: they build on it) ------------------------------
 from scriptmod import func, jit, nn, optim  # noqa: E402,F401
 from scriptmod.serialization import load, save  # noqa: E402,F401
-from scriptmod.jit._compiled import get_num_threads, set_num_threads  # noqa: E402,F401
+from scriptmod.jit._fuser import get_num_threads, set_num_threads  # noqa: E402,F401

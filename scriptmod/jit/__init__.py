@@ -15,7 +15,7 @@ from scriptmod.jit._trace import TracingCheckError, trace, trace_module  # noqa:
 from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
 from scriptmod.ir.errors import ArgumentError, TraceGuardError  # noqa: F401
 from scriptmod.jit.archive import ArchiveError, load, save  # noqa: F401
-from scriptmod.jit._compiled import fuser, kernels_for  # noqa: F401
+from scriptmod.jit._fuser import fuser, kernels_for  # noqa: F401
 
 __all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "ScriptMethod",
            "ScriptFunction", "TracerWarning",

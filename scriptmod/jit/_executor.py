@@ -24,9 +24,10 @@ from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
 from scriptmod.ir.passes.shapes import ShapePropagationError
 from scriptmod.ir.types import IntType, ModuleType, TensorType, TupleType, Type
-from scriptmod.runtime.interpreter import Interpreter, evaluate_node
+from scriptmod.runtime.executable import ArrayOps, Executable
+from scriptmod.runtime.interpreter import OpHandler, evaluate_node
 from scriptmod._dispatch import dispatch
-from scriptmod.jit import _compiled, _rank
+from scriptmod.jit import _fuser, _rank
 from scriptmod.jit._boundary import (HOOK_VERSION, BoundaryError, call_boundary, hooked_paths,
                                      kept_calls, module_path)
 from scriptmod.autograd import grad_mode
@@ -40,6 +41,7 @@ OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
 class Specialization:
     graph: Graph
     key: tuple
+    executable: Executable
     written: tuple[int, ...] = field(init=False)   # arguments written in place (copy_)
     aliased: bool = field(init=False)   # an output is an input, or one value is output twice
 
@@ -72,11 +74,11 @@ class Executor:
         try:
             if grad_mode.is_grad_enabled() and _needs_grad(owner if head else self.module, args):
                 return _run_with_grad(spec, head, args)
-            raw = _compiled.array_interpreter(spec.graph).run(*head, *[unwrap_tree(a) for a in args])
+            outs = spec.executable([*head, *[unwrap_tree(a) for a in args]], self._state_arrays())
         except BoundaryError as e:     # raised in a hooked submodule call: the user's own error
             err = e.original
         else:
-            out = wrap_tree(raw)
+            out = wrap_tree(outs[0] if len(outs) == 1 else tuple(outs))
             if spec.written:
                 out = _written_back(out, args, spec.written)
             return _same_objects(out, _arrays_of(args)) if spec.aliased else out
@@ -126,16 +128,36 @@ class Executor:
             assert key is not None
         return key
 
+    def _state_arrays(self) -> tuple:
+        """The arrays of the module tree's parameters and buffers, as ``_state_key`` last read
+        them (the same tuple object while none changed: ``Executable`` keys on it)."""
+        st = self.__dict__.get("_state")
+        return st.arrays if st is not None else ()
+
     def specialize(self, args: Sequence[Any]) -> Specialization:
         # fused and unfused are cached apart, and so are module states of other dtypes
         hooked = self._hooked if self._hook_version == HOOK_VERSION[0] else self.hooked()
-        key = (signature(args), _compiled.variant(), self._state_key(), hooked)
+        key = (signature(args), _fuser.variant(), self._state_key(), hooked)
         spec = self.specs.get(key)
         if spec is None:
             self.check(args)
-            spec = self.specs[key] = Specialization(self._optimized(args, key[3]), key)
+            graph = self._optimized(args, key[3])
+            spec = self.specs[key] = Specialization(graph, key, self._executable(graph, key))
             self.stats["specializations"] += 1
         return spec
+
+    def _executable(self, graph: Graph, key: tuple) -> Executable:
+        """Build the specialization's ``Executable``, handing in the module callbacks."""
+        slots = self.__dict__.get("_state")
+        paths = slots.index if slots is not None else {}
+
+        def state_index(node: Node) -> int | None:
+            path = _attr_path(node)
+            return None if path is None else paths.get(path)
+        ops = ArrayOps(get_attr=_array_attr, set_attr=_array_set_attr, call_method=_raw_call)
+        return Executable(graph, ops, grad_ops=TensorOps(), name=f"{self.module.original_name}."
+                          f"{self.method}", state_index=state_index if self.has_self else None,
+                          state=self._state_arrays(), native=key[1] == "fused")
 
     def _optimized(self, args: Sequence[Any], keep: tuple = ()) -> Graph:
         g = inlined(self.module, self.method, frozenset(keep))
@@ -149,7 +171,7 @@ class Executor:
         types: list[Type | None] = head + [_arg_type(a) for a in args]
         self._retype(g, types)
         passes: list[Any] = [("fold_constants", {"evaluate": evaluate_node})] + OPTIMIZE[1:]
-        return run_pipeline(g, passes + list(self.post_passes) + _compiled.compile_passes())
+        return run_pipeline(g, passes + list(self.post_passes) + _fuser.compile_passes())
 
     def _retype(self, g: Graph, types: list[Type | None]) -> None:
         """Shape propagation for the call's types; at another rank than traced, only where
@@ -187,13 +209,16 @@ class _StateSlots:
     def __init__(self, root: Any) -> None:
         self.t_regs: list[dict] = []
         self.t_names: list[str] = []
+        self.t_paths: list[str] = []
         self.m_regs: list[dict] = []
         self.m_names: list[str] = []
         self._walk(root, set())
         self.mods = tuple(map(_getitem, self.m_regs, self.m_names))
+        self.index = {p: i for i, p in enumerate(self.t_paths)}   # dotted path -> position
         self.last: tuple | None = None                   # (arrays, key)
+        self.arrays: tuple = ()                          # the arrays the last key() read
 
-    def _walk(self, mod: Any, seen: set[int]) -> bool:
+    def _walk(self, mod: Any, seen: set[int], prefix: str = "") -> bool:
         """Record ``mod``'s tensor slots and those of its subtree; True if it has any (the
         slot of a tensor-free submodule is not watched: the graph reads nothing there)."""
         if id(mod) in seen:
@@ -206,10 +231,11 @@ class _StateSlots:
                 if t is not None:
                     self.t_regs.append(reg)
                     self.t_names.append(name)
+                    self.t_paths.append(prefix + name)
                     found = True
         subs = mod.__dict__.get("_modules") or {}
         for name, child in subs.items():
-            if child is not None and self._walk(child, seen):
+            if child is not None and self._walk(child, seen, f"{prefix}{name}."):
                 self.m_regs.append(subs)
                 self.m_names.append(name)
                 found = True
@@ -226,8 +252,11 @@ class _StateSlots:
         last = self.last
         if last is not None and all(map(_is, arrays, last[0])):
             return last[1]
-        key = tuple((a.dtype, a.shape, type(a)) for a in arrays)
+        # the paths and strides too: native code reads these arrays by position and layout
+        key = (tuple(self.t_paths),) + tuple((a.dtype, a.shape, type(a), a.strides)
+                                              for a in arrays)
         self.last = (arrays, key)
+        self.arrays = arrays
         return key
 
 
@@ -303,15 +332,16 @@ def _needs_grad(module: Any, args: Sequence[Any]) -> bool:
 def _run_with_grad(spec: Specialization, head: tuple, args: Sequence[Any]) -> Any:
     """Op by op through autograd. An argument written in place is read through a clone, as
     eager's in-place activations do, so that the values backward saved are not overwritten."""
-    interp = TensorInterpreter(spec.graph)
+    ops = TensorOps()
     if spec.written:
         args = list(args)
         for i in spec.written:
             if isinstance(args[i], Tensor) and args[i].requires_grad:
                 clone = args[i].clone()
-                interp.originals[id(clone)] = args[i]
+                ops.originals[id(clone)] = args[i]
                 args[i] = clone
-    return interp.run(*head, *args)
+    outs = spec.executable.run_autograd([*head, *args], ops)
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _written_args(g: Graph) -> tuple[int, ...]:
@@ -411,37 +441,82 @@ def inlined(module: Any, method: str, keep: frozenset[str] = frozenset(),
     return g
 
 
-class ArrayInterpreter(Interpreter):
-    """Runs a specialized graph on raw arrays; module attributes are unwrapped."""
-
-    def call_method(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        return call_boundary(node, args[0], args[1:], raw=True)
-
-    def get_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        v = getattr(args[0], node.attrs["name"])
-        return [v._data if isinstance(v, Tensor) else v]
-
-    def set_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        cur = getattr(args[0], node.attrs["name"])
-        if isinstance(cur, Tensor):
-            cur._data[...] = args[1]
-            cur._vc[0] += 1
-        else:
-            setattr(args[0], node.attrs["name"], args[1])
-        return []
+def _attr_path(node: Node) -> str | None:
+    """``"0.weight"`` for a ``prim::GetAttr`` chain from the graph's ``self``; else None."""
+    names: list[str] = []
+    v = node.output
+    while v.node.kind == Prim.GET_ATTR:
+        names.append(v.node.attrs["name"])
+        v = v.node.inputs[0]
+    g = node.graph
+    if not g.inputs or v is not g.inputs[0]:
+        return None
+    return ".".join(reversed(names))
 
 
-class TensorInterpreter(Interpreter):
-    """Runs a graph op by op through ``dispatch``, so autograd records every op."""
+# ---- the module callbacks of the array path --------------------------------------------------
 
-    originals: dict[int, Tensor]     # id(clone read in place of an argument) -> argument
+def _raw_call(node: Node, mod: Any, args: list) -> list:
+    return call_boundary(node, mod, args, raw=True)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.originals = {}
 
-    def call_method(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        return call_boundary(node, args[0], args[1:], raw=False)
+def _array_attr(obj: Any, name: str) -> Any:
+    """``getattr(obj, name)``, unwrapped to its array for a Tensor. For a module whose class
+    defines no attribute of that name, ``getattr`` would end in ``Module.__getattr__``'s
+    registry search: do that search directly (no failed lookup); ``ScriptModule.__getattr__``
+    differs from it only for names its class defines."""
+    cls = type(obj)
+    fast = _PLAIN.get((cls, name))
+    if fast is None:
+        fast = _PLAIN[(cls, name)] = _plain_module(cls, name)
+    v = _registry_get(obj.__dict__, name) if fast else _MISSING
+    if v is _MISSING:
+        v = getattr(obj, name)
+    return v._data if isinstance(v, Tensor) else v
+
+
+_PLAIN: dict[tuple[type, str], bool] = {}
+_MISSING = object()
+
+
+def _plain_module(cls: type, name: str) -> bool:
+    from scriptmod.nn.module import Module
+    from scriptmod.jit._script_module import ScriptModule
+    return (issubclass(cls, Module) and cls.__getattr__ in (Module.__getattr__,
+                                                            ScriptModule.__getattr__)
+            and not hasattr(cls, name))
+
+
+def _registry_get(d: dict, name: str) -> Any:
+    """What ``getattr`` finds on a Module: the instance dict, then parameters, buffers,
+    submodules (the order of ``Module.__getattr__``)."""
+    if name in d:
+        return d[name]
+    for registry in ("_parameters", "_buffers", "_modules"):
+        members = d.get(registry)
+        if members is not None and name in members:
+            return members[name]
+    return _MISSING
+
+
+def _array_set_attr(obj: Any, name: str, value: Any) -> None:
+    cur = getattr(obj, name)
+    if isinstance(cur, Tensor):
+        cur._data[...] = value
+        cur._vc[0] += 1
+    else:
+        setattr(obj, name, value)
+
+
+class TensorOps(OpHandler):
+    """Runs ops through ``dispatch``, so autograd records every op (one per call: it maps
+    the clones read in place of arguments written in place back to the arguments)."""
+
+    def __init__(self) -> None:
+        self.originals: dict[int, Tensor] = {}
+
+    def call_method(self, node: Node, obj: Any, args: list) -> list:
+        return call_boundary(node, obj, args, raw=False)
 
     def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
         if node.kind == "sm::copy_":      # the caller's tensor, with eager's checks and history
@@ -450,14 +525,14 @@ class TensorInterpreter(Interpreter):
         out = dispatch(node.op_name, args, node.attrs)
         return list(out) if isinstance(out, tuple) else [out]
 
-    def constant(self, node: Node, args: list[Any]) -> Sequence[Any]:
+    def constant(self, node: Node) -> Any:
         v = node.attrs.get("value")
-        return [wrap(v) if hasattr(v, "shape") and hasattr(v, "dtype") else v]
+        return wrap(v) if hasattr(v, "shape") and hasattr(v, "dtype") else v
 
-    def set_attr(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        cur = getattr(args[0], node.attrs["name"])
+    def set_attr(self, node: Node, obj: Any, value: Any) -> None:
+        name = node.attrs["name"]
+        cur = getattr(obj, name)
         if isinstance(cur, Tensor):
-            cur.data = args[1].detach()
+            cur.data = value.detach()
         else:
-            setattr(args[0], node.attrs["name"], args[1])
-        return []
+            setattr(obj, name, value)

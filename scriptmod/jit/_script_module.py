@@ -194,6 +194,11 @@ class ScriptModule(Module):
         """The optimized graph actually run for ``inputs`` (specializing it if needed)."""
         return self.executor("forward").specialize(self._graph_args("forward", inputs)).graph
 
+    def executable_for(self, *inputs: Any) -> Any:
+        """The ``runtime.executable.Executable`` that runs ``forward`` for ``inputs``."""
+        return self.executor("forward").specialize(
+            self._graph_args("forward", inputs)).executable
+
     def _graph_args(self, method: str, inputs: Sequence[Any]) -> Sequence[Any]:
         """The graph's arguments for a call's: a dict argument's tensors (``graph_for``)."""
         spec = self._in_specs.get(method)

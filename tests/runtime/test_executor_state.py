@@ -7,7 +7,7 @@ import pytest
 
 import scriptmod as sm
 from scriptmod import jit, nn
-from scriptmod.jit import _compiled
+from scriptmod.jit import _fuser as _compiled
 
 
 class Scaled(nn.Module):

@@ -13,7 +13,7 @@ from scriptmod.ir.graph import Prim
 from scriptmod.runtime import llvm_jit
 from scriptmod.bench.workloads import MLP, ActivationZoo
 from scriptmod import jit, nn
-from scriptmod.jit._compiled import (fuser, fusion_enabled, get_num_threads, kernels_for,
+from scriptmod.jit._fuser import (fuser, fusion_enabled, get_num_threads, kernels_for,
                                      set_num_threads)
 
 

@@ -1,8 +1,8 @@
-"""How a specialization is compiled: the passes run after the generic optimizations, the
-interpreter that runs the result without autograd, and the user-facing switches.
+"""The fuser switches: whether specializations fuse, the passes that fusing adds, the kernels
+a specialization runs, and the kernel thread count.
 
 With fusion on (the default) elementwise ops are grouped by ``fuse_elementwise`` and each
-group runs as one native kernel (``runtime.compiled.CompiledInterpreter``); with it off
+group runs as native code (``runtime.executable.Executable``); with it off
 (``fuser(False)`` or ``SCRIPTMOD_DISABLE_FUSION=1``) the same specialization runs unfused on
 the reference kernels. The executor keys its specializations by ``variant()`` too, so
 toggling takes effect on the next call.
@@ -23,11 +23,9 @@ import os
 import threading
 from typing import Any
 
-from scriptmod.ir.graph import Graph, Node, Prim
+from scriptmod.ir.graph import Node
 from scriptmod.runtime import threads
-from scriptmod.runtime.compiled import CompiledInterpreter, fused_kernels
 from scriptmod.runtime.fusion import FusedKernel, supported
-from scriptmod.runtime.interpreter import Interpreter
 
 class _Local(threading.local):
     stack: list = []          # class default: a thread that never entered a context (no
@@ -120,70 +118,6 @@ def _fusible(node: Node) -> bool:
     return supported(node) or cuda_fusion.supported(node)
 
 
-def array_interpreter(graph: Graph) -> Interpreter:
-    """The interpreter that runs a specialized graph on raw arrays."""
-    return _interpreter_class()(graph)
-
-
-_CLASS: list[type] = []
-
-
-def _interpreter_class() -> type:
-    if not _CLASS:
-        from scriptmod.jit._executor import ArrayInterpreter
-
-        class FusedArrayInterpreter(CompiledInterpreter, ArrayInterpreter):
-            """Raw-array execution with native fusion groups."""
-
-            @classmethod
-            def fast_handler(cls, node: Node) -> Any:
-                return _get_attr_handler(node) if node.kind == Prim.GET_ATTR else None
-
-        _CLASS.append(FusedArrayInterpreter)
-    return _CLASS[0]
-
-
-def _get_attr_handler(node: Node) -> Any:
-    """``ArrayInterpreter.get_attr`` as one closure (module reads are most of W4's nodes).
-    For a module whose class defines no attribute of that name, ``getattr`` would end in
-    ``Module.__getattr__``'s registry search: do that search directly (no failed lookup).
-    ``ScriptModule.__getattr__`` differs from it only for names its class defines."""
-    from scriptmod.nn.module import Module
-    from scriptmod.jit._script_module import ScriptModule
-    from scriptmod.tensor import Tensor
-    name = node.attrs["name"]
-    plain: dict[type, bool] = {}
-    registry_search = (Module.__getattr__, ScriptModule.__getattr__)
-
-    def get_attr(interp: Any, n: Node, args: list) -> Any:
-        obj = args[0]
-        cls = type(obj)
-        fast = plain.get(cls)
-        if fast is None:
-            fast = plain[cls] = (issubclass(cls, Module) and cls.__getattr__ in registry_search
-                                 and not hasattr(cls, name))
-        v = _registry_get(obj.__dict__, name) if fast else _MISSING
-        if v is _MISSING:
-            v = getattr(obj, name)
-        return v._data if isinstance(v, Tensor) else v
-    return get_attr
-
-
-_MISSING = object()
-
-
-def _registry_get(d: dict, name: str) -> Any:
-    """What ``getattr`` finds on a Module: the instance dict, then parameters, buffers,
-    submodules (the order of ``Module.__getattr__``)."""
-    if name in d:
-        return d[name]
-    for registry in ("_parameters", "_buffers", "_modules"):
-        members = d.get(registry)
-        if members is not None and name in members:
-            return members[name]
-    return _MISSING
-
-
 def kernels_for(script_module: Any, *inputs: Any) -> list[FusedKernel]:
     """The compiled fusion-group kernels ``script_module`` runs for ``inputs``, in graph
     order; each has ``.llvm_ir``, ``.asm``, ``.spec`` and ``.kernels`` (one per layout).
@@ -200,8 +134,7 @@ def kernels_for(script_module: Any, *inputs: Any) -> list[FusedKernel]:
     module = getattr(script_module, "_module", script_module)    # ScriptFunction
     with grad_mode.no_grad():
         module(*inputs)
-    graph = module.graph_for(*inputs)
-    return fused_kernels(graph)
+    return module.executable_for(*inputs).kernels()
 
 
 def set_num_threads(n: int) -> None:

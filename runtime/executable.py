@@ -1,0 +1,422 @@
+"""What one specialization compiles to: an ``Executable``.
+
+An ``Executable`` is built once from an optimized graph whose shapes are known, and owns
+everything a call needs: the fused kernels of its fusion groups, the native segments
+(``runtime.native``: matmuls, views and fusion groups as one machine-code function each,
+intermediates at fixed offsets of a per-thread arena), and the Python steps for the nodes
+that have no native lowering. IR objects carry no runtime state: the graph is only read.
+
+How ops run is one swappable ``OpHandler``: ``ArrayOps`` runs them on NumPy/CuPy arrays with
+the reference kernels (the frontend hands in its attribute callbacks once, at build time);
+the frontend's autograd handler runs them through its dispatcher (``run_autograd``).
+
+    >>> from scriptmod.ir import parse
+    >>> from scriptmod.ir.passes import fuse_elementwise
+    >>> graph = fuse_elementwise(parse('''graph(%x : Float(2, 4), %a : Float(4)):
+    ...   %m : Float(2, 4) = sm::mul(%x, %a)
+    ...   %y : Float(2, 4) = sm::relu(%m)
+    ...   return (%y)
+    ... '''))
+    >>> x, a = np.ones((2, 4), np.float32), np.arange(4, dtype=np.float32) - 1
+    >>> ex = Executable(graph)
+    >>> ex.run(x, a)                                   # mul + relu: one native kernel
+    array([[0., 0., 1., 2.],
+           [0., 0., 1., 2.]], dtype=float32)
+    >>> [k.llvm_ir[:28] for k in ex.kernels()]
+    ['; ModuleID = "sm_ew_...']
+
+A straight-line graph runs as one generated Python function (as ``torch.fx`` does): one line
+per Python step or native segment, values in local variables, handlers bound once. A graph
+with blocks (``prim::If``/``prim::Loop``) runs node by node through ``Interpreter``.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from scriptmod.ir import dtypes as D
+from scriptmod.ir import log as irlog
+from scriptmod.ir import schema as S
+from scriptmod.ir.errors import TraceGuardError
+from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.types import TensorType
+from .fusion import TOPIC, FusedKernel
+from .interpreter import (DISPATCH, Interpreter, InterpreterError, OpHandler, RaisedException,
+                          failure)
+from .kernels import KERNELS, run_kernel
+from .kernels.nn import matmul_rows
+
+Step = Callable[[list], Any]         # a Python step: its input values -> its output value(s)
+_REFERENCE = "reference"             # marker: this fusion group runs on the reference kernels
+CODEGEN = "codegen"                  # SCRIPTMOD_LOG topic: what became native, and why not
+
+
+# ---- how ops run on arrays ------------------------------------------------------------------
+
+class ArrayOps(OpHandler):
+    """Ops on raw arrays with the reference kernels. The frontend passes its module
+    callbacks once: ``get_attr(obj, name)`` (an array for a tensor attribute),
+    ``set_attr(obj, name, value)`` and ``call_method(node, obj, args) -> list``."""
+
+    def __init__(self, get_attr: Callable[[Any, str], Any] | None = None,
+                 set_attr: Callable[[Any, str, Any], None] | None = None,
+                 call_method: Callable[[Node, Any, list], list] | None = None) -> None:
+        self._get_attr = get_attr or getattr
+        self._set_attr = set_attr or setattr
+        self._call_method = call_method
+
+    def get_attr(self, node: Node, obj: Any) -> Any:
+        return self._get_attr(obj, node.attrs["name"])
+
+    def set_attr(self, node: Node, obj: Any, value: Any) -> None:
+        self._set_attr(obj, node.attrs["name"], value)
+
+    def call_method(self, node: Node, obj: Any, args: list) -> list:
+        if self._call_method is None:
+            raise InterpreterError(f"prim::CallMethod {node.attrs['name']!r}: no call_method "
+                                   "callback was given")
+        return self._call_method(node, obj, args)
+
+    def step(self, node: Node) -> Step | None:
+        """A fast single-output closure for ``node`` (see ``_op_step``), or None."""
+        if node.is_op and S.REGISTRY[node.op_name].n_outputs == 1:
+            return _op_step(node)
+        if node.kind == Prim.GET_ATTR:
+            name, read = node.attrs["name"], self._get_attr
+            return lambda a: read(a[0], name)
+        return None
+
+
+# ---- the executable ---------------------------------------------------------------------------
+
+class Executable:
+    """One specialization: build once from an optimized graph, then call.
+
+    ``ops``: how Python steps run (default ``ArrayOps()``); ``grad_ops``: the handler
+    ``run_autograd`` uses; ``state_index(node) -> int | None``: for a ``prim::GetAttr`` of a
+    module tensor, its position in the ``state`` tuple each call passes (the frontend's
+    parameters and buffers, read once per call), so native code takes its pointer from there;
+    ``native``: build native segments (off: fusion groups still run their kernels).
+    """
+
+    def __init__(self, graph: Graph, ops: OpHandler | None = None, *,
+                 grad_ops: OpHandler | None = None,
+                 state_index: Callable[[Node], int | None] | None = None,
+                 state: tuple = (), native: bool = True, name: str = "graph") -> None:
+        self.graph, self.name = graph, name
+        self.ops = ops if ops is not None else ArrayOps()
+        self.grad_ops = grad_ops
+        self._fused: dict[Node, FusedKernel | str] = {}
+        self.segments: list[Any] = []            # runtime.native.Segment, in graph order
+        self.plan: Any = None                    # runtime.native.NativePlan
+        self._local = threading.local()
+        self._program: _Program | None = None
+        if all(not n.blocks for n in graph.nodes):
+            if native:
+                from .native import plan_native
+                self.plan = plan_native(graph, state_index, state, name)
+                self.segments = self.plan.segments if self.plan is not None else []
+            self._program = _Program(graph, self, self.plan)
+
+    # ---- calling ------------------------------------------------------------------------
+    def __call__(self, args: Sequence[Any], state: tuple = ()) -> list[Any]:
+        """The graph's outputs (a list) for inputs ``args`` and module ``state``."""
+        prog = self._program
+        if prog is None:
+            return _BlockInterpreter(self).run_graph(self.graph, list(args))
+        return prog.run(args, state)
+
+    def run(self, *args: Any) -> Any:
+        """``Interpreter.run``'s convention: one output, or a tuple of several."""
+        outs = self(args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run_autograd(self, args: Sequence[Any], ops: OpHandler | None = None) -> list[Any]:
+        """Op by op through ``ops`` (default ``grad_ops``: the frontend's autograd
+        dispatcher, which records every op)."""
+        ops = ops if ops is not None else self.grad_ops
+        if ops is None:
+            raise InterpreterError(f"{self.name}: built without an autograd op handler")
+        return Interpreter(self.graph, ops=ops).run_graph(self.graph, list(args))
+
+    # ---- fusion groups ------------------------------------------------------------------
+    def fused_kernel(self, node: Node) -> FusedKernel | None:
+        """The group's ``FusedKernel`` (built once), or None when it runs on the reference
+        kernels (an op without a lowering, mixed devices, CUDA without CuPy)."""
+        fk = self._fused.get(node)
+        if fk is None:
+            fk = self._fused[node] = _build_fused(node)
+        return fk if isinstance(fk, FusedKernel) else None
+
+    def kernels(self) -> list[FusedKernel]:
+        """The ``FusedKernel`` of every fusion group, in graph order (for inspection:
+        groups that run inside a native segment get one built on demand)."""
+        return [fk for node in self.graph.walk() if node.kind == Prim.FUSION_GROUP
+                for fk in [self.fused_kernel(node)] if fk is not None]
+
+    def group_step(self, node: Node) -> Step:
+        fk = self.fused_kernel(node)
+        if fk is None:
+            sub = node.attrs["subgraph"]
+            return lambda a: Interpreter(sub, ops=self.ops).run_graph(sub, a)
+        return fk
+
+    def frame(self) -> Any:
+        """This thread's arena and pointer tables (``runtime.native.Frame``)."""
+        fr = getattr(self._local, "frame", None)
+        if fr is None:
+            from .native import Frame
+            fr = self._local.frame = Frame(self.plan)
+        return fr
+
+    def __repr__(self) -> str:
+        native = sum(len(s.nodes) for s in self.segments)
+        return f"<Executable {self.name}: {len(self.graph.nodes)} node(s), {native} native " \
+               f"in {len(self.segments)} segment(s)>"
+
+
+def group_name(node: Node) -> str:
+    """``FusionGroup(<ops>) at <source>``: how errors and logs name a group."""
+    ops = [n.op_name for n in node.attrs["subgraph"].nodes if n.kind != Prim.CONSTANT]
+    head = f"FusionGroup({', '.join(ops[:4])}{', ...' if len(ops) > 4 else ''})"
+    return f"{head} at {node.source}" if node.source else head
+
+
+def _build_fused(node: Node) -> FusedKernel | str:
+    devices = {v.type.device for v in list(node.inputs) + node.outputs
+               if isinstance(v.type, TensorType)}
+    if not devices or not (all(d.startswith("cuda") for d in devices) or devices == {"cpu"}):
+        return _REFERENCE
+    try:
+        return FusedKernel(node.attrs["subgraph"], group_name(node))
+    except NotImplementedError as e:
+        irlog.log(TOPIC, f"{group_name(node)} runs on the reference kernels: {e}")
+        return _REFERENCE
+
+
+class _BlockInterpreter(Interpreter):
+    """Graphs with blocks: node by node, fusion groups through the Executable's kernels."""
+
+    def __init__(self, ex: Executable) -> None:
+        super().__init__(ex.graph, ops=ex.ops)
+        self.ex = ex
+
+    def fusion_group(self, node: Node, args: list[Any]) -> list[Any]:
+        return list(self.ex.group_step(node)(args))
+
+
+# ---- straight-line programs ------------------------------------------------------------------
+
+class _Program:
+    """A control-flow-free graph as one generated Python function: one line per Python step
+    or native segment (``runtime.native``), values in locals, dropped at their last use. A
+    failing line is mapped back to its node for the error message."""
+
+    def __init__(self, graph: Graph, ex: Executable, plan: Any) -> None:
+        name: dict[Value, str] = {v: f"v{i}" for i, v in enumerate(graph.inputs)}
+        ns: dict[str, Any] = {}
+        self.line_nodes: list[Node | None] = []
+        lines = [f"def program({', '.join(name[v] for v in graph.inputs)}{', ' if graph.inputs else ''}"
+                 f"state, frame):"]
+        native = plan.native_nodes if plan is not None else frozenset()
+        dying = _last_uses(graph, plan)
+        seg_at = {s.nodes[0]: s for s in (plan.segments if plan is not None else ())}
+        for node in graph.nodes:
+            for v in node.outputs:
+                name.setdefault(v, f"v{len(name)}")
+        for k, node in enumerate(graph.nodes):
+            seg = seg_at.get(node)
+            if seg is not None:                     # one line runs the whole segment
+                ns[f"s{k}"] = seg
+                outs = [name[v] for v in seg.exports]
+                call = f"s{k}(frame, state{''.join(', ' + name[v] for v in seg.imports)})"
+                target = ", ".join(outs) + ("," if len(outs) == 1 else "")
+                lines.append(f"    {target} = {call}" if outs else f"    {call}")
+                self.line_nodes.append(node)
+            if node in native:
+                continue
+            if plan is not None and node in plan.state_reads:
+                ns[f"i{k}"] = plan.state_reads[node]
+                lines.append(f"    {name[node.output]} = state[i{k}]")
+                self.line_nodes.append(node)
+                continue
+            if plan is not None and node in plan.skipped:
+                continue
+            outs = [name[v] for v in node.outputs]
+            self.line_nodes.append(node)
+            if node.kind == Prim.CONSTANT and len(outs) == 1 and type(ex.ops).constant is OpHandler.constant:
+                ns[f"c{k}"] = node.attrs.get("value")
+                lines.append(f"    {outs[0]} = c{k}")
+                continue
+            step, single = _step(node, ex)
+            ns[f"h{k}"] = step
+            call = f"h{k}([{', '.join(name[v] for v in node.inputs)}])"
+            target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
+            line = f"    {target} = {call}" if outs else f"    {call}"
+            dead = [name[v] for v in dying.get(node, ()) if v in name]
+            # drop values at their last use, so a large intermediate is freed (and its
+            # memory reused) as soon as eager would
+            lines.append(line + (f"; del {', '.join(dead)}" if dead else ""))
+        lines.append(f"    return [{', '.join(name[v] for v in graph.outputs)}]")
+        self.n_inputs = len(graph.inputs)
+        self.source = "\n".join(lines) + "\n"
+        self.ex = ex
+        self.has_native = bool(plan is not None and plan.segments)
+        exec(compile(self.source, "<scriptmod program>", "exec"), ns)
+        self.fn = ns["program"]
+
+    def run(self, args: Sequence[Any], state: tuple) -> list[Any]:
+        if len(args) != self.n_inputs:
+            raise TypeError(f"graph takes {self.n_inputs} argument(s), got {len(args)}")
+        frame = self.ex.frame() if self.has_native else None
+        try:
+            return self.fn(*args, state, frame)
+        except (InterpreterError, RaisedException, TraceGuardError):
+            raise
+        except Exception as e:
+            node = self._failing_node(e)
+            if node is None:
+                raise
+            where = f" ({node.source})" if node.source else ""
+            raise failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
+                             f"    {node!r}") from e
+
+    def _failing_node(self, e: BaseException) -> Node | None:
+        tb, line = e.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code is self.fn.__code__:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        k = None if line is None else line - 2            # line 1 is the ``def``
+        return self.line_nodes[k] if k is not None and 0 <= k < len(self.line_nodes) else None
+
+
+def _last_uses(graph: Graph, plan: Any) -> dict[Node, list[Value]]:
+    """Node -> the values whose last use is that node (graph outputs never die)."""
+    last: dict[Value, Node] = {}
+    for node in graph.nodes:
+        for v in node.outputs:
+            last[v] = node                  # an unused result dies where it is made
+        for v in node.inputs:
+            last[v] = node
+    keep = set(graph.outputs)
+    out: dict[Node, list[Value]] = {}
+    for v, node in last.items():
+        if v not in keep:
+            out.setdefault(node, []).append(v)
+    return out
+
+
+def _step(node: Node, ex: Executable) -> tuple[Step, bool]:
+    """How one Python node runs: (step, single output)."""
+    single = len(node.outputs) == 1
+    ops = ex.ops
+    if node.kind == Prim.FUSION_GROUP:
+        fn = ex.group_step(node)
+        if single:
+            return (lambda a: fn(a)[0]), True
+        return fn, False
+    fast = ops.step(node) if single else None
+    if fast is not None:
+        return fast, True
+    interp = Interpreter(ex.graph, ops=ops)
+    method = DISPATCH.get(node.kind)
+    if method is None and not node.is_op:
+        raise NotImplementedError(f"the executor cannot run {node.kind}")
+    run = getattr(interp, method) if method is not None else interp.call_op
+    if single:
+        return (lambda a: run(node, a)[0]), True
+    return (lambda a: run(node, a)), False
+
+
+# ---- fast array steps for ops ------------------------------------------------------------------
+
+def _op_step(node: Node) -> Step:
+    """``run_kernel``; or the reference kernel itself when the static types show that
+    ``run_kernel`` would neither cast an input nor convert the result (a CPU op, not
+    elementwise or a factory, every tensor operand already of the result dtype, no halves).
+    View ops of module state are memoized (see ``_memo_view``)."""
+    name, attrs = node.op_name, node.attrs
+    schema = S.REGISTRY[name]
+    dt = _direct_dtype(node, schema)
+    if dt is None:
+        step: Step = lambda a: run_kernel(name, a, attrs)   # noqa: E731
+    elif name == "matmul" and not attrs and _plain_matmul(node, dt):
+        # the guards already proved what ``_matmul`` checks; a stack times a float matrix
+        # takes the few-GEMMs path of the kernel
+        matmul = matmul_rows if _stack_by_matrix(node, dt) else np.matmul
+        step = lambda a: matmul(a[0], a[1])                  # noqa: E731
+    else:
+        fn, want = KERNELS[name], np.dtype(dt.name)
+
+        def step(a: list) -> Any:
+            out = fn(np, *a, **attrs)
+            if type(out) is not np.ndarray or out.dtype != want:
+                out = np.asarray(out, dtype=want)
+            return out
+    return _memo_view(step) if _memoizable(node) else step
+
+
+def _memoizable(node: Node) -> bool:
+    """A view op of a module attribute (a weight): same input object, same view."""
+    ins = node.inputs
+    return (S.REGISTRY[node.op_name].has(S.VIEW) and node.op_name != "copy_" and bool(ins)
+            and ins[0].node.kind == Prim.GET_ATTR
+            and all(v.node.kind == Prim.CONSTANT for v in ins[1:]))
+
+
+def _memo_view(step: Step) -> Step:
+    """Reuse the last result while the input is the same array object and the result was a
+    view of it (in-place updates of the weight show through; a new ``.data`` misses).
+    One tuple slot, replaced atomically, so threads never see a mismatched pair."""
+    memo: list = [None]
+
+    def view(a: list) -> Any:
+        x, last = a[0], memo[0]
+        if last is not None and last[0] is x:
+            return last[1]
+        out = step(a)
+        base = getattr(out, "base", None)
+        if out is x or (base is not None and (base is x or base is getattr(x, "base", 0))):
+            memo[0] = (x, out)
+        return out
+    return view
+
+
+def _plain_matmul(node: Node, dt: D.DType) -> bool:
+    """``np.matmul`` alone is exactly the ``matmul`` kernel here: a float/int dtype NumPy
+    multiplies natively (both operands already of it, see ``_direct_dtype``), operands of
+    rank >= 1 with static contraction dims that agree. The specialization's guards (input
+    signature and module state) make the static types hold at run time."""
+    if dt not in (D.float32, D.float64, D.int32, D.int64):
+        return False
+    a, b = (v.type for v in node.inputs)
+    if not (isinstance(a, TensorType) and isinstance(b, TensorType)) or a.shape is None \
+            or b.shape is None or not a.shape or not b.shape:
+        return False
+    k1, k2 = a.shape[-1], (b.shape[-2] if len(b.shape) > 1 else b.shape[0])
+    return isinstance(k1, int) and k1 == k2
+
+
+def _stack_by_matrix(node: Node, dt: D.DType) -> bool:
+    a, b = (v.type for v in node.inputs)
+    assert isinstance(a, TensorType) and isinstance(b, TensorType)
+    return dt in (D.float32, D.float64) and len(a.shape or ()) >= 3 and len(b.shape or ()) == 2
+
+
+def _direct_dtype(node: Node, schema: S.OpSchema) -> D.DType | None:
+    if schema.has(S.ELEMENTWISE) or schema.has(S.FACTORY) or node.op_name not in KERNELS:
+        return None
+    t = node.outputs[0].type
+    if not isinstance(t, TensorType) or t.dtype is None or t.device != "cpu":
+        return None
+    if t.dtype in (D.float16, D.bfloat16) or t.dtype.category == D.COMPLEX:
+        return None
+    tensors = [v.type for v in node.inputs if isinstance(v.type, TensorType)]
+    if not tensors or any(u.dtype is not t.dtype or u.device != "cpu" for u in tensors):
+        return None
+    if len(tensors) != len(node.inputs):
+        return None                        # scalars/lists may steer the dtype rule
+    return t.dtype

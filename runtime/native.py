@@ -1,0 +1,759 @@
+"""Native segments: the straight-line parts of a specialization as machine code.
+
+``plan_native`` walks a specialized graph (every shape static) and decides, node by node,
+what runs natively:
+
+- a CPU fusion group becomes a ``KernelStep`` (its layout planned from the static strides of
+  its inputs), unless it is large enough to be split across threads (then it runs through its
+  ``FusedKernel`` and the thread pool);
+- ``matmul`` of float32/float64 becomes a ``GemmStep`` (inline loops for small products, the
+  CBLAS NumPy itself uses for the rest) when each operand has a unit stride in one of its two
+  matrix dims;
+- view ops (transpose, permute, reshape of a contiguous tensor, unsqueeze, squeeze, expand,
+  narrow) cost nothing: the view is a new offset and strides over the same buffer, found by
+  running the reference kernel on a stand-in array of that layout;
+- module tensors (``prim::GetAttr`` of a parameter or buffer) are pointers taken from the
+  ``state`` tuple the frontend passes each call.
+
+Everything else is a Python step, and splits the native nodes into *segments* joined by
+Python; ``SCRIPTMOD_LOG=codegen`` says which node split it and why. Each segment is one
+``codegen.native.NativeProgram`` compiled to one function ``f(args, arena, fns)``.
+
+Memory: every intermediate that does not escape the call lives at a fixed offset of one arena
+(``MemoryPlan``: first fit over live ranges, checked by ``check_plan``); the arena and the
+pointer table are per thread (``Frame``). A value that reaches an output, or a Python node
+that could keep or return it, is *fresh*: allocated with ``np.empty`` on every call, so the
+caller's results never alias memory the next call writes.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from scriptmod.ir import dtypes as D
+from scriptmod.ir import log as irlog
+from scriptmod.ir import schema as S
+from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.types import TensorType
+from . import threads
+from .backend import NP_DTYPE
+from .kernels import KERNELS
+
+TOPIC = "codegen"
+ALIGN = 64                                   # arena offsets and the arena base
+_i64_at = ctypes.c_int64.from_address
+ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+# ---- where values live ---------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Buffer:
+    """One allocation: ``arg`` (a pointer the caller's table holds: an input, a module tensor,
+    a constant, a Python step's result), ``arena`` (a fixed offset) or ``fresh`` (``np.empty``
+    per call, in a table slot)."""
+
+    kind: str
+    nbytes: int
+    dtype: D.DType
+    shape: tuple[int, ...]
+    source: Any = None                 # arg: ("input"|"python", Value) / ("state", i) / ("const", array)
+    slot: int = -1                     # table slot (arg, fresh)
+    offset: int = -1                   # arena byte offset
+    start: int = 0                     # live range, in node positions
+    end: int = 0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A tensor value over a buffer: byte offset, shape, element strides."""
+
+    buf: Buffer
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def contiguous(self) -> bool:
+        return self.strides == c_strides(self.shape) or _numel(self.shape) <= 1
+
+
+def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _static(v: Value) -> TensorType | None:
+    """``v``'s type if it is a CPU tensor of concrete shape and a known dtype."""
+    t = v.type
+    if isinstance(t, TensorType) and t.device == "cpu" and t.dtype is not None \
+            and t.is_concrete and t.dtype in NP_DTYPE:
+        return t
+    return None
+
+
+# ---- the memory plan -----------------------------------------------------------------------------
+
+class PlanError(AssertionError):
+    """The memory plan puts two live buffers on the same bytes (a planner bug)."""
+
+
+def assign_offsets(buffers: Sequence[Buffer]) -> int:
+    """Give every arena buffer an offset: largest first, at the lowest aligned offset that
+    overlaps no buffer live at the same time. Returns the arena size in bytes."""
+    placed: list[Buffer] = []
+    size = 0
+    for b in sorted(buffers, key=lambda b: (-b.nbytes, b.start)):
+        clashes = sorted((p.offset, p.offset + p.nbytes) for p in placed
+                         if p.start <= b.end and b.start <= p.end)
+        at = 0
+        for lo, hi in clashes:
+            if at + b.nbytes <= lo:
+                break
+            at = max(at, _align(hi))
+        b.offset = at
+        placed.append(b)
+        size = max(size, at + b.nbytes)
+    return _align(size)
+
+
+def check_plan(buffers: Sequence[Buffer]) -> None:
+    """Raise ``PlanError`` if two arena buffers live at the same time share a byte, or one
+    is unaligned: walks every pair (plans are small)."""
+    bufs = list(buffers)
+    for b in bufs:
+        if b.offset < 0 or b.offset % ALIGN:
+            raise PlanError(f"arena buffer at offset {b.offset}: not placed or not aligned")
+    for i, a in enumerate(bufs):
+        for b in bufs[i + 1:]:
+            live = a.start <= b.end and b.start <= a.end
+            overlap = a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
+            if live and overlap and a.nbytes and b.nbytes:
+                raise PlanError(f"arena buffers live over [{a.start}, {a.end}] and "
+                                f"[{b.start}, {b.end}] share bytes [{max(a.offset, b.offset)}, "
+                                f"{min(a.offset + a.nbytes, b.offset + b.nbytes)})")
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+# ---- planning --------------------------------------------------------------------------------------
+
+@dataclass
+class NativePlan:
+    """What ``Executable`` needs: the segments, the nodes they replace, the module tensors
+    Python steps read from ``state``, the nodes nothing needs at run time."""
+
+    segments: list["Segment"]
+    native_nodes: frozenset[Node]
+    state_reads: dict[Node, int]
+    skipped: frozenset[Node]
+    arena_bytes: int
+    buffers: list[Buffer] = field(default_factory=list)
+
+
+def plan_native(graph: Graph, state_index: Callable[[Node], int | None] | None,
+                state: tuple = (), name: str = "graph") -> NativePlan | None:
+    """Plan and compile the native segments of a straight-line ``graph`` (None: nothing in
+    it runs natively, or native code is unavailable here)."""
+    try:
+        from scriptmod.codegen.native import NativeProgram  # noqa: F401
+    except ImportError as e:                                  # pragma: no cover
+        irlog.log(TOPIC, f"{name}: no native code ({e})")
+        return None
+    return _Planner(graph, state_index, state, name).plan()
+
+
+class _Planner:
+    def __init__(self, graph: Graph, state_index: Callable[[Node], int | None] | None,
+                 state: tuple, name: str) -> None:
+        self.graph, self.state_index, self.state, self.name = graph, state_index, state, name
+        self.nodes = list(graph.nodes)
+        self.pos = {n: i for i, n in enumerate(self.nodes)}
+        self.lay: dict[Value, Layout] = {}
+        self.steps: dict[Node, Any] = {}             # compute node -> step builder
+        self.views: set[Node] = set()                 # layout-only native nodes
+        self.state_nodes: dict[Node, int] = {}
+        self.python: set[Node] = set()
+        self.why: dict[Node, str] = {}
+        self.buffers: list[Buffer] = []
+
+    # -- 1. what can be native --------------------------------------------------------------------
+    def plan(self) -> NativePlan | None:
+        g = self.graph
+        for v in g.inputs:
+            t = _static(v)
+            if t is not None:
+                self._arg(v, ("input", v), t)
+        for node in self.nodes:
+            why = self._classify(node)
+            if why is not None:
+                self.python.add(node)
+                self.why[node] = why
+                for v in node.outputs:
+                    t = _static(v)
+                    if t is not None and v not in self.lay:
+                        self._arg(v, ("python", v), t)
+        if not self.steps:
+            return None
+        self._python_needs()
+        self._escapes()
+        segments = self._segments()
+        arena = [b for b in self.buffers if b.kind == "arena"]
+        size = assign_offsets(arena)
+        check_plan(arena)
+        self._log(segments)
+        compiled = [s.compile(self) for s in segments]
+        return NativePlan(compiled, frozenset(self.steps) | frozenset(self.views - self.python),
+                          {n: i for n, i in self.state_nodes.items() if n in self.python_reads},
+                          frozenset(self.skip), size, self.buffers)
+
+    def _arg(self, v: Value, source: Any, t: TensorType, strides: tuple | None = None) -> None:
+        shape = tuple(t.shape)                                      # type: ignore[arg-type]
+        buf = Buffer("arg", _numel(shape) * t.dtype.itemsize, t.dtype, shape, source)
+        self.buffers.append(buf)
+        self.lay[v] = Layout(buf, 0, shape, strides if strides is not None else c_strides(shape))
+
+    def _classify(self, node: Node) -> str | None:
+        """None when ``node`` runs natively (or needs no code); else why it cannot."""
+        kind = node.kind
+        if kind == Prim.GET_ATTR:
+            t = _static(node.output)
+            i = self.state_index(node) if self.state_index is not None and t else None
+            if i is None or i >= len(self.state):
+                return "a module attribute that is not a parameter or buffer tensor"
+            arr = self.state[i]
+            if type(arr) is not np.ndarray or arr.strides is None or \
+                    any(s % arr.itemsize for s in arr.strides):
+                return "a module tensor that is not an aligned NumPy array"
+            self.state_nodes[node] = i
+            self._arg(node.output, ("state", i), t,                 # type: ignore[arg-type]
+                      tuple(s // arr.itemsize for s in arr.strides))
+            return None
+        if kind == Prim.CONSTANT:
+            value = node.attrs.get("value")
+            t = _static(node.output)
+            if t is None or type(value) is not np.ndarray:
+                return "a constant that is not a CPU tensor"
+            if any(s % value.itemsize for s in value.strides):
+                return "an unaligned constant"
+            self._arg(node.output, ("const", value), t,
+                      tuple(s // value.itemsize for s in value.strides))
+            return "constant"        # Python keeps it too (cheap); natively it is an arg
+        if kind == Prim.FUSION_GROUP:
+            return self._group(node)
+        if node.is_op:
+            if node.op_name == "matmul":
+                return self._matmul(node)
+            if S.REGISTRY[node.op_name].has(S.VIEW) and node.op_name != "copy_":
+                return self._view(node)
+            return f"{node.op_name} has no native lowering yet"
+        return f"{kind} runs in Python"
+
+    def _inputs(self, node: Node) -> list[Layout] | None:
+        out = []
+        for v in node.inputs:
+            lay = self.lay.get(v)
+            if lay is None:
+                return None
+            out.append(lay)
+        return out
+
+    def _new(self, v: Value, node: Node) -> Layout:
+        t = _static(v)
+        assert t is not None
+        shape = tuple(t.shape)                                      # type: ignore[arg-type]
+        buf = Buffer("arena", _numel(shape) * t.dtype.itemsize, t.dtype, shape, v)
+        buf.start = buf.end = self.pos[node]
+        self.buffers.append(buf)
+        lay = self.lay[v] = Layout(buf, 0, shape, c_strides(shape))
+        return lay
+
+    def _group(self, node: Node) -> str | None:
+        outs = [_static(v) for v in node.outputs]
+        if any(t is None for t in outs):
+            return "a fusion group with an output of unknown shape or not on the CPU"
+        ins = self._inputs(node)
+        if ins is None:
+            return "a fusion group reading a value native code does not hold"
+        out_shape = tuple(outs[0].shape)                            # type: ignore[union-attr]
+        if threads.get_num_threads() > 1 and _numel(out_shape) >= threads.MIN_SPLIT:
+            return f"a fusion group of {_numel(out_shape)} elements: split across threads"
+        try:
+            spec, meta = _group_spec(node, ins, out_shape)
+        except NotImplementedError as e:
+            return f"fusion group cannot be lowered: {e}"
+        for v in node.outputs:
+            self._new(v, node)
+        self.steps[node] = ("kernel", spec, meta, _numel(out_shape))
+        return None
+
+    def _matmul(self, node: Node) -> str | None:
+        from .blas import cblas
+        ins = self._inputs(node)
+        t = _static(node.output)
+        if ins is None or t is None:
+            return "matmul of a value native code does not hold"
+        a, b = ins
+        if t.dtype not in (D.float32, D.float64) or a.buf.dtype is not t.dtype \
+                or b.buf.dtype is not t.dtype or node.attrs:
+            return f"matmul of {a.buf.dtype.name} and {b.buf.dtype.name} (native: float32/float64)"
+        gemm = _gemm_shape(a, b)
+        if gemm is None:
+            return "matmul operands without a unit stride in a matrix dim (no BLAS layout)"
+        m, n, k = gemm["m"], gemm["n"], gemm["k"]
+        if k == 0 and m * n:
+            return "matmul with an empty contraction"
+        if m * n * k > _inline_max() and cblas() is None:
+            from .blas import why_not
+            return f"matmul needs BLAS: {why_not()}"
+        self._new(node.output, node)
+        self.steps[node] = ("gemm", gemm, t.dtype)
+        return None
+
+    def _view(self, node: Node) -> str | None:
+        src = self.lay.get(node.inputs[0])
+        t = _static(node.output)
+        if src is None or t is None:
+            return f"{node.op_name} of a value native code does not hold"
+        operands = []
+        for v in node.inputs[1:]:
+            if v.node.kind != Prim.CONSTANT:
+                return f"{node.op_name} with a size computed at run time"
+            operands.append(v.node.attrs.get("value"))
+        if node.op_name == "reshape" and not src.contiguous:
+            return "reshape of a non-contiguous tensor (a copy)"
+        out = _probe_view(node, src, operands)
+        if out is None or out[0] != tuple(t.shape):                 # type: ignore[arg-type]
+            return f"{node.op_name} is not a view of this layout"
+        shape, strides, offset = out
+        self.lay[node.output] = Layout(src.buf, src.offset + offset, shape, strides)
+        self.views.add(node)
+        return None
+
+    # -- 2. what Python needs --------------------------------------------------------------------
+    def _python_needs(self) -> None:
+        """Values Python reads (its nodes' inputs, the outputs) come from Python, from the
+        segment that makes them (exports), or, for a native view, from the same view run in
+        Python too; module tensors Python reads come from ``state``."""
+        producer = {v: n for n in self.nodes for v in n.outputs}
+        need = [v for n in self.python for v in n.inputs] + list(self.graph.outputs)
+        self.exports: set[Value] = set()
+        self.python_reads: set[Node] = set()
+        seen: set[Value] = set()
+        while need:
+            v = need.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            n = producer.get(v)
+            if n is None or n in self.python and n not in self.views:
+                continue                                  # an input, or Python makes it
+            if n in self.state_nodes:
+                self.python_reads.add(n)
+            elif n in self.views:
+                self.python.add(n)                        # recompute the view in Python
+                need.extend(n.inputs)
+            elif n in self.steps:
+                self.exports.add(v)
+        # Python nodes whose results nothing in Python uses (module GetAttrs feeding only
+        # native reads) are skipped
+        used: set[Value] = set(self.graph.outputs)
+        self.skip: set[Node] = set()
+        for n in reversed(self.nodes):
+            if n in self.steps or (n in self.views and n not in self.python):
+                used.update(n.inputs)                 # native code reads them
+                continue
+            if n in self.state_nodes and n not in self.python_reads:
+                self.skip.add(n)                      # native code reads it from state
+                continue
+            effect = n.kind not in (Prim.GET_ATTR, Prim.CONSTANT) and not (
+                n.is_op and not S.REGISTRY[n.op_name].has(S.IMPURE))
+            if n in self.python and (effect or any(v in used for v in n.outputs)) \
+                    or n in self.python_reads:
+                if n not in self.python_reads:
+                    used.update(n.inputs)
+                continue
+            self.skip.add(n)
+        self.python -= self.skip
+        self.python -= self.python_reads
+
+    # -- 3. which buffers escape -------------------------------------------------------------------
+    def _escapes(self) -> None:
+        """A buffer any output, or any value a Python node reads, may alias is fresh. Python
+        nodes are taken to alias every tensor input to every output (``contiguous`` may
+        return its input, a hook may keep it)."""
+        parent: dict[Value, Value] = {}
+
+        def find(v: Value) -> Value:
+            while parent.get(v, v) is not v:
+                v = parent[v]
+            return v
+
+        def union(a: Value, b: Value) -> None:
+            ra, rb = find(a), find(b)
+            if ra is not rb:
+                parent[ra] = rb
+        for n in self.nodes:
+            if n in self.python or n in self.views:
+                for o in n.outputs:
+                    for i in n.inputs:
+                        union(o, i)
+        roots = {find(v) for v in self.graph.outputs}
+        roots |= {find(v) for n in self.python for v in n.inputs}
+        by_buf: dict[int, Buffer] = {id(b): b for b in self.buffers}
+        escaping = {id(self.lay[v].buf) for v in list(self.lay)
+                    if find(v) in roots and self.lay[v].buf.kind == "arena"}
+        slot = [0]
+
+        def next_slot() -> int:
+            slot[0] += 1
+            return slot[0] - 1
+        for b in self.buffers:
+            if id(b) in escaping:
+                b.kind = "fresh"
+            if b.kind in ("arg", "fresh"):
+                b.slot = next_slot()
+        self.n_slots = slot[0]
+        # live ranges of arena buffers: from the node that makes them to their last reader
+        for v, lay in self.lay.items():
+            b = lay.buf
+            if b.kind != "arena":
+                continue
+            for use in v.uses:
+                k = self.pos.get(use.user)
+                if k is not None:
+                    b.end = max(b.end, k)
+        del by_buf
+
+    # -- 4. segments -------------------------------------------------------------------------------
+    def _segments(self) -> list["Segment"]:
+        segs: list[Segment] = []
+        cur: Segment | None = None
+        for n in self.nodes:
+            if n in self.steps:
+                if cur is None:
+                    cur = Segment(len(segs))
+                    segs.append(cur)
+                cur.nodes.append(n)
+            elif n in self.python:
+                if cur is not None and n.kind != Prim.CONSTANT:
+                    irlog.log(TOPIC, f"{self.name}: native segment {cur.index} ends at "
+                                     f"{n.kind}{' (' + n.source + ')' if n.source else ''}: "
+                                     f"{self.why.get(n, 'a Python view of a native value')}")
+                    cur = None
+        return segs
+
+    def _log(self, segs: list["Segment"]) -> None:
+        if irlog.enabled(TOPIC):
+            n = sum(len(s.nodes) for s in segs)
+            irlog.log(TOPIC, f"{self.name}: {n} node(s) native in {len(segs)} segment(s), "
+                             f"{len(self.python)} in Python")
+
+    def ref(self, v: Value) -> Any:
+        from scriptmod.codegen.native import Ref
+        lay = self.lay[v]
+        if lay.buf.kind == "arena":
+            return Ref("arena", lay.buf.offset, lay.offset)
+        return Ref("arg", lay.buf.slot, lay.offset)
+
+
+def _inline_max() -> int:
+    from scriptmod.codegen.native import INLINE_GEMM_MAX
+    return INLINE_GEMM_MAX
+
+
+# ---- lowering helpers ----------------------------------------------------------------------------
+
+def _group_spec(node: Node, ins: list[Layout], out_shape: tuple[int, ...]) -> tuple[Any, tuple]:
+    """The fusion group's ``KernelSpec`` for these static input layouts, and its meta."""
+    from scriptmod.codegen.lower import lower_group, plan_layout
+    spec = lower_group(node.attrs["subgraph"])
+    for lay, s in zip(ins, spec.inputs):
+        if lay.buf.dtype is not s.dtype:
+            raise NotImplementedError(f"input of dtype {lay.buf.dtype.name}, expected "
+                                      f"{s.dtype.name}")
+    return plan_layout(spec, [l.shape for l in ins], [l.strides for l in ins], out_shape)
+
+
+def _matrix(shape: tuple, strides: tuple) -> tuple[bool, int] | None:
+    """(transposed, leading dim) of a (rows, cols) matrix with these element strides, in
+    BLAS terms; None without a unit stride."""
+    (r, c), (sr, sc) = shape, strides
+    if (c == 1 or sc == 1) and (r == 1 or sr >= max(1, c)):      # row-major
+        return False, sr if r > 1 else max(1, c)
+    if (r == 1 or sr == 1) and (c == 1 or sc >= max(1, r)):      # column-major: A^T stored
+        return True, sc if c > 1 else max(1, r)
+    return None
+
+
+def _collapse(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, int] | None:
+    """Dims that walk memory as one: (count, stride), ignoring size-1 dims; else None."""
+    dims = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    if not dims:
+        return 1, 0
+    for (n0, s0), (n1, s1) in zip(dims, dims[1:]):
+        if s0 != s1 * n1:
+            return None
+    return _numel(shape), dims[-1][1]
+
+
+def _gemm_shape(a: Layout, b: Layout) -> dict | None:
+    """``GemmStep`` fields (without refs) for ``a @ b`` into a contiguous result."""
+    ash, ast = a.shape, a.strides
+    bsh, bst = b.shape, b.strides
+    if len(ash) == 1:
+        ash, ast = (1,) + ash, (0,) + ast
+    if len(bsh) == 1:
+        bsh, bst = bsh + (1,), bst + (0,)
+    m, k = ash[-2:]
+    k2, n = bsh[-2:]
+    if k != k2:
+        return None
+    abatch, bbatch = ash[:-2], bsh[:-2]
+    ma = _matrix((m, k), ast[-2:])
+    mb = _matrix((k, n), bst[-2:])
+    if ma is None or mb is None:
+        return None
+    out = {"m": m, "n": n, "k": k, "trans_a": ma[0], "lda": ma[1], "trans_b": mb[0],
+           "ldb": mb[1], "ldc": max(1, n), "batch": 1, "stride_a": 0, "stride_b": 0,
+           "stride_c": 0, "a_off": 0, "b_off": 0}
+    if not bbatch:
+        if not abatch:
+            return out
+        rows = _collapse(abatch + (m,), ast[:-2] + (ast[-2],))
+        if rows is not None and not ma[0] and (ast[-1] == 1 or k == 1):
+            out.update(m=rows[0], lda=rows[1] if rows[0] > 1 else max(1, k))
+            return out if out["lda"] >= max(1, k) else None
+        batch = _collapse(abatch, ast[:-2])
+        if batch is None:
+            return None
+        out.update(batch=batch[0], stride_a=batch[1], stride_c=m * n)
+        return out
+    nb = _numel(bbatch)
+    full = tuple(np.broadcast_shapes(abatch, bbatch))
+    if _numel(full) != nb or len(bbatch) != len(full):
+        return None                                   # a broadcast ``b``: not yet
+    bb = _collapse(bbatch, bst[:-2])
+    if bb is None:
+        return None
+    if abatch and _numel(abatch) != 1:
+        if tuple(abatch) != tuple(bbatch[-len(abatch):]) or len(abatch) != len(bbatch):
+            return None
+        ab = _collapse(abatch, ast[:-2])
+        if ab is None:
+            return None
+        sa = ab[1]
+    else:
+        sa = 0
+    out.update(batch=nb, stride_a=sa, stride_b=bb[1], stride_c=m * n)
+    return out
+
+
+def _probe_view(node: Node, src: Layout, operands: list) -> tuple | None:
+    """(shape, element strides, byte offset) of ``node``'s result over ``src``'s layout,
+    by running its reference kernel on a stand-in array that has that layout (view kernels
+    never read data; reshape is only probed on a contiguous input, where it is a view)."""
+    dt = NP_DTYPE[src.buf.dtype]
+    base = np.zeros(1, dt)
+    fake = np.lib.stride_tricks.as_strided(base, src.shape,
+                                           [s * dt.itemsize for s in src.strides])
+    try:
+        out = KERNELS[node.op_name](np, fake, *operands, **node.attrs)
+    except Exception:
+        return None
+    if not isinstance(out, np.ndarray) or any(s % dt.itemsize for s in out.strides):
+        return None
+    if out.base is None:                      # the kernel copied: not a view
+        return None
+    offset = out.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return tuple(out.shape), tuple(s // dt.itemsize for s in out.strides), offset
+
+
+# ---- running ---------------------------------------------------------------------------------------
+
+def data_ptr(a: np.ndarray) -> int:
+    """The array's data address (read from the PyArrayObject where that is checked to be
+    NumPy's layout; else through ``__array_interface__``)."""
+    if _FAST_PTR:
+        return _i64_at(id(a) + 16).value
+    return a.__array_interface__["data"][0]
+
+
+def _fast_pointers_work() -> bool:
+    probe = np.arange(8.0)[3:]
+    return _i64_at(id(probe) + 16).value == probe.__array_interface__["data"][0]
+
+
+_FAST_PTR = _fast_pointers_work()
+
+
+class Segment:
+    """A run of native nodes: one native function, the Python values it reads (imports:
+    pointers written into the table per call, checked first), the buffers it allocates
+    fresh, and the values it hands back to Python (exports)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.nodes: list[Node] = []
+        self.imports: list[Value] = []
+        self.exports: list[Value] = []
+
+    def compile(self, p: _Planner) -> "Segment":
+        from scriptmod.codegen.native import GemmStep, KernelStep, NativeProgram, \
+            render_program
+        from .blas import cblas
+        from .llvm_jit import compile_ir
+        mine = set(self.nodes)
+        steps: list[Any] = []
+        imports: dict[Value, Buffer] = {}
+        fresh: list[Buffer] = []
+        for n in self.nodes:
+            for v in n.inputs:
+                lay = p.lay[v]
+                src = lay.buf.source
+                if lay.buf.kind == "arg" and isinstance(src, tuple) and \
+                        src[0] in ("input", "python"):
+                    imports.setdefault(src[1], lay.buf)
+            kind, *info = p.steps[n]
+            if kind == "kernel":
+                spec, meta, count = info
+                if count:
+                    steps.append(KernelStep(spec, tuple(p.ref(v) for v in n.inputs),
+                                            tuple(p.ref(v) for v in n.outputs), count, meta))
+            else:
+                g, dt = info
+                a, b = n.inputs
+                fields = {k: v for k, v in g.items() if k not in ("a_off", "b_off")}
+                if g["m"] * g["n"]:
+                    steps.append(GemmStep(dt, a=p.ref(a), b=p.ref(b), c=p.ref(n.output),
+                                          **fields))
+            for v in n.outputs:
+                if p.lay[v].buf.kind == "fresh":
+                    fresh.append(p.lay[v].buf)
+        self.imports = list(imports)
+        self.import_bufs = [imports[v] for v in self.imports]
+        self.fresh = fresh
+        self.exports = [v for n in self.nodes for v in n.outputs if v in p.exports]
+        self.export_lays = [p.lay[v] for v in self.exports]
+        blas = cblas()
+        prog = NativeProgram(tuple(steps), max(1, p.n_slots),
+                             blas.int_bits if blas is not None else 64)
+        self.program = prog
+        from scriptmod.codegen.native import render_program as _render
+        module = _render(prog)
+        self.kernel = compile_ir(module.text, module.name)
+        self.llvm_ir = module.text
+        self.fn = ENTRY_TYPE(self.kernel.address)
+        self._fns = blas.fns() if blas is not None else (ctypes.c_void_p * 2)()
+        self.fns_addr = ctypes.addressof(self._fns)
+        self._runner = self._make_runner(p)
+        del mine
+        return self
+
+    def _make_runner(self, p: _Planner) -> Callable[..., Any]:
+        """The per-call Python of this segment as one generated function: check and bind
+        the imports, allocate the fresh outputs, call, return the exports."""
+        ns: dict[str, Any] = {"np": np, "ptr": data_ptr, "fn": self.fn, "fns": self.fns_addr,
+                              "convert": _convert}
+        args = [f"a{i}" for i in range(len(self.imports))]
+        lines = [f"def run(frame{''.join(', ' + a for a in args)}):",
+                 "    tbl = frame.table"]
+        for i, (v, buf) in enumerate(zip(self.imports, self.import_bufs)):
+            dt = NP_DTYPE[buf.dtype]
+            ns[f"dt{i}"], ns[f"sh{i}"] = dt, buf.shape
+            ns[f"st{i}"] = tuple(s * dt.itemsize for s in c_strides(buf.shape))
+            ns[f"v{i}"] = v
+            lines.append(f"    if type(a{i}) is not np.ndarray or a{i}.dtype != dt{i} or "
+                         f"a{i}.shape != sh{i} or a{i}.strides != st{i}:")
+            lines.append(f"        a{i} = convert(a{i}, dt{i}, sh{i}, v{i})")
+            lines.append(f"    tbl[{buf.slot}] = ptr(a{i})")
+        for j, buf in enumerate(self.fresh):
+            ns[f"fdt{j}"], ns[f"fsh{j}"] = NP_DTYPE[buf.dtype], buf.shape
+            lines.append(f"    f{j} = np.empty(fsh{j}, fdt{j})")
+            lines.append(f"    tbl[{buf.slot}] = ptr(f{j})")
+        lines.append("    fn(frame.table_addr, frame.arena_addr, fns)")
+        outs = []
+        for k, lay in enumerate(self.export_lays):
+            if lay.buf.kind == "fresh":
+                outs.append(f"f{self.fresh.index(lay.buf)}")
+            else:
+                outs.append(f"frame.exports[{id(lay.buf)}, {k}, {self.index}]")
+        lines.append(f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"
+                     if outs else "    return None")
+        exec(compile("\n".join(lines) + "\n", f"<scriptmod segment {self.index}>", "exec"), ns)
+        return ns["run"]
+
+    def __call__(self, frame: "Frame", state: tuple, *imports: Any) -> Any:
+        if state is not frame.state:
+            frame.bind_state(state)
+        return self._runner(frame, *imports)
+
+    def __repr__(self) -> str:
+        return f"<Segment {self.index}: {len(self.nodes)} node(s), {len(self.program.steps)} " \
+               f"step(s)>"
+
+
+def _convert(a: Any, dt: np.dtype, shape: tuple, v: Value) -> np.ndarray:
+    """An import that is not the exact contiguous array native code was built for: a
+    C-contiguous copy when only the layout differs; an error otherwise."""
+    if isinstance(a, np.generic):
+        a = np.asarray(a)
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"native segment: value {v!r} should be a NumPy array of {shape} "
+                        f"{dt}, got {type(a).__name__}")
+    if a.dtype != dt or tuple(a.shape) != tuple(shape):
+        raise TypeError(f"native segment: value {v!r} should be a NumPy array of shape "
+                        f"{tuple(shape)} and dtype {dt}, got {tuple(a.shape)} {a.dtype}")
+    return np.ascontiguousarray(a.view(np.ndarray) if type(a) is not np.ndarray else a)
+
+
+class Frame:
+    """One thread's arena and pointer table for an Executable's segments; module tensors
+    are bound when the ``state`` tuple changes, constants once."""
+
+    def __init__(self, plan: NativePlan) -> None:
+        n = max((s.program.n_args for s in plan.segments), default=1)
+        self.table = (ctypes.c_void_p * n)()
+        self.table_addr = ctypes.addressof(self.table)
+        raw = np.empty(plan.arena_bytes + ALIGN, np.uint8)
+        skip = (-raw.__array_interface__["data"][0]) % ALIGN
+        self.arena = raw[skip:skip + plan.arena_bytes]
+        self.arena_addr = raw.__array_interface__["data"][0] + skip
+        self._raw = raw
+        self.state: Any = None
+        self._state_slots = [(b.slot, b.source[1]) for b in plan.buffers
+                             if b.kind == "arg" and isinstance(b.source, tuple)
+                             and b.source[0] == "state"]
+        for b in plan.buffers:
+            if b.kind == "arg" and isinstance(b.source, tuple) and b.source[0] == "const":
+                self.table[b.slot] = data_ptr(b.source[1])
+        self.exports: dict[tuple, np.ndarray] = {}
+        for seg in plan.segments:
+            for k, lay in enumerate(seg.export_lays):
+                if lay.buf.kind == "arena":
+                    dt = NP_DTYPE[lay.buf.dtype]
+                    self.exports[id(lay.buf), k, seg.index] = np.ndarray(
+                        lay.shape, dt, buffer=self.arena, offset=lay.buf.offset + lay.offset,
+                        strides=tuple(s * dt.itemsize for s in lay.strides))
+
+    def bind_state(self, state: tuple) -> None:
+        """Write the module tensors' pointers (the specialization's guards fixed their
+        dtypes, shapes and strides)."""
+        for slot, i in self._state_slots:
+            self.table[slot] = data_ptr(state[i])
+        self.state = state
