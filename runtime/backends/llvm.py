@@ -48,7 +48,7 @@ class LLVMBackend:
     name = "LLVM"
     device_kind = "cpu"
     array_name = "a NumPy array"
-    key_fields: tuple[str, ...] = ("dtype", "shape", "strides")       # what a cached layout is keyed by
+    key_fields: tuple[str, ...] = ("dtype", "shape", "strides")   # a cached layout's key
     pools_outputs = True
     texts: tuple[str, ...] = ("llvm_ir", "asm")
 

@@ -25,7 +25,7 @@ from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
 from op_graphs import group_graph
-from scriptmod.runtime import backend
+from scriptmod.runtime import backend as array_modules     # NumPy/CuPy (not a backend)
 from scriptmod.runtime import fusion as F
 from scriptmod.runtime.backends import cuda as cuda_backend
 from scriptmod.runtime.backends.cuda import CudaBackend, launch_dims
@@ -198,7 +198,7 @@ def _table_groups(dtype: str, all_samples: bool) -> dict[tuple, list]:
 def test_op_table_through_the_compiled_interpreter(
         dtype: str, cp: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     """float32: every sample layout of every elementwise op; others: the first sample."""
-    monkeypatch.setattr(backend, "cupy", cp)
+    monkeypatch.setattr(array_modules, "cupy", cp)
     for shape, cases in _table_groups(dtype, dtype == "float32").items():
         g, arrays = group_graph([(c.op, s.inputs, dict(s.attrs)) for c, s in cases], "cuda:0")
         got = CompiledInterpreter(g).run(*[fake_cupy.on_device(a) for a in arrays])
@@ -293,7 +293,7 @@ def test_backend_vetoes_split_by_device() -> None:
 @needs_gxx
 def test_compiled_interpreter_runs_cuda_groups_as_cuda_kernels(
         cp: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backend, "cupy", cp)
+    monkeypatch.setattr(array_modules, "cupy", cp)
     g, g_cpu = w1_graph(), w1_graph(device="cpu")
     xs = _inputs(3, 5)
     got = CompiledInterpreter(g).run(*[cp.asarray(a) for a in xs])
@@ -307,7 +307,7 @@ def test_compiled_interpreter_runs_cuda_groups_as_cuda_kernels(
 
 def test_without_cupy_cuda_groups_run_on_the_reference_kernels(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backend, "cupy", None)
+    monkeypatch.setattr(array_modules, "cupy", None)
     g = w1_graph()
     with pytest.raises(NotImplementedError, match="CuPy"):
         CudaBackend()
@@ -320,7 +320,8 @@ def test_without_cupy_cuda_groups_run_on_the_reference_kernels(
 
 # ---- a real GPU ---------------------------------------------------------------------------------
 
-cuda = pytest.mark.skipif(not backend.cuda_available(), reason="needs a CUDA GPU and CuPy")
+cuda = pytest.mark.skipif(not array_modules.cuda_available(),
+                          reason="needs a CUDA GPU and CuPy")
 
 
 @pytest.mark.cuda

@@ -428,7 +428,7 @@ def _child(cache: str) -> dict:
 def test_second_process_compiles_nothing_and_corrupt_entries_are_rebuilt(tmp_path: Any) -> None:
     cache = str(tmp_path / "cache")
     first = _child(cache)
-    assert first["compiles"] >= 2
+    assert first["compiles"] >= 1          # fusion kernels, or one whole-graph native program
     second = _child(cache)
     assert second["compiles"] == 0 and second["disk_hits"] == first["compiles"]
     files = list((tmp_path / "cache" / "kernels").glob("*.smko"))
