@@ -119,6 +119,8 @@ class Executable:
                 self.plan = plan_native(graph, state_index, state, name)
                 self.segments = self.plan.segments if self.plan is not None else []
             self._program = _Program(graph, self, self.plan)
+            if irlog.enabled(CODEGEN):
+                self._log_code()
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, args: Sequence[Any], state: tuple = ()) -> list[Any]:
@@ -140,6 +142,16 @@ class Executable:
         if ops is None:
             raise InterpreterError(f"{self.name}: built without an autograd op handler")
         return Interpreter(self.graph, ops=ops).run_graph(self.graph, list(args))
+
+    def _log_code(self) -> None:
+        """``SCRIPTMOD_LOG=codegen``: the generated Python program, then each native
+        segment's program and LLVM IR."""
+        assert self._program is not None
+        irlog.log(CODEGEN, f"{self.name}: Python program\n{self._program.source}")
+        for seg in self.segments:
+            irlog.log(CODEGEN, f"{self.name}: native segment {seg.index} "
+                               f"({len(seg.nodes)} node(s))\n{seg.program.text()}\n"
+                               f"{seg.llvm_ir}")
 
     # ---- fusion groups ------------------------------------------------------------------
     def fused_kernel(self, node: Node) -> FusedKernel | None:
@@ -229,9 +241,9 @@ class _Program:
         for k, node in enumerate(graph.nodes):
             seg = seg_at.get(node)
             if seg is not None:                     # one line runs the whole segment
-                ns[f"s{k}"] = seg
+                ns[f"s{k}"] = seg.run          # the frame binds ``state`` before the first line
                 outs = [name[v] for v in seg.exports]
-                call = f"s{k}(frame, state{''.join(', ' + name[v] for v in seg.imports)})"
+                call = f"s{k}(frame{''.join(', ' + name[v] for v in seg.imports)})"
                 target = ", ".join(outs) + ("," if len(outs) == 1 else "")
                 lines.append(f"    {target} = {call}" if outs else f"    {call}")
                 self.line_nodes.append(node)
@@ -263,6 +275,7 @@ class _Program:
         self.n_inputs = len(graph.inputs)
         self.source = "\n".join(lines) + "\n"
         self.ex = ex
+        self.local = ex._local
         self.has_native = bool(plan is not None and plan.segments)
         exec(compile(self.source, "<scriptmod program>", "exec"), ns)
         self.fn = ns["program"]
@@ -270,7 +283,11 @@ class _Program:
     def run(self, args: Sequence[Any], state: tuple) -> list[Any]:
         if len(args) != self.n_inputs:
             raise TypeError(f"graph takes {self.n_inputs} argument(s), got {len(args)}")
-        frame = self.ex.frame() if self.has_native else None
+        frame = None
+        if self.has_native:
+            frame = self.local.__dict__.get("frame") or self.ex.frame()
+            if state is not frame.state:
+                frame.bind_state(state)
         try:
             return self.fn(*args, state, frame)
         except (InterpreterError, RaisedException, TraceGuardError):

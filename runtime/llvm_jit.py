@@ -25,6 +25,7 @@ import ctypes
 import threading
 import time
 from functools import lru_cache
+from typing import Callable
 import llvmlite
 import llvmlite.binding as llvm
 from scriptmod.codegen.kernel import KernelSpec
@@ -114,6 +115,8 @@ class CompiledKernel:
     def asm(self) -> str:
         """Host assembly of the optimized kernel (recompiled on first use)."""
         if self._asm is None:
+            if not self.llvm_ir and "_render" in self.__dict__:   # loaded by compile_cached
+                self.llvm_ir = self.__dict__.pop("_render")()
             mod, tm = optimize(self.llvm_ir)
             self._asm = tm.emit_assembly(mod)
         return self._asm
@@ -174,3 +177,43 @@ def compile_llvm(kernel: LLVMKernel, cache: KernelCache = CACHE) -> CompiledKern
 def compile_spec(spec: KernelSpec, cache: KernelCache = CACHE) -> CompiledKernel:
     """Render and compile a ``KernelSpec``."""
     return compile_llvm(render_llvm(spec), cache)
+
+
+def compile_cached(key_text: str, render: Callable[[], str], name: str,
+                   cache: KernelCache = CACHE) -> CompiledKernel:
+    """``compile_ir`` keyed by ``key_text`` (a stable description of what ``render()``
+    produces, e.g. a ``NativeProgram``'s text) salted with the code generator's own source:
+    a memory or disk hit loads the object without rendering any IR (a warm start skips
+    codegen entirely; ``llvm_ir`` of such a kernel renders on first access)."""
+    key = cache_key("compile_cached\0" + key_text + _codegen_salt(), *host(), llvmlite.__version__)
+    with _lock:
+        hit = cache.lookup(key)
+        if hit is not None:
+            return hit
+        obj = cache.load_object(key)
+        kernel = None
+        if obj is not None:
+            try:
+                kernel = _load(name, "", obj)
+                kernel.__dict__["_render"] = render
+            except (UnresolvedSymbolError, ValueError, RuntimeError) as exc:
+                cache.discard(key, str(exc))
+        if kernel is None:
+            kernel = _build(name, render(), key, cache)
+        cache.remember(key, kernel)
+        return kernel
+
+
+@lru_cache(maxsize=None)
+def _codegen_salt() -> str:
+    """sha256 of the code generator's sources: a changed generator never reuses objects
+    keyed by what they were generated from."""
+    import hashlib
+    from pathlib import Path
+    import scriptmod.codegen as codegen
+    h = hashlib.sha256()
+    for folder in codegen.__path__:
+        for path in sorted(Path(folder).glob("*.py")):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()

@@ -617,7 +617,8 @@ class Segment:
         from scriptmod.codegen.native import GemmStep, KernelStep, NativeProgram, \
             render_program
         from .blas import cblas
-        from .llvm_jit import compile_ir
+        from scriptmod.codegen.native import program_name
+        from .llvm_jit import compile_cached
         mine = set(self.nodes)
         steps: list[Any] = []
         imports: dict[Value, Buffer] = {}
@@ -654,14 +655,12 @@ class Segment:
         prog = NativeProgram(tuple(steps), max(1, p.n_slots),
                              blas.int_bits if blas is not None else 64)
         self.program = prog
-        from scriptmod.codegen.native import render_program as _render
-        module = _render(prog)
-        self.kernel = compile_ir(module.text, module.name)
-        self.llvm_ir = module.text
+        self.kernel = compile_cached(prog.text(), lambda: render_program(prog).text,
+                                     program_name(prog))
         self.fn = ENTRY_TYPE(self.kernel.address)
         self._fns = blas.fns() if blas is not None else (ctypes.c_void_p * 2)()
         self.fns_addr = ctypes.addressof(self._fns)
-        self._runner = self._make_runner(p)
+        self.run = self._make_runner(p)
         del mine
         return self
 
@@ -699,9 +698,16 @@ class Segment:
         return ns["run"]
 
     def __call__(self, frame: "Frame", state: tuple, *imports: Any) -> Any:
+        """Run the segment on ``frame`` (``run`` skips the state check: the caller binds)."""
         if state is not frame.state:
             frame.bind_state(state)
-        return self._runner(frame, *imports)
+        return self.run(frame, *imports)
+
+    @property
+    def llvm_ir(self) -> str:
+        """The LLVM IR of the segment's program (rendered on demand)."""
+        from scriptmod.codegen.native import render_program
+        return render_program(self.program).text
 
     def __repr__(self) -> str:
         return f"<Segment {self.index}: {len(self.nodes)} node(s), {len(self.program.steps)} " \

@@ -14,6 +14,8 @@ allow it (``_rank``). A submodule with hooks keeps its call in the specializatio
 from __future__ import annotations
 
 import operator
+
+import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -74,11 +76,17 @@ class Executor:
         try:
             if grad_mode.is_grad_enabled() and _needs_grad(owner if head else self.module, args):
                 return _run_with_grad(spec, head, args)
-            outs = spec.executable([*head, *[unwrap_tree(a) for a in args]], self._state_arrays())
+            st = self.__dict__.get("_state")
+            outs = spec.executable([*head, *[a._data if type(a) is Tensor else unwrap_tree(a)
+                                             for a in args]], st.arrays if st else ())
         except BoundaryError as e:     # raised in a hooked submodule call: the user's own error
             err = e.original
         else:
-            out = wrap_tree(outs[0] if len(outs) == 1 else tuple(outs))
+            if len(outs) == 1:
+                o = outs[0]
+                out = Tensor._make(o) if type(o) is _ndarray else wrap_tree(o)
+            else:
+                out = wrap_tree(tuple(outs))
             if spec.written:
                 out = _written_back(out, args, spec.written)
             return _same_objects(out, _arrays_of(args)) if spec.aliased else out
@@ -253,14 +261,20 @@ class _StateSlots:
         if last is not None and all(map(_is, arrays, last[0])):
             return last[1]
         # the paths and strides too: native code reads these arrays by position and layout
-        key = (tuple(self.t_paths),) + tuple((a.dtype, a.shape, type(a), a.strides)
-                                              for a in arrays)
+        full = (tuple(self.t_paths),) + tuple((a.dtype, a.shape, type(a), a.strides)
+                                               for a in arrays)
+        # a small token stands for the full key in the specialization key (hashing ~50
+        # nested items per call costs more than the rest of the lookup)
+        key = _STATE_TOKENS.setdefault(full, len(_STATE_TOKENS))
         self.last = (arrays, key)
         self.arrays = arrays
         return key
 
 
+_STATE_TOKENS: dict[tuple, int] = {}     # full state key -> token (process-wide, only grows
+                                         # with distinct module layouts)
 _getitem = dict.__getitem__
+_ndarray = np.ndarray
 _is = operator.is_
 _data_of = operator.attrgetter("_data")
 
@@ -305,7 +319,11 @@ def _check_arg(mod: Any, method: str, name: str, pos: int, a: Any, t: Type) -> N
 def signature(args: Sequence[Any]) -> tuple:
     out = []
     for a in args:
-        if isinstance(a, Tensor):
+        if type(a) is Tensor:                       # the common case, without calls
+            d = a._data
+            out.append((a.dtype, d.shape, "cpu" if type(d) is _ndarray else a._device_str(),
+                        a._requires_grad))
+        elif isinstance(a, Tensor):
             out.append((a.dtype, a._data.shape, a._device_str(), a.requires_grad))
         elif isinstance(a, (tuple, list)):
             out.append(signature(a))
