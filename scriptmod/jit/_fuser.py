@@ -114,8 +114,8 @@ def compile_passes() -> list[Any]:
 
 def _fusible(node: Node) -> bool:
     """A backend can compile ``node``: LLVM for CPU tensors, CUDA C for CuPy tensors."""
-    from scriptmod.runtime import cuda_fusion
-    return supported(node) or cuda_fusion.supported(node)
+    from scriptmod.runtime.backends import cuda
+    return supported(node) or cuda.supported(node)
 
 
 def kernels_for(script_module: Any, *inputs: Any) -> list[FusedKernel]:
