@@ -210,6 +210,9 @@ class FusedKernel:
     the subgraph's types (else ``TypeError`` / ``ValueError`` / ``DeviceError`` naming the
     argument); a new shape/stride combination gets its own launch (and kernel, when the
     layout kinds differ). Native code only ever sees inputs that passed these checks.
+
+    ``lowered`` is the group's layout-free spec (``codegen.lower.lower_group``); ``spec`` the
+    laid-out one of the latest kernel; ``kernels`` every kernel compiled so far.
     """
 
     def __init__(self, subgraph: Graph, name: str = "fusion group",
