@@ -311,12 +311,19 @@ class _Program:
 
 
 def _last_uses(graph: Graph, plan: Any) -> dict[Node, list[Value]]:
-    """Node -> the values whose last use is that node (graph outputs never die)."""
+    """Node -> the values whose last use is that node (graph outputs never die). A native
+    segment reads its imports on its first node's line, which may be later than any graph
+    use (a view's base, when the view itself runs natively)."""
+    imports: dict[Node, list[Value]] = {}
+    for seg in (plan.segments if plan is not None else ()):
+        imports[seg.nodes[0]] = list(seg.imports)
     last: dict[Value, Node] = {}
     for node in graph.nodes:
         for v in node.outputs:
             last[v] = node                  # an unused result dies where it is made
         for v in node.inputs:
+            last[v] = node
+        for v in imports.get(node, ()):
             last[v] = node
     keep = set(graph.outputs)
     out: dict[Node, list[Value]] = {}

@@ -264,7 +264,6 @@ def native_node_count(ex: Any) -> int:
 # ---- shared compiled programs (both test files use them; each compile costs ~30-60 ms) -----
 
 SEEDS = range(25)
-KNOWN_DELETED_IMPORT = {1, 9, 18}        # see test_executable: a deleted segment import
 
 
 @functools.lru_cache(maxsize=None)

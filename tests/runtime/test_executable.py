@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 import op_cases as OC
-from native_graphs import compiled, native_node_count, new_inputs, random_graph, SEEDS, \
-    KNOWN_DELETED_IMPORT
+from native_graphs import compiled, native_node_count, new_inputs, random_graph, SEEDS
 from scriptmod.codegen.formulas import FORMULAS
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import parse
@@ -129,17 +128,7 @@ def test_op_table_elementwise_in_one_native_program(dtype: str) -> None:
 
 # ---- random graphs ---------------------------------------------------------------------------------
 
-def _seed_param(seed: int) -> Any:
-    if seed in KNOWN_DELETED_IMPORT:
-        return pytest.param(seed, marks=pytest.mark.xfail(
-            strict=True, raises=Exception, reason="bug: the Python program deletes a value "
-            "(del vN) after its last Python use while a later native segment still imports "
-            "it (a view recomputed in Python over the same base); see "
-            "test_segment_import_outlives_its_last_python_use"))
-    return seed
-
-
-@pytest.mark.parametrize("seed", [_seed_param(s) for s in SEEDS])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_random_graph_matches_float64_reference_and_keeps_results(seed: int) -> None:
     """Random matmul/view/elementwise/softmax-sum-mean graphs: float32 native results equal
     the float64 reference interpreter's (arena poisoned first); a second call with other
@@ -185,9 +174,9 @@ def test_native_off_gives_the_same_results() -> None:
             np.testing.assert_allclose(a, b, 1e-5, 1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: _Program deletes v0 (x) after the unsqueeze, "
-                   "but the native segment of the fusion group imports x (the view's base)")
 def test_segment_import_outlives_its_last_python_use() -> None:
+    """The Python program keeps ``x`` until the segment that imports it (the base of a view
+    that runs natively) has run, though its last graph use comes earlier."""
     g = fuse_elementwise(parse('''graph(%x : Float(2, 3)):
       %u : Float(1, 2, 3) = sm::unsqueeze[dim=0](%x)
       %s : Float(1, 2, 3) = sm::softmax[dim=-1](%u)
