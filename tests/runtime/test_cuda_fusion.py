@@ -4,7 +4,7 @@ Without a GPU, a fake ``cupy`` (``fake_cupy``: NumPy arrays posing as device arr
 ``RawKernel`` that runs the CUDA source it gets on the CPU shim) checks what CuPy would be
 asked to do: argument marshalling against the declared parameters, grid/block sizes, the
 device outputs land on, guards, launches per layout and the kernel cache, and the wiring into
-``CompiledInterpreter``. Tests marked ``cuda`` run traced models on a real GPU."""
+``runtime.executable.Executable``. Tests marked ``cuda`` run traced models on a real GPU."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -29,13 +29,30 @@ from scriptmod.runtime import backend as array_modules     # NumPy/CuPy (not a b
 from scriptmod.runtime import fusion as F
 from scriptmod.runtime.backends import cuda as cuda_backend
 from scriptmod.runtime.backends.cuda import CudaBackend, launch_dims
-from scriptmod.runtime.compiled import CompiledInterpreter, fused_kernel
+from scriptmod.runtime.executable import Executable
 from scriptmod.runtime.fusion import FusedKernel
 from scriptmod.runtime.interpreter import Interpreter
 from tests.codegen.harness import have_gxx
 
 needs_gxx = pytest.mark.skipif(not have_gxx(), reason="g++ not found")
 F32 = D.float32
+
+_EXECUTABLES: dict[int, tuple] = {}
+
+
+def compiled(g):
+    """The ``Executable`` of graph ``g`` (one per graph, like a specialization), with every
+    fusion group run through its ``FusedKernel`` (``native=False``): these tests are about
+    the kernels, not the whole-graph native entry (tests/runtime/test_executable.py)."""
+    hit = _EXECUTABLES.get(id(g))
+    if hit is None or hit[0] is not g:
+        hit = _EXECUTABLES[id(g)] = (g, Executable(g, native=False))
+    return hit[1]
+
+
+def fused_kernel(node):
+    return compiled(node.graph).fused_kernel(node)
+
 
 
 @pytest.fixture
@@ -175,7 +192,7 @@ def test_empty_output_allocates_without_compiling_or_launching(cp: ModuleType) -
     assert not cp.recorder.launches and not cp.recorder.kernels
 
 
-# ---- the op table through CompiledInterpreter -> FusedKernel on CUDA ---------------------------
+# ---- the op table through Executable -> FusedKernel on CUDA ---------------------------
 
 TABLE = sorted(op for op in OC.CASES if op in FORMULAS)
 
@@ -201,7 +218,7 @@ def test_op_table_through_the_compiled_interpreter(
     monkeypatch.setattr(array_modules, "cupy", cp)
     for shape, cases in _table_groups(dtype, dtype == "float32").items():
         g, arrays = group_graph([(c.op, s.inputs, dict(s.attrs)) for c, s in cases], "cuda:0")
-        got = CompiledInterpreter(g).run(*[fake_cupy.on_device(a) for a in arrays])
+        got = compiled(g).run(*[fake_cupy.on_device(a) for a in arrays])
         got = got if isinstance(got, tuple) else (got,)
         assert on_cuda(fused_kernel(g.nodes[0]))
         for (c, s), out in zip(cases, got):
@@ -282,7 +299,7 @@ def test_inspection_texts_follow_the_backend(cp: ModuleType) -> None:
         cpu.cuda_source
 
 
-# ---- wiring: the veto, CompiledInterpreter, no CuPy ----------------------------------------------
+# ---- wiring: the veto, Executable, no CuPy ----------------------------------------------
 
 def test_backend_vetoes_split_by_device() -> None:
     cpu, cuda = w1_graph(device="cpu", fuse=False), w1_graph(device="cuda:0", fuse=False)
@@ -296,11 +313,11 @@ def test_compiled_interpreter_runs_cuda_groups_as_cuda_kernels(
     monkeypatch.setattr(array_modules, "cupy", cp)
     g, g_cpu = w1_graph(), w1_graph(device="cpu")
     xs = _inputs(3, 5)
-    got = CompiledInterpreter(g).run(*[cp.asarray(a) for a in xs])
+    got = compiled(g).run(*[cp.asarray(a) for a in xs])
     assert on_cuda(fused_kernel(g.nodes[0]))
     assert_matches(list(got), reference(g, *xs))
     assert len(cp.recorder.launches) == 1
-    cpu_out = CompiledInterpreter(g_cpu).run(*xs)                     # NumPy: the LLVM path
+    cpu_out = compiled(g_cpu).run(*xs)                     # NumPy: the LLVM path
     assert fused_kernel(g_cpu.nodes[0]).backend.name == "LLVM"
     assert type(cpu_out[0]) is np.ndarray and len(cp.recorder.launches) == 1
 
@@ -315,7 +332,7 @@ def test_without_cupy_cuda_groups_run_on_the_reference_kernels(
         FusedKernel(g.nodes[0].attrs["subgraph"])               # backend from the devices
     assert fused_kernel(g.nodes[0]) is None
     xs = _inputs(2, 3)
-    np.testing.assert_allclose(CompiledInterpreter(g).run(*xs)[0], reference(g, *xs)[0])
+    np.testing.assert_allclose(compiled(g).run(*xs)[0], reference(g, *xs)[0])
 
 
 # ---- a real GPU ---------------------------------------------------------------------------------

@@ -27,13 +27,30 @@ from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
 from scriptmod.runtime import threads
-from scriptmod.runtime.compiled import CompiledInterpreter, fused_kernel, fused_kernels
+from scriptmod.runtime.executable import Executable
 from scriptmod.codegen.lower import plan_layout
 from scriptmod.runtime.fusion import DTYPES, FusedKernel, supported
 from scriptmod.runtime.interpreter import Interpreter
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 F32 = D.float32
+
+_EXECUTABLES: dict[int, tuple] = {}
+
+
+def compiled(g):
+    """The ``Executable`` of graph ``g`` (one per graph, like a specialization), with every
+    fusion group run through its ``FusedKernel`` (``native=False``): these tests are about
+    the kernels, not the whole-graph native entry (tests/runtime/test_executable.py)."""
+    hit = _EXECUTABLES.get(id(g))
+    if hit is None or hit[0] is not g:
+        hit = _EXECUTABLES[id(g)] = (g, Executable(g, native=False))
+    return hit[1]
+
+
+def fused_kernel(node):
+    return compiled(node.graph).fused_kernel(node)
+
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +94,7 @@ def group_graph(items: Sequence[tuple[str, Sequence[Any], dict]]) -> tuple[Graph
 
 def run_both(g: Graph, arrays: Sequence[np.ndarray]) -> tuple[list, list]:
     """(fused outputs, reference-interpreter outputs) as lists."""
-    fused = CompiledInterpreter(g).run(*arrays)
+    fused = compiled(g).run(*arrays)
     ref = Interpreter(g).run(*arrays)
     as_list = lambda r: list(r) if isinstance(r, tuple) else [r]   # noqa: E731
     return as_list(fused), as_list(ref)
@@ -165,10 +182,10 @@ def test_odd_sizes_and_thread_split(rows: int, cols: int, two_threads: Any) -> N
     rng = np.random.default_rng(rows * cols)
     x, c = (rng.standard_normal((rows, cols), np.float32) for _ in range(2))
     a = rng.standard_normal(cols, np.float32)
-    got = CompiledInterpreter(g).run(x, a, c)
+    got = compiled(g).run(x, a, c)
     np.testing.assert_allclose(got, _ref(g, x, a, c), rtol=2e-6, atol=1e-6)
     threads.set_num_threads(1)
-    np.testing.assert_array_equal(CompiledInterpreter(g).run(x, a, c), got)
+    np.testing.assert_array_equal(compiled(g).run(x, a, c), got)
 
 
 def test_non_contiguous_negative_and_zero_strides() -> None:
@@ -186,7 +203,7 @@ def test_non_contiguous_negative_and_zero_strides() -> None:
     }
     fk = fused_kernel(g.nodes[0])
     for name, (x, av, c) in views.items():
-        got = CompiledInterpreter(g).run(x, av, c)
+        got = compiled(g).run(x, av, c)
         np.testing.assert_allclose(got, _ref(g, x, av, c), rtol=2e-6, atol=1e-6, err_msg=name)
     assert len(fk.kernels) >= 2                  # more than one layout kind was compiled
 
@@ -222,7 +239,7 @@ def test_dtypes_through_a_chain(dtype: str) -> None:
     assert sum(n.kind == Prim.FUSION_GROUP for n in g.nodes) == 1
     gen = OC.Gen(dtype)
     xs, ys = gen.arr((5, 33), 0, 9), gen.arr((33,), 0, 9)
-    fused, ref = CompiledInterpreter(g).run(xs, ys), Interpreter(g).run(xs, ys)
+    fused, ref = compiled(g).run(xs, ys), Interpreter(g).run(xs, ys)
     for f, r in zip(fused, ref):
         assert f.dtype == r.dtype
         np.testing.assert_allclose(f.astype(np.float64), r.astype(np.float64),
@@ -286,7 +303,7 @@ def test_random_graphs_fused_match_interpreter(case: tuple[Graph, list[np.ndarra
     g, arrays = case
     ref = [np.asarray(r) for r in Interpreter(g).run(*arrays)]
     fuse_elementwise(g, supported=supported)
-    fused = CompiledInterpreter(g).run(*arrays)
+    fused = compiled(g).run(*arrays)
     for f, r in zip(fused, ref):
         np.testing.assert_allclose(f, r, rtol=5e-5, atol=1e-5, equal_nan=True)
 
@@ -379,7 +396,7 @@ def test_group_outputs_returned_to_user_stay_valid() -> None:
     rng = np.random.default_rng(3)
     args = [rng.standard_normal((4, 9), np.float32), rng.standard_normal(9, np.float32),
             rng.standard_normal((4, 9), np.float32)]
-    results = [CompiledInterpreter(g).run(*[a * k for a in args]) for k in (1.0, 2.0, 3.0)]
+    results = [compiled(g).run(*[a * k for a in args]) for k in (1.0, 2.0, 3.0)]
     for k, r in zip((1.0, 2.0, 3.0), results):
         np.testing.assert_allclose(r, _ref(g, *[a * k for a in args]), rtol=2e-6, atol=1e-6)
 
@@ -388,7 +405,7 @@ def test_group_outputs_returned_to_user_stay_valid() -> None:
 
 def test_llvm_ir_and_asm_of_each_group() -> None:
     g = _w1_like()
-    (fk,) = fused_kernels(g)
+    (fk,) = compiled(g).kernels()
     assert "define void" in fk.llvm_ir and fk.kernel.name in fk.llvm_ir
     assert fk.kernel.name in fk.asm
     assert fk.spec.rank >= 1
@@ -458,8 +475,8 @@ def test_group_inside_a_loop_runs_natively_and_keeps_carried_values() -> None:
     fuse_elementwise(g, supported=supported)
     assert sum(n.kind == Prim.FUSION_GROUP for n in g.walk()) == 1
     xs = np.arange(32, dtype=np.float32).reshape(4, 8)
-    np.testing.assert_array_equal(CompiledInterpreter(g).run(xs), 15 * xs)
-    assert fused_kernels(g)[0].kernels
+    np.testing.assert_array_equal(compiled(g).run(xs), 15 * xs)
+    assert compiled(g).kernels()[0].kernels
 
 
 def test_concurrent_callers_of_one_group() -> None:
@@ -492,4 +509,4 @@ def test_failing_node_is_named_in_the_error() -> None:
     b.ret(b.op("relu", b.op("matmul", x, w)))
     fuse_elementwise(g, supported=supported)
     with pytest.raises(InterpreterError, match=r"sm::matmul failed \(model.py:12\)"):
-        CompiledInterpreter(g).run(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
+        compiled(g).run(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
