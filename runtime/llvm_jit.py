@@ -141,7 +141,15 @@ def _load(name: str, text: str, obj: bytes) -> CompiledKernel:
 
 def compile_ir(text: str, name: str, cache: KernelCache = CACHE) -> CompiledKernel:
     """Compile (or fetch from the memory or disk cache) the function ``name`` of IR ``text``."""
-    key = cache_key(text, *host(), llvmlite.__version__)
+    return _cached(cache_key(text, *host(), llvmlite.__version__), name, lambda: text, text,
+                   cache)
+
+
+def _cached(key: str, name: str, render: Callable[[], str], loaded_text: str,
+            cache: KernelCache) -> CompiledKernel:
+    """The kernel under ``key``: from memory, else from disk (a corrupt or unloadable entry
+    is discarded), else built from ``render()`` and stored. ``loaded_text`` is the IR a disk
+    hit carries ("" when it renders only on demand, see ``compile_cached``)."""
     with _lock:
         hit = cache.lookup(key)
         if hit is not None:
@@ -150,11 +158,14 @@ def compile_ir(text: str, name: str, cache: KernelCache = CACHE) -> CompiledKern
         kernel = None
         if obj is not None:
             try:
-                kernel = _load(name, text, obj)
+                kernel = _load(name, loaded_text, obj)
             except (UnresolvedSymbolError, ValueError, RuntimeError) as exc:
                 cache.discard(key, str(exc))
+            else:
+                if not loaded_text:
+                    kernel.__dict__["_render"] = render
         if kernel is None:
-            kernel = _build(name, text, key, cache)
+            kernel = _build(name, render(), key, cache)
         cache.remember(key, kernel)
         return kernel
 
@@ -185,23 +196,9 @@ def compile_cached(key_text: str, render: Callable[[], str], name: str,
     produces, e.g. a ``NativeProgram``'s text) salted with the code generator's own source:
     a memory or disk hit loads the object without rendering any IR (a warm start skips
     codegen entirely; ``llvm_ir`` of such a kernel renders on first access)."""
-    key = cache_key("compile_cached\0" + key_text + _codegen_salt(), *host(), llvmlite.__version__)
-    with _lock:
-        hit = cache.lookup(key)
-        if hit is not None:
-            return hit
-        obj = cache.load_object(key)
-        kernel = None
-        if obj is not None:
-            try:
-                kernel = _load(name, "", obj)
-                kernel.__dict__["_render"] = render
-            except (UnresolvedSymbolError, ValueError, RuntimeError) as exc:
-                cache.discard(key, str(exc))
-        if kernel is None:
-            kernel = _build(name, render(), key, cache)
-        cache.remember(key, kernel)
-        return kernel
+    key = cache_key("compile_cached\0" + key_text + _codegen_salt(), *host(),
+                    llvmlite.__version__)
+    return _cached(key, name, render, "", cache)
 
 
 @lru_cache(maxsize=None)

@@ -20,7 +20,7 @@ Python; ``SCRIPTMOD_LOG=codegen`` says which node split it and why. Each segment
 ``codegen.native.NativeProgram`` compiled to one function ``f(args, arena, fns)``.
 
 Memory: every intermediate that does not escape the call lives at a fixed offset of one arena
-(``MemoryPlan``: first fit over live ranges, checked by ``check_plan``); the arena and the
+(``runtime.memory_plan``: first fit over live ranges, checked by ``check_plan``); the arena and the
 pointer table are per thread (``Frame``). A value that reaches an output, or a Python node
 that could keep or return it, is *fresh*: allocated with ``np.empty`` on every call, so the
 caller's results never alias memory the next call writes.
@@ -41,31 +41,14 @@ from scriptmod.ir.types import TensorType
 from . import threads
 from .backend import NP_DTYPE
 from .kernels import KERNELS
+from .memory_plan import ALIGN, Buffer, PlanError, assign_offsets, check_plan  # noqa: F401
 
 TOPIC = "codegen"
-ALIGN = 64                                   # arena offsets and the arena base
 _i64_at = ctypes.c_int64.from_address
 ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
-# ---- where values live ---------------------------------------------------------------------------
-
-@dataclass(eq=False)
-class Buffer:
-    """One allocation: ``arg`` (a pointer the caller's table holds: an input, a module tensor,
-    a constant, a Python step's result), ``arena`` (a fixed offset) or ``fresh`` (``np.empty``
-    per call, in a table slot)."""
-
-    kind: str
-    nbytes: int
-    dtype: D.DType
-    shape: tuple[int, ...]
-    source: Any = None                 # arg: ("input"|"python", Value) / ("state", i) / ("const", array)
-    slot: int = -1                     # table slot (arg, fresh)
-    offset: int = -1                   # arena byte offset
-    start: int = 0                     # live range, in node positions
-    end: int = 0
-
+# ---- where values live (``Buffer``: runtime/memory_plan.py) ------------------------------------------
 
 @dataclass(frozen=True)
 class Layout:
@@ -103,52 +86,6 @@ def _static(v: Value) -> TensorType | None:
             and t.is_concrete and t.dtype in NP_DTYPE:
         return t
     return None
-
-
-# ---- the memory plan -----------------------------------------------------------------------------
-
-class PlanError(AssertionError):
-    """The memory plan puts two live buffers on the same bytes (a planner bug)."""
-
-
-def assign_offsets(buffers: Sequence[Buffer]) -> int:
-    """Give every arena buffer an offset: largest first, at the lowest aligned offset that
-    overlaps no buffer live at the same time. Returns the arena size in bytes."""
-    placed: list[Buffer] = []
-    size = 0
-    for b in sorted(buffers, key=lambda b: (-b.nbytes, b.start)):
-        clashes = sorted((p.offset, p.offset + p.nbytes) for p in placed
-                         if p.start <= b.end and b.start <= p.end)
-        at = 0
-        for lo, hi in clashes:
-            if at + b.nbytes <= lo:
-                break
-            at = max(at, _align(hi))
-        b.offset = at
-        placed.append(b)
-        size = max(size, at + b.nbytes)
-    return _align(size)
-
-
-def check_plan(buffers: Sequence[Buffer]) -> None:
-    """Raise ``PlanError`` if two arena buffers live at the same time share a byte, or one
-    is unaligned: walks every pair (plans are small)."""
-    bufs = list(buffers)
-    for b in bufs:
-        if b.offset < 0 or b.offset % ALIGN:
-            raise PlanError(f"arena buffer at offset {b.offset}: not placed or not aligned")
-    for i, a in enumerate(bufs):
-        for b in bufs[i + 1:]:
-            live = a.start <= b.end and b.start <= a.end
-            overlap = a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
-            if live and overlap and a.nbytes and b.nbytes:
-                raise PlanError(f"arena buffers live over [{a.start}, {a.end}] and "
-                                f"[{b.start}, {b.end}] share bytes [{max(a.offset, b.offset)}, "
-                                f"{min(a.offset + a.nbytes, b.offset + b.nbytes)})")
-
-
-def _align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
 
 
 # ---- planning --------------------------------------------------------------------------------------
@@ -391,6 +328,9 @@ class _Planner:
             self.skip.add(n)
         self.python -= self.skip
         self.python -= self.python_reads
+        # only what a remaining Python node or an output reads is handed back
+        read = set(self.graph.outputs) | {v for n in self.python for v in n.inputs}
+        self.exports &= read
 
     # -- 3. which buffers escape -------------------------------------------------------------------
     def _escapes(self) -> None:
@@ -415,20 +355,13 @@ class _Planner:
                         union(o, i)
         roots = {find(v) for v in self.graph.outputs}
         roots |= {find(v) for n in self.python for v in n.inputs}
-        by_buf: dict[int, Buffer] = {id(b): b for b in self.buffers}
-        escaping = {id(self.lay[v].buf) for v in list(self.lay)
-                    if find(v) in roots and self.lay[v].buf.kind == "arena"}
-        slot = [0]
-
-        def next_slot() -> int:
-            slot[0] += 1
-            return slot[0] - 1
-        for b in self.buffers:
-            if id(b) in escaping:
-                b.kind = "fresh"
-            if b.kind in ("arg", "fresh"):
-                b.slot = next_slot()
-        self.n_slots = slot[0]
+        for v, lay in self.lay.items():
+            if find(v) in roots and lay.buf.kind == "arena":
+                lay.buf.kind = "fresh"
+        tabled = [b for b in self.buffers if b.kind in ("arg", "fresh")]
+        for slot, b in enumerate(tabled):
+            b.slot = slot
+        self.n_slots = len(tabled)
         # live ranges of arena buffers: from the node that makes them to their last reader
         for v, lay in self.lay.items():
             b = lay.buf
@@ -438,7 +371,6 @@ class _Planner:
                 k = self.pos.get(use.user)
                 if k is not None:
                     b.end = max(b.end, k)
-        del by_buf
 
     # -- 4. segments -------------------------------------------------------------------------------
     def _segments(self) -> list["Segment"]:
@@ -619,7 +551,6 @@ class Segment:
         from .blas import cblas
         from scriptmod.codegen.native import program_name
         from .llvm_jit import compile_cached
-        mine = set(self.nodes)
         steps: list[Any] = []
         imports: dict[Value, Buffer] = {}
         fresh: list[Buffer] = []
@@ -650,7 +581,9 @@ class Segment:
         self.import_bufs = [imports[v] for v in self.imports]
         self.fresh = fresh
         self.exports = [v for n in self.nodes for v in n.outputs if v in p.exports]
-        self.export_lays = [p.lay[v] for v in self.exports]
+        # what Python reads is never in the arena (``_escapes``): exports are fresh buffers
+        self.export_bufs = [p.lay[v].buf for v in self.exports]
+        assert all(b.kind == "fresh" for b in self.export_bufs), "an arena value escapes"
         blas = cblas()
         prog = NativeProgram(tuple(steps), max(1, p.n_slots),
                              blas.int_bits if blas is not None else 64)
@@ -660,11 +593,10 @@ class Segment:
         self.fn = ENTRY_TYPE(self.kernel.address)
         self._fns = blas.fns() if blas is not None else (ctypes.c_void_p * 2)()
         self.fns_addr = ctypes.addressof(self._fns)
-        self.run = self._make_runner(p)
-        del mine
+        self.run = self._make_runner()
         return self
 
-    def _make_runner(self, p: _Planner) -> Callable[..., Any]:
+    def _make_runner(self) -> Callable[..., Any]:
         """The per-call Python of this segment as one generated function: check and bind
         the imports, allocate the fresh outputs, call, return the exports."""
         ns: dict[str, Any] = {"np": np, "ptr": data_ptr, "fn": self.fn, "fns": self.fns_addr,
@@ -686,12 +618,7 @@ class Segment:
             lines.append(f"    f{j} = np.empty(fsh{j}, fdt{j})")
             lines.append(f"    tbl[{buf.slot}] = ptr(f{j})")
         lines.append("    fn(frame.table_addr, frame.arena_addr, fns)")
-        outs = []
-        for k, lay in enumerate(self.export_lays):
-            if lay.buf.kind == "fresh":
-                outs.append(f"f{self.fresh.index(lay.buf)}")
-            else:
-                outs.append(f"frame.exports[{id(lay.buf)}, {k}, {self.index}]")
+        outs = [f"f{self.fresh.index(b)}" for b in self.export_bufs]
         lines.append(f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"
                      if outs else "    return None")
         exec(compile("\n".join(lines) + "\n", f"<scriptmod segment {self.index}>", "exec"), ns)
@@ -748,14 +675,6 @@ class Frame:
         for b in plan.buffers:
             if b.kind == "arg" and isinstance(b.source, tuple) and b.source[0] == "const":
                 self.table[b.slot] = data_ptr(b.source[1])
-        self.exports: dict[tuple, np.ndarray] = {}
-        for seg in plan.segments:
-            for k, lay in enumerate(seg.export_lays):
-                if lay.buf.kind == "arena":
-                    dt = NP_DTYPE[lay.buf.dtype]
-                    self.exports[id(lay.buf), k, seg.index] = np.ndarray(
-                        lay.shape, dt, buffer=self.arena, offset=lay.buf.offset + lay.offset,
-                        strides=tuple(s * dt.itemsize for s in lay.strides))
 
     def bind_state(self, state: tuple) -> None:
         """Write the module tensors' pointers (the specialization's guards fixed their

@@ -15,6 +15,7 @@ from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.types import TensorType
 from scriptmod.runtime.backend import from_np_dtype
+from scriptmod.runtime.executable import Executable
 
 
 def tensor_type(a: np.ndarray, device: str = "cpu") -> TensorType:
@@ -57,3 +58,21 @@ def group_graph(items: Sequence[Item], device: str = "cpu") -> tuple[Graph, list
     for v in b.fusion_group(sub, outer):
         g.register_output(v)
     return g, arrays
+
+
+_EXECUTABLES: dict[int, tuple] = {}
+
+
+def compiled(g: Graph) -> Executable:
+    """The ``Executable`` of graph ``g`` (one per graph, like a specialization), with every
+    fusion group run through its ``FusedKernel`` (``native=False``): the fusion tests are
+    about the kernels, not the whole-graph native entry (tests/runtime/test_executable.py)."""
+    hit = _EXECUTABLES.get(id(g))
+    if hit is None or hit[0] is not g:
+        hit = _EXECUTABLES[id(g)] = (g, Executable(g, native=False))
+    return hit[1]
+
+
+def fused_kernel(node: Any) -> Any:
+    """The ``FusedKernel`` of a fusion-group node of a graph run through ``compiled``."""
+    return compiled(node.graph).fused_kernel(node)

@@ -24,34 +24,17 @@ from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
-from op_graphs import group_graph
+from op_graphs import compiled, fused_kernel, group_graph
 from scriptmod.runtime import backend as array_modules     # NumPy/CuPy (not a backend)
 from scriptmod.runtime import fusion as F
 from scriptmod.runtime.backends import cuda as cuda_backend
 from scriptmod.runtime.backends.cuda import CudaBackend, launch_dims
-from scriptmod.runtime.executable import Executable
 from scriptmod.runtime.fusion import FusedKernel
 from scriptmod.runtime.interpreter import Interpreter
 from tests.codegen.harness import have_gxx
 
 needs_gxx = pytest.mark.skipif(not have_gxx(), reason="g++ not found")
 F32 = D.float32
-
-_EXECUTABLES: dict[int, tuple] = {}
-
-
-def compiled(g):
-    """The ``Executable`` of graph ``g`` (one per graph, like a specialization), with every
-    fusion group run through its ``FusedKernel`` (``native=False``): these tests are about
-    the kernels, not the whole-graph native entry (tests/runtime/test_executable.py)."""
-    hit = _EXECUTABLES.get(id(g))
-    if hit is None or hit[0] is not g:
-        hit = _EXECUTABLES[id(g)] = (g, Executable(g, native=False))
-    return hit[1]
-
-
-def fused_kernel(node):
-    return compiled(node.graph).fused_kernel(node)
 
 
 

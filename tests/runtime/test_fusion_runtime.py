@@ -27,29 +27,13 @@ from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
 from scriptmod.runtime import threads
-from scriptmod.runtime.executable import Executable
+from op_graphs import compiled, fused_kernel
 from scriptmod.codegen.lower import plan_layout
 from scriptmod.runtime.fusion import DTYPES, FusedKernel, supported
 from scriptmod.runtime.interpreter import Interpreter
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 F32 = D.float32
-
-_EXECUTABLES: dict[int, tuple] = {}
-
-
-def compiled(g):
-    """The ``Executable`` of graph ``g`` (one per graph, like a specialization), with every
-    fusion group run through its ``FusedKernel`` (``native=False``): these tests are about
-    the kernels, not the whole-graph native entry (tests/runtime/test_executable.py)."""
-    hit = _EXECUTABLES.get(id(g))
-    if hit is None or hit[0] is not g:
-        hit = _EXECUTABLES[id(g)] = (g, Executable(g, native=False))
-    return hit[1]
-
-
-def fused_kernel(node):
-    return compiled(node.graph).fused_kernel(node)
 
 
 
