@@ -15,11 +15,16 @@ every tensor at a fixed place (a caller's pointer or a byte offset in one arena)
     >>> mod.name == "sm_prog_" + prog.key()[:16], "define void @" + mod.name in mod.text
     (True, True)
 
-Entry ABI: ``void NAME(ptr args, ptr arena, ptr fns)``. ``args``: the data pointers the
-caller fills (inputs, parameters, outputs); ``arena``: base of the scratch arena (64-byte
-aligned); ``fns``: function pointers, ``fns[0]`` = ``cblas_sgemm``, ``fns[1]`` =
-``cblas_dgemm`` (CBLAS ABI, integer arguments ``blas_int_bits`` wide; see ``runtime.blas``).
-No address is baked into the IR: the object code is cached on disk across processes.
+Entry ABI: ``void NAME(ptr args)``, one pointer table the caller fills:
+``args[0:n_args]``: the data pointers of the tensors (inputs, parameters, outputs), except
+the slots listed in ``objects``, which hold a NumPy array object whose data pointer the entry
+reads at byte ``object_data_offset`` (the caller checked that layout: writing ``id(array)``
+costs a third of reading the pointer in Python); ``args[n_args]``: base of the scratch arena
+(64-byte aligned); ``args[n_args + 1]``: the function-pointer table, ``fns[0]`` =
+``cblas_sgemm``, ``fns[1]`` = ``cblas_dgemm`` (CBLAS ABI, integer arguments
+``blas_int_bits`` wide; see ``runtime.blas``). One argument: each one more costs ~60 ns in a
+ctypes call. No address is baked into the IR: the object code is cached on disk across
+processes.
 
 Kernel steps call the ``codegen.llvm_ir`` kernel of their spec (``start=0, end=n``, the
 pointer array built on the entry's stack, ``meta`` a constant); each distinct kernel is linked
@@ -44,7 +49,7 @@ from .kernel import KINDS, KernelSpec
 from .llvm_emit import I32, I64, PTR, for_range
 from .llvm_ir import kernel_name, render_llvm
 
-FORMAT = "native program v1"
+FORMAT = "native program v2"
 SPACES = ("arg", "arena")
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112          # CBLAS enum values
 FNS_SGEMM, FNS_DGEMM = 0, 1                          # slots of the ``fns`` table
@@ -56,7 +61,7 @@ INLINE_GEMM_MAX = 8 * 64 * 64                        # m*n*k at or below: inline
 INLINE_GEMV_MAX = 1 << 20                            # m == 1 and n*k at or below: inline
 _I8 = ir.IntType(8)
 _KERNEL_TYPE = ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR])
-_ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR])
+_ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
 _GEMM_DTYPES = (D.float32, D.float64)
 _DOT_FLAGS = ("reassoc", "contract")                 # lets LLVM split the sum into lanes
 
@@ -194,9 +199,15 @@ class NativeProgram:
     steps: tuple[Step, ...]
     n_args: int
     blas_int_bits: int = 64
+    objects: tuple[int, ...] = ()        # arg slots holding an array object, not its data
+    object_data_offset: int = 16         # where a NumPy array object keeps its data pointer
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", tuple(self.steps))
+        object.__setattr__(self, "objects", tuple(sorted(set(self.objects))))
+        if any(not 0 <= i < self.n_args for i in self.objects):
+            raise ValueError(f"NativeProgram: objects {self.objects} must be arg slots "
+                             f"below n_args={self.n_args}")
         if self.blas_int_bits not in (32, 64):
             raise ValueError(f"NativeProgram: blas_int_bits must be 32 or 64, "
                              f"got {self.blas_int_bits}")
@@ -204,7 +215,7 @@ class NativeProgram:
             if not isinstance(step, (KernelStep, GemmStep)):
                 raise TypeError(f"NativeProgram: step {i} must be a KernelStep or GemmStep, "
                                 f"got {type(step).__name__}")
-            for ref in _refs(step):
+            for ref in step_refs(step):
                 if ref.space == "arg" and ref.index >= self.n_args:
                     raise ValueError(f"NativeProgram: step {i} reads args[{ref.index}] but "
                                      f"n_args is {self.n_args}")
@@ -222,6 +233,9 @@ class NativeProgram:
         """A stable text form: the steps, then each distinct kernel spec's text."""
         lines = [f"{FORMAT} n_args={self.n_args} blas_int_bits={self.blas_int_bits} "
                  f"inline_gemm_max={INLINE_GEMM_MAX},{INLINE_GEMV_MAX}"]
+        if self.objects:
+            lines[0] += f" objects={','.join(map(str, self.objects))}" \
+                        f"@{self.object_data_offset}"
         lines += [s.text() for s in self.steps]
         for spec in self.specs:
             lines += [f"{kernel_name(spec)}:"] + ["  " + ln for ln in spec.text().splitlines()]
@@ -232,7 +246,8 @@ class NativeProgram:
         return hashlib.sha256(self.text().encode()).hexdigest()
 
 
-def _refs(step: Step) -> tuple[Ref, ...]:
+def step_refs(step: Step) -> tuple[Ref, ...]:
+    """The tensors ``step`` reads and writes."""
     if isinstance(step, KernelStep):
         return step.inputs + step.outputs
     return (step.a, step.b, step.c)
@@ -305,8 +320,14 @@ class _EntryBuilder:
                  kernels: dict[str, ir.Function]) -> None:
         self.prog, self.fn, self.kernels = prog, fn, kernels
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self.args, self.arena, self.fns = fn.args
+        (self.args,) = fn.args
+        self.arena = self._load_ptr(self.args, prog.n_args)
+        self.fns = self._load_ptr(self.args, prog.n_args + 1)
         self.arg_ptrs = [self._load_ptr(self.args, i) for i in range(prog.n_args)]
+        for i in prog.objects:          # an array object: its data pointer, at a fixed offset
+            at = self.b.gep(self.arg_ptrs[i], [ir.Constant(I64, prog.object_data_offset)],
+                            source_etype=_I8, inbounds=True)
+            self.arg_ptrs[i] = self.b.load(at, typ=PTR, align=8)
         self.helpers: dict[tuple, ir.Function] = {}
 
     def build(self) -> None:

@@ -130,6 +130,14 @@ class Executable:
             return _BlockInterpreter(self).run_graph(self.graph, list(args))
         return prog.run(args, state)
 
+    def direct(self) -> tuple[Callable[..., list], Callable[[Exception], Exception]] | None:
+        """``(fn, error)`` for a straight-line graph, for a caller that checked the
+        arguments itself: ``fn(*args, state)`` runs the program (no count check) and
+        ``error(e)`` is the exception to raise for one ``fn`` raised (naming the failing
+        node). None for a graph with blocks."""
+        prog = self._program
+        return None if prog is None else (prog.fn, prog.error)
+
     def run(self, *args: Any) -> Any:
         """``Interpreter.run``'s convention: one output, or a tuple of several."""
         outs = self(args)
@@ -231,8 +239,15 @@ class _Program:
         ns: dict[str, Any] = {}
         self.line_nodes: list[Node | None] = []
         lines = [f"def program({', '.join(name[v] for v in graph.inputs)}{', ' if graph.inputs else ''}"
-                 f"state, frame):"]
+                 f"state):"]
+        self.line_nodes.append(None)
         native = plan.native_nodes if plan is not None else frozenset()
+        if plan is not None and plan.segments:     # this thread's arena, its state bound
+            ns["LOCAL"], ns["frame_of"] = ex._local, ex.frame
+            lines += ["    try:", "        frame = LOCAL.frame", "    except AttributeError:",
+                      "        frame = frame_of()", "    if frame.state is not state:",
+                      "        frame.bind_state(state)", "    tbl = frame.table"]
+            self.line_nodes += [None] * 7
         dying = _last_uses(graph, plan)
         seg_at = {s.nodes[0]: s for s in (plan.segments if plan is not None else ())}
         for node in graph.nodes:
@@ -240,13 +255,16 @@ class _Program:
                 name.setdefault(v, f"v{len(name)}")
         for k, node in enumerate(graph.nodes):
             seg = seg_at.get(node)
-            if seg is not None:                     # one line runs the whole segment
-                ns[f"s{k}"] = seg.run          # the frame binds ``state`` before the first line
-                outs = [name[v] for v in seg.exports]
-                call = f"s{k}(frame{''.join(', ' + name[v] for v in seg.imports)})"
-                target = ", ".join(outs) + ("," if len(outs) == 1 else "")
-                lines.append(f"    {target} = {call}" if outs else f"    {call}")
-                self.line_nodes.append(node)
+            if seg is not None:                     # the segment's runner, pasted in
+                body, seg_ns = seg.source(f"_{k}", [name[v] for v in seg.imports],
+                                          [name[v] for v in seg.exports])
+                ns.update(seg_ns)
+                imported = set(seg.imports)
+                dead = [name[v] for n in seg.nodes for v in dying.get(n, ()) if v in imported]
+                if dead:
+                    body.append(f"del {', '.join(dead)}")
+                lines += ["    " + ln for ln in body]
+                self.line_nodes += [node] * len(body)
             if node in native:
                 continue
             if plan is not None and node in plan.state_reads:
@@ -274,31 +292,29 @@ class _Program:
         lines.append(f"    return [{', '.join(name[v] for v in graph.outputs)}]")
         self.n_inputs = len(graph.inputs)
         self.source = "\n".join(lines) + "\n"
-        self.ex = ex
-        self.local = ex._local
-        self.has_native = bool(plan is not None and plan.segments)
         exec(compile(self.source, "<scriptmod program>", "exec"), ns)
         self.fn = ns["program"]
 
     def run(self, args: Sequence[Any], state: tuple) -> list[Any]:
         if len(args) != self.n_inputs:
             raise TypeError(f"graph takes {self.n_inputs} argument(s), got {len(args)}")
-        frame = None
-        if self.has_native:
-            frame = self.local.__dict__.get("frame") or self.ex.frame()
-            if state is not frame.state:
-                frame.bind_state(state)
         try:
-            return self.fn(*args, state, frame)
-        except (InterpreterError, RaisedException, TraceGuardError):
-            raise
+            return self.fn(*args, state)
         except Exception as e:
-            node = self._failing_node(e)
-            if node is None:
-                raise
-            where = f" ({node.source})" if node.source else ""
-            raise failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
-                             f"    {node!r}") from e
+            raise self.error(e)
+
+    def error(self, e: Exception) -> Exception:
+        """The exception to raise for ``e`` raised by ``fn``: itself, or one that names the
+        node whose line failed."""
+        if isinstance(e, (InterpreterError, RaisedException, TraceGuardError)):
+            return e
+        node = self._failing_node(e)
+        if node is None:
+            return e
+        where = f" ({node.source})" if node.source else ""
+        err = failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n    {node!r}")
+        err.__cause__ = e
+        return err
 
     def _failing_node(self, e: BaseException) -> Node | None:
         tb, line = e.__traceback__, None
@@ -306,7 +322,7 @@ class _Program:
             if tb.tb_frame.f_code is self.fn.__code__:
                 line = tb.tb_lineno
             tb = tb.tb_next
-        k = None if line is None else line - 2            # line 1 is the ``def``
+        k = None if line is None else line - 1            # line 1 is the ``def``
         return self.line_nodes[k] if k is not None and 0 <= k < len(self.line_nodes) else None
 
 

@@ -45,7 +45,7 @@ from .memory_plan import ALIGN, Buffer, PlanError, assign_offsets, check_plan  #
 
 TOPIC = "codegen"
 _i64_at = ctypes.c_int64.from_address
-ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 # ---- where values live (``Buffer``: runtime/memory_plan.py) ------------------------------------------
@@ -518,17 +518,23 @@ def _probe_view(node: Node, src: Layout, operands: list) -> tuple | None:
 
 # ---- running ---------------------------------------------------------------------------------------
 
+ARRAY_DATA_OFFSET = 16      # PyArrayObject: ob_refcnt, ob_type, then ``data``
+
+
 def data_ptr(a: np.ndarray) -> int:
     """The array's data address (read from the PyArrayObject where that is checked to be
     NumPy's layout; else through ``__array_interface__``)."""
     if _FAST_PTR:
-        return _i64_at(id(a) + 16).value
+        return _i64_at(id(a) + ARRAY_DATA_OFFSET).value
     return a.__array_interface__["data"][0]
 
 
 def _fast_pointers_work() -> bool:
-    probe = np.arange(8.0)[3:]
-    return _i64_at(id(probe) + 16).value == probe.__array_interface__["data"][0]
+    """Whether an array object keeps its data pointer at ``ARRAY_DATA_OFFSET`` (then native
+    code reads it there: per call, Python writes ``id(array)`` into the table)."""
+    probes = [np.arange(8.0)[3:], np.empty((3, 5), np.float32).T, np.zeros(0, np.int8)]
+    return all(_i64_at(id(p) + ARRAY_DATA_OFFSET).value == p.__array_interface__["data"][0]
+               for p in probes)
 
 
 _FAST_PTR = _fast_pointers_work()
@@ -547,7 +553,7 @@ class Segment:
 
     def compile(self, p: _Planner) -> "Segment":
         from scriptmod.codegen.native import GemmStep, KernelStep, NativeProgram, \
-            render_program
+            render_program, step_refs as _step_refs
         from .blas import cblas
         from scriptmod.codegen.native import program_name
         from .llvm_jit import compile_cached
@@ -585,8 +591,15 @@ class Segment:
         self.export_bufs = [p.lay[v].buf for v in self.exports]
         assert all(b.kind == "fresh" for b in self.export_bufs), "an arena value escapes"
         blas = cblas()
+        # per-call tensors (any segment's imports and fresh buffers) go into the table as
+        # array objects: the entry reads their data pointers, for the slots its steps use
+        per_call = {b.slot for b in p.buffers if b.kind == "fresh" or (
+            b.kind == "arg" and isinstance(b.source, tuple) and b.source[0] in ("input", "python"))}
+        used = {r.index for st in steps for r in _step_refs(st) if r.space == "arg"}
+        objects = sorted(per_call & used) if _FAST_PTR else []
         prog = NativeProgram(tuple(steps), max(1, p.n_slots),
-                             blas.int_bits if blas is not None else 64)
+                             blas.int_bits if blas is not None else 64, tuple(objects),
+                             ARRAY_DATA_OFFSET)
         self.program = prog
         self.kernel = compile_cached(prog.text(), lambda: render_program(prog).text,
                                      program_name(prog))
@@ -597,32 +610,52 @@ class Segment:
         return self
 
     def _make_runner(self) -> Callable[..., Any]:
-        """The per-call Python of this segment as one generated function: check and bind
-        the imports, allocate the fresh outputs, call, return the exports."""
-        ns: dict[str, Any] = {"np": np, "ptr": data_ptr, "fn": self.fn, "fns": self.fns_addr,
-                              "convert": _convert}
+        """The per-call Python of this segment as one generated function (what ``source``
+        writes, standalone: ``run(frame, *imports) -> exports``)."""
         args = [f"a{i}" for i in range(len(self.imports))]
-        lines = [f"def run(frame{''.join(', ' + a for a in args)}):",
-                 "    tbl = frame.table"]
-        for i, (v, buf) in enumerate(zip(self.imports, self.import_bufs)):
-            dt = NP_DTYPE[buf.dtype]
-            ns[f"dt{i}"], ns[f"sh{i}"] = dt, buf.shape
-            ns[f"st{i}"] = tuple(s * dt.itemsize for s in c_strides(buf.shape))
-            ns[f"v{i}"] = v
-            lines.append(f"    if type(a{i}) is not np.ndarray or a{i}.dtype != dt{i} or "
-                         f"a{i}.shape != sh{i} or a{i}.strides != st{i}:")
-            lines.append(f"        a{i} = convert(a{i}, dt{i}, sh{i}, v{i})")
-            lines.append(f"    tbl[{buf.slot}] = ptr(a{i})")
-        for j, buf in enumerate(self.fresh):
-            ns[f"fdt{j}"], ns[f"fsh{j}"] = NP_DTYPE[buf.dtype], buf.shape
-            lines.append(f"    f{j} = np.empty(fsh{j}, fdt{j})")
-            lines.append(f"    tbl[{buf.slot}] = ptr(f{j})")
-        lines.append("    fn(frame.table_addr, frame.arena_addr, fns)")
-        outs = [f"f{self.fresh.index(b)}" for b in self.export_bufs]
+        outs = [f"o{i}" for i in range(len(self.exports))]
+        body, ns = self.source("", args, outs)
+        lines = [f"def run(frame{''.join(', ' + a for a in args)}):", "    tbl = frame.table"]
+        lines += ["    " + ln for ln in body]
         lines.append(f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"
                      if outs else "    return None")
         exec(compile("\n".join(lines) + "\n", f"<scriptmod segment {self.index}>", "exec"), ns)
         return ns["run"]
+
+    def source(self, tag: str, imports: Sequence[str], exports: Sequence[str]
+               ) -> tuple[list[str], dict[str, Any]]:
+        """The per-call Python of this segment, to be pasted into a generated function
+        where ``frame`` and ``tbl = frame.table`` are bound: check and bind the imports
+        (local names ``imports``), allocate the fresh outputs, call, and bind the exports
+        to the local names ``exports``. Names it adds end in ``tag``; returns (lines,
+        namespace to merge)."""
+        t = tag
+        ptr = "id" if self.program.objects else "ptr"      # see ``NativeProgram.objects``
+        ns: dict[str, Any] = {"np": np, "ptr": data_ptr, "convert": _convert, f"fn{t}": self.fn}
+        lines: list[str] = []
+        for i, (a, v, buf) in enumerate(zip(imports, self.imports, self.import_bufs)):
+            dt = NP_DTYPE[buf.dtype]
+            ns[f"dt{i}{t}"], ns[f"sh{i}{t}"] = dt, buf.shape
+            ns[f"st{i}{t}"] = tuple(s * dt.itemsize for s in c_strides(buf.shape))
+            ns[f"v{i}{t}"] = v
+            x = f"x{i}{t}"       # a converted copy stays local: ``a`` may be returned as is
+            lines.append(f"{x} = {a}")
+            lines.append(f"if type({x}) is not np.ndarray or {x}.dtype is not dt{i}{t} or "
+                         f"{x}.shape != sh{i}{t} or {x}.strides != st{i}{t}:")
+            lines.append(f"    {x} = convert({x}, dt{i}{t}, sh{i}{t}, v{i}{t})")
+            lines.append(f"tbl[{buf.slot}] = {ptr}({x})")
+        fresh = {}
+        for j, buf in enumerate(self.fresh):
+            name = fresh[id(buf)] = f"f{j}{t}"
+            ns[f"fdt{j}{t}"], ns[f"fsh{j}{t}"] = NP_DTYPE[buf.dtype], buf.shape
+            lines.append(f"{name} = np.empty(fsh{j}{t}, fdt{j}{t})")
+            lines.append(f"tbl[{buf.slot}] = {ptr}({name})")
+        lines.append(f"fn{t}(frame.table_addr)")
+        if imports:                               # a converted copy is freed now
+            lines.append(f"del {', '.join(f'x{i}{t}' for i in range(len(imports)))}")
+        for out, buf in zip(exports, self.export_bufs):
+            lines.append(f"{out} = {fresh[id(buf)]}")
+        return lines, ns
 
     def __call__(self, frame: "Frame", state: tuple, *imports: Any) -> Any:
         """Run the segment on ``frame`` (``run`` skips the state check: the caller binds)."""
@@ -661,13 +694,16 @@ class Frame:
 
     def __init__(self, plan: NativePlan) -> None:
         n = max((s.program.n_args for s in plan.segments), default=1)
-        self.table = (ctypes.c_void_p * n)()
+        assert all(s.program.n_args == n for s in plan.segments), "one table layout"
+        self.table = (ctypes.c_void_p * (n + 2))()        # + the arena and the fns table
         self.table_addr = ctypes.addressof(self.table)
         raw = np.empty(plan.arena_bytes + ALIGN, np.uint8)
         skip = (-raw.__array_interface__["data"][0]) % ALIGN
         self.arena = raw[skip:skip + plan.arena_bytes]
         self.arena_addr = raw.__array_interface__["data"][0] + skip
         self._raw = raw
+        self.table[n] = self.arena_addr
+        self.table[n + 1] = plan.segments[0].fns_addr if plan.segments else None
         self.state: Any = None
         self._state_slots = [(b.slot, b.source[1]) for b in plan.buffers
                              if b.kind == "arg" and isinstance(b.source, tuple)

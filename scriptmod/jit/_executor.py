@@ -29,7 +29,8 @@ from scriptmod.ir.types import IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.runtime.executable import ArrayOps, Executable
 from scriptmod.runtime.interpreter import OpHandler, evaluate_node
 from scriptmod._dispatch import dispatch
-from scriptmod.jit import _fuser, _rank
+from scriptmod.jit import _fastpath, _fuser, _rank
+from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._boundary import (HOOK_VERSION, BoundaryError, call_boundary, hooked_paths,
                                      kept_calls, module_path)
 from scriptmod.autograd import grad_mode
@@ -46,6 +47,7 @@ class Specialization:
     executable: Executable
     written: tuple[int, ...] = field(init=False)   # arguments written in place (copy_)
     aliased: bool = field(init=False)   # an output is an input, or one value is output twice
+    fast: tuple | None = field(default=None, init=False)   # (state, hook version, fast path)
 
     def __post_init__(self) -> None:
         self.written = _written_args(self.graph)
@@ -65,8 +67,20 @@ class Executor:
     runtime_self: Any = None    # the module the graphs read at run time (default: ``module``)
     _hook_version: int = -1     # HOOK_VERSION when ``_hooked`` was found
     _hooked: tuple = ()         # paths of submodules whose calls stay in the graph (hooks)
+    fast: Any = None            # the installed fast path (``_fastpath``): args -> out | MISS
+    module_fast: Any = None     # ``fast`` when the module's own call may skip to it (no hooks)
 
     def __call__(self, args: Sequence[Any]) -> Any:
+        fast = self.fast
+        if fast is not None:
+            out = fast(args)
+            if out is not MISS:
+                return out
+        return self._call(args)
+
+    def _call(self, args: Sequence[Any]) -> Any:
+        """The full path: specialize (or find the specialization), then run it with
+        autograd or natively, and install its fast path."""
         spec = self.specialize(args)
         self.stats["calls"] += 1
         if spec.written and len(args) > 1:
@@ -79,6 +93,7 @@ class Executor:
             st = self.__dict__.get("_state")
             outs = spec.executable([*head, *[a._data if type(a) is Tensor else unwrap_tree(a)
                                              for a in args]], st.arrays if st else ())
+            self._install(spec, args, st)
         except BoundaryError as e:     # raised in a hooked submodule call: the user's own error
             err = e.original
         else:
@@ -91,6 +106,27 @@ class Executor:
                 out = _written_back(out, args, spec.written)
             return _same_objects(out, _arrays_of(args)) if spec.aliased else out
         raise err
+
+    def _install(self, spec: Specialization, args: Sequence[Any], slots: Any) -> None:
+        """Make ``spec`` the fast path (built once per specialization and module state)."""
+        state = slots.arrays if slots is not None else ()
+        built = spec.fast
+        if built is None or built[0] is not state or built[1] != HOOK_VERSION[0]:
+            fn = _fastpath.build(spec, args, slots, self.owner, self.has_self, self.stats)
+            built = spec.fast = (state, HOOK_VERSION[0], fn)
+        self.fast = built[2]
+        self.module_fast = built[2] if built[2] is not None and self._module_may_skip() else None
+
+    def _module_may_skip(self) -> bool:
+        """Whether the module's own ``__call__`` may go straight to the fast path: it is the
+        module's forward, without hooks (the fast path re-checks ``HOOK_VERSION``), lazy
+        build or structured arguments and outputs."""
+        from scriptmod.nn._module_hooks import _GLOBAL, has_call_hooks
+        m = self.module
+        return (self.method == "forward" and self.runtime_self is None
+                and not has_call_hooks(m) and not _GLOBAL.any()
+                and not m.__dict__.get("_lazy_pending") and m.build_mode != "explicit"
+                and "forward" not in m._in_specs and "forward" not in m._out_specs)
 
     def hooked(self) -> tuple:
         """Paths of the submodules whose calls the specialization keeps (they have hooks);

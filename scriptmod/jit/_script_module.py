@@ -15,6 +15,7 @@ from scriptmod.ir.code import code_with_constants, python_code
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.types import ModuleType
 from scriptmod.jit._executor import Executor, inlined
+from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._structure import bind_keywords, bind_structured, unflatten
 from scriptmod.nn.module import Module
 from scriptmod.tensor import wrap
@@ -121,6 +122,18 @@ class ScriptModule(Module):
 
     def extra_repr(self) -> str:
         return f"original_name={self.original_name}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """``Module.__call__``, but a warm call without hooks or keywords goes straight to
+        the forward's fast path (``_fastpath``: its own checks, then the program)."""
+        ex = self._executors.get("forward")
+        if ex is not None and not kwargs:
+            fast = ex.module_fast
+            if fast is not None:
+                out = fast(args)
+                if out is not MISS:
+                    return out
+        return Module.__call__(self, *args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._run("forward", args, kwargs)

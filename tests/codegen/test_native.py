@@ -17,7 +17,7 @@ from scriptmod.runtime.kernel_cache import KernelCache
 from scriptmod.runtime.llvm_jit import compile_ir
 
 F32, F64 = D.float32, D.float64
-ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 NP = {F32: np.float32, F64: np.float64}
 TOL = {F32: dict(rtol=2e-5, atol=2e-5), F64: dict(rtol=1e-12, atol=1e-12)}
 BLAS = B.cblas()
@@ -39,13 +39,17 @@ class Runner:
         raw = np.full(arena_bytes + 128, 0xFF, np.uint8)      # NaN-ish garbage, not zeros
         start = (-raw.ctypes.data) % 64
         self.arena = raw[start:start + arena_bytes + 64]
-        self.args = (ctypes.c_void_p * max(1, prog.n_args))()
+        self.n_args = prog.n_args
+        self.objects = prog.objects
+        self.args = (ctypes.c_void_p * (self.n_args + 2))()
         self.fns = BLAS.fns() if BLAS is not None else (ctypes.c_void_p * 2)()
+        self.args[self.n_args] = self.arena.ctypes.data
+        self.args[self.n_args + 1] = ctypes.addressof(self.fns)
 
     def __call__(self, *arrays: np.ndarray) -> None:
         for i, a in enumerate(arrays):
-            self.args[i] = a.ctypes.data
-        self.fn(ctypes.addressof(self.args), self.arena.ctypes.data, ctypes.addressof(self.fns))
+            self.args[i] = id(a) if i in self.objects else a.ctypes.data
+        self.fn(ctypes.addressof(self.args))
 
 
 def _spec(ops, n_in: int = 1, dt=F32, kinds=None, rank: int = 1) -> KernelSpec:
@@ -341,7 +345,7 @@ def test_threads_share_one_compiled_program(cache):
 
 # ---- text, key, names, validation --------------------------------------------------------
 GOLDEN = """\
-native program v1 n_args=3 blas_int_bits=64 inline_gemm_max=32768,1048576
+native program v2 n_args=3 blas_int_bits=64 inline_gemm_max=32768,1048576
 gemm float32 m=2 n=4 k=3 a=arg0 lda=3 N b=arg1+8 ldb=3 T c=arena0 ldc=4 batch=2 strides=6,0,8
 kernel {k} n=16 meta=[] in=[arena0, arena0] out=[arg2]
 {k}:

@@ -1,0 +1,117 @@
+"""The warm call of one specialization as one generated function (a monomorphic inline
+cache, as in a JavaScript engine): the checks that select the specialization, spelled out
+for it, then its program, then the wrapping of its outputs.
+
+``Executor.__call__`` tries the installed fast path first; it answers ``MISS`` when any
+check fails, and the full path (``Executor._call``: signature, specialization cache, the
+grad decision, the slow wrappers) runs instead and installs the fast path of the
+specialization it used. What the checks cover, for a specialization whose arguments are
+plain CPU tensors without grad, that writes no argument and returns fresh tensors:
+
+- the arguments: count, ``type(a) is Tensor``, no ``requires_grad``, a NumPy array of the
+  specialization's dtype and shape (strides are the program's own check: it copies an
+  argument of another layout, as the full path does);
+- hooks: ``HOOK_VERSION`` unchanged since install (any hook registered or removed
+  anywhere falls back to the full path, which looks again);
+- grad: grad mode off, or no parameter or buffer of the tree requires grad;
+- fusion: no ``fuser`` context or global setting, and ``SCRIPTMOD_DISABLE_FUSION`` unset
+  (otherwise ``_fuser.variant()`` is asked and must match);
+- module state: every submodule slot and every tensor slot of the tree holds the very same
+  object as at install, and every tensor the very same array (``_StateSlots`` finds the
+  same with C-level maps; spelled out, the check costs a third).
+
+The function's text depends only on the structure (argument count, tree slots, outputs);
+its code object is compiled once per structure and bound to a fresh globals dict on each
+install, so re-installing after a parameter was replaced costs a few microseconds and swaps
+atomically (a thread never sees half of one install and half of another).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from scriptmod.autograd import grad_mode
+from scriptmod.jit import _fuser
+from scriptmod.jit._boundary import HOOK_VERSION
+from scriptmod.tensor import Tensor, wrap_tree
+
+MISS = object()          # the fast path's answer when a check fails: take the full path
+
+_CODE: dict[tuple, Any] = {}     # structure -> compiled code object (see ``_source``)
+
+
+def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool,
+          stats: dict) -> Callable[[Sequence[Any]], Any] | None:
+    """The fast path of ``spec`` (an ``_executor.Specialization``) for calls like ``args``
+    with the module tree read through ``slots`` (``_executor._StateSlots`` or None), or
+    None when the specialization needs the full path on every call."""
+    direct = spec.executable.direct()
+    if direct is None or spec.written or spec.aliased or spec.key[3]:
+        return None
+    if not all(type(a) is Tensor and type(a._data) is np.ndarray and not a._requires_grad
+               for a in args):
+        return None
+    fn, error = direct
+    n_out = len(spec.graph.outputs)
+    env = _fuser._env_data
+    m_names = tuple(slots.m_names) if slots is not None else ()
+    t_names = tuple(slots.t_names) if slots is not None else ()
+    structure = (len(args), has_self, m_names, t_names, n_out, env is not None)
+    code = _CODE.get(structure)
+    if code is None:
+        code = _CODE[structure] = compile(_source(*structure), "<scriptmod fast path>", "exec")
+    ns: dict[str, Any] = {
+        "MISS": MISS, "Tensor": Tensor, "ndarray": np.ndarray, "HV": HOOK_VERSION,
+        "V0": HOOK_VERSION[0], "GS": grad_mode._state, "FST": _fuser._state,
+        "FG": _fuser._global, "ENV": os.environ, "ENVD": env, "ENVK": getattr(_fuser, "_env_key", None),
+        "VARIANT": _fuser.variant, "VAR": spec.key[1], "STATS": stats, "FN": fn, "ERR": error,
+        "OWNER": owner, "make": Tensor._make, "wrap_tree": wrap_tree,
+        "STATE": slots.arrays if slots is not None else ()}
+    for i, a in enumerate(args):
+        ns[f"DT{i}"], ns[f"SH{i}"] = a._data.dtype, a._data.shape
+    if slots is not None:
+        for i, (reg, mod) in enumerate(zip(slots.m_regs, slots.mods)):
+            ns[f"M{i}"], ns[f"MO{i}"] = reg, mod
+        for i, (reg, name, arr) in enumerate(zip(slots.t_regs, slots.t_names, slots.arrays)):
+            ns[f"R{i}"], ns[f"T{i}"], ns[f"A{i}"] = reg, reg[name], arr
+    exec(code, ns)
+    return ns["fast"]
+
+
+def _source(n_args: int, has_self: bool, m_names: tuple, t_names: tuple, n_out: int,
+            env_dict: bool) -> str:
+    a = [f"a{i}" for i in range(n_args)]
+    d = [f"d{i}" for i in range(n_args)]
+    lines = ["def fast(args):", f"    if len(args) != {n_args}:", "        return MISS"]
+    if n_args:
+        lines.append(f"    {', '.join(a)}{',' if n_args == 1 else ''} = args")
+    for i in range(n_args):
+        lines += [f"    if type(a{i}) is not Tensor or a{i}._requires_grad:",
+                  "        return MISS",
+                  f"    d{i} = a{i}._data",
+                  f"    if type(d{i}) is not ndarray or d{i}.dtype is not DT{i} or "
+                  f"d{i}.shape != SH{i}:",
+                  "        return MISS"]
+    lines += ["    if HV[0] != V0:", "        return MISS"]
+    env = " or ENV._data is not ENVD or ENVD.get(ENVK) is not None" if env_dict else " or True"
+    lines += [f"    if FST.stack or FG['fusion'] is not None{env}:",
+              "        if VARIANT() != VAR:", "            return MISS"]
+    same = [f"M{i}[{n!r}] is MO{i}" for i, n in enumerate(m_names)]
+    same += [f"R{i}[{n!r}] is T{i} and T{i}._data is A{i}" for i, n in enumerate(t_names)]
+    if same:
+        lines += ["    try:", f"        if not ({' and '.join(same)}):", "            return MISS",
+                  "    except KeyError:", "        return MISS"]
+    if t_names:
+        grads = " or ".join(f"T{i}._requires_grad" for i in range(len(t_names)))
+        lines += [f"    if GS.enabled and ({grads}):", "        return MISS"]
+    lines.append("    STATS['calls'] += 1")
+    call_args = (["OWNER"] if has_self else []) + d + ["STATE"]
+    lines += ["    try:", f"        outs = FN({', '.join(call_args)})",
+              "    except Exception as e:", "        raise ERR(e)"]
+    if n_out == 1:
+        lines += ["    o = outs[0]", "    return make(o) if type(o) is ndarray else wrap_tree(o)"]
+    else:
+        lines.append("    return wrap_tree(tuple(outs))")
+    return "\n".join(lines) + "\n"
