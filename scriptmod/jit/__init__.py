@@ -16,6 +16,12 @@ from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
 from scriptmod.ir.errors import ArgumentError, TraceGuardError  # noqa: F401
 from scriptmod.jit.archive import ArchiveError, load, save  # noqa: F401
 from scriptmod.jit._fuser import fuser, kernels_for  # noqa: F401
+from scriptmod.jit._compile_inplace import compile_in_place as _compile_in_place
+from scriptmod.nn._compiler import Compiler as _Compiler, register_compiler as _register
+
+# nn never imports jit (jit builds on nn): nn's Module.compile, trace_graph and show_graph
+# reach the compiler through this slot.
+_register(_Compiler(trace=trace, compile_in_place=_compile_in_place, script_module=ScriptModule))
 
 __all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "ScriptMethod",
            "ScriptFunction", "TracerWarning",

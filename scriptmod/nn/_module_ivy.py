@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterator
 
 from scriptmod.autograd import grad_mode
+from scriptmod.nn._compiler import compiler
 from scriptmod.nn._module_variables import (IVY_KEYWORDS, apply_options, check_options,
                                             check_stored, flatten)
 from scriptmod.nn.parameter import is_lazy
@@ -232,11 +233,8 @@ class IvyMixin:
         if args is None and not kwargs:
             self.compile(**trace_kwargs)  # type: ignore[attr-defined]
             return self
-        try:
-            from scriptmod import jit
-        except ImportError as e:
-            raise RuntimeError(f"trace_graph needs scriptmod.jit, which is missing: {e}") from e
-        if isinstance(self, jit.ScriptModule):
+        jit = compiler("trace_graph")
+        if isinstance(self, jit.script_module):
             return self     # already a traced graph (PyTorch: tracing a ScriptModule is a no-op)
         if isinstance(args, list):
             args = tuple(args)
@@ -249,10 +247,7 @@ class IvyMixin:
         (SVG and PNG need Graphviz's ``dot`` program)."""
         graph = getattr(self, "graph", None) if not example_inputs else None
         if graph is None:
-            try:
-                from scriptmod import jit
-            except ImportError as e:
-                raise RuntimeError(f"show_graph needs scriptmod.jit, which is missing: {e}") from e
+            jit = compiler("show_graph")
             if not example_inputs:
                 raise ValueError("show_graph(*example_inputs): pass inputs to trace the module with")
             graph = jit.trace(self, example_inputs if len(example_inputs) > 1

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from scriptmod import _device
 from scriptmod.autograd import grad_mode
+from scriptmod.nn._compiler import compiler
 from scriptmod.nn._module_hooks import (HooksMixin, register_module_forward_hook,  # noqa: F401
                                         register_module_forward_pre_hook,
                                         register_module_full_backward_hook,
@@ -539,11 +540,7 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         module keeps its hooks, parameters and mode. Options go to ``scriptmod.jit.trace``."""
         if args:
             raise TypeError("Module.compile() takes keyword options only (passed to jit.trace)")
-        try:
-            from scriptmod.jit._compile_inplace import compile_in_place
-        except ImportError as e:
-            raise RuntimeError(f"Module.compile needs scriptmod.jit, which is missing: {e}") from e
-        compile_in_place(self, **kwargs)
+        compiler("Module.compile").compile_in_place(self, **kwargs)
 
     # ---- repr ---------------------------------------------------------------------------
     def extra_repr(self) -> str:
