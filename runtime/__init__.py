@@ -1,1 +1,1 @@
-"""scriptmod's runtime: array backends, reference kernels, interpreter, native execution."""
+"""scriptmod's runtime: array modules (``arrays``), reference kernels, interpreter, native execution."""

@@ -49,7 +49,7 @@ from scriptmod.codegen.lower import DTYPES, lower_group, plan_layout, static_lay
 from scriptmod.ir import log as irlog
 from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.graph import Graph, Node
-from .backend import NP_DTYPE          # the array modules (NumPy/CuPy), not a backend
+from .arrays import NP_DTYPE
 from .backends import Backend, for_devices
 
 __all__ = ["DTYPES", "FusedKernel", "FusionGuardError", "Launch", "layout_key",

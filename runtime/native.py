@@ -39,7 +39,7 @@ from scriptmod.ir import schema as S
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType
 from . import threads
-from .backend import NP_DTYPE
+from .arrays import NP_DTYPE
 from .kernels import KERNELS
 from .memory_plan import ALIGN, Buffer, PlanError, assign_offsets, check_plan  # noqa: F401
 

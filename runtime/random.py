@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import backend
+from . import arrays
 
 _seed: list[int] = [np.random.SeedSequence().entropy % (2 ** 63)]
 _generators: dict[str, Any] = {}
@@ -32,7 +32,7 @@ def generator(device: str = "cpu") -> Any:
         if device == "cpu":
             g = np.random.Generator(np.random.PCG64(_seed[0]))
         else:
-            xp = backend.module_for_device(device)
+            xp = arrays.module_for_device(device)
             with xp.cuda.Device(int(device.split(":")[1]) if ":" in device else 0):
                 g = xp.random.default_rng(_seed[0])
         _generators[device] = g

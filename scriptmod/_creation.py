@@ -15,7 +15,7 @@ import numpy as np
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
 from scriptmod.ir.errors import ArgumentValueError
-from scriptmod.runtime import backend
+from scriptmod.runtime import arrays
 from scriptmod.runtime import random as rng
 from scriptmod import _device
 from scriptmod._dispatch import dispatch
@@ -30,7 +30,7 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
 
 def _infer_dtype(arr: np.ndarray, from_python: bool) -> DType:
     if not from_python:
-        return backend.from_np_dtype(arr.dtype)
+        return arrays.from_np_dtype(arr.dtype)
     kind = arr.dtype.kind
     if kind == "b":
         return D.bool_
@@ -48,7 +48,7 @@ def _to_host_array(data: Any) -> tuple[Any, bool]:
     """(array, came_from_python_numbers)"""
     if isinstance(data, Tensor):
         return data._data, False
-    if backend.is_cupy(data) or isinstance(data, np.ndarray):
+    if arrays.is_cupy(data) or isinstance(data, np.ndarray):
         return data, False
     if isinstance(data, np.generic):
         return np.asarray(data), False
@@ -85,21 +85,21 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
     """
     arr, from_py = _to_host_array(data)
     dt = _dtype_arg(dtype) if dtype is not None else _infer_dtype(arr, from_py)
-    xp = backend.array_module(arr)
-    out = xp.array(arr, dtype=backend.NP_DTYPE[dt], copy=True, order="C")
-    dev = _device.canonical(device) if device is not None else backend.device_of(out)
-    return _finish(wrap(backend.to_device(out, dev)), requires_grad)
+    xp = arrays.array_module(arr)
+    out = xp.array(arr, dtype=arrays.NP_DTYPE[dt], copy=True, order="C")
+    dev = _device.canonical(device) if device is not None else arrays.device_of(out)
+    return _finish(wrap(arrays.to_device(out, dev)), requires_grad)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """Like ``tensor`` but shares memory with ``data`` when dtype and device already match."""
     if isinstance(data, Tensor):
         return data.to(device=device, dtype=dtype) if (dtype or device) else data
-    if isinstance(data, np.ndarray) or backend.is_cupy(data):
-        dt = _dtype_arg(dtype) if dtype is not None else backend.from_np_dtype(data.dtype)
-        arr = data if data.dtype == backend.NP_DTYPE[dt] else data.astype(backend.NP_DTYPE[dt])
-        dev = _device.canonical(device) if device is not None else backend.device_of(arr)
-        return wrap(backend.to_device(arr, dev))
+    if isinstance(data, np.ndarray) or arrays.is_cupy(data):
+        dt = _dtype_arg(dtype) if dtype is not None else arrays.from_np_dtype(data.dtype)
+        arr = data if data.dtype == arrays.NP_DTYPE[dt] else data.astype(arrays.NP_DTYPE[dt])
+        dev = _device.canonical(device) if device is not None else arrays.device_of(arr)
+        return wrap(arrays.to_device(arr, dev))
     return tensor(data, dtype=dtype, device=device)
 
 
@@ -107,7 +107,7 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     """A tensor sharing memory with NumPy array ``arr``."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(arr).__name__}")
-    backend.from_np_dtype(arr.dtype)
+    arrays.from_np_dtype(arr.dtype)
     return wrap(arr)
 
 
@@ -118,8 +118,8 @@ def from_dlpack(ext: Any) -> Tensor:
     dev_type = ext.__dlpack_device__()[0] if hasattr(ext, "__dlpack_device__") else 1
     if dev_type == 1:
         return wrap(np.from_dlpack(ext))
-    backend.require_cuda("cuda")
-    return wrap(backend.cupy.from_dlpack(ext))  # type: ignore[union-attr]
+    arrays.require_cuda("cuda")
+    return wrap(arrays.cupy.from_dlpack(ext))  # type: ignore[union-attr]
 
 
 def _size_args(size: Sequence[Any]) -> list[Any]:

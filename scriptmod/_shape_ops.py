@@ -52,7 +52,7 @@ def view(self: Tensor, *shape: Any) -> Tensor:
 
 
 def _view_dtype(self: Tensor, dtype: D.DType) -> Tensor:
-    from scriptmod.runtime.backend import NP_DTYPE
+    from scriptmod.runtime.arrays import NP_DTYPE
     from scriptmod.tensor import wrap
     if dtype.itemsize != self.dtype.itemsize:
         raise RuntimeError(f"view(dtype): {self.dtype.name} and {dtype.name} have different sizes")

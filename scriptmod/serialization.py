@@ -40,7 +40,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from scriptmod.runtime import backend
+from scriptmod.runtime.arrays import NP_DTYPE, cuda_available
 from scriptmod import _device
 from scriptmod.tensor import Size, Tensor
 
@@ -61,7 +61,7 @@ class SerializationError(RuntimeError):
 # ---- the raw safetensors layer ---------------------------------------------------------------
 def _np_dtype(name: str) -> np.dtype:
     from scriptmod.ir import dtypes as D
-    return backend.NP_DTYPE[D.BY_NAME[name]]
+    return NP_DTYPE[D.BY_NAME[name]]
 
 
 def _encode_safetensors(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> list[bytes]:
@@ -287,7 +287,7 @@ def _map_device(t: Tensor, saved: str, map_location: Any) -> Tensor:
     elif map_location is not None:
         target = str(map_location)
     target = _device.canonical(target)
-    if target.startswith("cuda") and not backend.cuda_available():
+    if target.startswith("cuda") and not cuda_available():
         raise RuntimeError("Attempting to deserialize object on a CUDA device but "
                            "scriptmod.cuda.is_available() is False. If you are running on a "
                            "CPU-only machine, please use scriptmod.load with "

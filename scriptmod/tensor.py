@@ -16,14 +16,14 @@ import numpy as np
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
 from scriptmod.ir.errors import ShapeError
-from scriptmod.runtime import backend
+from scriptmod.runtime import arrays
 from scriptmod import _device
 from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import AccumulateGrad, RemovableHandle, run_backward
 
 _gstate = grad_mode._state
-_NP_TO_D = {np.dtype(v): k for k, v in backend.NP_DTYPE.items()}
+_NP_TO_D = {np.dtype(v): k for k, v in arrays.NP_DTYPE.items()}
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
@@ -38,7 +38,7 @@ class Tensor:
     def __init__(self, data: Any = None, *, dtype: DType | None = None, device: Any = None,
                  requires_grad: bool = False) -> None:
         if data is None:
-            data = np.empty((0,), dtype=backend.NP_DTYPE[D.get_default_dtype()])
+            data = np.empty((0,), dtype=arrays.NP_DTYPE[D.get_default_dtype()])
         t = tensor(data, dtype=dtype, device=device) if not isinstance(data, Tensor) else data
         Tensor._init(self, t._data)
         self.requires_grad = requires_grad
@@ -136,10 +136,10 @@ class Tensor:
         return bool(self._data.flags.c_contiguous)
 
     def data_ptr(self) -> int:
-        return int(self._data.data.ptr) if backend.is_cupy(self._data) else int(self._data.ctypes.data)
+        return int(self._data.data.ptr) if arrays.is_cupy(self._data) else int(self._data.ctypes.data)
 
     def _device_str(self) -> str:
-        return "cpu" if type(self._data) is np.ndarray else backend.device_of(self._data)
+        return "cpu" if type(self._data) is np.ndarray else arrays.device_of(self._data)
 
     @property
     def device(self) -> _device.device:
@@ -160,7 +160,7 @@ class Tensor:
         return self.dtype.category == D.COMPLEX
 
     def _xp(self) -> Any:
-        return backend.array_module(self._data)
+        return arrays.array_module(self._data)
 
     @property
     def _version(self) -> int:
@@ -302,11 +302,11 @@ class Tensor:
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        if backend.is_cupy(self._data):
+        if arrays.is_cupy(self._data):
             if not force:
                 raise TypeError(f"can't convert {self.device} tensor to numpy. Use Tensor.cpu() "
                                 "to copy the tensor to host memory first.")
-            return backend.to_device(self._data, "cpu")
+            return arrays.to_device(self._data, "cpu")
         return self._data
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -323,7 +323,7 @@ class Tensor:
         """A value leaves the tensor world; a tracer warns that it gets baked in."""
         if TRACERS:
             TRACERS[-1].on_value_read(self, what)
-        return backend.to_device(self._data, "cpu") if backend.is_cupy(self._data) else self._data
+        return arrays.to_device(self._data, "cpu") if arrays.is_cupy(self._data) else self._data
 
     def tolist(self) -> Any:
         return self._read("tolist").tolist()
@@ -399,7 +399,7 @@ class Tensor:
 
     def cuda(self, device: Any = None) -> "Tensor":
         d = "cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device)
-        backend.require_cuda(str(d))
+        arrays.require_cuda(str(d))
         return self.to(d)
 
     def type(self, dtype: Any = None) -> Any:
@@ -480,7 +480,7 @@ def _dtype_arg(d: Any) -> DType:
     if d in (float, int, bool, complex):
         return {float: D.get_default_dtype(), int: D.int64, bool: D.bool_, complex: D.complex64}[d]
     try:
-        return backend.from_np_dtype(d)
+        return arrays.from_np_dtype(d)
     except TypeError:
         raise TypeError(f"expected a scriptmod dtype such as scriptmod.float32, got {d!r}") from None
 

@@ -30,7 +30,7 @@ from scriptmod.codegen.lower import supported_on
 from scriptmod.ir.errors import DeviceError
 from scriptmod.ir.graph import Node
 from scriptmod.ir.types import TensorType
-from .. import backend as array_modules       # NumPy/CuPy: the array modules, not a backend
+from .. import arrays as array_modules      # NumPy/CuPy
 
 BLOCK = 256                    # threads per block
 MAX_GRID = 4096                # blocks per launch; the grid-stride loop does the rest

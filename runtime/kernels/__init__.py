@@ -18,8 +18,8 @@ import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.ops.rules import promote, real_of, to_bool
 from scriptmod.ir.schema import ELEMENTWISE, FACTORY, OWN_DTYPES, REGISTRY, OpSchema, upcasts
-from .. import backend
-from ..backend import NP_DTYPE, from_np_dtype
+from .. import arrays
+from ..arrays import NP_DTYPE, from_np_dtype
 
 Kernel = Callable[..., Any]
 KERNELS: dict[str, Kernel] = {}
@@ -135,9 +135,9 @@ def _run(name: str, inputs: Sequence[Any], attrs: dict[str, Any], key: tuple | N
     p = _plan(name)
     out_dt = p.schema.dtype_rule([operand(x) for x in inputs], attrs)
     if p.schema.has(FACTORY):
-        xp = backend.module_for_device(attrs.get("device") or "cpu")
+        xp = arrays.module_for_device(attrs.get("device") or "cpu")
     else:
-        xp = backend.array_module(*inputs)
+        xp = arrays.array_module(*inputs)
     if p.ew:
         before, inputs = inputs, _elementwise_inputs(p, inputs, out_dt)
         if key is not None and p.n_out == 1 and xp is np:
@@ -178,7 +178,7 @@ def _finish(xp: Any, out: Any, dt: D.DType | None) -> Any:
     if dt is None:
         return out
     want = NP_DTYPE[dt]
-    if type(out) is not np.ndarray and not backend.is_cupy(out):   # NumPy returns scalars for 0-d
+    if type(out) is not np.ndarray and not arrays.is_cupy(out):   # NumPy returns scalars for 0-d
         return xp.asarray(out, dtype=want)
     if out.dtype != want:
         return out.astype(want)

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..backend import NP_DTYPE
+from ..arrays import NP_DTYPE
 from . import kernel
 from scriptmod.ir.errors import ArgumentValueError, DTypeError
 from scriptmod.ir import dtypes as D

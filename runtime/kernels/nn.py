@@ -9,7 +9,7 @@ import numpy as np
 
 from scriptmod.ir.ops.nn import _out_size
 from .. import random as rng
-from ..backend import device_of
+from ..arrays import device_of
 from . import kernel
 from scriptmod.ir.errors import DTypeError, ShapeError
 

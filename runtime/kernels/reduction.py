@@ -9,7 +9,7 @@ import numpy as np
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.ops.rules import norm_dim, reduce_dims
 from .. import threads
-from ..backend import NP_DTYPE
+from ..arrays import NP_DTYPE
 from . import kernel
 
 

@@ -9,9 +9,9 @@ import numpy as np
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.ops.rules import norm_dim
 from scriptmod.ir.ops.shape import infer_reshape, spec_value
-from .. import backend
+from .. import arrays
 from .. import random as rng
-from ..backend import NP_DTYPE
+from ..arrays import NP_DTYPE
 from . import kernel
 from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 
@@ -79,9 +79,9 @@ def _common(xp: Any, tensors: Sequence[Any]) -> list[Any]:
     """PyTorch's promotion (NumPy cannot promote float16 with bfloat16, nor bfloat16 with int)."""
     if len({t.dtype for t in tensors}) == 1:
         return list(tensors)
-    dt = backend.from_np_dtype(tensors[0].dtype)
+    dt = arrays.from_np_dtype(tensors[0].dtype)
     for t in tensors[1:]:
-        dt = D.promote_types(dt, backend.from_np_dtype(t.dtype))
+        dt = D.promote_types(dt, arrays.from_np_dtype(t.dtype))
     dt = NP_DTYPE[dt]
     return [t.astype(dt, copy=False) for t in tensors]
 
@@ -191,7 +191,7 @@ def _index_put(xp: Any, x: Any, values: Any, *tensors: Any, spec: Sequence[tuple
     return out
 
 
-kernel("to_device")(lambda xp, x, device: backend.to_device(x, device))
+kernel("to_device")(lambda xp, x, device: arrays.to_device(x, device))
 
 
 @kernel("size")

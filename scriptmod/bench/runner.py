@@ -188,12 +188,12 @@ def device_backend(device: str) -> tuple[Any, Callable[[], None]]:
     """The array module of ``device`` and a function that waits for its queued work."""
     if not device.startswith("cuda"):
         return np, lambda: None
-    from scriptmod.runtime import backend
-    if not backend.cuda_available():
-        why = "CuPy is not installed" if backend.cupy is None else "no CUDA GPU is visible"
+    from scriptmod.runtime import arrays
+    if not arrays.cuda_available():
+        why = "CuPy is not installed" if arrays.cupy is None else "no CUDA GPU is visible"
         raise DeviceError(f"--device {device}: {why}; install scriptmod[cuda] "
                           f"(cupy-cuda12x) on a machine with an NVIDIA GPU, or use --device cpu")
-    cp: Any = backend.cupy
+    cp: Any = arrays.cupy
     return cp, lambda: cp.cuda.Device().synchronize()
 
 

@@ -327,9 +327,9 @@ def _st_array(key: str, info: Any, entry: dict[str, Any], data: memoryview) -> n
     if offsets[1] - offsets[0] != nbytes:
         raise ArchiveError(f"{where}: holds {offsets[1] - offsets[0]} bytes, but shape "
                            f"{entry['shape']} x {ITEMSIZE[entry['dtype']]} bytes needs {nbytes}")
-    from scriptmod.runtime import backend
+    from scriptmod.runtime.arrays import NP_DTYPE
     from scriptmod.ir import dtypes as D
-    dtype = backend.NP_DTYPE[D.BY_NAME[entry["dtype"]]]
+    dtype = NP_DTYPE[D.BY_NAME[entry["dtype"]]]
     arr = np.frombuffer(data[offsets[0]:offsets[1]], dtype=dtype)
     return arr.reshape(tuple(entry["shape"])).copy()
 

@@ -588,6 +588,6 @@ def _checked_device(device: Any) -> str:
                            "(supported devices: 'cpu', 'cuda')")
     canon = _device.canonical(device)
     if canon.startswith("cuda"):
-        from scriptmod.runtime import backend
-        backend.require_cuda(canon)
+        from scriptmod.runtime.arrays import require_cuda
+        require_cuda(canon)
     return canon

@@ -14,7 +14,7 @@ import numpy as np
 from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.types import TensorType
-from scriptmod.runtime.backend import from_np_dtype
+from scriptmod.runtime.arrays import from_np_dtype
 from scriptmod.runtime.executable import Executable
 
 

@@ -25,7 +25,7 @@ from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
 from op_graphs import compiled, fused_kernel, group_graph
-from scriptmod.runtime import backend as array_modules     # NumPy/CuPy (not a backend)
+from scriptmod.runtime import arrays as array_modules      # NumPy/CuPy
 from scriptmod.runtime import fusion as F
 from scriptmod.runtime.backends import cuda as cuda_backend
 from scriptmod.runtime.backends.cuda import CudaBackend, launch_dims

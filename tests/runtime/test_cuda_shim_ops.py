@@ -24,7 +24,7 @@ from scriptmod.codegen.lower import DTYPES, lower_group, plan_layout
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import schema as S
 from op_graphs import group_graph
-from scriptmod.runtime.backend import NP_DTYPE
+from scriptmod.runtime.arrays import NP_DTYPE
 from tests.codegen.harness import build_shims, have_gxx, launch_shim
 
 pytestmark = pytest.mark.skipif(not have_gxx(), reason="g++ not found")

@@ -22,7 +22,7 @@ from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
-from scriptmod.runtime.backend import from_np_dtype
+from scriptmod.runtime.arrays import from_np_dtype
 from scriptmod.runtime.executable import Executable
 from scriptmod.runtime.interpreter import Interpreter
 

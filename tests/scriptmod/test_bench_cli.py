@@ -85,8 +85,8 @@ def test_a_mismatch_is_loud_and_fails_the_run(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_bench_cuda_without_gpu_is_a_clear_error(capsys: pytest.CaptureFixture) -> None:
-    from scriptmod.runtime import backend
-    if backend.cuda_available():
+    from scriptmod.runtime.arrays import cuda_available
+    if cuda_available():
         pytest.skip("a GPU is present")
     assert main(["bench", "--device", "cuda", "--quick", "--workload", "W1"]) == 2
     err = capsys.readouterr().err

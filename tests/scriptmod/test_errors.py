@@ -97,8 +97,8 @@ def test_error_message(name: str) -> None:
 
 
 def test_cuda_without_cupy_or_gpu_names_the_op_and_the_device() -> None:
-    from scriptmod.runtime import backend
-    if backend.cuda_available():
+    from scriptmod.runtime.arrays import cuda_available
+    if cuda_available():
         pytest.skip("a GPU is present")
     for call, frag in ((lambda: sm.ones(2, device="cuda"), "full()"),
                        (lambda: sm.ones(2).to("cuda:1"), "to_device()"),

@@ -139,8 +139,8 @@ def test_device_properties_and_to() -> None:
 
 
 def test_cuda_without_gpu_is_a_clear_error() -> None:
-    from scriptmod.runtime import backend
-    if backend.cuda_available():
+    from scriptmod.runtime.arrays import cuda_available
+    if cuda_available():
         pytest.skip("a GPU is present")
     for call in (lambda: sm.ones(2).cuda(), lambda: sm.ones(2).to("cuda:0"),
                  lambda: sm.zeros(2, device="cuda")):

@@ -474,8 +474,8 @@ def test_tensor_constant_mismatches(good):
 
 
 def test_cuda_tensor_on_a_machine_without_cuda(good):
-    from scriptmod.runtime import backend
-    if backend.cuda_available():
+    from scriptmod.runtime.arrays import cuda_available
+    if cuda_available():
         pytest.skip("this machine has CUDA")
     data = with_manifest(good, lambda m: _tensor(m, "fc.weight").update(device="cuda:0"))
     rejects(data, "fc.weight", "map_location")

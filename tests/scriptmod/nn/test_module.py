@@ -279,7 +279,7 @@ def test_unsupported_devices_raise_clearly():
         Leaf().ipu()
 
 
-@pytest.mark.skipif(sm.tensor(1.0).is_cuda or __import__("scriptmod.runtime.backend").runtime.backend.cuda_available(),
+@pytest.mark.skipif(sm.tensor(1.0).is_cuda or __import__("scriptmod.runtime.arrays").runtime.arrays.cuda_available(),
                     reason="a GPU is present")
 def test_cuda_without_gpu_raises():
     with pytest.raises(RuntimeError, match="cuda"):

@@ -136,8 +136,8 @@ def test_map_location(tmp_path):
     seen = []
     load(tmp_path / "m.st", map_location=lambda t, loc: seen.append(loc))
     assert seen == ["cpu"]
-    from scriptmod.runtime import backend
-    if not backend.cuda_available():
+    from scriptmod.runtime.arrays import cuda_available
+    if not cuda_available():
         with pytest.raises(RuntimeError, match="map_location='cpu'"):
             load(tmp_path / "m.st", map_location="cuda")
 
