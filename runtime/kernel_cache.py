@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from scriptmod.codegen.log import debug
+from scriptmod.ir import log as irlog
 
 MAGIC = b"SCRIPTMOD-OBJ 1\n"
 
@@ -105,7 +105,7 @@ class KernelCache:
 
     def discard(self, key: str, why: str) -> None:
         """Delete a bad entry so that it is rebuilt."""
-        debug("cache entry %s is unusable (%s): rebuilding", key[:16], why)
+        irlog.log("codegen", f"cache entry {key[:16]} is unusable ({why}): rebuilding")
         self.count("corrupt")
         try:
             self.path(key).unlink()
@@ -122,7 +122,7 @@ class KernelCache:
                 f.write(_encode(key, data))
             os.replace(tmp, path)
         except OSError as exc:
-            debug("cannot write cache entry %s: %s", path, exc)
+            irlog.log("codegen", f"cannot write cache entry {path}: {exc}")
 
 
 def _encode(key: str, data: bytes) -> bytes:

@@ -30,7 +30,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.codegen.llvm_ir import LLVMKernel, render_llvm
-from scriptmod.codegen.log import debug
+from scriptmod.ir import log as irlog
 from .kernel_cache import KernelCache, cache_key, undefined_symbols
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
@@ -176,7 +176,7 @@ def _build(name: str, text: str, key: str, cache: KernelCache) -> CompiledKernel
     cache.count("compiles")
     kernel = _load(name, text, obj)       # raises before anything bad reaches the disk
     cache.store_object(key, obj)
-    debug("compiled %s in %.1f ms", name, (time.perf_counter() - t0) * 1e3)
+    irlog.log("codegen", f"compiled {name} in {(time.perf_counter() - t0) * 1e3:.1f} ms")
     return kernel
 
 
