@@ -55,7 +55,9 @@ def kernel_name(spec: KernelSpec) -> str:
 
 
 def render_llvm(spec: KernelSpec, name: str | None = None) -> LLVMKernel:
-    """Render ``spec`` to LLVM IR text (see the module docstring for the ABI)."""
+    """Render ``spec`` to LLVM IR text (see the module docstring for the ABI). ``spec`` needs
+    a layout (``codegen.lower.plan_layout``): a ``ValueError`` says which input lacks one."""
+    spec.require_layout()
     name = name or kernel_name(spec)
     module = ir.Module(name=name)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR]), name=name)

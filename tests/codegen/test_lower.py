@@ -10,6 +10,7 @@ import pytest
 
 from scriptmod.codegen.c_source import CUDA, render_c
 from scriptmod.codegen.kernel import KINDS, UNKNOWN, InputSpec, KernelSpec, OpStep
+from scriptmod.codegen.llvm_ir import render_llvm
 from scriptmod.codegen.lower import (DTYPES, lower_group, plan_layout, static_layout,
                                      supported_on)
 from scriptmod.ir import dtypes as D
@@ -78,6 +79,8 @@ def test_spec_without_layout_is_refused_by_renderers_and_layout_keeps_types() ->
     spec = lower_group(parse(W1))
     with pytest.raises(ValueError, match="input 0 has no layout"):
         render_c(spec, CUDA)
+    with pytest.raises(ValueError, match="input 0 has no layout"):
+        render_llvm(spec)
     laid, _ = static_layout(spec)
     assert laid.laid_out and laid.in_types == spec.in_types and laid.ops == spec.ops
     assert laid.key() == KernelSpec(laid.inputs, laid.ops, laid.outputs, laid.out_dtypes,
