@@ -25,9 +25,19 @@ the frontend's autograd handler runs them through its dispatcher (``run_autograd
     >>> [k.llvm_ir[:28] for k in ex.kernels()]
     ['; ModuleID = "sm_ew_...']
 
-A straight-line graph runs as one generated Python function (as ``torch.fx`` does): one line
-per Python step or native segment, values in local variables, handlers bound once. A graph
-with blocks (``prim::If``/``prim::Loop``) runs node by node through ``Interpreter``.
+A graph runs as one generated Python function (as ``torch.fx`` does): one line per Python
+step or native segment, values in local variables, handlers bound once. Blocks become Python
+control flow: ``prim::If`` an ``if``/``else``, ``prim::Loop`` a ``while`` loop whose carried
+values are locals rebound per iteration; the nodes inside run as the same steps (fusion
+groups through their ``FusedKernel``). Native segments cover block-free graphs.
+
+    >>> from scriptmod.ir.builder import Builder
+    >>> from scriptmod.ir.graph import Graph
+    >>> g = Graph(); b = Builder(g)
+    >>> x = b.input(TensorType(D.float32, (2,)), "x")
+    >>> y, = b.loop(3, [x], lambda i, acc: [b.op("add", acc, x)]); b.ret(y)
+    >>> Executable(g).run(np.ones(2, np.float32))            # x + 3 * x
+    array([4., 4.], dtype=float32)
 """
 from __future__ import annotations
 
@@ -40,7 +50,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
 from scriptmod.ir.errors import TraceGuardError
-from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType
 from .fusion import TOPIC, FusedKernel
 from .interpreter import (DISPATCH, Interpreter, InterpreterError, OpHandler, RaisedException,
@@ -112,31 +122,26 @@ class Executable:
         self.segments: list[Any] = []            # runtime.native.Segment, in graph order
         self.plan: Any = None                    # runtime.native.NativePlan
         self._local = threading.local()
-        self._program: _Program | None = None
-        if all(not n.blocks for n in graph.nodes):
-            if native:
-                from .native import plan_native
-                self.plan = plan_native(graph, state_index, state, name)
-                self.segments = self.plan.segments if self.plan is not None else []
-            self._program = _Program(graph, self, self.plan)
-            if irlog.enabled(CODEGEN):
-                self._log_code()
+        if native and all(not n.blocks for n in graph.nodes):
+            # native segments cover block-free graphs; with blocks, the program's Python
+            # steps still run every fusion group through its FusedKernel
+            from .native import plan_native
+            self.plan = plan_native(graph, state_index, state, name)
+            self.segments = self.plan.segments if self.plan is not None else []
+        self._program = _Program(graph, self, self.plan)
+        if irlog.enabled(CODEGEN):
+            self._log_code()
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, args: Sequence[Any], state: tuple = ()) -> list[Any]:
         """The graph's outputs (a list) for inputs ``args`` and module ``state``."""
-        prog = self._program
-        if prog is None:
-            return _BlockInterpreter(self).run_graph(self.graph, list(args))
-        return prog.run(args, state)
+        return self._program.run(args, state)
 
-    def direct(self) -> tuple[Callable[..., list], Callable[[Exception], Exception]] | None:
-        """``(fn, error)`` for a straight-line graph, for a caller that checked the
-        arguments itself: ``fn(*args, state)`` runs the program (no count check) and
-        ``error(e)`` is the exception to raise for one ``fn`` raised (naming the failing
-        node). None for a graph with blocks."""
-        prog = self._program
-        return None if prog is None else (prog.fn, prog.error)
+    def direct(self) -> tuple[Callable[..., list], Callable[[Exception], Exception]]:
+        """``(fn, error)``, for a caller that checked the arguments itself: ``fn(*args,
+        state)`` runs the program (no count check) and ``error(e)`` is the exception to
+        raise for one ``fn`` raised (naming the failing node)."""
+        return self._program.fn, self._program.error
 
     def run(self, *args: Any) -> Any:
         """``Interpreter.run``'s convention: one output, or a tuple of several."""
@@ -154,7 +159,6 @@ class Executable:
     def _log_code(self) -> None:
         """``SCRIPTMOD_LOG=codegen``: the generated Python program, then each native
         segment's program and LLVM IR."""
-        assert self._program is not None
         irlog.log(CODEGEN, f"{self.name}: Python program\n{self._program.source}")
         for seg in self.segments:
             irlog.log(CODEGEN, f"{self.name}: native segment {seg.index} "
@@ -216,85 +220,146 @@ def _build_fused(node: Node) -> FusedKernel | str:
         return _REFERENCE
 
 
-class _BlockInterpreter(Interpreter):
-    """Graphs with blocks: node by node, fusion groups through the Executable's kernels."""
-
-    def __init__(self, ex: Executable) -> None:
-        super().__init__(ex.graph, ops=ex.ops)
-        self.ex = ex
-
-    def fusion_group(self, node: Node, args: list[Any]) -> list[Any]:
-        return list(self.ex.group_step(node)(args))
-
-
-# ---- straight-line programs ------------------------------------------------------------------
+# ---- the generated program -------------------------------------------------------------------
 
 class _Program:
-    """A control-flow-free graph as one generated Python function: one line per Python step
-    or native segment (``runtime.native``), values in locals, dropped at their last use. A
-    failing line is mapped back to its node for the error message."""
+    """A graph as one generated Python function: one line per Python step or native segment
+    (``runtime.native``), ``if``/``else`` for a ``prim::If`` and a ``while`` loop over locals
+    for a ``prim::Loop`` (carried values rebound per iteration), nested to any depth. Values
+    live in locals, dropped at their last use; a failing line is mapped back to its node for
+    the error message."""
 
     def __init__(self, graph: Graph, ex: Executable, plan: Any) -> None:
-        name: dict[Value, str] = {v: f"v{i}" for i, v in enumerate(graph.inputs)}
-        ns: dict[str, Any] = {}
+        self.ex, self.plan = ex, plan
+        self.ns: dict[str, Any] = {}
+        self.lines: list[str] = []
         self.line_nodes: list[Node | None] = []
-        lines = [f"def program({', '.join(name[v] for v in graph.inputs)}{', ' if graph.inputs else ''}"
-                 f"state):"]
-        self.line_nodes.append(None)
-        native = plan.native_nodes if plan is not None else frozenset()
+        self.name: dict[Value, str] = {}
+        self._count = 0
+        for v in list(graph.inputs) + [v for n in graph.walk() for v in _defs(n)]:
+            self.name.setdefault(v, f"v{len(self.name)}")
+        self.native = plan.native_nodes if plan is not None else frozenset()
+        self.seg_at = {s.nodes[0]: s for s in (plan.segments if plan is not None else ())}
+        self.dying = _last_uses(graph, plan)
+        args = "".join(f"{self.name[v]}, " for v in graph.inputs)
+        self._emit(0, None, f"def program({args}state):")
         if plan is not None and plan.segments:     # this thread's arena, its state bound
-            ns["LOCAL"], ns["frame_of"] = ex._local, ex.frame
-            lines += ["    try:", "        frame = LOCAL.frame", "    except AttributeError:",
-                      "        frame = frame_of()", "    if frame.state is not state:",
-                      "        frame.bind_state(state)", "    tbl = frame.table"]
-            self.line_nodes += [None] * 7
-        dying = _last_uses(graph, plan)
-        seg_at = {s.nodes[0]: s for s in (plan.segments if plan is not None else ())}
-        for node in graph.nodes:
-            for v in node.outputs:
-                name.setdefault(v, f"v{len(name)}")
-        for k, node in enumerate(graph.nodes):
-            seg = seg_at.get(node)
-            if seg is not None:                     # the segment's runner, pasted in
-                body, seg_ns = seg.source(f"_{k}", [name[v] for v in seg.imports],
-                                          [name[v] for v in seg.exports])
-                ns.update(seg_ns)
-                imported = set(seg.imports)
-                dead = [name[v] for n in seg.nodes for v in dying.get(n, ()) if v in imported]
-                if dead:
-                    body.append(f"del {', '.join(dead)}")
-                lines += ["    " + ln for ln in body]
-                self.line_nodes += [node] * len(body)
-            if node in native:
-                continue
-            if plan is not None and node in plan.state_reads:
-                ns[f"i{k}"] = plan.state_reads[node]
-                lines.append(f"    {name[node.output]} = state[i{k}]")
-                self.line_nodes.append(node)
-                continue
-            if plan is not None and node in plan.skipped:
-                continue
-            outs = [name[v] for v in node.outputs]
-            self.line_nodes.append(node)
-            if node.kind == Prim.CONSTANT and len(outs) == 1 and type(ex.ops).constant is OpHandler.constant:
-                ns[f"c{k}"] = node.attrs.get("value")
-                lines.append(f"    {outs[0]} = c{k}")
-                continue
-            step, single = _step(node, ex)
-            ns[f"h{k}"] = step
-            call = f"h{k}([{', '.join(name[v] for v in node.inputs)}])"
-            target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
-            line = f"    {target} = {call}" if outs else f"    {call}"
-            dead = [name[v] for v in dying.get(node, ()) if v in name]
-            # drop values at their last use, so a large intermediate is freed (and its
-            # memory reused) as soon as eager would
-            lines.append(line + (f"; del {', '.join(dead)}" if dead else ""))
-        lines.append(f"    return [{', '.join(name[v] for v in graph.outputs)}]")
+            self.ns["LOCAL"], self.ns["frame_of"] = ex._local, ex.frame
+            for ln in ("try:", "    frame = LOCAL.frame", "except AttributeError:",
+                       "    frame = frame_of()", "if frame.state is not state:",
+                       "    frame.bind_state(state)", "tbl = frame.table"):
+                self._emit(1, None, ln)
+        self._block(graph.block, 1)
+        self._emit(1, None, f"return [{', '.join(self.name[v] for v in graph.outputs)}]")
         self.n_inputs = len(graph.inputs)
-        self.source = "\n".join(lines) + "\n"
-        exec(compile(self.source, "<scriptmod program>", "exec"), ns)
-        self.fn = ns["program"]
+        self.source = "\n".join(self.lines) + "\n"
+        exec(compile(self.source, "<scriptmod program>", "exec"), self.ns)
+        self.fn = self.ns["program"]
 
+    # ---- emitting ------------------------------------------------------------------------
+    def _emit(self, depth: int, node: Node | None, line: str) -> None:
+        self.lines.append("    " * depth + line)
+        self.line_nodes.append(node)
+
+    def _assign(self, depth: int, node: Node, targets: Sequence[str], sources: Sequence[str]) -> None:
+        if targets:
+            self._emit(depth, node, f"{', '.join(targets)} = {', '.join(sources)}")
+
+    def _del(self, depth: int, node: Node, at: Node) -> None:
+        """``del`` the values whose last use is ``at`` (a node or a block's return)."""
+        dead = [self.name[v] for v in self.dying.get(at, ())]
+        if dead:
+            self._emit(depth, node, f"del {', '.join(dead)}")
+
+    def _block(self, block: Block, depth: int) -> None:
+        for node in block:
+            self._node(node, depth)
+
+    def _node(self, node: Node, depth: int) -> None:
+        k, plan = self._count, self.plan
+        self._count += 1
+        seg = self.seg_at.get(node)
+        if seg is not None:
+            self._segment(seg, k, depth)
+        if node in self.native or (plan is not None and node in plan.skipped):
+            return
+        if plan is not None and node in plan.state_reads:
+            self.ns[f"i{k}"] = plan.state_reads[node]
+            self._emit(depth, node, f"{self.name[node.output]} = state[i{k}]")
+        elif node.kind == Prim.IF:
+            self._if(node, depth)
+            self._del(depth, node, node)
+        elif node.kind == Prim.LOOP:
+            self._loop(node, k, depth)
+            self._del(depth, node, node)
+        else:
+            self._step_line(node, k, depth)
+
+    def _segment(self, seg: Any, k: int, depth: int) -> None:
+        """A native segment's runner, pasted in; its imports that die in it, dropped."""
+        body, seg_ns = seg.source(f"_{k}", [self.name[v] for v in seg.imports],
+                                  [self.name[v] for v in seg.exports])
+        self.ns.update(seg_ns)
+        imported = set(seg.imports)
+        dead = [self.name[v] for n in seg.nodes for v in self.dying.get(n, ()) if v in imported]
+        if dead:
+            body.append(f"del {', '.join(dead)}")
+        for ln in body:
+            self._emit(depth, seg.nodes[0], ln)
+
+    def _step_line(self, node: Node, k: int, depth: int) -> None:
+        outs = [self.name[v] for v in node.outputs]
+        if node.kind == Prim.CONSTANT and len(outs) == 1 and \
+                type(self.ex.ops).constant is OpHandler.constant:
+            self.ns[f"c{k}"] = node.attrs.get("value")
+            self._emit(depth, node, f"{outs[0]} = c{k}")
+            return
+        step, single = _step(node, self.ex)
+        self.ns[f"h{k}"] = step
+        call = f"h{k}([{', '.join(self.name[v] for v in node.inputs)}])"
+        target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
+        line = f"{target} = {call}" if outs else call
+        dead = [self.name[v] for v in self.dying.get(node, ())]
+        # drop values at their last use, so a large intermediate is freed (and its
+        # memory reused) as soon as eager would
+        self._emit(depth, node, line + (f"; del {', '.join(dead)}" if dead else ""))
+
+    def _if(self, node: Node, depth: int) -> None:
+        """``if cond:`` / ``else:``, each branch assigning its outputs to the node's."""
+        outs = [self.name[v] for v in node.outputs]
+        self._emit(depth, node, f"if {self.name[node.inputs[0]]}:")
+        for j, block in enumerate(node.blocks):
+            if j:
+                self._emit(depth, node, "else:")
+            n = len(self.lines)
+            self._block(block, depth + 1)
+            self._assign(depth + 1, node, outs, [self.name[v] for v in block.outputs])
+            self._del(depth + 1, node, block.return_node)
+            if len(self.lines) == n:
+                self._emit(depth + 1, node, "pass")
+
+    def _loop(self, node: Node, k: int, depth: int) -> None:
+        """The interpreter's loop over locals: the trip count and the entry condition read
+        once, the body's parameters rebound from its outputs after each iteration (0 trips:
+        the outputs are the initial carried values)."""
+        body = node.blocks[0]
+        trip, go, it = f"trip{k}", f"go{k}", f"it{k}"
+        ins = [self.name[v] for v in node.inputs]
+        index, *carried = [self.name[p] for p in body.params]
+        self._emit(depth, node, f"{trip}, {go}, {it} = {ins[0]}, {ins[1]}, 0")
+        self._assign(depth, node, carried, ins[2:])
+        self._emit(depth, node, f"while {go} and {it} < {trip}:")
+        if body.params[0].uses:
+            self._emit(depth + 1, node, f"{index} = {it}")
+        self._block(body, depth + 1)
+        self._assign(depth + 1, node, [go] + carried, [self.name[v] for v in body.outputs])
+        self._emit(depth + 1, node, f"{it} += 1")
+        self._del(depth + 1, node, body.return_node)
+        self._assign(depth, node, [self.name[v] for v in node.outputs], carried)
+        if carried:
+            self._emit(depth, node, f"del {', '.join(carried)}")
+
+    # ---- running -------------------------------------------------------------------------
     def run(self, args: Sequence[Any], state: tuple) -> list[Any]:
         if len(args) != self.n_inputs:
             raise TypeError(f"graph takes {self.n_inputs} argument(s), got {len(args)}")
@@ -326,27 +391,48 @@ class _Program:
         return self.line_nodes[k] if k is not None and 0 <= k < len(self.line_nodes) else None
 
 
+def _defs(node: Node) -> list[Value]:
+    """The values a node defines: its blocks' parameters, then its outputs."""
+    return [p for b in node.blocks for p in b.params] + list(node.outputs)
+
+
 def _last_uses(graph: Graph, plan: Any) -> dict[Node, list[Value]]:
-    """Node -> the values whose last use is that node (graph outputs never die). A native
-    segment reads its imports on its first node's line, which may be later than any graph
-    use (a view's base, when the view itself runs natively)."""
+    """Node (or a block's return node) -> the values to drop after it; graph outputs never
+    die. Per block: a value dies in the block that defines it, after the node of that block
+    whose nested blocks or inputs read it last, so a value defined outside a loop and read
+    inside it lives until the loop is done. A loop body's parameters are never dropped at
+    its return (they are rebound there). A native segment reads its imports on its first
+    node's line, which may be later than any graph use (a view's base, when the view itself
+    runs natively)."""
     imports: dict[Node, list[Value]] = {}
     for seg in (plan.segments if plan is not None else ()):
         imports[seg.nodes[0]] = list(seg.imports)
+    out: dict[Node, list[Value]] = {}
+    _block_last_uses(graph.block, imports, out)
+    out.pop(graph.block.return_node, None)
+    return out
+
+
+def _block_last_uses(block: Block, imports: dict[Node, list[Value]],
+                     out: dict[Node, list[Value]]) -> None:
     last: dict[Value, Node] = {}
-    for node in graph.nodes:
+    for node in block:
         for v in node.outputs:
             last[v] = node                  # an unused result dies where it is made
-        for v in node.inputs:
-            last[v] = node
-        for v in imports.get(node, ()):
-            last[v] = node
-    keep = set(graph.outputs)
-    out: dict[Node, list[Value]] = {}
+        reads = [v for n in node.walk() for v in n.inputs]
+        reads += [v for n in node.walk() for b in n.blocks for v in b.outputs]
+        for v in reads + imports.get(node, []):
+            if v.node.owning_block is block:
+                last[v] = node
+        for b in node.blocks:
+            _block_last_uses(b, imports, out)
+    for v in block.outputs:
+        if v.node.owning_block is block:
+            last[v] = block.return_node
+    loop_body = block.owning_node is not None and block.owning_node.kind == Prim.LOOP
     for v, node in last.items():
-        if v not in keep:
+        if not (loop_body and node is block.return_node and v.node is block.param_node):
             out.setdefault(node, []).append(v)
-    return out
 
 
 def _step(node: Node, ex: Executable) -> tuple[Step, bool]:
