@@ -22,7 +22,8 @@ from . import schema as S
 from . import types as T
 from .graph import Block, Graph, IRError, Node, Prim, Value
 from .printer import TENSOR_TEXT
-from .types import BoolType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type
+from .types import (BoolType, DictType, ListType, ModuleType, OptionalType, TensorType, TupleType,
+                    Type)
 
 _TOKEN_RE = re.compile(r"""
  (?P<ws>\s+)
@@ -156,6 +157,8 @@ def _base_type(line: Line) -> Type:
     tok = line.expect_kind("ident", "a type")
     if tok.text.startswith("__module__."):
         return ModuleType(tok.text[len("__module__."):])
+    if tok.text == "Dict":
+        return _dict_type(line)
     if tok.text in _NAMED_TYPES:
         return _NAMED_TYPES[tok.text]
     if tok.text != "Tensor" and tok.text not in D.BY_SHORT:
@@ -164,6 +167,19 @@ def _base_type(line: Line) -> Type:
     if not line.accept("("):
         return TensorType(dtype)
     return _tensor_details(line, dtype)
+
+
+def _dict_type(line: Line) -> DictType:
+    """``Dict(str, Tensor)``: keys str or int."""
+    line.expect("(")
+    key_tok = line.peek()
+    key = parse_type(line)
+    if key not in T.DICT_KEY_TYPES:
+        raise line.error("", key_tok, f"a Dict key type must be str or int, found {key!r}")
+    line.expect(",")
+    value = parse_type(line)
+    line.expect(")")
+    return DictType(key, value)
 
 
 def _tensor_details(line: Line, dtype: D.DType | None) -> TensorType:

@@ -91,6 +91,9 @@ class Arg:
 
 DTypeRule = Callable[[Sequence[Any], dict], Any]          # operands, attrs -> DType | tuple
 ShapeRule = Callable[[Sequence[Any], dict, Sequence[Any]], Any]
+# input types, attrs, known input values -> output types: for ops on Python values (lists,
+# dicts, numbers) whose result type the dtype/shape rules cannot state (``ir.ops.script``)
+TypeRule = Callable[[Sequence[Type], dict, Sequence[Any]], Sequence[Type]]
 
 
 @dataclass
@@ -112,6 +115,7 @@ class OpSchema:
     shape_rule: ShapeRule
     doc: str = ""
     extra: dict = field(default_factory=dict)
+    type_rule: TypeRule | None = None         # replaces the dtype/shape rules in ``infer``
 
     @property
     def kind(self) -> str:
@@ -139,6 +143,8 @@ class OpSchema:
               values: Sequence[Any] | None = None) -> list[Type]:
         """Output types from input types. ``values``: constant values of inputs, if known."""
         values = list(values) if values is not None else [None] * len(input_types)
+        if self.type_rule is not None:
+            return list(self.type_rule(input_types, attrs, values))
         ops = [_operand(t) for t in input_types]
         dt = self.dtype_rule(ops, attrs)
         dts = dt if isinstance(dt, tuple) else (dt,)
@@ -214,12 +220,15 @@ def parse_schema(text: str) -> tuple[str, tuple[Arg, ...], tuple[Arg, ...], tupl
 
 
 def op(schema: str, dtype_rule: DTypeRule, shape_rule: ShapeRule, *flags: str,
-       doc: str = "", **extra: Any) -> OpSchema:
-    """Declare an op. Registering a name twice is an error (one row per op)."""
+       doc: str = "", type_rule: TypeRule | None = None, **extra: Any) -> OpSchema:
+    """Declare an op. Registering a name twice is an error (one row per op). ``type_rule``,
+    if given, is the op's whole IR type rule (``infer`` calls it instead of the dtype and
+    shape rules, which then serve eager execution only)."""
     name, inputs, attrs, outs = parse_schema(schema)
     if name in REGISTRY:
         raise ValueError(f"op {name!r} declared twice")
-    s = OpSchema(name, inputs, attrs, outs, frozenset(flags), dtype_rule, shape_rule, doc, extra)
+    s = OpSchema(name, inputs, attrs, outs, frozenset(flags), dtype_rule, shape_rule, doc, extra,
+                 type_rule)
     REGISTRY[name] = s
     return s
 

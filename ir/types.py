@@ -75,6 +75,7 @@ DeviceType = _Named("Device")
 DTypeType = _Named("ScalarType")
 NumberType = _Named("Scalar")      # int, float, bool or complex, decided at run time
 AnyType = _Named("Any")
+DICT_KEY_TYPES = (StrType, IntType)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,26 @@ class ListType(Type):
 
     def __repr__(self) -> str:
         return f"{self.element!r}[]"
+
+
+@dataclass(frozen=True)
+class DictType(Type):
+    """``Dict(str, Tensor)``: a Python dict at run time, keyed by str or int (as TorchScript's
+    ``Dict[str, T]`` / ``Dict[int, T]``).
+
+        >>> DictType(StrType, ListType(IntType))
+        Dict(str, int[])
+    """
+
+    key: Type
+    value: Type
+
+    def __post_init__(self) -> None:
+        if self.key not in DICT_KEY_TYPES:
+            raise ValueError(f"DictType: key type must be str or int, got {self.key!r}")
+
+    def __repr__(self) -> str:
+        return f"Dict({self.key!r}, {self.value!r})"
 
 
 @dataclass(frozen=True)

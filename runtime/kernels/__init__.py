@@ -185,6 +185,6 @@ def _finish(xp: Any, out: Any, dt: D.DType | None) -> Any:
     return out
 
 
-from . import elementwise, nn, reduction, scalar, shape  # noqa: E402,F401
+from . import elementwise, nn, reduction, scalar, script, shape  # noqa: E402,F401
 
 __all__ = ["KERNELS", "kernel", "run_kernel", "operand"]

@@ -1,5 +1,6 @@
-"""Op-table samples (``op_cases``) as IR graphs: array inputs become typed graph inputs,
-everything else (Python numbers, None, int lists) constants, attributes bound by the builder.
+"""Op-table samples (``op_cases``) as IR graphs: array inputs become typed graph inputs, dicts
+``dict_construct`` nodes, everything else (Python numbers, None, lists) constants, attributes
+bound by the builder.
 Shared by the interpreter, CUDA-shim and CUDA-runtime suites.
 
     >>> g, arrays = op_graph("add", (np.ones((2, 3), np.float32), 2.0), {})   # doctest: +SKIP
@@ -30,10 +31,16 @@ def add_op(b: Builder, op: str, inputs: Sequence[Any], attrs: dict[str, Any],
     arrays = [x for x in inputs if isinstance(x, np.ndarray)]
     first = len(b.graph.inputs)
     vals = iter([b.input(tensor_type(a, device), f"x{first + i}") for i, a in enumerate(arrays)])
-    args = [next(vals) if isinstance(x, np.ndarray) else x for x in inputs]
+    args = [next(vals) if isinstance(x, np.ndarray) else _dict(b, x) if isinstance(x, dict) else x
+            for x in inputs]
     out = b.op(op, *args, **attrs)
     b.ret(*(out if isinstance(out, tuple) else (out,)))
     return arrays
+
+
+def _dict(b: Builder, d: dict) -> Any:
+    """A dict input as a ``dict_construct`` node: the IR has no dict constants."""
+    return b.op("dict_construct", *[x for kv in d.items() for x in kv])
 
 
 def op_graph(op: str, inputs: Sequence[Any], attrs: dict[str, Any],

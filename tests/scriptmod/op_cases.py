@@ -12,7 +12,9 @@ nothing about how an op is executed: suites pass an ``execute(op, inputs, attrs)
 """
 from __future__ import annotations
 
+import copy
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -667,6 +669,98 @@ for _n, _f in (("int_min", min), ("int_max", max), ("int_eq", lambda a, b: a == 
 case("guard", lambda g: [Sample("true", (True,), {"what": "x.shape[0] > 2", "where": "m.py:3"})],
      lambda cond, what, where: cond, ("int64",), grad=False)
 
+
+
+# ---- Python values (scripted code; ir.ops.script): Python itself is the reference ----------
+# Edge cases beyond these rows (division by zero, NaN, errors, tensors in lists, types) are in
+# tests/ir/test_script_ops.py and tests/runtime/test_script_kernels.py.
+def _rows(*rows: tuple[Any, ...]) -> SampleFn:
+    """Fresh copies per call: the list and dict ops change their inputs in place."""
+    return lambda g: [Sample(",".join(map(repr, r)), copy.deepcopy(r)) for r in rows]
+
+
+def _array_rows(*shapes: tuple[int, ...]) -> SampleFn:
+    return lambda g: [Sample(f"shape{s}", (g.arr(s, -3, 3),)) for s in shapes]
+
+
+def _item(x: Any) -> Any:
+    return x.item() if isinstance(x, np.ndarray) else x
+
+
+_PY_NUMBERS = ((7, 2), (-7, 2), (7, -2), (-7.5, 2), (7, 0.5), (True, True), (True, 2.5), (2, 3.0))
+_PY_PAIRS = ((1, 1.0), (1, 2), (2.5, -1), (True, 1), (float("nan"), 1.0), ("a", "b"), ("b", "a"))
+for _n, _f in (("py_add", operator.add), ("py_sub", operator.sub), ("py_mul", operator.mul),
+               ("py_truediv", operator.truediv), ("py_floordiv", operator.floordiv),
+               ("py_mod", operator.mod)):
+    _extra = {"py_add": (("ab", "cd"),), "py_mul": (("ab", 3), (2, "xy"))}.get(_n, ())
+    case(_n, _rows(*_PY_NUMBERS, *_extra), _f, ("int64",), grad=False)
+case("py_pow", _rows((2, 10), (2, -2), (-2.0, 3), (2.5, 0.5), (True, 3), (-8, 1.0)), operator.pow,
+     ("int64",), grad=False)
+case("py_min", _rows((1, 2.5), (True, 0), ("a", "b"), (-1.5, -1.5), (3, 2)), min, ("int64",),
+     grad=False)
+case("py_max", _rows((1, 2.5), (True, 0), ("a", "b"), (-1.5, -1.5), (3, 2)), max, ("int64",),
+     grad=False)
+for _n, _f in (("py_eq", operator.eq), ("py_ne", operator.ne), ("py_lt", operator.lt),
+               ("py_le", operator.le), ("py_gt", operator.gt), ("py_ge", operator.ge)):
+    _extra = ((None, None), (None, 0), ("a", 1), ((1, "a"), (1, "a"))) if _n in ("py_eq", "py_ne") else ()
+    case(_n, _rows(*_PY_PAIRS, *_extra), _f, ("int64",), grad=False)
+case("py_neg", _rows((-3,), (2.5,), (True,), (0,)), operator.neg, ("int64",), grad=False)
+case("py_abs", _rows((-3,), (-2.5,), (True,), (3 - 4j,)), abs, ("int64",), grad=False)
+
+
+def _with_arrays(rows: SampleFn, shapes: tuple[tuple[int, ...], ...]) -> SampleFn:
+    return lambda g: rows(g) + _array_rows(*shapes)(g)
+
+
+_TRUTHS = _rows((0,), (2.5,), ("",), ("x",), (None,), (float("nan"),))
+case("py_not", _with_arrays(_TRUTHS, ((), (1,))), lambda x: not _item(x), ("int64",), grad=False)
+case("py_bool", _with_arrays(_TRUTHS, ((), (1, 1))), lambda x: bool(_item(x)), ("int64",),
+     grad=False)
+_CONVERTIBLE = _rows((2.7,), (-2.7,), ("12",), (True,), (-5,))
+case("py_int", _with_arrays(_CONVERTIBLE, ((), (1,))), lambda x: int(_item(x)), ("int64",),
+     grad=False)
+case("py_float", _with_arrays(_CONVERTIBLE, ((), (1, 1))), lambda x: float(_item(x)), ("int64",),
+     grad=False)
+case("py_str", _rows((1.5,), (None,), ([1, "a"],), (True,), ("s",), (1e20,)), str, ("int64",),
+     grad=False)
+case("py_format", _rows(("{} {}", 1, "a"), ("{:.2f}|{!r}", 3.14159, "x"), ("{0}{0}", 7),
+                        ("none",)),
+     lambda fmt, *args: fmt.format(*args), ("int64",), grad=False)
+case("py_is_none", _rows((None,), (0,), ("",)), lambda x: x is None, ("int64",), grad=False)
+case("dim", _array_rows((3, 4), (), (0, 3)), np.ndim, ("int64",), grad=False)
+case("numel", _array_rows((3, 4), (), (0, 3)), np.size, ("int64",), grad=False)
+case("shape", _array_rows((3, 4), (), (0, 3)), lambda x: list(x.shape), ("int64",), grad=False)
+
+
+def _set(lst: list, i: int, v: Any) -> list:
+    out = list(lst)            # the reference runs first: it must not change the sample
+    out[i] = v
+    return out
+
+
+case("list_len", _rows(([1, 2, 3],), ([],)), len, ("int64",), grad=False)
+case("list_get", _rows(([1, 2, 3], -1), ([1, 2, 3], 0), (["a", "b"], 1)),
+     lambda lst, i: lst[i], ("int64",), grad=False)
+case("list_set", _rows(([1, 2, 3], -1, 9), ([1, 2, 3], 0, 5)), _set, ("int64",), grad=False)
+case("list_append", _rows(([1, 2], 3), ([], 1.5)), lambda lst, v: lst + [v], ("int64",),
+     grad=False)
+case("list_slice", _rows(([1, 2, 3, 4, 5], 1, None, 2), ([1, 2, 3], None, None, -1),
+                         ([1, 2, 3], -2, 10, None), ([1, 2, 3], 2, 1, None)),
+     lambda lst, a, b, c: lst[a:b:c], ("int64",), grad=False)
+case("list_concat", _rows(([1], [2, 3]), ([], [1.5])), operator.add, ("int64",), grad=False)
+case("list_contains", _rows(([1, 2], 2), ([1, 2], 3), (["a"], "a"), ([1, 2], 1.0)),
+     lambda lst, v: v in lst, ("int64",), grad=False)
+case("dict_construct", _rows(("a", 1, "b", 2), (1, "x", 2, "y"), ("a", 1, "a", 2)),
+     lambda *kv: dict(zip(kv[0::2], kv[1::2])), ("int64",), grad=False)
+_D = {"a": 1, "b": 2}
+case("dict_get", _rows((_D, "a"), ({1: "x"}, 1)), lambda d, k: d[k], ("int64",), grad=False)
+case("dict_set", _rows((_D, "c", 3), (_D, "a", 0)), lambda d, k, v: {**d, k: v}, ("int64",),
+     grad=False)
+case("dict_contains", _rows((_D, "a"), (_D, "z")), lambda d, k: k in d, ("int64",), grad=False)
+for _n, _f in (("dict_len", len), ("dict_keys", lambda d: list(d.keys())),
+               ("dict_values", lambda d: list(d.values())),
+               ("dict_items", lambda d: list(d.items()))):
+    case(_n, _rows((_D,), ({3: 1.5},)), _f, ("int64",), grad=False)
 
 # ---- linear algebra and nn -----------------------------------------------------------
 def _matmul_samples(g: Gen) -> list[Sample]:

@@ -1,0 +1,330 @@
+"""Ops on Python values, for scripted programs (``jit.script``): arithmetic, comparisons and
+conversions with Python's own semantics on int/float/bool/str/None (a bool counts as an int
+in arithmetic), ``str.format``, tensor queries, and lists and dicts (a Python list or dict at
+run time; ``Dict(str, T)`` / ``Dict(int, T)`` in the IR).
+
+Every op has a ``type_rule``: its result type by Python's rules from the input types, so that
+``propagate_shapes`` keeps precise types through scripted code.
+
+    >>> from scriptmod.ir.schema import get
+    >>> from scriptmod.ir.types import FloatType, IntType, ListType, StrType, TensorType
+    >>> get("py_add").infer([IntType, FloatType], {})
+    [float]
+    >>> get("py_add").infer([StrType, StrType], {})
+    [str]
+    >>> get("list_get").infer([ListType(TensorType()), IntType], {})
+    [Tensor]
+
+Lists and dicts are mutable and shared, so every op that reads or writes one is ``IMPURE``:
+DCE, CSE, folding and fusion never drop, merge or reorder it. The pure ops (arithmetic,
+comparisons, conversions other than ``py_str``) refuse list and dict operands, whose value
+depends on when they are read: a list's truth is ``list_len(l) != 0``. Ops that mutate a
+container (``list_set``, ``list_append``, ``dict_set``) return it.
+
+Where Python decides a result's type from a value (``2 ** n`` is an int for ``n >= 0``, a
+float below), the rule uses the exponent when it is a known constant and says ``Scalar``
+otherwise. ``py_min``/``py_max`` of mixed types give their operands' common type (``min(1,
+2.5)`` is ``1.0``), as TorchScript does, so that the type is static. An ``Optional`` operand
+types as its element: the None case fails when it runs, as it does in Python.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Sequence
+
+from . import rules as R
+from ..graph import VALUE_RULES
+from ..schema import IMPURE, NONDIFF, TypeRule, op
+from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DictType, FloatType,
+                     IntType, ListType, NoneType, NumberType, OptionalType, StrType, TensorType,
+                     TupleType, Type)
+
+# what the binary ops compute: the reference kernels and ``known_value`` share these
+PY_ARITH: dict[str, Callable[[Any, Any], Any]] = {
+    "py_add": operator.add, "py_sub": operator.sub, "py_mul": operator.mul,
+    "py_truediv": operator.truediv, "py_floordiv": operator.floordiv, "py_mod": operator.mod,
+    "py_pow": operator.pow}
+PY_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "py_eq": operator.eq, "py_ne": operator.ne, "py_lt": operator.lt, "py_le": operator.le,
+    "py_gt": operator.gt, "py_ge": operator.ge}
+_SYMBOLS = {"py_add": "+", "py_sub": "-", "py_mul": "*", "py_truediv": "/", "py_floordiv": "//",
+            "py_mod": "%", "py_pow": "**", "py_eq": "==", "py_ne": "!=", "py_lt": "<",
+            "py_le": "<=", "py_gt": ">", "py_ge": ">="}
+
+# sizes computed with these ops are known before folding, as with the ``int_*`` ops
+VALUE_RULES.update({f"sm::{n}": fn for n, fn in {**PY_ARITH, **PY_COMPARE}.items()
+                    if n not in ("py_truediv", "py_pow")})
+
+_TOWER = (BoolType, IntType, FloatType, ComplexType)      # Python's numbers, narrowest first
+
+
+# ---- type helpers ------------------------------------------------------------------------
+
+def _strip(t: Type) -> Type:
+    return t.element if isinstance(t, OptionalType) else t
+
+
+def _is_number(t: Type) -> bool:
+    return t in _TOWER or t == NumberType
+
+
+def _mutable(t: Type) -> bool:
+    """A list or dict, or something holding one: its value depends on when it is read."""
+    t = _strip(t)
+    if isinstance(t, TupleType):
+        return any(_mutable(e) for e in t.elements)
+    return isinstance(t, (ListType, DictType))
+
+
+def _arith(a: Type, b: Type, floor: Type = IntType, complex_ok: bool = True) -> Type | None:
+    """Python's result type of arithmetic on numbers ``a`` and ``b`` (at least ``floor``), or
+    None when they are not both numbers."""
+    if not (_is_number(a) and _is_number(b)) or (not complex_ok and ComplexType in (a, b)):
+        return None
+    if NumberType in (a, b):
+        return NumberType
+    return _TOWER[max(_TOWER.index(a), _TOWER.index(b), _TOWER.index(floor))]
+
+
+def _int_like(t: Type) -> bool:
+    return t in (IntType, BoolType)
+
+
+def _binary(name: str, result: Callable[[Type, Type, Any], Type | None]) -> TypeRule:
+    """A binary op's rule: ``result(a, b, b's known value)``, None meaning Python's TypeError."""
+    symbol = _SYMBOLS.get(name, name)
+
+    def rule(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
+        a, b = _strip(types[0]), _strip(types[1])
+        if AnyType in (a, b):
+            return [BoolType if name in PY_COMPARE else AnyType]
+        out = result(a, b, values[1])
+        if out is None:
+            if name in PY_COMPARE:
+                raise TypeError(f"'{symbol}' not supported between instances of '{a!r}' and "
+                                f"'{b!r}'")
+            raise TypeError(f"unsupported operand type(s) for {symbol}: '{a!r}' and '{b!r}'")
+        return [out]
+    return rule
+
+
+def _pow(a: Type, b: Type, exponent: Any) -> Type | None:
+    t = _arith(a, b)
+    if t != IntType:
+        return t
+    if type(exponent) in (int, bool):          # 2 ** 3 is an int, 2 ** -1 a float
+        return IntType if exponent >= 0 else FloatType
+    return IntType if b == BoolType else NumberType
+
+
+def _ordered(a: Type, b: Type) -> bool:
+    return _arith(a, b, complex_ok=False) is not None or a == b == StrType
+
+
+def _equatable(a: Type, b: Type) -> bool:
+    return not (isinstance(a, TensorType) or isinstance(b, TensorType) or _mutable(a)
+                or _mutable(b))
+
+
+_RESULTS: dict[str, Callable[[Type, Type, Any], Type | None]] = {
+    "py_add": lambda a, b, _: _arith(a, b) or (StrType if a == b == StrType else None),
+    "py_sub": lambda a, b, _: _arith(a, b),
+    "py_mul": lambda a, b, _: _arith(a, b) or (StrType if (a == StrType and _int_like(b)) or
+                                               (b == StrType and _int_like(a)) else None),
+    "py_truediv": lambda a, b, _: _arith(a, b, floor=FloatType),
+    "py_floordiv": lambda a, b, _: _arith(a, b, complex_ok=False),
+    "py_mod": lambda a, b, _: _arith(a, b, complex_ok=False),
+    "py_pow": _pow,
+    "py_min": lambda a, b, _: _arith(a, b, BoolType, False) or (StrType if a == b == StrType
+                                                               else None),
+    "py_eq": lambda a, b, _: BoolType if _equatable(a, b) else None,
+    "py_lt": lambda a, b, _: BoolType if _ordered(a, b) else None,
+}
+for _alias, _of in (("py_max", "py_min"), ("py_ne", "py_eq"), ("py_le", "py_lt"),
+                    ("py_gt", "py_lt"), ("py_ge", "py_lt")):
+    _RESULTS[_alias] = _RESULTS[_of]
+
+
+def _unary(name: str, result: Callable[[Type], Type | None], unknown: Type) -> TypeRule:
+    """A one-input op's rule; ``unknown``: its result type for an ``Any`` operand."""
+    def rule(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
+        t = _strip(types[0])
+        out = unknown if t == AnyType else result(t)
+        if out is None:
+            raise TypeError(f"{name}(): cannot take a {t!r}")
+        return [out]
+    return rule
+
+
+def _convertible(t: Type) -> bool:
+    """What ``int()``/``float()`` take: a real number, a str, a one-element tensor."""
+    return (_is_number(t) and t != ComplexType) or t == StrType or isinstance(t, TensorType)
+
+
+_UNARY: dict[str, Callable[[Type], Type | None]] = {
+    "py_neg": lambda t: _arith(t, t),
+    "py_abs": lambda t: FloatType if t == ComplexType else _arith(t, t),
+    "py_not": lambda t: None if _mutable(t) else BoolType,
+    "py_bool": lambda t: None if _mutable(t) else BoolType,
+    "py_int": lambda t: IntType if _convertible(t) else None,
+    "py_float": lambda t: FloatType if _convertible(t) else None,
+    "py_str": lambda t: StrType,
+    "py_is_none": lambda t: BoolType,
+}
+
+
+def _fixed(*outputs: Type) -> TypeRule:
+    return lambda types, attrs, values: list(outputs)
+
+
+def _tensor_query(result: Type) -> TypeRule:
+    def rule(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
+        if not isinstance(types[0], TensorType) and types[0] != AnyType:
+            raise TypeError(f"expected a Tensor, got {types[0]!r}")
+        return [result]
+    return rule
+
+
+# ---- lists ---------------------------------------------------------------------------------
+
+def _fits(value: Type, declared: Type) -> bool:
+    """Whether a value of type ``value`` may be stored where ``declared`` is expected (any
+    tensor where a tensor is: a list of tensors holds tensors of many shapes)."""
+    from ..verify import is_subtype  # verify imports the registry: import when a rule runs
+    if isinstance(value, TensorType) and isinstance(declared, TensorType):
+        return True
+    return is_subtype(value, declared) or (declared == FloatType and _int_like(value))
+
+
+def _element(t: Type, what: str) -> Type:
+    t = _strip(t)
+    if t == AnyType:
+        return AnyType
+    if not isinstance(t, ListType):
+        raise TypeError(f"{what}: expected a list, got {t!r}")
+    return t.element
+
+
+def _list_rule(name: str) -> TypeRule:
+    def rule(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
+        elem = _element(types[0], name)
+        lst = ListType(elem)
+        if name in ("list_set", "list_append"):
+            v = types[-1]
+            if not _fits(v, elem):
+                raise TypeError(f"{name}: cannot store a {v!r} in a {lst!r}")
+        if name == "list_concat":
+            from ..builder import join_types  # builder imports the registry
+            return [ListType(join_types(elem, _element(types[1], name)))]
+        return [{"list_len": IntType, "list_get": elem, "list_contains": BoolType}.get(name, lst)]
+    return rule
+
+
+# ---- dicts ---------------------------------------------------------------------------------
+
+def dict_type_of(text: str) -> DictType:
+    """The ``Dict(...)`` type that ``dict_construct``'s ``type`` attribute spells.
+
+        >>> dict_type_of("Dict(str, Tensor)")
+        Dict(str, Tensor)
+    """
+    from ..parser import Line, parse_type   # the parser imports the registry
+    line = Line(text, 1)
+    t = parse_type(line)
+    line.expect_end()
+    if not isinstance(t, DictType):
+        raise TypeError(f"dict_construct: type={text!r} is not a Dict(...) type")
+    return t
+
+
+def _key_fits(k: Type, key: Type) -> bool:
+    k = _strip(k)
+    return k == AnyType or k == key or (key == IntType and k == BoolType)
+
+
+def _dict_construct(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
+    if len(types) % 2:
+        raise TypeError(f"dict_construct: keys and values alternate, got {len(types)} inputs")
+    keys, vals = list(types[0::2]), list(types[1::2])
+    if attrs.get("type") is not None:
+        t = dict_type_of(attrs["type"])
+    elif not types:
+        raise TypeError('dict_construct: an empty dict needs its type, e.g. '
+                        'type="Dict(str, Tensor)"')
+    else:
+        from ..builder import join_types  # builder imports the registry
+        value = vals[0]
+        for v in vals[1:]:
+            value = join_types(value, v)
+        key = keys[0] if all(k == keys[0] for k in keys) else AnyType
+        if key not in DICT_KEY_TYPES:
+            raise TypeError(f"dict_construct: keys must be all str or all int, got "
+                            f"{', '.join(map(repr, keys))}")
+        t = DictType(key, value)
+    for k, v in zip(keys, vals):
+        if not (_key_fits(k, t.key) and _fits(v, t.value)):
+            raise TypeError(f"dict_construct: a {k!r}: {v!r} item does not fit {t!r}")
+    return [t]
+
+
+def _dict_rule(name: str) -> TypeRule:
+    def rule(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
+        d = _strip(types[0])
+        key: Type
+        value: Type
+        if d == AnyType:
+            key, value = AnyType, AnyType
+        elif isinstance(d, DictType):
+            key, value = d.key, d.value
+        else:
+            raise TypeError(f"{name}: expected a Dict, got {d!r}")
+        if len(types) > 1 and key != AnyType and not _key_fits(types[1], key):
+            raise TypeError(f"{name}: a {types[1]!r} key does not fit {d!r}")
+        if name == "dict_set" and not _fits(types[2], value):
+            raise TypeError(f"dict_set: cannot store a {types[2]!r} in a {d!r}")
+        return [{"dict_get": value, "dict_set": d, "dict_contains": BoolType,
+                 "dict_len": IntType, "dict_keys": ListType(key), "dict_values": ListType(value),
+                 "dict_items": ListType(TupleType((key, value)))}[name]]
+    return rule
+
+
+# ---- declarations --------------------------------------------------------------------------
+
+def _declare(schema: str, rule: TypeRule, *flags: str, doc: str = "") -> None:
+    op(schema, R.no_dtype, R.scalar_shape, NONDIFF, *flags, type_rule=rule, doc=doc)
+
+
+for _name in (*PY_ARITH, "py_min", "py_max"):
+    _declare(f"{_name}(Any a, Any b) -> Any", _binary(_name, _RESULTS[_name]))
+for _name in PY_COMPARE:
+    _declare(f"{_name}(Any a, Any b) -> bool", _binary(_name, _RESULTS[_name]))
+for _name, _out in (("py_neg", AnyType), ("py_abs", AnyType), ("py_not", BoolType),
+                    ("py_int", IntType), ("py_float", FloatType), ("py_bool", BoolType),
+                    ("py_is_none", BoolType)):
+    _declare(f"{_name}(Any x) -> {_out!r}", _unary(_name, _UNARY[_name], _out))
+# they print lists and dicts, so they read them: IMPURE keeps them in order
+_declare("py_str(Any x) -> str", _unary("py_str", _UNARY["py_str"], StrType), IMPURE)
+_declare("py_format(str fmt, Any... args) -> str", _fixed(StrType), IMPURE,
+         doc="``fmt.format(*args)``; f-strings compile to it.")
+
+_declare("dim(Tensor self) -> int", _tensor_query(IntType))
+_declare("numel(Tensor self) -> int", _tensor_query(IntType))
+_declare("shape(Tensor self) -> int[]", _tensor_query(ListType(IntType)))
+
+for _schema in ("list_len(Any[] l) -> int", "list_get(Any[] l, int i) -> Any",
+                "list_set(Any[] l, int i, Any v) -> Any[]", "list_append(Any[] l, Any v) -> Any[]",
+                "list_slice(Any[] l, int? start, int? end, int? step) -> Any[]",
+                "list_concat(Any[] a, Any[] b) -> Any[]", "list_contains(Any[] l, Any v) -> bool"):
+    _declare(_schema, _list_rule(_schema.split("(")[0]), IMPURE)
+
+# a fresh dict per run: IMPURE, so CSE never makes two literals one shared dict
+_declare("dict_construct(Any... keys_and_values, *, str? type=None) -> Any", _dict_construct,
+         IMPURE, doc="Keys and values alternate; ``type`` (``\"Dict(str, Tensor)\"``) types an "
+                     "empty dict or widens the value type.")
+for _schema in ("dict_get(Any d, Any k) -> Any", "dict_set(Any d, Any k, Any v) -> Any",
+                "dict_contains(Any d, Any k) -> bool", "dict_len(Any d) -> int",
+                "dict_keys(Any d) -> Any[]", "dict_values(Any d) -> Any[]",
+                "dict_items(Any d) -> Any[]"):
+    _declare(_schema, _dict_rule(_schema.split("(")[0]), IMPURE)
+
+__all__ = ["PY_ARITH", "PY_COMPARE", "dict_type_of"]
