@@ -290,6 +290,8 @@ class CodePrinter:
             return f"raise {node.attrs.get('kind', 'RuntimeError')}({node.attrs.get('message', '')!r})"
         if k == Prim.PRINT:
             return f"print({', '.join(a)})"
+        if k == Prim.CALL_FUNCTION:
+            return _library_call(node, a)
         if k in _SIZE_OPS:
             template, _, needs = _SIZE_OPS[k]
             return template.format(*(self.operand(v, p) for v, p in zip(node.inputs, needs)),
@@ -337,6 +339,22 @@ class CodePrinter:
         if len(self.lines) == start:
             self.emit(depth + 1, "pass")
         self.assign(depth, [self.names.define(v) for v in node.outputs], params[1:])
+
+
+def _library_call(node: Node, a: list[str]) -> str:
+    """A scripted library call as Python: ``F.gelu(x)``, ``x.softmax(-1)``, ``self.fc(x)``."""
+    def arg(entry: Any) -> str:
+        kind, payload = entry
+        return a[payload] if kind == "v" else literal(payload)
+    args = [arg(e) for e in node.attrs.get("args", [])]
+    args += [f"{k}={arg(e)}" for k, e in node.attrs.get("kwargs", [])]
+    name = node.attrs["name"]
+    if node.attrs.get("method"):
+        return f"{args[0]}.{node.attrs['method']}({', '.join(args[1:])})"
+    if name.startswith("Tensor.") and args:
+        return f"{args[0]}.{name[7:]}({', '.join(args[1:])})"
+    short = name.replace("scriptmod.nn.functional.", "F.").replace("scriptmod.", "torch.")
+    return f"{short}({', '.join(args)})"
 
 
 def _is_true(v: Value) -> bool:

@@ -46,10 +46,13 @@ class Prim:
     FUSION_GROUP = "prim::FusionGroup"
     RAISE = "prim::RaiseException"
     PRINT = "prim::Print"
+    CALL_FUNCTION = "prim::CallFunction"   # a library function by name, expanded per
+                                           # specialization (scripted code; see jit.frontend)
 
 
 OP_NAMESPACE = "sm"
-SIDE_EFFECT_KINDS = frozenset({Prim.SET_ATTR, Prim.CALL_METHOD, Prim.RAISE, Prim.PRINT})
+SIDE_EFFECT_KINDS = frozenset({Prim.SET_ATTR, Prim.CALL_METHOD, Prim.RAISE, Prim.PRINT,
+                               Prim.CALL_FUNCTION})
 _KIND_RE = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 _NAME_RE = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)*$")
 

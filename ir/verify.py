@@ -329,6 +329,13 @@ def _check_no_outputs(v: Verifier, node: Node) -> None:
     _arity(node, None, 0)
 
 
+def _check_call_function(v: "Verifier", node: Node) -> None:
+    _expect(node, isinstance(node.attrs.get("name"), str) and bool(node.attrs["name"]),
+            "prim::CallFunction needs a 'name' attribute (the library function)")
+    _expect(node, len(node.outputs) == 1, "prim::CallFunction has one output")
+    _arity(node, None, 1)
+
+
 CHECKS: dict[str, Callable[[Verifier, Node], None]] = {
     Prim.CONSTANT: _check_constant, Prim.GET_ATTR: _check_get_attr, Prim.SET_ATTR: _check_set_attr,
     Prim.CALL_METHOD: _check_call_method, Prim.LIST_CONSTRUCT: _check_list_construct,
@@ -336,4 +343,5 @@ CHECKS: dict[str, Callable[[Verifier, Node], None]] = {
     Prim.TUPLE_UNPACK: _check_unpack, Prim.TUPLE_INDEX: _check_tuple_index, Prim.IF: _check_if,
     Prim.LOOP: _check_loop, Prim.FUSION_GROUP: _check_fusion_group,
     Prim.RAISE: _check_no_outputs, Prim.PRINT: _check_no_outputs,
+    Prim.CALL_FUNCTION: _check_call_function,
 }

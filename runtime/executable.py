@@ -415,19 +415,28 @@ def _last_uses(graph: Graph, plan: Any) -> dict[Node, list[Value]]:
 
 def _block_last_uses(block: Block, imports: dict[Node, list[Value]],
                      out: dict[Node, list[Value]]) -> None:
+    defined = set(block.params)
+    for node in block:
+        defined.update(node.outputs)
     last: dict[Value, Node] = {}
     for node in block:
         for v in node.outputs:
             last[v] = node                  # an unused result dies where it is made
-        reads = [v for n in node.walk() for v in n.inputs]
-        reads += [v for n in node.walk() for b in n.blocks for v in b.outputs]
-        for v in reads + imports.get(node, []):
-            if v.node.owning_block is block:
+        for n in node.walk():               # reads here or in nested blocks, at any depth
+            for v in n.inputs:
+                if v in defined:
+                    last[v] = node
+            for b in n.blocks:
+                for v in b.outputs:
+                    if v in defined:
+                        last[v] = node
+        for v in imports.get(node, ()):
+            if v in defined:
                 last[v] = node
         for b in node.blocks:
             _block_last_uses(b, imports, out)
     for v in block.outputs:
-        if v.node.owning_block is block:
+        if v in defined:
             last[v] = block.return_node
     loop_body = block.owning_node is not None and block.owning_node.kind == Prim.LOOP
     for v, node in last.items():

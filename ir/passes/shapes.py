@@ -1,7 +1,8 @@
 """Shape (type) propagation: specialize a graph's types for given input types."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import contextlib
+from typing import Callable, Iterator, Sequence
 
 from .. import schema as S
 from ..builder import infer_op_types, join_types
@@ -58,8 +59,33 @@ def _merge_input(declared: Type, given: Type, keep_symbolic: bool) -> Type:
 
 
 def propagate_block(block: Block) -> None:
+    extra = _EXTRA[-1] if _EXTRA else None
     for node in block:
-        HANDLERS.get(node.kind, _keep)(node)
+        handler = extra.get(node.kind) if extra else None
+        (handler or HANDLERS.get(node.kind, _keep))(node)
+
+
+_EXTRA: list[dict[str, Callable[[Node], None]]] = []
+
+
+@contextlib.contextmanager
+def extra_handlers(handlers: dict[str, Callable[[Node], None]]) -> Iterator[None]:
+    """Inside the ``with``, ``propagate_shapes`` types the node kinds in ``handlers`` with
+    them (a frontend's own kinds: the script frontend expands ``prim::CallFunction`` here,
+    where its input types are known). A handler may replace its node by nodes it inserts
+    before it, typing them itself (``type_node``)."""
+    _EXTRA.append(dict(handlers))
+    try:
+        yield
+    finally:
+        _EXTRA.pop()
+
+
+def type_node(node: Node) -> None:
+    """Type one node as ``propagate_block`` would (its blocks included)."""
+    extra = _EXTRA[-1] if _EXTRA else None
+    handler = extra.get(node.kind) if extra else None
+    (handler or HANDLERS.get(node.kind, _keep))(node)
 
 
 def _keep(node: Node) -> None:

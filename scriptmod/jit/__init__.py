@@ -16,6 +16,8 @@ from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
 from scriptmod.ir.errors import ArgumentError, TraceGuardError  # noqa: F401
 from scriptmod.jit.archive import ArchiveError, load, save  # noqa: F401
 from scriptmod.jit._fuser import fuser, kernels_for  # noqa: F401
+from scriptmod.jit.frontend import (Final, FrontendError, annotate, export, ignore,  # noqa: F401
+                                    is_scripting, is_tracing, script, unused)
 from scriptmod.jit._compile_inplace import compile_in_place as _compile_in_place
 from scriptmod.nn._compiler import Compiler as _Compiler, register_compiler as _register
 
@@ -26,4 +28,5 @@ _register(_Compiler(trace=trace, compile_in_place=_compile_in_place, script_modu
 __all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "ScriptMethod",
            "ScriptFunction", "TracerWarning",
            "TracingError", "TraceGuardError", "ArgumentError", "PicklingError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
-           "kernels_for"]
+           "kernels_for", "script", "export", "ignore", "unused", "annotate", "Final",
+           "is_scripting", "is_tracing", "FrontendError"]

@@ -24,7 +24,7 @@ from scriptmod.ir.errors import ArgumentError, DTypeError
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
-from scriptmod.ir.passes.shapes import ShapePropagationError
+from scriptmod.ir.passes.shapes import ShapePropagationError, extra_handlers
 from scriptmod.ir.types import IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.runtime.executable import ArrayOps, Executable
 from scriptmod.runtime.interpreter import OpHandler, evaluate_node
@@ -226,7 +226,13 @@ class Executor:
         traced = _rank.traced_ranks(g) if changed else {}
         where = f"{self.module.original_name}.{self.method}()"
         try:
-            propagate_shapes(g, types)
+            if any(n.kind == Prim.CALL_FUNCTION for n in g.walk()):
+                # scripted library calls are expanded where their input types are known
+                from scriptmod.jit.frontend.library import expansion_handlers
+                with extra_handlers(expansion_handlers(self.owner)):
+                    propagate_shapes(g, types)
+            else:
+                propagate_shapes(g, types)
         except ShapePropagationError as e:
             if not changed:
                 raise

@@ -52,6 +52,7 @@ class ScriptModule(Module):
         self._out_specs: dict[str, Any] = {k: v for k, v in (out_specs or {}).items() if v is not None}
         self._in_specs: dict[str, Any] = {k: v for k, v in (in_specs or {}).items() if v is not None}
         self._executors: dict[str, Executor] = {}
+        self._defaults: dict[str, dict[str, Any]] = {}     # scripted: parameter defaults
         for name in self._methods:        # ``traced.encode(x)``; an instance attribute, so that
             if _installable(self, name):  # attribute reads on the hot path stay plain lookups
                 self.__dict__[name] = ScriptMethod(self, name)
@@ -145,7 +146,8 @@ class ScriptModule(Module):
         if self._in_specs and method in self._in_specs:   # dict/nested arguments: their tensors
             args = bind_structured(f"{self.original_name}.{method}()", self._in_specs[method],
                                    args, dict(kwargs))
-        elif kwargs:
+        elif kwargs or (self._defaults and method in self._defaults
+                        and len(args) < len(self._arg_names.get(method, ()))):
             args = self._positional(method, args, kwargs)
         out = self.executor(method)(args)
         if self._out_specs:                   # a dict or namedtuple output: rebuild it
@@ -156,7 +158,8 @@ class ScriptModule(Module):
 
     def _positional(self, method: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
         return tuple(bind_keywords(f"{self.original_name}.{method}()",
-                                   self._arg_names.get(method, []), args, kwargs))
+                                   self._arg_names.get(method, []), args, dict(kwargs),
+                                   self._defaults.get(method)))
 
     def save(self, f: Any, _extra_files: dict[str, Any] | None = None) -> None:
         """Write this module to an archive (see ``scriptmod.jit.save``).

@@ -301,15 +301,18 @@ def _leaf_name(name: str, path: list[str], taken: set[str]) -> str:
 
 
 def bind_keywords(owner: str, names: Sequence[str], args: Sequence[Any],
-                  kwargs: dict[str, Any]) -> list[Any]:
-    """``args``, then the remaining ``names`` taken from ``kwargs`` (consumed); an
-    ``ArgumentError`` naming a missing or unknown keyword."""
+                  kwargs: dict[str, Any], defaults: dict[str, Any] | None = None) -> list[Any]:
+    """``args``, then the remaining ``names`` taken from ``kwargs`` (consumed) or
+    ``defaults``; an ``ArgumentError`` naming a missing or unknown keyword."""
     takes = ", ".join(names) or "no arguments"
     values = list(args)
     for name in names[len(args):]:
-        if name not in kwargs:
+        if name in kwargs:
+            values.append(kwargs.pop(name))
+        elif defaults is not None and name in defaults:
+            values.append(defaults[name])
+        else:
             raise ArgumentError(f"{owner} missing argument {name!r} (it takes {takes})")
-        values.append(kwargs.pop(name))
     if kwargs:
         raise ArgumentError(f"{owner} got unexpected keyword argument(s) {sorted(kwargs)} "
                             f"(it takes {takes})")

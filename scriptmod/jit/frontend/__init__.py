@@ -1,0 +1,13 @@
+"""The script frontend: Python source -> IR graphs with control flow (``jit.script``).
+
+- ``api``: ``script`` and the decorators (``export``, ``ignore``, ``unused``, ``annotate``,
+  ``Final``, ``is_scripting``, ``is_tracing``);
+- ``compiler``: one function's AST -> a graph (types, statements, expressions, the exit
+  transform for break/continue/return);
+- ``library``: calls into scriptmod itself (ops where 1:1, else ``prim::CallFunction``
+  expanded per specialization by tracing the eager function);
+- ``annotations``: Python annotations -> IR types; ``errors``: ``FrontendError``.
+"""
+from .api import (Final, annotate, export, ignore, is_scripting, is_tracing,  # noqa: F401
+                  script, unused)
+from .errors import FrontendError, SourceRange  # noqa: F401

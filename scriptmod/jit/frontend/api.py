@@ -1,0 +1,155 @@
+"""``scriptmod.jit.script`` and its decorators: ``export``, ``ignore``, ``unused``,
+``annotate``, ``Final``, ``is_scripting``, ``is_tracing``.
+
+    >>> @scriptmod.jit.script
+    ... def clip_steps(x: Tensor, n: int) -> Tensor:
+    ...     for i in range(n):
+    ...         if bool((x > 1).any()):
+    ...             x = x * 0.5
+    ...     return x
+    >>> clip_steps(scriptmod.tensor([4.0, 0.5]), 3)
+    tensor([1.0000, 0.1250])
+
+A scripted module is a ``ScriptModule`` (the full Module API, like a traced one) whose
+methods keep their Python control flow as ``prim::If``/``prim::Loop``.
+"""
+from __future__ import annotations
+
+import typing
+from typing import Any, Callable, TypeVar
+
+from scriptmod.ir.graph import Graph
+from scriptmod.nn.module import Module
+from .compiler import Context, FunctionCompiler
+from .errors import FrontendError
+from . import library
+
+T = TypeVar("T")
+Final = typing.Final          # ``x: Final[int] = 3`` in a module: a constant (TorchScript's)
+
+
+def export(fn: Callable) -> Callable:
+    """Compile this method too (it is reachable from the ScriptModule by name)."""
+    fn._script_export = True              # type: ignore[attr-defined]
+    return fn
+
+
+def ignore(fn: Callable | None = None, *, drop: bool = False) -> Any:
+    """Leave this function as Python: scripting refuses calls to it with a clear error
+    (running Python from compiled code is not supported yet)."""
+    def mark(f: Callable) -> Callable:
+        f._script_ignore = True           # type: ignore[attr-defined]
+        return f
+    return mark(fn) if fn is not None else mark
+
+
+def unused(fn: Callable) -> Callable:
+    """Compile calls to this function as a raise (the body is not compiled)."""
+    fn._script_unused = True              # type: ignore[attr-defined]
+    return fn
+
+
+def annotate(the_type: Any, the_value: T) -> T:
+    """``annotate(List[int], [])``: the value, with its type stated for the compiler."""
+    return the_value
+
+
+def is_scripting() -> bool:
+    """True inside scripted code (compiled to a constant), False when run as Python."""
+    return False
+
+
+def is_tracing() -> bool:
+    """True while ``jit.trace`` runs the code, False otherwise (and in scripted code)."""
+    from scriptmod._dispatch import TRACERS
+    return bool(TRACERS)
+
+
+def script(obj: Any, optimize: Any = None, _frames_up: int = 0, _rcb: Any = None,
+           example_inputs: Any = None) -> Any:
+    """Compile a function or an ``nn.Module`` instance from its Python source.
+
+    A function becomes a ``ScriptFunction``; a module a ``ScriptModule`` whose ``forward``
+    and every method it reaches (and each ``@export`` method) are compiled, its submodules
+    scripted in turn; layers of ``scriptmod.nn`` itself stay as they are and are compiled
+    per input signature from their eager code. Raises ``FrontendError`` (a RuntimeError)
+    with the file, line and a caret under what cannot be compiled."""
+    from scriptmod.jit._script_module import ScriptFunction, ScriptModule
+    if isinstance(obj, (ScriptModule, ScriptFunction)):
+        return obj
+    if isinstance(obj, Module):
+        return _ModuleScripter().script(obj)
+    if isinstance(obj, type):
+        raise FrontendError(f"script: scripting a class ({obj.__name__}) is not supported; "
+                            f"script an instance of it")
+    if not callable(obj):
+        raise TypeError(f"script: expected a function or an nn.Module, got "
+                        f"{type(obj).__name__}")
+    if getattr(obj, "__self__", None) is not None and isinstance(obj.__self__, Module):
+        raise FrontendError("script: pass the module, not one of its bound methods "
+                            "(use @jit.export to compile other methods)")
+    ctx = Context()
+    ctx.stack.append(getattr(obj, "__qualname__", "function"))
+    fc = FunctionCompiler(obj, ctx)
+    graph = fc.compile()
+    sf = ScriptFunction(obj.__name__, graph, fc.arg_names)
+    sf._module._defaults["forward"] = fc.defaults
+    return sf
+
+
+class _ModuleScripter:
+    """Scripts one module tree: a ScriptModule per user module (shared parameters and
+    buffers, like ``jit.trace``), compiling methods on demand."""
+
+    def __init__(self) -> None:
+        self.memo: dict[int, Any] = {}
+        self.ctx = Context(method_graph=self.method_graph)
+
+    def script(self, mod: Module) -> Any:
+        sm = self.module(mod)
+        names = ["forward"] + [n for n in dir(type(mod)) if n != "forward" and getattr(
+            getattr(type(mod), n, None), "_script_export", False)]
+        for name in names:
+            if name == "forward" and type(mod).forward is Module.forward:
+                raise FrontendError(f"script: {type(mod).__name__} has no forward()")
+            self.method_graph(mod, name)
+        return sm
+
+    def module(self, mod: Module) -> Any:
+        from scriptmod.jit._script_module import ScriptModule
+        from scriptmod.jit._tracer import class_name
+        if id(mod) in self.memo:
+            return self.memo[id(mod)]
+        if library.is_builtin_layer(mod):
+            return mod                              # a layer: traced per specialization
+        sm = ScriptModule(type(mod).__name__, class_name(mod), {}, {})
+        self.memo[id(mod)] = sm
+        for name, p in mod._parameters.items():
+            sm.register_parameter(name, p)
+        for name, b in mod._buffers.items():
+            sm.register_buffer(name, b, persistent=name not in mod._non_persistent_buffers_set)
+        for name, child in mod._modules.items():
+            sm.add_module(name, None if child is None else self.module(child))
+        sm.training = mod.training
+        return sm
+
+    def method_graph(self, mod: Module, name: str) -> Graph:
+        """``mod.name``'s graph, compiled once, stored on its ScriptModule."""
+        sm = self.module(mod)
+        g = sm._methods.get(name)
+        if g is not None:
+            return g
+        fn = getattr(type(mod), name, None)
+        if fn is None or not callable(fn):
+            raise FrontendError(f"{type(mod).__name__} has no method {name!r}")
+        if getattr(fn, "_script_unused", False):
+            raise FrontendError(f"{type(mod).__name__}.{name} is @unused")
+        fc = FunctionCompiler(fn, self.ctx, module=mod, name=name)
+        g = fc.compile()
+        sm._methods[name] = g
+        sm._arg_names[name] = fc.arg_names
+        sm._defaults[name] = fc.defaults
+        from scriptmod.jit._script_module import ScriptMethod, _installable
+        if name != "forward" and _installable(sm, name):
+            sm.__dict__[name] = ScriptMethod(sm, name)
+        return g

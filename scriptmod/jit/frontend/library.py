@@ -1,0 +1,293 @@
+"""Library calls in scripted code: ``Tensor`` methods, ``scriptmod.*`` and
+``scriptmod.nn.functional.*`` functions, and the forwards of built-in layers.
+
+Operators and the registry's elementwise ops become op nodes where the code is scripted
+(their scalar operands may be computed at run time). Every other library call becomes a
+``prim::CallFunction[name=...]`` node naming the function by its public path, and is
+*expanded per specialization*: when the executor types the graph for a call's inputs
+(``expand_call``), the function is traced on stand-in tensors of those types, the recorded
+ops (with the guards the tracer inserts where the function branched on a size) replace
+the node, and typing goes on through them. So each library function keeps one
+implementation, its eager one, and a scripted model runs the same ops as eager.
+
+The names resolve only through ``resolve``: a path under ``Tensor.`` or a public path under
+the ``scriptmod`` package, walked attribute by attribute (never imported by name, never an
+underscore name), so loading an archive that names a function runs nothing from the file.
+"""
+from __future__ import annotations
+
+import types
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_node, known_value
+from scriptmod.ir.types import IntType, ListType, ModuleType, TensorType, TupleType, Type
+from scriptmod.tensor import Tensor
+from .errors import FrontendError
+
+_NAMESPACES = ("scriptmod", "scriptmod.nn.functional", "scriptmod.linalg", "scriptmod.special",
+               "scriptmod.fft")
+_NAMES: dict[int, str] = {}         # id(function) -> public path (built on first use)
+
+
+def public_name(fn: Any) -> str | None:
+    """``"scriptmod.nn.functional.relu"`` for ``F.relu``; None for a non-library object."""
+    if not _NAMES:
+        import importlib
+        for ns in _NAMESPACES:
+            try:
+                mod = importlib.import_module(ns)
+            except ImportError:
+                continue
+            for k, v in vars(mod).items():
+                if not k.startswith("_") and callable(v) and not isinstance(v, type):
+                    _NAMES.setdefault(id(v), f"{ns}.{k}")
+    return _NAMES.get(id(fn))
+
+
+def resolve(name: str) -> Callable[..., Any]:
+    """The library callable a ``prim::CallFunction`` names (see the module docstring)."""
+    parts = name.split(".")
+    if any(not p or (p.startswith("_") and not (p.startswith("__") and p.endswith("__")))
+           for p in parts):
+        raise FrontendError(f"library function {name!r}: not a public name")
+    if parts[0] == "Tensor" and len(parts) == 2:
+        attr = getattr(Tensor, parts[1], None)
+        if attr is None:
+            raise FrontendError(f"Tensor has no method {parts[1]!r}")
+        if isinstance(attr, property):
+            return attr.fget                         # type: ignore[return-value]
+        return attr
+    if parts[0] != "scriptmod":
+        raise FrontendError(f"library function {name!r}: not under scriptmod")
+    import scriptmod
+    obj: Any = scriptmod
+    for p in parts[1:]:
+        obj = getattr(obj, p, None)
+        if obj is None:
+            raise FrontendError(f"library function {name!r}: no such name")
+    if not callable(obj) or isinstance(obj, type):
+        raise FrontendError(f"library function {name!r}: not a function")
+    return obj
+
+
+# ---- expansion per specialization ---------------------------------------------------------
+
+def expand_call(node: Node, owner: Any) -> list[Node]:
+    """Replace the ``prim::CallFunction`` ``node`` by the ops its function records on
+    stand-ins of its input types; returns the nodes inserted (before ``node``), which the
+    caller types. ``owner``: the module the graph's ``self`` stands for (for layer calls)."""
+    where = node.attrs.get("source_text") or node.source or "scripted code"
+    args, kwargs, tensors = _call_arguments(node, where)
+    if node.attrs.get("method"):
+        module = _module_of(owner, node.inputs[0], where)
+        return _splice_module(node, module, node.attrs["method"], args, kwargs, tensors, where)
+    fn = resolve(node.attrs["name"])
+    return _splice_function(node, fn, args, kwargs, tensors, where)
+
+
+def _call_arguments(node: Node, where: str) -> tuple[list, dict, list[Value]]:
+    """The call's arguments with stand-in tensors and the known constants; the Values
+    the stand-ins stand for, in order."""
+    tensors: list[Value] = []
+    standins: dict[Value, Any] = {}
+
+    def arg(entry: Any) -> Any:
+        kind, payload = entry
+        if kind == "c":
+            return payload
+        v = node.inputs[payload]
+        if isinstance(v.type, ModuleType):
+            return None                         # the module itself (a layer's ``self``)
+        if isinstance(v.type, TensorType):
+            if v not in standins:
+                standins[v] = _standin(v, where)
+                tensors.append(v)
+            return standins[v]
+        if isinstance(v.type, (ListType, TupleType)) and v.node.kind in (
+                Prim.LIST_CONSTRUCT, Prim.TUPLE_CONSTRUCT):
+            items = [arg(("v", node.inputs.index(i))) if i in node.inputs else _known(i, where)
+                     for i in v.node.inputs]
+            return items if isinstance(v.type, ListType) else tuple(items)
+        return _known(v, where)
+
+    args = [arg(e) for e in node.attrs.get("args", [])]
+    kwargs = {k: arg(e) for k, e in node.attrs.get("kwargs", [])}
+    return args, kwargs, tensors
+
+
+def _known(v: Value, where: str) -> Any:
+    value = known_value(v)
+    if value is None and not (v.node.kind == Prim.CONSTANT and v.node.attrs.get("value") is None):
+        raise FrontendError(f"{where}: a library call's non-tensor argument must be known when "
+                            f"the specialization is built (a constant, or a size of an input); "
+                            f"this one ({v.type!r}) is computed at run time")
+    return value
+
+
+def _standin(v: Value, where: str) -> Tensor:
+    t = v.type
+    assert isinstance(t, TensorType)
+    if not t.is_concrete:
+        raise FrontendError(f"{where}: the tensor argument's type {t!r} is not known here "
+                            f"(a library call needs its inputs' dtype and shape)")
+    if t.device != "cpu":
+        import cupy                                       # noqa: PLC0415
+        from scriptmod.runtime.arrays import NP_DTYPE     # noqa: PLC0415
+        return Tensor._make(cupy.zeros(t.shape, NP_DTYPE[t.dtype]))
+    from scriptmod.runtime.arrays import NP_DTYPE         # noqa: PLC0415
+    return Tensor._make(np.zeros(t.shape, NP_DTYPE[t.dtype]))
+
+
+def _splice_function(node: Node, fn: Callable, args: list, kwargs: dict,
+                     tensors: list[Value], where: str) -> list[Node]:
+    from scriptmod.jit._trace import trace               # noqa: PLC0415
+    standins = _standins_in(args, kwargs)
+
+    def call(*ts: Tensor) -> Any:
+        swap = dict(zip(map(id, standins), ts))
+        a = [_swap(x, swap) for x in args]
+        kw = {k: _swap(x, swap) for k, x in kwargs.items()}
+        return fn(*a, **kw)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced = trace(call, tuple(standins), check_trace=False)
+    except FrontendError:
+        raise
+    except Exception as e:
+        raise FrontendError(f"{where}: {node.attrs['name']}: {type(e).__name__}: {e}") from e
+    return _splice(node, traced.graph, list(tensors), where)
+
+
+def _standins_in(args: list, kwargs: dict) -> list[Tensor]:
+    out: list[Tensor] = []
+    for x in list(args) + list(kwargs.values()):
+        for t in (x if isinstance(x, (list, tuple)) else [x]):
+            if isinstance(t, Tensor) and all(t is not o for o in out):
+                out.append(t)
+    return out
+
+
+def _swap(x: Any, swap: dict[int, Tensor]) -> Any:
+    if isinstance(x, Tensor):
+        return swap.get(id(x), x)
+    if isinstance(x, list):
+        return [_swap(i, swap) for i in x]
+    if isinstance(x, tuple):
+        return tuple(_swap(i, swap) for i in x)
+    return x
+
+
+def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dict,
+                   tensors: list[Value], where: str) -> list[Node]:
+    """A built-in layer's method: trace the layer itself, inline its calls, then splice
+    with its ``self`` standing for the layer's value in this graph."""
+    from scriptmod.jit._executor import inlined         # noqa: PLC0415
+    from scriptmod.jit._trace import trace_module       # noqa: PLC0415
+    standins = _standins_in(args[1:], kwargs)
+    if kwargs or any(not isinstance(a, Tensor) for a in args[1:]):
+        raise FrontendError(f"{where}: a built-in layer's {method}() is called with tensor "
+                            f"arguments only, in scripted code")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced = trace_module(module, {method: tuple(args[1:])}, check_trace=False)
+    except Exception as e:
+        raise FrontendError(f"{where}: {type(module).__name__}.{method}: "
+                            f"{type(e).__name__}: {e}") from e
+    del standins
+    g = inlined(traced, method)
+    return _splice(node, g, [node.inputs[0]] + list(tensors), where)
+
+
+def _splice(node: Node, g: Graph, inputs: list[Value], where: str) -> list[Node]:
+    if len(g.inputs) != len(inputs):
+        raise FrontendError(f"{where}: {node.attrs['name']}: the traced call takes "
+                            f"{len(g.inputs)} input(s), the scripted call passes {len(inputs)}")
+    env = dict(zip(g.inputs, inputs))
+    made: list[Node] = []
+    for n in g.block:
+        c = clone_node(n, node.graph, env)
+        c.insert_before(node)
+        if node.source and not c.source:
+            c.source = node.source
+        made.append(c)
+    outs = [env[v] for v in g.outputs]
+    result = _packed(node, outs, made)
+    node.output.replace_all_uses_with(result)
+    node.destroy()
+    return made
+
+
+def _packed(node: Node, outs: list[Value], made: list[Node]) -> Value:
+    """The traced outputs as the call's one output: itself, or a list/tuple of them."""
+    want: Type = node.output.type
+    if len(outs) == 1 and not isinstance(want, (ListType, TupleType)):
+        return outs[0]
+    if len(outs) == 1 and isinstance(outs[0].type, (ListType, TupleType)):
+        return outs[0]
+    kind = Prim.LIST_CONSTRUCT if isinstance(want, ListType) else Prim.TUPLE_CONSTRUCT
+    from scriptmod.ir.builder import join_types       # noqa: PLC0415
+    if kind == Prim.LIST_CONSTRUCT:
+        elem = outs[0].type
+        for o in outs[1:]:
+            elem = join_types(elem, o.type)
+        t: Type = ListType(elem)
+    else:
+        t = TupleType(tuple(o.type for o in outs))
+    from scriptmod.ir.builder import Builder           # noqa: PLC0415
+    b = Builder(node.graph, source=node.source)
+    with b.insert_before(node):
+        pack = b.node(kind, outs, [t])
+    made.append(pack)
+    return pack.output
+
+
+def _module_of(owner: Any, v: Value, where: str) -> Any:
+    from scriptmod.jit._executor import submodule_of_value   # noqa: PLC0415
+    if owner is None:
+        raise FrontendError(f"{where}: a layer call needs the module")
+    return submodule_of_value(owner, v)
+
+
+def expansion_handlers(owner: Any) -> dict[str, Callable[[Node], None]]:
+    """``ir.passes.shapes.extra_handlers`` for a graph read from ``owner``: each
+    ``prim::CallFunction`` is expanded where shape propagation reaches it, and the nodes
+    it became are typed in its place."""
+    from scriptmod.ir.passes.shapes import type_node      # noqa: PLC0415
+
+    def expand(node: Node) -> None:
+        for made in expand_call(node, owner):
+            type_node(made)
+    return {Prim.CALL_FUNCTION: expand}
+
+
+def is_builtin_layer(module: Any) -> bool:
+    """A layer of ``scriptmod.nn`` itself (traced per specialization, not scripted); the
+    containers (Sequential, ModuleList, ModuleDict) are not layers: scripted code iterates
+    or calls through them."""
+    from scriptmod.nn import ModuleDict, ModuleList, Sequential   # noqa: PLC0415
+    return type(module).__module__.startswith("scriptmod.nn") and not isinstance(
+        module, (Sequential, ModuleList, ModuleDict))
+
+
+def is_container(module: Any) -> bool:
+    from scriptmod.nn import ModuleDict, ModuleList, Sequential   # noqa: PLC0415
+    return type(module) in (Sequential, ModuleList, ModuleDict)
+
+
+def function_kind(fn: Any) -> str:
+    """"library" (traced per specialization), "python" (a user function: scripted), or
+    "other"."""
+    if public_name(fn) is not None:
+        return "library"
+    if isinstance(fn, types.FunctionType):
+        mod = getattr(fn, "__module__", "") or ""
+        return "library" if mod.startswith("scriptmod.") else "python"
+    return "other"
+
+
+INT = IntType
