@@ -148,6 +148,11 @@ class OpSchema:
         ops = [_operand(t) for t in input_types]
         dt = self.dtype_rule(ops, attrs)
         dts = dt if isinstance(dt, tuple) else (dt,)
+        if any(isinstance(t, TensorType) and t.dtype is None for t in input_types) \
+                and attrs.get("dtype") is None:
+            # an operand of unknown dtype (scripted code before specialization): the
+            # result's dtype is unknown too, unless the op always gives bool
+            dts = tuple(d if d is D.bool_ else None for d in dts)
         shapes = self.shape_rule(ops, attrs, values)
         shapes = shapes if self.n_outputs > 1 else (shapes,)
         tensors = [t for t in input_types if isinstance(t, TensorType)]

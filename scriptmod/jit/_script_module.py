@@ -357,6 +357,12 @@ class ScriptFunction:
         return self._module.graph_for(*inputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from scriptmod._dispatch import TRACERS
+        if TRACERS:             # called while tracing: its graph goes into the trace
+            if kwargs or len(args) < len(self._module._arg_names.get("forward", ())):
+                args = self._module._positional("forward", args, kwargs)
+            return TRACERS[-1].call_scripted(self.graph, lambda: self._module._run(
+                "forward", args, {}), args)
         return self._module._run("forward", args, kwargs)
 
     def __reduce_ex__(self, protocol: Any) -> Any:

@@ -41,8 +41,19 @@ def _tracing(tracer: Tracer) -> Iterator[None]:
     patched = []
     root = tracer.root
     if root is not None:
+        skip: set[int] = set()
         for m in root.modules():
-            if m is root or id(m) in {id(p) for p, _ in patched}:
+            if m is root or id(m) in {id(p) for p, _ in patched} or id(m) in skip:
+                continue
+            if isinstance(m, ScriptModule) and "forward" in m._methods:
+                # scripted (or traced) already: its graph goes into the trace as a call
+                original = m.forward
+                m.__dict__["forward"] = _scripted_hook(tracer, m)
+                patched.append((m, original))
+                ex = m._executors.get("forward")
+                if ex is not None:
+                    ex.module_fast = None            # calls go through forward while tracing
+                skip.update(id(c) for c in m.modules())
                 continue
             original = m.forward
             m.__dict__["forward"] = _make_hook(tracer, m, original)
@@ -79,6 +90,16 @@ def _make_hook(tracer: Tracer, module: Any, forward: Callable) -> Callable:
                 _SUB_SPECS.setdefault(tracer, {}).setdefault(id(module), {})[name] = spec
         return unflatten(plain, spec)
     return traced_forward
+
+
+def _scripted_hook(tracer: Tracer, module: Any) -> Callable:
+    def scripted_forward(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = module._positional("forward", args, kwargs)
+        return tracer.call_scripted(module._methods["forward"],
+                                    lambda: module._run("forward", args, {}), args,
+                                    module=module)
+    return scripted_forward
 
 
 def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple,
@@ -276,6 +297,8 @@ def _propagate(tracer: Tracer, module: Any, g: Graph, batch: int, done: set[int]
     for node in g.walk():
         if node.kind == Prim.CALL_METHOD:
             sub = submodule_of(module, node)
+            if id(sub) not in tracer.graphs:         # a scripted submodule: its own types
+                continue
             callee = tracer.graphs[id(sub)][node.attrs["name"]]
             _propagate(tracer, sub, callee, batch, done)
             for out, t in zip(node.outputs, (v.type for v in callee.outputs)):
@@ -295,6 +318,10 @@ def _build(mod: Module, tracer: Tracer, arg_names: dict[int, dict[str, list[str]
            specs: dict[int, dict[str, Any]], memo: dict[int, ScriptModule]) -> ScriptModule:
     if id(mod) in memo:
         return memo[id(mod)]
+    if isinstance(mod, ScriptModule) and "forward" in mod._methods and \
+            id(mod) not in tracer.graphs:
+        memo[id(mod)] = mod                  # a scripted submodule keeps its own graphs
+        return mod
     sm = ScriptModule(type(mod).__name__, class_name(mod), tracer.graphs.get(id(mod), {}),
                       arg_names.get(id(mod), {}), specs.get(id(mod), {}),
                       tracer.input_specs_of_calls.get(id(mod), {}))

@@ -375,6 +375,29 @@ class Tracer:
             self._bind_output(parent, out, call[0])
         return out
 
+    def call_scripted(self, graph: Graph, run: Callable[[], Any], args: Sequence[Any],
+                      module: Any = None, method: str = "forward") -> Any:
+        """A scripted function or submodule called while tracing: it runs as compiled (its
+        results feed the rest of the trace) and its graph, control flow included, goes into
+        the trace: a ``prim::CallMethod`` of the scripted submodule (``module``), or the
+        function's graph inlined."""
+        parent = self.frames[-1]
+        out = run()
+        with parent.b.at_source(user_source()):
+            ins = [self.input_value(parent, a) for a in args]
+            if module is not None:
+                mod_v = self.module_value(parent, module)
+                self.modules[id(module)] = module
+                (result,) = parent.b.call_method(mod_v, method, ins, [graph.outputs[0].type])
+            else:
+                from scriptmod.ir.graph import clone_node
+                env = dict(zip(graph.inputs, ins))
+                for n in graph.block:
+                    clone_node(n, parent.graph, env).insert_before(parent.b._anchor)
+                result = env[graph.outputs[0]]
+        self._bind_output(parent, out, result)
+        return out
+
     def _mark_written_args(self, child: Frame, out: Any) -> None:
         """An argument the submodule wrote in place has no new value in the caller's graph
         unless it is the call's result (``ReLU(inplace=True)``): reading it again would be
