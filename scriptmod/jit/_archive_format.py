@@ -198,7 +198,7 @@ _METHOD = {"name": str, "arg_names": [str], "inputs": [str], "outputs": [str],
            "input_structure?": ANY}
 _MODULE = {"path": str, "original_name": str, "qualified_name": str, "training": bool,
            "parameters": [_PARAM], "buffers": [_BUFFER], "submodules": [_CHILD],
-           "methods": [_METHOD]}
+           "methods": [_METHOD], "layer?": {"class": str, "config": ANY}}
 _TENSOR = {"key": str, "dtype": str, "shape": [int], "device": str, "parameter": bool,
            "requires_grad": bool}
 MANIFEST_SCHEMA = {"format": str, "format_version": int, "producer": str, "root": int,
@@ -344,7 +344,8 @@ def iter_methods(manifest: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]
 ALLOWED_PRIMS = frozenset({
     "prim::Constant", "prim::GetAttr", "prim::SetAttr", "prim::CallMethod",
     "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct", "prim::TupleUnpack",
-    "prim::TupleIndex", "prim::If", "prim::Loop", "prim::RaiseException", "prim::Print"})
+    "prim::TupleIndex", "prim::If", "prim::Loop", "prim::RaiseException", "prim::Print",
+    "prim::CallFunction"})
 # any name add_module takes ("0", "my-layer", "class"), less quotes, backslashes, control chars
 _MEMBER_RE = re.compile(r'[^."\\\x00-\x1f\x7f]{1,255}')
 _IDENT_RE = re.compile(r"[A-Za-z_]\w{0,254}")

@@ -203,7 +203,19 @@ class _Writer:
                         for k, b in m._buffers.items()],
             "submodules": [{"name": k, "module": None if c is None else self.index[id(c)]}
                            for k, c in m._modules.items()],
-            "methods": [self.method_entry(i, k, g) for k, g in m._methods.items()]}
+            "methods": [self.method_entry(i, k, g) for k, g in m._methods.items()],
+            **self.layer_entry(m, path)}
+
+    def layer_entry(self, m: Any, path: str) -> dict[str, Any]:
+        """A scripted model's built-in layer: its class and plain configuration, from which
+        the loader rebuilds the eager layer that its calls are compiled from."""
+        ref = m.__dict__.get("_layer")
+        if ref is None:
+            return {}
+        if not ref.savable:
+            raise ArchiveError(f"jit.save: layer {path!r} ({ref.class_path}) has attributes "
+                               f"that are not plain values; it cannot be rebuilt from an archive")
+        return {"layer": {"class": ref.class_path, "config": ref.config}}
 
     def method_entry(self, i: int, name: str, graph: Graph) -> dict[str, Any]:
         g = _savable_graph(graph)
@@ -454,6 +466,8 @@ class _MethodRefs:
                 self.set_attr(n.inputs[0], n.attrs["name"])
             elif n.kind == Prim.CALL_METHOD:
                 calls.add(self.call(n.inputs, n.attrs["name"], len(n.outputs)))
+            elif n.kind == Prim.CALL_FUNCTION:
+                self.call_function(n)
             else:
                 self.no_modules(n)
         return calls
@@ -495,6 +509,30 @@ class _MethodRefs:
             raise self.fail(f"prim::SetAttr writes {name!r}, which is not a tensor attribute of "
                             f"{mod['qualified_name']}")
 
+    def call_function(self, n: Any) -> None:
+        """A scripted library call: a public scriptmod function, or a method of a layer
+        entry (rebuilt from its class); arguments as (kind, payload) pairs in range."""
+        from scriptmod.jit.frontend.errors import FrontendError
+        from scriptmod.jit.frontend.library import resolve
+        self.no_modules(n)
+        entries = list(n.attrs.get("args", [])) + [e[1] for e in n.attrs.get("kwargs", [])
+                                                   if isinstance(e, list) and len(e) == 2]
+        for e in entries:
+            if not (isinstance(e, list) and len(e) == 2 and e[0] in ("v", "c")) or (
+                    e[0] == "v" and not (isinstance(e[1], int) and 0 <= e[1] < len(n.inputs))):
+                raise self.fail(f"prim::CallFunction has a malformed argument {e!r}")
+        method = n.attrs.get("method")
+        if method is not None:
+            mod = self.module_of(n.inputs[0], f"prim::CallFunction[method={method!r}]")
+            if mod.get("layer") is None or method != "forward":
+                raise self.fail(f"prim::CallFunction calls {method!r} of "
+                                f"{mod['qualified_name']}, which is not a built-in layer")
+            return
+        try:
+            resolve(n.attrs.get("name", ""))
+        except FrontendError as e:
+            raise self.fail(f"prim::CallFunction: {e}") from None
+
     def call(self, inputs: Sequence[Value], name: str, n_out: int) -> tuple[int, str]:
         mod = self.module_of(inputs[0], f"prim::CallMethod[name={name!r}]")
         j = self.owner[inputs[0]]
@@ -507,6 +545,26 @@ class _MethodRefs:
                             f"takes {n_out} output(s); the method has {len(callee.inputs)} and "
                             f"{len(callee.outputs)}")
         return (j, name)
+
+
+def _layer_ref(entry: Any) -> Any:
+    """A manifest's layer entry: a public ``scriptmod.nn`` class and plain values only."""
+    from scriptmod.jit.frontend.errors import FrontendError
+    from scriptmod.jit.frontend.library import LayerRef, layer_class
+    if not (isinstance(entry, dict) and isinstance(entry.get("class"), str)
+            and isinstance(entry.get("config"), dict)):
+        raise ArchiveError("manifest: a layer entry needs 'class' (str) and 'config' (dict)")
+    try:
+        layer_class(entry["class"])
+    except FrontendError as e:
+        raise ArchiveError(f"manifest: {e}") from None
+    for k, v in entry["config"].items():
+        items = v["tuple"] if isinstance(v, dict) and set(v) == {"tuple"} else v
+        items = items if isinstance(items, list) else [items]
+        if not isinstance(k, str) or k.startswith("__") or not all(
+                i is None or type(i) in (int, float, bool, str) for i in items):
+            raise ArchiveError(f"manifest: layer config {k!r} is not a plain value")
+    return LayerRef(entry["class"], dict(entry["config"]))
 
 
 def _has_module(t: Type) -> bool:
@@ -540,6 +598,8 @@ def _rebuild(manifest: dict[str, Any], graphs: dict[tuple[int, str], Graph],
             for c in e["submodules"]:
                 m.add_module(c["name"], None if c["module"] is None else objs[c["module"]])
             m.training = e["training"]
+            if e.get("layer") is not None:
+                m.__dict__["_layer"] = _layer_ref(e["layer"])
     except (KeyError, TypeError, ValueError) as e:
         raise ArchiveError(f"manifest: cannot rebuild the module tree: {e}") from None
     return objs[manifest["root"]]

@@ -120,10 +120,10 @@ class _ModuleScripter:
         from scriptmod.jit._tracer import class_name
         if id(mod) in self.memo:
             return self.memo[id(mod)]
-        if library.is_builtin_layer(mod):
-            return mod                              # a layer: traced per specialization
         sm = ScriptModule(type(mod).__name__, class_name(mod), {}, {})
         self.memo[id(mod)] = sm
+        if library.is_builtin_layer(mod):           # a layer: traced per specialization
+            sm.__dict__["_layer"] = library.LayerRef.of(mod)
         for name, p in mod._parameters.items():
             sm.register_parameter(name, p)
         for name, b in mod._buffers.items():

@@ -1404,7 +1404,7 @@ class FunctionCompiler:
 
     def call_module_values(self, ref: ModuleRef, method: str, vals: list[Value],
                            e: ast.AST) -> Sugared:
-        if library.is_builtin_layer(ref.module):
+        if library.is_builtin_layer(ref.module) or "_layer" in ref.module.__dict__:
             return self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + vals, {},
                                      e, TensorType(), method=method)
         assert self.ctx.method_graph is not None

@@ -247,10 +247,100 @@ def _packed(node: Node, outs: list[Value], made: list[Node]) -> Value:
 
 
 def _module_of(owner: Any, v: Value, where: str) -> Any:
+    """The eager layer a layer call traces: the shell's ``LayerRef`` builds it (sharing
+    the shell's parameters and buffers)."""
     from scriptmod.jit._executor import submodule_of_value   # noqa: PLC0415
     if owner is None:
         raise FrontendError(f"{where}: a layer call needs the module")
-    return submodule_of_value(owner, v)
+    shell = submodule_of_value(owner, v)
+    ref = shell.__dict__.get("_layer")
+    if ref is None:
+        raise FrontendError(f"{where}: {type(shell).__name__} is not a built-in layer")
+    return ref.instance(shell)
+
+
+_PLAIN = (int, float, bool, str, type(None))
+_MODULE_STATE = frozenset({"training", "_parameters", "_buffers", "_modules",
+                           "_non_persistent_buffers_set"})
+
+
+class LayerRef:
+    """What rebuilds a built-in layer around a scripted shell: its class (a public path
+    under ``scriptmod.nn``) and its plain configuration attributes (``in_features``,
+    ``eps``, ``approximate``...). Saved in archives; resolved without importing anything
+    by name (attributes of ``scriptmod.nn``, a Module subclass defined there)."""
+
+    def __init__(self, class_path: str, config: dict[str, Any], original: Any = None) -> None:
+        self.class_path = class_path
+        self.config = config
+        self.original = original          # the user's layer, when its config is not plain
+        self._built: dict[int, Any] = {}  # id(shell) -> eager instance (in process)
+
+    @classmethod
+    def of(cls, layer: Any) -> "LayerRef":
+        import scriptmod.nn as nn                     # noqa: PLC0415
+        name = type(layer).__name__
+        path = f"scriptmod.nn.{name}" if getattr(nn, name, None) is type(layer) else None
+        config: dict[str, Any] = {}
+        plain = path is not None
+        for k, v in layer.__dict__.items():
+            if k in _MODULE_STATE or (k.startswith("_") and k.endswith("hooks")) or \
+                    k.startswith("_forward") or k.startswith("_backward") or \
+                    k.startswith("_state_dict") or k.startswith("_load_state_dict"):
+                continue
+            if isinstance(v, _PLAIN) or (isinstance(v, (tuple, list)) and all(
+                    isinstance(i, _PLAIN) for i in v)):
+                config[k] = list(v) if isinstance(v, tuple) else v
+                if isinstance(v, tuple):
+                    config[k] = {"tuple": list(v)}
+            elif callable(v) or hasattr(v, "__dict__"):
+                plain = False
+        return cls(path or f"<unsavable {type(layer).__qualname__}>", config,
+                   None if plain else layer)
+
+    @property
+    def savable(self) -> bool:
+        return self.original is None
+
+    def instance(self, shell: Any) -> Any:
+        """The eager layer for ``shell`` (built once per shell)."""
+        if self.original is not None:
+            return self.original
+        got = self._built.get(id(shell))
+        if got is not None and got[0] is shell:
+            return got[1]
+        from scriptmod.nn.module import Module          # noqa: PLC0415
+        cls = layer_class(self.class_path)
+        layer = cls.__new__(cls)
+        Module.__init__(layer)
+        for k, v in self.config.items():
+            object.__setattr__(layer, k, tuple(v["tuple"]) if isinstance(v, dict) else v)
+        for name, p in shell._parameters.items():
+            layer._parameters[name] = p
+        for name, b in shell._buffers.items():
+            layer._buffers[name] = b
+        layer._non_persistent_buffers_set = set(shell._non_persistent_buffers_set)
+        for name, child in shell._modules.items():
+            ref = None if child is None else child.__dict__.get("_layer")
+            layer._modules[name] = None if child is None else (
+                ref.instance(child) if ref is not None else child)
+        layer.training = shell.training
+        self._built[id(shell)] = (shell, layer)
+        return layer
+
+
+def layer_class(path: str) -> type:
+    """``scriptmod.nn.Linear`` -> the class; only a Module subclass of scriptmod.nn."""
+    import scriptmod.nn as nn                         # noqa: PLC0415
+    from scriptmod.nn.module import Module            # noqa: PLC0415
+    parts = path.split(".")
+    if len(parts) != 3 or parts[:2] != ["scriptmod", "nn"] or parts[2].startswith("_"):
+        raise FrontendError(f"layer class {path!r}: not a public scriptmod.nn layer")
+    cls = getattr(nn, parts[2], None)
+    if not (isinstance(cls, type) and issubclass(cls, Module)
+            and cls.__module__.startswith("scriptmod.nn")):
+        raise FrontendError(f"layer class {path!r}: not a scriptmod.nn layer")
+    return cls
 
 
 def expansion_handlers(owner: Any) -> dict[str, Callable[[Node], None]]:
