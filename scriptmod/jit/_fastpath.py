@@ -50,15 +50,15 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
     direct = spec.executable.direct()
     if direct is None or spec.written or spec.aliased or spec.key[3]:
         return None
-    if not all(type(a) is Tensor and type(a._data) is np.ndarray and not a._requires_grad
-               for a in args):
+    kinds = tuple(_kind(a) for a in args)
+    if None in kinds:
         return None
     fn, error = direct
     n_out = len(spec.graph.outputs)
     env = _fuser._env_data
     m_names = tuple(slots.m_names) if slots is not None else ()
     t_names = tuple(slots.t_names) if slots is not None else ()
-    structure = (len(args), has_self, m_names, t_names, n_out, env is not None)
+    structure = (kinds, has_self, m_names, t_names, n_out, env is not None)
     code = _CODE.get(structure)
     if code is None:
         code = _CODE[structure] = compile(_source(*structure), "<scriptmod fast path>", "exec")
@@ -70,7 +70,10 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
         "OWNER": owner, "make": Tensor._make, "wrap_tree": wrap_tree,
         "STATE": slots.arrays if slots is not None else ()}
     for i, a in enumerate(args):
-        ns[f"DT{i}"], ns[f"SH{i}"] = a._data.dtype, a._data.shape
+        if kinds[i] == "tensor":
+            ns[f"DT{i}"], ns[f"SH{i}"] = a._data.dtype, a._data.shape
+        elif kinds[i] in ("int", "bool"):
+            ns[f"K{i}"] = a                     # ints and bools specialize by value
     if slots is not None:
         for i, (reg, mod) in enumerate(zip(slots.m_regs, slots.mods)):
             ns[f"M{i}"], ns[f"MO{i}"] = reg, mod
@@ -80,20 +83,38 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
     return ns["fast"]
 
 
-def _source(n_args: int, has_self: bool, m_names: tuple, t_names: tuple, n_out: int,
+def _kind(a: Any) -> str | None:
+    """How the fast path checks an argument (None: it cannot, the full path runs)."""
+    t = type(a)
+    if t is Tensor:
+        return "tensor" if type(a._data) is np.ndarray and not a._requires_grad else None
+    if t in (int, bool, float):
+        return t.__name__
+    return "none" if a is None else None
+
+
+def _source(kinds: tuple, has_self: bool, m_names: tuple, t_names: tuple, n_out: int,
             env_dict: bool) -> str:
+    n_args = len(kinds)
     a = [f"a{i}" for i in range(n_args)]
-    d = [f"d{i}" for i in range(n_args)]
+    d = [f"d{i}" if k == "tensor" else f"a{i}" for i, k in enumerate(kinds)]
     lines = ["def fast(args):", f"    if len(args) != {n_args}:", "        return MISS"]
     if n_args:
         lines.append(f"    {', '.join(a)}{',' if n_args == 1 else ''} = args")
-    for i in range(n_args):
-        lines += [f"    if type(a{i}) is not Tensor or a{i}._requires_grad:",
-                  "        return MISS",
-                  f"    d{i} = a{i}._data",
-                  f"    if type(d{i}) is not ndarray or d{i}.dtype is not DT{i} or "
-                  f"d{i}.shape != SH{i}:",
-                  "        return MISS"]
+    for i, kind in enumerate(kinds):
+        if kind == "tensor":
+            lines += [f"    if type(a{i}) is not Tensor or a{i}._requires_grad:",
+                      "        return MISS",
+                      f"    d{i} = a{i}._data",
+                      f"    if type(d{i}) is not ndarray or d{i}.dtype is not DT{i} or "
+                      f"d{i}.shape != SH{i}:",
+                      "        return MISS"]
+        elif kind in ("int", "bool"):
+            lines += [f"    if type(a{i}) is not {kind} or a{i} != K{i}:", "        return MISS"]
+        elif kind == "float":
+            lines += [f"    if type(a{i}) is not float:", "        return MISS"]
+        else:
+            lines += [f"    if a{i} is not None:", "        return MISS"]
     lines += ["    if HV[0] != V0:", "        return MISS"]
     env = " or ENV._data is not ENVD or ENVD.get(ENVK) is not None" if env_dict else " or True"
     lines += [f"    if FST.stack or FG['fusion'] is not None{env}:",
