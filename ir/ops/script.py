@@ -117,6 +117,21 @@ def _pow(a: Type, b: Type, exponent: Any) -> Type | None:
     return IntType if b == BoolType else NumberType
 
 
+def _add(a: Type, b: Type, _: Any) -> Type | None:
+    return _arith(a, b) or (StrType if a == b == StrType else None)
+
+
+def _mul(a: Type, b: Type, _: Any) -> Type | None:
+    """Numbers, or a str repeated an int number of times (``"ab" * 3``, ``3 * "ab"``)."""
+    repeat = (a == StrType and _int_like(b)) or (b == StrType and _int_like(a))
+    return _arith(a, b) or (StrType if repeat else None)
+
+
+def _min(a: Type, b: Type, _: Any) -> Type | None:
+    """Ordered numbers in their common type (no complex), or two strs."""
+    return _arith(a, b, BoolType, complex_ok=False) or (StrType if a == b == StrType else None)
+
+
 def _ordered(a: Type, b: Type) -> bool:
     return _arith(a, b, complex_ok=False) is not None or a == b == StrType
 
@@ -127,16 +142,14 @@ def _equatable(a: Type, b: Type) -> bool:
 
 
 _RESULTS: dict[str, Callable[[Type, Type, Any], Type | None]] = {
-    "py_add": lambda a, b, _: _arith(a, b) or (StrType if a == b == StrType else None),
+    "py_add": _add,
     "py_sub": lambda a, b, _: _arith(a, b),
-    "py_mul": lambda a, b, _: _arith(a, b) or (StrType if (a == StrType and _int_like(b)) or
-                                               (b == StrType and _int_like(a)) else None),
+    "py_mul": _mul,
     "py_truediv": lambda a, b, _: _arith(a, b, floor=FloatType),
     "py_floordiv": lambda a, b, _: _arith(a, b, complex_ok=False),
     "py_mod": lambda a, b, _: _arith(a, b, complex_ok=False),
     "py_pow": _pow,
-    "py_min": lambda a, b, _: _arith(a, b, BoolType, False) or (StrType if a == b == StrType
-                                                               else None),
+    "py_min": _min,
     "py_eq": lambda a, b, _: BoolType if _equatable(a, b) else None,
     "py_lt": lambda a, b, _: BoolType if _ordered(a, b) else None,
 }
