@@ -1,9 +1,11 @@
-"""``scriptmod bench``: eager vs unfused vs fused on W1–W5, against measured floors.
+"""``scriptmod bench``: eager vs unfused vs fused on W1–W6, against measured floors (W6 is
+scripted with ``jit.script``, the others traced).
 
     scriptmod bench                          # everything, default threads, float32
     scriptmod bench --quick                  # small sizes, few repetitions (a smoke test)
     scriptmod bench --workload W1,W3 --threads 1 --json out.json --plot out.png
     scriptmod bench --compare torch          # adds torch eager, TorchScript, torch.compile
+    scriptmod bench --workload W6 --compare torch   # scripted GRU: torch.jit.script column
     scriptmod bench --no-compile-time        # skip the two new-process startup runs
 
 ``--threads N`` sets the threads of scriptmod's compiled kernels and of the BLAS NumPy
@@ -46,8 +48,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write the full results as JSON")
     p.add_argument("--plot", metavar="PATH", help="write a PNG bar chart (needs matplotlib)")
     p.add_argument("--compare", choices=("torch",),
-                   help="add PyTorch columns: eager, TorchScript (torch.jit trace+freeze) and "
-                   "torch.compile, same weights and input, no grad")
+                   help="add PyTorch columns: eager, TorchScript (torch.jit trace+freeze; "
+                   "torch.jit.script for W6) and torch.compile, same weights and input, no grad")
     p.add_argument("--compile-time", action=argparse.BooleanOptionalAction, default=True,
                    help="measure trace, cold compile and warm start in two new processes "
                    "per workload (default: on; --no-compile-time skips them)")

@@ -18,10 +18,11 @@ from typing import Any, Sequence
 
 from scriptmod.bench.runner import BenchReport, WorkloadResult
 
-VARIANTS = ("eager", "unfused", "fused", "torch_eager", "torch_jit", "torch_compile")
+VARIANTS = ("eager", "unfused", "fused", "torch_eager", "torch_jit", "torch_script",
+            "torch_compile")
 LABELS = {"eager": "eager", "unfused": "unfused", "fused": "fused",
           "torch_eager": "torch eager", "torch_jit": "torch.jit trace+freeze",
-          "torch_compile": "torch.compile"}
+          "torch_script": "torch.jit.script", "torch_compile": "torch.compile"}
 SHORT = {**LABELS, "torch_jit": "torch.jit"}        # the spread table's narrower headers
 
 
@@ -169,6 +170,9 @@ def problems(report: BenchReport) -> list[str]:
 FOOTNOTE = ("medians, no grad; fused/eager = eager median / fused median; floor = bytes (read x "
             "+ write y) over copy bandwidth, or matmul FLOPs over matmul peak; x-floor = fused / "
             "floor; torch.jit trace+freeze = torch.jit.freeze(torch.jit.trace(model, x)).")
+SCRIPT_NOTE = ("Scripted workloads ({ids}): unfused and fused are scriptmod.jit.script(model), "
+               "control flow kept, the trace column is the jit.script time; torch.jit.script = "
+               "torch.jit.script(model), not frozen.")
 STARTUP_NOTE = ("1st call = the first call of a freshly traced module, measured in a new "
                 "process after import, model building and jit.trace (trace, shown apart): "
                 "specialization, graph passes, fusion, code generation, LLVM compilation or "
@@ -191,6 +195,9 @@ def format_report(report: BenchReport) -> str:
         parts += [startup_table(report), ""]
     parts += [textwrap.fill(FOOTNOTE, 100),
               textwrap.fill(STARTUP_NOTE if separate else IN_PROCESS_NOTE, 100)]
+    scripted = [r.workload.id for r in report.results if r.workload.script]
+    if scripted:
+        parts.append(textwrap.fill(SCRIPT_NOTE.format(ids=", ".join(scripted)), 100))
     return "\n".join(parts)
 
 
@@ -248,7 +255,8 @@ def _panel(ax: Any, r: WorkloadResult, variants: list[str]) -> None:
     lo = [max(0.0, m - t.q1_s * scale) for m, (_, t) in zip(med, timed)]
     hi = [max(0.0, t.q3_s * scale - m) for m, (_, t) in zip(med, timed)]
     colors = {"eager": "#999999", "unfused": "#6baed6", "fused": "#08519c",
-              "torch_eager": "#fdae6b", "torch_jit": "#a63603", "torch_compile": "#e6550d"}
+              "torch_eager": "#fdae6b", "torch_jit": "#a63603", "torch_script": "#a63603",
+              "torch_compile": "#e6550d"}
     bars = ax.bar(range(len(names)), med, yerr=[lo, hi], capsize=3,
                   color=[colors[n] for n in names])
     ax.bar_label(bars, labels=[f"{m:.3g}" for m in med], fontsize=7, padding=2)

@@ -1,8 +1,9 @@
 """Running one benchmark workload: build, compile (cold and warm), check, time, bound.
 
 For each workload the model is built with scriptmod's layers and traced at the workload's
-batch; the fused and the unfused (``jit.fuser(False)``) ScriptModules are checked against
-eager on the run input (dtype tolerance), then eager, unfused and fused are timed back to
+batch (W6, whose loop exits on the data, is scripted with ``jit.script`` instead); the
+fused and the unfused (``jit.fuser(False)``) ScriptModules are checked against eager on
+the run input (dtype tolerance), then eager, unfused and fused are timed back to
 back in this process under ``no_grad`` (with grad enabled for W4G) (``timing``), and the
 result is set against the floor measured in the same run (``floors``). Cold compile and
 warm start are measured in two new processes (``startup``), unless
@@ -252,25 +253,32 @@ def build(w: Workload, opts: BenchOptions) -> tuple[nn.Module, sm.Tensor, sm.Ten
     return model, x_trace, x_run
 
 
-def compile_models(model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
+def compile_models(w: Workload, model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
                    sync: Callable[[], None]) -> Compiled:
-    """Trace three times: cold compile (empty cache folder), warm compile (fresh
-    ScriptModule, kernels from the disk cache only) and unfused. Times are first calls."""
-    info: dict[str, Any] = {}
+    """Compile three times: cold compile (empty cache folder), warm compile (fresh
+    ScriptModule, kernels from the disk cache only) and unfused. Times are first calls;
+    ``trace_s`` is the trace (or, for a scripted workload, the ``jit.script``)."""
+    info: dict[str, Any] = {"compiler": "jit.script" if w.script else "jit.trace"}
     with fresh_kernel_cache():
         s0 = _cache_stats()
         box: list[Any] = []
-        info["trace_s"] = time_once(lambda: box.append(trace_model(model, x_trace)))
+        info["trace_s"] = time_once(lambda: box.append(compile_model(w, model, x_trace)))
         info["cold_s"] = time_once(lambda: box[0](x), sync)
         s1 = _cache_stats()
         _forget_kernels()
-        fused = trace_model(model, x_trace)
+        fused = compile_model(w, model, x_trace)
         info["warm_s"] = time_once(lambda: fused(x), sync)
         info["cache_cold"], info["cache_warm"] = _delta(s0, s1), _delta(s1, _cache_stats())
     with fusion(False):
-        unfused = trace_model(model, x_trace)
+        unfused = compile_model(w, model, x_trace)
         info["unfused_first_s"] = time_once(lambda: unfused(x), sync)
     return Compiled(fused, unfused, info)
+
+
+def compile_model(w: Workload, model: nn.Module, x: sm.Tensor) -> Any:
+    """The workload's ScriptModule: ``jit.script(model)`` for a scripted workload (W6),
+    else ``trace_model(model, x)``."""
+    return jit.script(model) if w.script else trace_model(model, x)
 
 
 def trace_model(model: nn.Module, x: sm.Tensor) -> Any:
@@ -315,11 +323,13 @@ def _measure(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor, x: sm.Te
              opts: BenchOptions, sync: Callable[[], None],
              stage: Callable[[str], None]) -> None:
     stage("compile")
-    c = compile_models(model, x_trace, x, sync)
+    c = compile_models(res.workload, model, x_trace, x, sync)
     res.compile = c.info
     stage("check")
     ref = host64(model(x))
     check_outputs(res, c, x, ref)
+    if res.workload.run_note is not None:
+        res.notes.append(res.workload.run_note(model, x))
     variants = {"eager": Variant(lambda: model(x)), "unfused": Variant(lambda: c.unfused(x),
                                                                           lambda: fusion(False)),
                 "fused": Variant(lambda: c.fused(x))}

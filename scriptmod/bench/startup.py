@@ -2,10 +2,10 @@
 
 *Cold compile*: a child process with an empty kernel cache folder (``SCRIPTMOD_CACHE_DIR``
 set to a new temporary directory) imports scriptmod, builds the workload's model, traces
-it (``trace_s``) and calls the traced module once (``first_call_s``). *Warm start*: a
-second child does the same with the folder the first one filled, so its first call finds
-every kernel object on disk and compiles none. Nothing is shared in memory: each child is
-a new interpreter.
+it (``trace_s``; for a scripted workload, W6, ``jit.script``) and calls the traced module
+once (``first_call_s``). *Warm start*: a second child does the same with the folder the
+first one filled, so its first call finds every kernel object on disk and compiles none.
+Nothing is shared in memory: each child is a new interpreter.
 
 What ``first_call_s`` includes: everything the first call of a freshly traced module does,
 timed around that one call under ``no_grad`` (grad enabled for W4G): specialization to
@@ -127,7 +127,8 @@ def _measure(spec: StartupSpec) -> dict[str, Any]:
     traced: list[Any] = []
     out: list[Any] = []
     with WORKLOADS[spec.wid].grad_mode():
-        trace_s = time_once(lambda: traced.append(runner.trace_model(model, x_trace)), sync)
+        trace_s = time_once(lambda: traced.append(
+            runner.compile_model(WORKLOADS[spec.wid], model, x_trace)), sync)
         before = _cache_stats()
         first_s = time_once(lambda: out.append(traced[0](x)), sync)
         cache = _delta(before, _cache_stats())

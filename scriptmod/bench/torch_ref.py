@@ -1,4 +1,4 @@
-"""PyTorch twins of W1–W5 for ``scriptmod bench --compare torch``.
+"""PyTorch twins of W1–W6 for ``scriptmod bench --compare torch``.
 
 Each twin has the module structure of the scriptmod model, so the scriptmod ``state_dict``
 loads into it key for key: both sides compute with the same weights and the same input,
@@ -13,6 +13,9 @@ check, warm-up, median of samples):
 - ``torch_jit``: TorchScript, ``torch.jit.freeze(torch.jit.trace(twin, x))`` of the eval
   twin ("torch.jit trace+freeze", as WORKLOADS.md measures it); the trace and freeze time
   is ``torch_jit_build_s``;
+- ``torch_script`` instead, for a scripted workload (W6, whose loop a trace would freeze):
+  ``torch.jit.script(twin)`` of the eval twin ("torch.jit.script", not frozen), as the
+  issue compares against;
 - ``torch_compile``: ``torch.compile(twin)`` in its default mode.
 
 The child is killed after the timeout because torch.compile's compile time is unbounded;
@@ -32,7 +35,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Tuple
 
 import numpy as np
 
@@ -41,6 +44,7 @@ from scriptmod.bench.timing import Timing, Variant, time_variants
 
 TORCH_COMPILE_MODE = "default"
 COLUMNS = ("torch_eager", "torch_jit", "torch_compile")
+SCRIPT_COLUMNS = ("torch_eager", "torch_script", "torch_compile")   # a scripted workload's
 TWIN_OF = {"W4G": "W4"}            # workload variants that run another workload's model
 
 
@@ -53,7 +57,15 @@ def dims_of(wid: str, model: Any) -> dict[str, int]:
     if wid == "W5":
         return {"d": int(model.ln1.normalized_shape[0]), "heads": model.attn.num_heads,
                 "hidden": model.mlp[0].out_features}
+    if wid == "W6":
+        return {"input": model.cell.x2h.in_features, "hidden": model.hidden_size}
     return {}
+
+
+def columns(script: bool) -> tuple[str, ...]:
+    """The PyTorch columns of a traced (``COLUMNS``) or scripted (``SCRIPT_COLUMNS``)
+    workload."""
+    return SCRIPT_COLUMNS if script else COLUMNS
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,10 +132,56 @@ def _block_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
             "W5": lambda d: TransformerBlock(d["d"], d["heads"], d["hidden"])}
 
 
+@functools.lru_cache(maxsize=None)
+def _recurrent_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
+    import torch
+    from torch import nn
+
+    class GRUCell(nn.Module):
+        def __init__(self, input_size: int, hidden_size: int) -> None:
+            super().__init__()
+            self.hidden_size = hidden_size
+            self.x2h = nn.Linear(input_size, 3 * hidden_size)
+            self.h2h = nn.Linear(hidden_size, 3 * hidden_size)
+
+        def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+            gx, gh, k = self.x2h(x), self.h2h(h), self.hidden_size
+            r = torch.sigmoid(gx[:, :k] + gh[:, :k])
+            z = torch.sigmoid(gx[:, k:2 * k] + gh[:, k:2 * k])
+            n = torch.tanh(gx[:, 2 * k:] + r * gh[:, 2 * k:])
+            return (1 - z) * n + z * h
+
+    class PonderingGRU(nn.Module):
+        def __init__(self, input_size: int, hidden_size: int) -> None:
+            super().__init__()
+            self.hidden_size = hidden_size
+            self.threshold = 0.99
+            self.cell = GRUCell(input_size, hidden_size)
+            self.halt = nn.Linear(hidden_size, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = x.new_zeros((x.size(0), self.hidden_size))
+            budget = x.new_zeros((x.size(0), 1))
+            for t in range(x.size(1)):
+                h, budget = self.step(x[:, t], h, budget)
+                if float(budget.min()) >= self.threshold:
+                    break
+            return h
+
+        def step(self, x_t: torch.Tensor, h: torch.Tensor,
+                 budget: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+            running = budget < self.threshold
+            h = torch.where(running, self.cell(x_t, h), h)
+            return h, torch.where(running, budget + torch.sigmoid(self.halt(h)), budget)
+
+    return {"W6": lambda d: PonderingGRU(d["input"], d["hidden"])}
+
+
 def build_twin(wid: str, dims: dict[str, int], weights: dict[str, np.ndarray]) -> Any:
     """The PyTorch model of workload ``wid`` in eval mode, holding ``weights`` exactly."""
     import torch
-    twin = {**_elementwise_twins(), **_block_twins()}[TWIN_OF.get(wid, wid)](dims)
+    twins = {**_elementwise_twins(), **_block_twins(), **_recurrent_twins()}
+    twin = twins[TWIN_OF.get(wid, wid)](dims)
     dtype = next(iter(weights.values())).dtype if weights else np.float32
     twin = twin.to(torch.float64 if dtype == np.float64 else torch.float32).eval()
     twin.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()},
@@ -140,24 +198,28 @@ class TorchSide:
     own timings: PyTorch's OpenMP workers spin after each parallel region, and would steal
     a core from whatever scriptmod variant ran next if they lived in this process."""
 
-    def __init__(self, wid: str, opts: Any, note: str = "") -> None:
+    def __init__(self, wid: str, opts: Any, note: str = "", script: bool = False) -> None:
         self.wid, self.opts, self.note = wid, opts, note
+        self.columns = columns(script)
         self.job: dict[str, Any] = {}
 
     @classmethod
     def create(cls, workload: Any, model: Any, x: Any, ref: np.ndarray, opts: Any) -> "TorchSide":
+        script = workload.script
         if opts.device != "cpu":
-            return cls(workload.id, opts, "the PyTorch columns are measured on the CPU only")
+            return cls(workload.id, opts, "the PyTorch columns are measured on the CPU only",
+                       script)
         if importlib.util.find_spec("torch") is None:
-            return cls(workload.id, opts, "PyTorch is not importable: pip install torch")
-        side = cls(workload.id, opts)
-        side.job = {"wid": workload.id, "grad": workload.grad, "dims": dims_of(workload.id, model),
-                    "weights": weights_of(model), "x": x.numpy(force=True), "ref": ref}
+            return cls(workload.id, opts, "PyTorch is not importable: pip install torch", script)
+        side = cls(workload.id, opts, script=script)
+        side.job = {"wid": workload.id, "grad": workload.grad, "script": script,
+                    "dims": dims_of(workload.id, model), "weights": weights_of(model),
+                    "x": x.numpy(force=True), "ref": ref}
         return side
 
     def finish(self, res: Any) -> None:
         """Run the child; record its checks and timings ("n/a" for whatever it lacks)."""
-        for name in COLUMNS:
+        for name in self.columns:
             res.times[name] = None
         if self.note:
             res.notes.append(self.note)
@@ -166,7 +228,7 @@ class TorchSide:
         if self.job["grad"]:
             res.notes.append("grad enabled: torch.jit is trace only (no freeze), so that the "
                              "weights take grad")
-        for name in COLUMNS:
+        for name in self.columns:
             part = result.get(name)
             if part:
                 _record(res, name, part)
@@ -190,13 +252,14 @@ def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
         np.savez(Path(d) / "weights.npz", **job["weights"])
         np.save(Path(d) / "x.npy", job["x"])
         np.save(Path(d) / "ref.npy", job["ref"])
-        spec = {"wid": job["wid"], "grad": job["grad"], "dims": job["dims"],
+        spec = {"wid": job["wid"], "grad": job["grad"], "script": job.get("script", False),
+                "dims": job["dims"],
                 "threads": opts.threads, "dtype": opts.dtype, "budget": opts.budget,
                 "repeat": opts.repeat, "min_reps": opts.min_reps}
         (Path(d) / "job.json").write_text(json.dumps(spec))
         result = run_child(["-m", "scriptmod.bench.torch_ref", d],
                            opts.torch_compile_timeout_s, {"TORCHINDUCTOR_COMPILE_THREADS": "1"})
-        for name in COLUMNS:
+        for name in columns(spec["script"]):
             done = Path(d) / f"{name}.json"
             if name not in result and done.exists():
                 result[name] = json.loads(done.read_text())
@@ -215,6 +278,18 @@ def torchscript(twin: Any, x: Any, freeze: bool = True) -> Any:
         warnings.simplefilter("ignore", DeprecationWarning)
         traced = torch.jit.trace(twin.eval(), (x,))
         return torch.jit.freeze(traced) if freeze else traced
+
+
+def torchscript_scripted(twin: Any) -> Any:
+    """``torch.jit.script`` of the eval twin, for a workload whose control flow a trace
+    would freeze (W6); not frozen, as the issue's column is ``torch.jit.script``. Its
+    DeprecationWarning (PyTorch 2.13) is silenced as in ``torchscript``."""
+    import warnings
+
+    import torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.script(twin.eval())
 
 
 def _timed_part(model: Any, x: Any, ref: np.ndarray, spec: dict[str, Any]) -> dict[str, Any]:
@@ -236,10 +311,12 @@ def _child_main(job_dir: str) -> dict[str, Any]:
         torch.set_num_threads(spec["threads"])
     twin = build_twin(spec["wid"], spec["dims"], dict(np.load(d / "weights.npz")))
     x, ref = torch.from_numpy(np.load(d / "x.npy")), np.load(d / "ref.npy")
-    builders: dict[str, Callable[[], Any]] = {
-        "torch_eager": lambda: twin,
-        "torch_jit": lambda: torchscript(twin, x, freeze=not spec.get("grad", False)),
-        "torch_compile": lambda: torch.compile(twin, mode=TORCH_COMPILE_MODE)}
+    builders: dict[str, Callable[[], Any]] = {"torch_eager": lambda: twin}
+    if spec.get("script"):
+        builders["torch_script"] = lambda: torchscript_scripted(twin)
+    else:
+        builders["torch_jit"] = lambda: torchscript(twin, x, freeze=not spec.get("grad", False))
+    builders["torch_compile"] = lambda: torch.compile(twin, mode=TORCH_COMPILE_MODE)
     out: dict[str, Any] = {}
     errors = []
     with torch.enable_grad() if spec.get("grad") else torch.no_grad():
@@ -256,7 +333,7 @@ def _child_main(job_dir: str) -> dict[str, Any]:
 
 
 LABELS = {"torch_eager": "torch eager", "torch_jit": "torch.jit trace+freeze",
-          "torch_compile": "torch.compile"}
+          "torch_script": "torch.jit.script", "torch_compile": "torch.compile"}
 
 
 def _built_and_timed(make: Callable[[], Any], x: Any, ref: np.ndarray,
