@@ -1,0 +1,922 @@
+"""The corpus programs (kept out of the test module so that pytest's assertion rewriting
+leaves their ``assert`` statements as Python runs them), with their inputs: ``CASES`` for
+functions, ``MODULE_CASES`` for modules, and ``FRONTEND_BUGS`` naming the programs the
+frontend gets wrong today (each a strict xfail in test_corpus.py)."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+import scriptmod as sm
+import scriptmod.nn.functional as F
+from scriptmod import Tensor, nn
+
+from .script_util import tensor
+
+
+# ---- assignment -----------------------------------------------------------------------
+
+def swap_unpack(x: Tensor, y: Tensor) -> Tensor:
+    a, b = x, y
+    a, b = b, a
+    (c, d), e = (a, 2), b
+    return c * d - e
+
+
+def pair(x: Tensor, k: int) -> Tuple[Tensor, int]:
+    return x * k, k + 1
+
+
+def unpack_call(x: Tensor, k: int) -> Tensor:
+    y, j = pair(x, k)
+    rows, cols = x.shape[0], x.shape[1]
+    return y + j + rows * cols
+
+
+def augmented(x: Tensor, n: int, f: float) -> Tuple[Tensor, int, float]:
+    i = n
+    i += 2
+    i *= 3
+    i -= 1
+    i //= 2
+    i %= 7
+    f += 0.5
+    f *= 2.0
+    f /= 3.0
+    y = x * 3.0
+    y += 1.0
+    y *= f
+    y -= x
+    return y, i, f
+
+
+def augmented_in_place(x: Tensor) -> Tensor:
+    x += 1.0
+    x *= 2.0
+    return x
+
+
+def list_store(n: int) -> List[int]:
+    xs = [1, 2, 3, 4]
+    xs[0] = n
+    xs[-1] = xs[1] * n
+    xs[n % 4] += 10
+    return xs
+
+
+def tensor_store(x: Tensor, i: int) -> Tensor:
+    y = x.clone()
+    y[0] = y[0] * 0.0
+    y[i] = y[i] * 3.0
+    y[1:, 0] = y[1:, 1] - 1.0
+    y[:, -1] += 5.0
+    return y
+
+
+def annotated_locals(n: int) -> Tuple[List[int], Optional[int], float]:
+    xs: List[int] = []
+    best: Optional[int] = None
+    total: float = 0
+    for i in range(n):
+        xs.append(i * i)
+        total += i
+        if i % 2 == 1:
+            best = i
+    return xs, best, total
+
+
+# ---- if / elif / else ------------------------------------------------------------------
+
+def sign_of(n: int) -> str:
+    if n > 0:
+        s = "positive"
+    elif n < 0:
+        s = "negative"
+    else:
+        s = "zero"
+    return s
+
+
+def tensor_branch(x: Tensor) -> Tensor:
+    if bool(x.sum() > 0):
+        y = x.relu()
+    elif bool(x.max() > -0.5):
+        y = x * 2.0
+    else:
+        y = -x
+    return y + 1.0
+
+
+def nested_if(x: Tensor, a: int, b: int) -> Tensor:
+    if a > 0:
+        if b > 0:
+            x = x + 1.0
+        else:
+            x = x - 1.0
+            if b < -5:
+                x = x * 10.0
+    else:
+        pass
+    return x
+
+
+def if_without_else(x: Tensor, flag: bool) -> Tensor:
+    y = x
+    if flag:
+        y = y.exp()
+    return y
+
+
+# ---- for loops -------------------------------------------------------------------------
+
+def range_forms(a: int, b: int, c: int) -> List[int]:
+    out: List[int] = []
+    for i in range(a):
+        out.append(i)
+    for i in range(a, b):
+        out.append(10 * i)
+    for i in range(a, b, c):
+        out.append(100 * i)
+    for i in range(b, a, -c):
+        out.append(-i)
+    return out
+
+
+def range_negative_step(n: int) -> int:
+    total = 0
+    for i in range(n, -n, -2):
+        total = total * 3 + i
+    return total
+
+
+def for_over_list(n: int, x: Tensor) -> Tensor:
+    xs = [1, n, 3]
+    for k in xs:
+        x = x + k
+    for t in [x, x * 2.0, x * 3.0]:
+        x = x + t
+    return x
+
+
+def for_over_tuple(x: Tensor) -> Tensor:
+    for scale in (1.0, 2.0, 0.5):
+        x = x * scale + 1.0
+    for t in (x, x.relu(), x.tanh()):
+        x = x + t
+    return x
+
+
+def for_enumerate(n: int, f: float) -> float:
+    xs = [f * i - 1.0 for i in range(n)]
+    total = 0.0
+    for i, v in enumerate(xs):
+        total += i * v
+    return total
+
+
+def for_zip(n: int, m: int, x: Tensor) -> Tuple[int, Tensor]:
+    xs = [i + 1 for i in range(n)]
+    ys = [2, -1, 4, 0, 3][:m]
+    s = 0
+    for a, b in zip(xs, ys):
+        s += a * b
+    for row, w in zip(x, ys):
+        x = x + row * w
+    return s, x
+
+
+def for_tensor_rows(x: Tensor) -> Tensor:
+    acc = sm.zeros_like(x[0])
+    for row in x:
+        acc = acc + row * row
+    return acc
+
+
+def for_enumerate_tensor(x: Tensor) -> Tensor:
+    out = x[0] * 0.0
+    for i, row in enumerate(x):
+        out = out + row * i
+    return out
+
+
+# ---- while, break, continue, return ----------------------------------------------------
+
+def collatz_steps(n: int) -> int:
+    steps = 0
+    while n != 1:
+        if n % 2 == 0:
+            n = n // 2
+        else:
+            n = 3 * n + 1
+        steps += 1
+    return steps
+
+
+def halve_until(x: Tensor, limit: float) -> Tuple[Tensor, int]:
+    k = 0
+    while bool(x.abs().max() > limit):
+        x = x * 0.5
+        k += 1
+    return x, k
+
+
+def break_in_for(n: int, stop: int) -> int:
+    xs = [i * i % 7 for i in range(n)]
+    total = 0
+    for v in xs:
+        if v == stop:
+            break
+        total += v
+    return total
+
+
+def continue_in_for(n: int) -> int:
+    total = 0
+    for i in range(n):
+        if i % 3 == 0:
+            continue
+        total += i
+    return total
+
+
+def while_break_continue(x: Tensor, k: int) -> Tensor:
+    i = 0
+    while i < k:
+        i += 1
+        if i == 2:
+            continue
+        if i > 4:
+            break
+        x = x + i
+    return x
+
+
+def nested_break_continue(n: int, m: int) -> List[int]:
+    out: List[int] = []
+    for i in range(n):
+        if i == 3:
+            continue
+        for j in range(m):
+            if j > i:
+                break
+            if (i + j) % 2 == 1:
+                continue
+            out.append(i * 10 + j)
+        if len(out) > 6:
+            break
+    return out
+
+
+def early_return(x: Tensor, n: int) -> Tensor:
+    if n < 0:
+        return -x
+    if n == 0:
+        return x * 0.0
+    y = x + n
+    return y
+
+
+def return_in_loop(x: Tensor, t: float) -> Tuple[Tensor, int]:
+    for i in range(10):
+        if float(x.sum()) > t:
+            return x, i
+        x = x + 1.0
+    return x, -1
+
+
+def return_in_nested_loops(n: int, target: int) -> Tuple[int, int]:
+    for i in range(n):
+        for j in range(n):
+            if i * j == target:
+                return i, j
+    return -1, -1
+
+
+def return_in_while(n: int, neg_at: int) -> int:
+    xs = [neg_at - i for i in range(n)]
+    i = 0
+    while i < len(xs):
+        if xs[i] < 0:
+            return i
+        i += 1
+    return -1
+
+
+def with_pass(x: Tensor, n: int) -> Tensor:
+    for i in range(n):
+        pass
+    if n > 1:
+        pass
+    else:
+        x = x + 1.0
+    return x
+
+
+# ---- expressions -----------------------------------------------------------------------
+
+def int_arith(a: int, b: int) -> Tuple[int, int, int, int, int, int, float, int]:
+    return a + b, a - b, a * b, a // b, a % b, a ** 2, a / b, -a
+
+
+def float_arith(a: float, b: float) -> Tuple[float, float, float, float, float, float]:
+    return a + b, a - b, a * b, a / b, a ** 2.0, -a + 2 * b
+
+
+def mixed_arith(a: int, b: float, x: Tensor) -> Tensor:
+    c = a * b + a / 2
+    return x * c - a + b ** 2 - x / (b + 10.0) + 2 ** x
+
+
+def comparisons(a: int, b: int, f: float) -> List[bool]:
+    return [a < b, a <= b, a > b, a >= b, a == b, a != b, f < a, 0 <= a < b, a < b <= f,
+            a == b == 3]
+
+
+def tensor_comparisons(x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    return x < y, (x >= 0.0) & (y != x), x.eq(y) | (x > 1.0)
+
+
+def short_circuit(i: int) -> Tuple[bool, bool, bool]:
+    xs = [1, -2, 0]
+    a = i < len(xs) and xs[i] > 0
+    b = i >= len(xs) or xs[i] < 0
+    c = not (i < len(xs) and xs[i] == 0)
+    return a, b, c
+
+
+def bool_values(a: int, b: bool) -> Tuple[bool, bool, bool]:
+    return bool(a and b), bool(a or b), not a
+
+
+def conditional_expr(x: Tensor, n: int) -> Tuple[Tensor, int, str]:
+    y = x * 2.0 if n > 0 else x - 1.0
+    k = n if n % 2 == 0 else -n
+    return y, k, "even" if n % 2 == 0 else "odd"
+
+
+def tensor_methods(x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    a = x.sum(0) + x.mean(dim=1).sum()
+    b = x.reshape(-1).view(2, -1).transpose(0, 1).contiguous()
+    c = x.matmul(x.t()).softmax(-1)
+    d = x.clamp(-0.5, 0.5).exp().log1p().unsqueeze(0).squeeze(0)
+    return a, b, c, d
+
+
+def library_functions(x: Tensor, y: Tensor) -> Tensor:
+    m = sm.where(x > y, x, y)
+    z = sm.maximum(x, y) - sm.minimum(x, y) + sm.matmul(x, y.t()).sum(1, keepdim=True)
+    return z.sum() + sm.tanh(m) + sm.zeros_like(x) + sm.ones(2, 3) + sm.softmax(y, 1)
+
+
+def functional_calls(x: Tensor, w: Tensor) -> Tensor:
+    h = F.linear(x, w)
+    h = F.relu(h) + F.gelu(h) + F.silu(h)
+    return F.softmax(h, dim=-1) + F.layer_norm(h, [3])
+
+
+def helper_scale(x: Tensor, k: float = 2.0) -> Tensor:
+    return x * k
+
+
+def helper_sum(xs: List[Tensor]) -> Tensor:
+    out = xs[0]
+    for t in xs[1:]:
+        out = out + helper_scale(t, 0.5)
+    return out
+
+
+def calls_user_functions(x: Tensor, n: int) -> Tensor:
+    a = helper_scale(x)
+    b = helper_scale(x, 3.0)
+    parts = [a, b]
+    for i in range(n):
+        parts.append(helper_scale(x, float(i)))
+    return helper_sum(parts)
+
+
+def literals(n: int) -> Tuple[List[int], Tuple[int, str], Dict[str, int], int]:
+    xs = [n, n + 1, n * 2]
+    t = (n, "n")
+    d = {"a": n, "b": n * n}
+    d["c"] = xs[2]
+    total = 0
+    for k in d.keys():
+        total += d[k]
+    return xs, t, d, total
+
+
+def dict_ops(n: int) -> Tuple[Dict[str, int], bool, bool, int]:
+    d = {"zero": 0}
+    for i, k in enumerate(["a", "b", "c"]):
+        if i < n:
+            d[k] = i * n
+    s = 0
+    for v in d.values():
+        s += v
+    return d, "a" in d, "zz" not in d, s
+
+
+def dict_counter(n: int) -> Dict[str, int]:
+    d = {"calls": 0, "n": n}
+    for _ in range(n):
+        d["calls"] = d["calls"] + 1
+    return d
+
+
+def list_comprehension(n: int, x: Tensor) -> Tuple[List[int], Tensor]:
+    sq = [i * i for i in range(n)]
+    ts = [x * v for v in sq]
+    out = x * 0.0
+    for t in ts:
+        out = out + t
+    return sq, out
+
+
+def tensor_indexing(x: Tensor, i: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return x[i], x[-1, 1:], x[::2, i], x[None, 0], x[..., 1:3]
+
+
+def tensor_slicing(x: Tensor, a: int, b: int) -> Tuple[Tensor, Tensor, Tensor]:
+    return x[a:b], x[:, a:], x[1:-1:2]
+
+
+def list_index_slice(n: int, i: int) -> Tuple[int, List[int], List[int], List[int], int]:
+    xs = [3 * k for k in range(n)]
+    return xs[i], xs[1:], xs[:i], xs[::2], xs[-1]
+
+
+def builtins_calls(n: int, a: int, f: float) -> Tuple[int, int, int, int, float, int,
+                                                      float, bool, bool, float, float]:
+    xs = [a for _ in range(n)]
+    return (len(xs), min(a, 3), max(a, -3), abs(a), abs(f), int(f), float(a), bool(a),
+            bool(f), min(f, 1.0), max(f, float(a)))
+
+
+def tensor_builtins(x: Tensor) -> Tuple[int, float, int, Tensor, Tensor, bool]:
+    return (len(x), float(x.sum()), int(x.abs().max() * 10), abs(x), -abs(x),
+            bool(x.sum() > 0))
+
+
+def printing(x: Tensor, n: int) -> int:
+    print("n is", n, "and half is", n / 2)
+    for i in range(n):
+        print(f"step {i}: {i * 1.5:.2f} {'odd' if i % 2 else 'even'}")
+    print(f"{n:03d}|{n!r}|{float(n):8.3f}")
+    return n
+
+
+def print_tensor(x: Tensor) -> Tensor:
+    print(x)
+    print("sum", x.sum())
+    return x
+
+
+def raise_after_print(x: Tensor, n: int) -> Tensor:
+    for i in range(n):
+        print("before", i)
+        if i == 1:
+            raise RuntimeError("stopped")
+        print("after", i)
+    return x
+
+
+def strings(a: str, n: int) -> Tuple[str, str, bool, bool]:
+    b = a + "!" * n
+    return b, f"[{a}:{n}]", a == "hi", a != b
+
+
+def optional_tensor(x: Tensor, y: Optional[Tensor] = None) -> Tensor:
+    if y is not None:
+        return x + y
+    return x * 2.0
+
+
+def optional_int(x: Tensor, n: Optional[int]) -> Tensor:
+    if n is None:
+        n = 3
+    return x * n
+
+
+def optional_else_branch(x: Tensor, bias: Optional[Tensor]) -> Tensor:
+    if bias is None:
+        out = x
+    else:
+        out = x + bias
+    return out
+
+
+def typing_annotations(t: Tuple[int, Tensor], d: Dict[str, float], o: Optional[Tensor],
+                       n: Optional[int]) -> Tuple[List[int], Optional[int], Tensor]:
+    xs: List[int] = [0]
+    k, x = t
+    for i in range(k):
+        xs.append(i)
+    if o is not None:
+        x = x + o
+    m: Optional[int] = None
+    if n is not None:
+        m = n + len(xs)
+    return xs, m, x * d["w"]
+
+
+def builtin_annotations(t: tuple[int, Tensor], d: dict[str, float], o: Tensor | None,
+                        n: int | None) -> tuple[list[int], int | None, Tensor]:
+    xs: list[int] = [0]
+    k, x = t
+    for i in range(k):
+        xs.append(i)
+    if o is not None:
+        x = x + o
+    m: Optional[int] = None
+    if n is not None:
+        m = n + len(xs)
+    return xs, m, x * d["w"]
+
+
+def fibonacci(n: int) -> List[int]:
+    a, b = 0, 1
+    out: List[int] = []
+    for _ in range(n):
+        out.append(a)
+        a, b = b, a + b
+    return out
+
+
+def accumulate_rows(x: Tensor, stop: float) -> Tensor:
+    acc = sm.zeros(x.size(1))
+    for i in range(x.shape[0]):
+        acc += x[i]
+        if float(acc.sum()) > stop:
+            break
+    return acc
+
+
+def unary_ops(x: Tensor, n: int, b: bool) -> Tuple[Tensor, int, bool, Tensor]:
+    return -x, -n, not b, ~(x > 0)
+
+
+def rnn_like(x: Tensor, h: Tensor, w: Tensor, threshold: float) -> Tuple[Tensor, int]:
+    steps = 0
+    for t in range(x.shape[0]):
+        h = sm.tanh(x[t] + h.matmul(w))
+        steps += 1
+        if float(h.abs().mean()) < threshold:
+            break
+    return h, steps
+
+
+# ---- modules ---------------------------------------------------------------------------
+
+class Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(self.fc(x)) + x
+
+
+class LoopNet(nn.Module):
+    """ModuleList loop, a helper method with a loop, an int attribute, a Sequential."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(4, 6)
+        self.blocks = nn.ModuleList([Block(6), Block(6), Block(6)])
+        self.head = nn.Sequential(nn.Linear(6, 6), nn.ReLU(), nn.Linear(6, 2))
+        self.scale = 0.5
+        self.repeats = 2
+
+    def shrink(self, x: Tensor, k: int) -> Tensor:
+        for _ in range(k):
+            x = x * self.scale
+        return x
+
+    def forward(self, x: Tensor, k: int) -> Tensor:
+        h = self.inp(x)
+        for blk in self.blocks:
+            h = blk(h)
+        for _ in range(self.repeats):
+            h = self.blocks[0](h)
+        h = self.shrink(h, k)
+        return self.head(h).softmax(-1)
+
+
+class SeqLoop(nn.Module):
+    """for over a Sequential, and calling it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seq = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 3))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x
+        for layer in self.seq:
+            y = layer(y)
+        return y + self.seq(x)
+
+
+class EarlyExit(nn.Module):
+    """A data-dependent early exit over a ModuleList-free loop, with a buffer and training."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.Linear(4, 4)
+        self.register_buffer("threshold", sm.tensor([0.3]))
+
+    def forward(self, x: Tensor, steps: int) -> Tuple[Tensor, int]:
+        h = x
+        used = 0
+        for i in range(steps):
+            h = sm.tanh(self.cell(h))
+            used = i + 1
+            if bool((h.abs().mean() < self.threshold).all()):
+                break
+        if self.training:
+            h = h * 1.0
+        return h, used
+
+
+class OptionalArgs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x: Tensor, mask: Optional[Tensor] = None, scale: float = 1.0) -> Tensor:
+        y = self.fc(x) * scale
+        if mask is not None:
+            y = y * mask
+        return y
+
+
+class WithRaise(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x: Tensor, n: int) -> Tensor:
+        if n < 0:
+            raise ValueError("n must not be negative")
+        out = x
+        for _ in range(n):
+            out = self.fc(out)
+        return out
+
+
+def _seeded(make: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        sm.manual_seed(0)
+        return make()
+    return build
+
+
+# ---- the table -------------------------------------------------------------------------
+
+X23 = tensor(2, 3, seed=1)
+X34 = tensor(3, 4, seed=2)
+X4 = tensor(4, seed=3)
+
+CASES: list[tuple[Callable, list[tuple]]] = [
+    (swap_unpack, [(X4, tensor(4, seed=9)), (X23, X23 * 2.0)]),
+    (unpack_call, [(X23, 2), (X34, -1)]),
+    (augmented, [(X4, 3, 1.5), (X23, -4, -2.0), (X4, 0, 0.0)]),
+    (augmented_in_place, [(X4,), (X23,)]),
+    (list_store, [(1,), (5,), (-2,)]),
+    (tensor_store, [(X34, 1), (X34, -1), (tensor(2, 4, seed=5), 0)]),
+    (annotated_locals, [(0,), (1,), (5,)]),
+    (sign_of, [(3,), (-3,), (0,)]),
+    (tensor_branch, [(X4,), (-X4.abs(),), (-X4.abs() - 1.0,)]),
+    (nested_if, [(X4, 1, 1), (X4, 1, -1), (X4, 1, -9), (X4, 0, 5)]),
+    (if_without_else, [(X4, True), (X4, False)]),
+    (range_forms, [(0, 0, 1), (2, 7, 2), (3, 10, 3), (5, 2, 1), (-2, 3, 4)]),
+    (range_negative_step, [(0,), (3,), (6,)]),
+    (for_over_list, [(2, X4), (-5, X23)]),
+    (for_over_tuple, [(X4,), (X23,)]),
+    (for_enumerate, [(0, 1.5), (4, -2.5)]),
+    (for_zip, [(3, 2, X23), (2, 3, X34), (0, 2, X23), (5, 5, X34)]),
+    (for_tensor_rows, [(X23,), (X34,), (tensor(1, 5, seed=4),)]),
+    (for_enumerate_tensor, [(X34,), (X23,)]),
+    (collatz_steps, [(1,), (6,), (27,)]),
+    (halve_until, [(X4, 10.0), (X4 * 8.0, 0.5), (X4, 0.01)]),
+    (break_in_for, [(6, 2), (6, 9), (0, 0)]),
+    (continue_in_for, [(0,), (10,)]),
+    (while_break_continue, [(X4, 0), (X4, 2), (X4, 7)]),
+    (nested_break_continue, [(0, 3), (3, 3), (6, 4), (9, 9)]),
+    (early_return, [(X4, -1), (X4, 0), (X4, 3)]),
+    (return_in_loop, [(sm.zeros(2), 5.0), (sm.zeros(2), 100.0), (X4, -10.0)]),
+    (return_in_nested_loops, [(4, 6), (4, 7), (0, 0), (3, 0)]),
+    (return_in_while, [(5, 2), (3, 4), (0, 0)]),
+    (with_pass, [(X4, 0), (X4, 3)]),
+    (int_arith, [(7, 3), (-7, 3), (7, -3), (0, 5)]),
+    (float_arith, [(1.5, 2.0), (-3.25, 0.5)]),
+    (mixed_arith, [(3, 0.5, X4), (-2, 1.25, X23)]),
+    (comparisons, [(1, 2, 1.5), (2, 2, 3.0), (3, 2, 2.5), (3, 3, 0.0)]),
+    (tensor_comparisons, [(X4, tensor(4, seed=8)), (X23, X23)]),
+    (short_circuit, [(0,), (1,), (2,), (7,)]),
+    (bool_values, [(0, True), (2, False), (3, True)]),
+    (conditional_expr, [(X4, 2), (X4, -3), (X4, 0)]),
+    (tensor_methods, [(X23,), (X34,)]),
+    (library_functions, [(X23, tensor(2, 3, seed=6))]),
+    (functional_calls, [(X23, X34[:, :3].t().contiguous()), (X34[:, :3].contiguous(), X34[:, :3])]),
+    (calls_user_functions, [(X4, 0), (X4, 3)]),
+    (literals, [(0,), (4,)]),
+    (dict_ops, [(0,), (2,), (3,)]),
+    (dict_counter, [(0,), (3,)]),
+    (list_comprehension, [(0, X4), (4, X4)]),
+    (tensor_indexing, [(X34, 0), (X34, 2), (X34, -1)]),
+    (tensor_slicing, [(X34, 0, 2), (X34, 1, 3), (X34, -2, -1)]),
+    (list_index_slice, [(5, 2), (1, 0), (3, -1)]),
+    (builtins_calls, [(2, 5, -2.5), (0, -7, 3.75), (1, 0, 0.0)]),
+    (tensor_builtins, [(X4,), (-X23,)]),
+    (strings, [("hi", 2), ("bye", 0)]),
+    (optional_tensor, [(X4, X4 * 2.0), (X4, None), (X4,)]),
+    (optional_int, [(X4, 2), (X4, None)]),
+    (optional_else_branch, [(X23, X23[0]), (X23, None)]),
+    (typing_annotations, [((3, X4), {"w": 2.0}, X4, 5), ((0, X23), {"w": 1.0}, None, None)]),
+    (builtin_annotations, [((3, X4), {"w": 2.0}, X4, 5), ((0, X23), {"w": 1.0}, None, None)]),
+    (fibonacci, [(0,), (1,), (12,)]),
+    (accumulate_rows, [(X34, 100.0), (X34.abs(), 1.0), (X34, -100.0)]),
+    (unary_ops, [(X4, 3, True), (X23, -2, False)]),
+    (rnn_like, [(tensor(8, 4, seed=7), sm.zeros(4), tensor(4, 4, seed=8) * 0.5, 0.0),
+                (tensor(8, 4, seed=7), sm.zeros(4), tensor(4, 4, seed=8) * 0.5, 0.7)]),
+]
+
+MODULE_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple]]] = [
+    ("LoopNet", _seeded(LoopNet), [(X34, 0), (X34, 3), (tensor(5, 4, seed=11), 1)]),
+    ("SeqLoop", _seeded(SeqLoop), [(X23,), (X34[:, :3].contiguous(),)]),
+    ("EarlyExit", _seeded(EarlyExit), [(X4, 0), (X4, 3), (X4 * 0.1, 20), (X4, 50)]),
+    ("OptionalArgs", _seeded(OptionalArgs), [(X23,), (X23, X23 > 0), (X23, None, 2.0)]),
+]
+
+
+
+# ---- programs the frontend gets wrong today --------------------------------------------
+# Each is as small as the bug allows and runs as a strict xfail (test_corpus.py) whose reason
+# names the bug, so that the fix turns it into a pass. The raise/assert programs above the
+# line cover their statements; they fail only on the exception scripted code raises.
+
+def identity_mul_then_in_place(x: Tensor) -> Tensor:
+    y = x * 1.0
+    y -= x
+    return y
+
+
+def store_python_scalar(x: Tensor) -> Tensor:
+    y = x.clone()
+    y[0] = 0.0
+    return y
+
+
+def list_argument(xs: List[int]) -> int:
+    total = 0
+    for v in xs:
+        total += v
+    return total + len(xs)
+
+
+def list_argument_builtin(xs: list[float], k: int) -> float:
+    return xs[k]
+
+
+def optional_list_argument(o: Optional[List[float]]) -> float:
+    if o is not None:
+        return o[0]
+    return 0.0
+
+
+def cat_of_tensors(x: Tensor, y: Tensor) -> Tensor:
+    return sm.cat([x, y], 0)
+
+
+def stack_of_tensors(x: Tensor, y: Tensor) -> Tensor:
+    return sm.stack((x, y), 1)
+
+
+def zeros_of_shape_item(x: Tensor) -> Tensor:
+    return sm.zeros(x.shape[1])
+
+
+def empty_dict_annotated(n: int) -> Dict[str, int]:
+    d: Dict[str, int] = {}
+    d["n"] = n
+    return d
+
+
+def two_empty_lists(n: int) -> Tuple[List[int], List[int]]:
+    xs: List[int] = []
+    ys: List[int] = []
+    for i in range(n):
+        xs.append(i)
+    return xs, ys
+
+
+def two_comprehensions(n: int) -> Tuple[List[int], List[int]]:
+    xs = [i + 1 for i in range(n)]
+    ys = [2 * i for i in range(n)]
+    return xs, ys
+
+
+def bool_of_list(n: int) -> bool:
+    xs = [i for i in range(n)]
+    return bool(xs)
+
+
+def len_of_str(s: str) -> int:
+    return len(s)
+
+
+def optional_isinstance(x: Tensor, k: Optional[int]) -> Tensor:
+    if isinstance(k, int):
+        return x + k
+    return x
+
+
+def assert_positive(x: Tensor, n: int) -> Tensor:
+    assert n > 0, "n must be positive"
+    assert n < 100
+    return x * n
+
+
+def raise_constant(n: int) -> int:
+    if n == 0:
+        raise RuntimeError("zero is not allowed")
+    if n < 0:
+        raise TypeError
+    return 10 // n
+
+
+def raise_f_string(x: Tensor, n: int) -> Tensor:
+    if n > 2:
+        raise ValueError(f"n is too big: {n} > 2")
+    return x + n
+
+
+class ValidateThenLayer(nn.Module):
+    """Checks its input before the layer call: Python raises the user's ValueError."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.size(-1) != 2:
+            raise ValueError("expected 2 features")
+        return self.fc(x)
+
+
+_RAISES = ("frontend bug: a scripted raise/assert raises runtime.interpreter.RaisedException "
+           "('{kind}: message') instead of the exception class with Python's message")
+BUG_CASES: list[tuple[Callable, list[tuple], str]] = [
+    (identity_mul_then_in_place, [(X4,)],
+     "frontend bug: y = x * 1.0; y -= x writes into the caller's x (the mul by 1 is "
+     "simplified to x, then the augmented assignment's copy_ targets x)"),
+    (store_python_scalar, [(X4,)],
+     "frontend bug: y[0] = 0.0 (a Python scalar stored into a tensor) fails in sm::index_put: "
+     "'float' object has no attribute 'astype'"),
+    (list_argument, [([1, 2, 3],), ([],)],
+     "frontend bug: a List[int] argument reaches the graph as a tuple: ShapePropagationError "
+     "'list_len: expected a list, got (int, int, int)'"),
+    (list_argument_builtin, [([1.5, 2.5], 1)],
+     "frontend bug: a list[float] argument reaches the graph as a tuple: ShapePropagationError "
+     "'list_get: expected a list'"),
+    (optional_list_argument, [([1.5],), (None,)],
+     "frontend bug: an Optional[List[float]] argument refined by 'is not None' fails: "
+     "'list_get: expected a list, got (None)'"),
+    (cat_of_tensors, [(X23, X23 * 2.0)],
+     "frontend bug: sm.cat([x, y], 0) is refused: 'a library call's non-tensor argument must "
+     "be known when the specialization is built' (a list of tensors is not a constant)"),
+    (stack_of_tensors, [(X23, X23 * 2.0)],
+     "frontend bug: sm.stack((x, y), 1) is refused: a tuple of tensors as a library argument"),
+    (zeros_of_shape_item, [(X34,)],
+     "frontend bug: sm.zeros(x.shape[1]) is refused as a run-time int, though x.size(1) works "
+     "(the message says a size of an input is accepted)"),
+    (empty_dict_annotated, [(3,)],
+     "frontend bug: d: Dict[str, int] = {} fails: 'dict_construct: an empty dict needs its "
+     "type' (the annotation is not applied, as it is for an empty list)"),
+    (two_empty_lists, [(0,), (3,)],
+     "frontend bug: two empty list literals in one function are one list at run time "
+     "(xs = []; ys = []; xs.append(i) also fills ys)"),
+    (two_comprehensions, [(3,)],
+     "frontend bug: two list comprehensions in one function fill one list ([1, 2, 3, 0, 2, "
+     "4] for both)"),
+    (bool_of_list, [(0,), (2,)],
+     "frontend bug: bool(xs) of a list fails: 'py_bool(): cannot take a int[]'"),
+    (len_of_str, [("abc",), ("",)],
+     "frontend bug: len() of a str fails: 'cannot iterate over a str'"),
+    (optional_isinstance, [(X4, 5), (X4, None)],
+     "frontend bug: isinstance(k, int) with k: Optional[int] is compiled to the constant "
+     "False, so the branch never runs (wrong result, no error)"),
+    (assert_positive, [(X4, 3), (X4, 0), (X4, 100)], _RAISES),
+    (raise_constant, [(2,), (0,), (-1,)], _RAISES),
+    (raise_f_string, [(X4, 1), (X4, 3)],
+     _RAISES + "; and an f-string message is dropped (the RaiseException node's message "
+     "input is ignored: 'ValueError: ')"),
+]
+
+MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = [
+    ("WithRaise", _seeded(WithRaise), [(X23[:, :2].contiguous(), 2), (X23[:, :2], -1)],
+     _RAISES),
+    ("ValidateThenLayer", _seeded(ValidateThenLayer), [(X23[:, :2].contiguous(),), (X23,)],
+     "frontend bug: a layer call behind a raise that checks the input is still expanded for "
+     "the bad input: the ShapeError of Linear.forward's expansion (a FrontendError) comes "
+     "first instead of the user's ValueError"),
+]
