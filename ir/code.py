@@ -292,6 +292,8 @@ class CodePrinter:
             return f"print({', '.join(a)})"
         if k == Prim.CALL_FUNCTION:
             return _library_call(node, a)
+        if k == Prim.UNINITIALIZED:
+            return "uninitialized()"
         if k in _SIZE_OPS:
             template, _, needs = _SIZE_OPS[k]
             return template.format(*(self.operand(v, p) for v, p in zip(node.inputs, needs)),

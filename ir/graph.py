@@ -46,6 +46,7 @@ class Prim:
     FUSION_GROUP = "prim::FusionGroup"
     RAISE = "prim::RaiseException"
     PRINT = "prim::Print"
+    UNINITIALIZED = "prim::Uninitialized"  # a typed placeholder no path reads (scripted code)
     CALL_FUNCTION = "prim::CallFunction"   # a library function by name, expanded per
                                            # specialization (scripted code; see jit.frontend)
 

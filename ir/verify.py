@@ -344,4 +344,5 @@ CHECKS: dict[str, Callable[[Verifier, Node], None]] = {
     Prim.LOOP: _check_loop, Prim.FUSION_GROUP: _check_fusion_group,
     Prim.RAISE: _check_no_outputs, Prim.PRINT: _check_no_outputs,
     Prim.CALL_FUNCTION: _check_call_function,
+    Prim.UNINITIALIZED: lambda v, node: _arity(node, 0, 1),
 }

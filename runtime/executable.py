@@ -371,7 +371,8 @@ class _Program:
     def error(self, e: Exception) -> Exception:
         """The exception to raise for ``e`` raised by ``fn``: itself, or one that names the
         node whose line failed."""
-        if isinstance(e, (InterpreterError, RaisedException, TraceGuardError)):
+        if isinstance(e, (InterpreterError, RaisedException, TraceGuardError)) or getattr(
+                e, "scripted_raise", False):
             return e
         node = self._failing_node(e)
         if node is None:

@@ -197,11 +197,33 @@ class Interpreter:
         return self.run_graph(node.attrs["subgraph"], args)
 
     def raise_exception(self, node: Node, args: list[Any]) -> Sequence[Any]:
-        raise RaisedException(node.attrs.get("kind", "RuntimeError"), node.attrs.get("message", ""))
+        """Python's own exception when ``kind`` names a builtin one (``ValueError``), else
+        ``RaisedException``; the message is the node's input when it has one (an f-string
+        computed at run time), else its ``message`` attribute."""
+        kind = node.attrs.get("kind", "RuntimeError")
+        message = str(args[0]) if args else node.attrs.get("message", "")
+        raise raised(kind, message)
+
+    def uninitialized(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        return [None]
 
     def print_(self, node: Node, args: list[Any]) -> Sequence[Any]:
         print(*args)
         return []
+
+
+def raised(kind: str, message: str) -> Exception:
+    """The exception a ``prim::RaiseException`` raises (marked ``scripted_raise``: error
+    mappers pass it through unchanged)."""
+    import builtins
+    cls = getattr(builtins, kind, None)
+    if isinstance(cls, type) and issubclass(cls, Exception) and cls not in (
+            SystemExit, KeyboardInterrupt, GeneratorExit):
+        err: Exception = cls(message)
+    else:
+        err = RaisedException(kind, message)
+    err.scripted_raise = True              # type: ignore[attr-defined]
+    return err
 
 
 class RaisedException(Exception):
@@ -220,7 +242,7 @@ DISPATCH: dict[str, str] = {
     Prim.TUPLE_CONSTRUCT: "tuple_construct", Prim.LIST_UNPACK: "unpack",
     Prim.TUPLE_UNPACK: "unpack", Prim.TUPLE_INDEX: "tuple_index", Prim.IF: "if_",
     Prim.LOOP: "loop", Prim.FUSION_GROUP: "fusion_group", Prim.RAISE: "raise_exception",
-    Prim.PRINT: "print_",
+    Prim.PRINT: "print_", Prim.UNINITIALIZED: "uninitialized",
 }
 
 

@@ -6,7 +6,7 @@ from ..graph import SIDE_EFFECT_KINDS, Graph, Node, Prim
 
 STRUCTURAL_PURE = frozenset({Prim.CONSTANT, Prim.LIST_CONSTRUCT, Prim.LIST_UNPACK,
                              Prim.TUPLE_CONSTRUCT, Prim.TUPLE_UNPACK, Prim.TUPLE_INDEX,
-                             Prim.GET_ATTR})
+                             Prim.GET_ATTR, Prim.UNINITIALIZED})
 
 
 def has_side_effects(node: Node) -> bool:

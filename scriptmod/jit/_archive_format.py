@@ -345,7 +345,7 @@ ALLOWED_PRIMS = frozenset({
     "prim::Constant", "prim::GetAttr", "prim::SetAttr", "prim::CallMethod",
     "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct", "prim::TupleUnpack",
     "prim::TupleIndex", "prim::If", "prim::Loop", "prim::RaiseException", "prim::Print",
-    "prim::CallFunction"})
+    "prim::CallFunction", "prim::Uninitialized"})
 # any name add_module takes ("0", "my-layer", "class"), less quotes, backslashes, control chars
 _MEMBER_RE = re.compile(r'[^."\\\x00-\x1f\x7f]{1,255}')
 _IDENT_RE = re.compile(r"[A-Za-z_]\w{0,254}")

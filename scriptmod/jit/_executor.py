@@ -25,7 +25,8 @@ from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
 from scriptmod.ir.passes.shapes import ShapePropagationError, extra_handlers
-from scriptmod.ir.types import IntType, ModuleType, TensorType, TupleType, Type
+from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, ModuleType,
+                                OptionalType, TensorType, TupleType, Type)
 from scriptmod.runtime.executable import ArrayOps, Executable
 from scriptmod.runtime.interpreter import OpHandler, evaluate_node
 from scriptmod._dispatch import dispatch
@@ -212,7 +213,8 @@ class Executor:
         if self.has_self:
             _refresh_attribute_types(g, self.owner)
         head = [g.inputs[0].type] if self.has_self else []
-        types: list[Type | None] = head + [_arg_type(a) for a in args]
+        declared = [v.type for v in g.inputs[len(head):]]
+        types: list[Type | None] = head + [_arg_type(a, d) for a, d in zip(args, declared)]
         self._retype(g, types)
         passes: list[Any] = [("fold_constants", {"evaluate": evaluate_node})] + OPTIMIZE[1:]
         return run_pipeline(g, passes + list(self.post_passes) + _fuser.compile_passes())
@@ -374,11 +376,18 @@ def signature(args: Sequence[Any]) -> tuple:
     return tuple(out)
 
 
-def _arg_type(a: Any) -> Type | None:
+def _arg_type(a: Any, declared: Type | None = None) -> Type | None:
+    """The type a call's argument gives its graph input; a list for an input declared a
+    list (scripted code) stays a list, of the declared element type."""
     if isinstance(a, Tensor):
         return TensorType(a.dtype, tuple(a._data.shape), a._device_str(), a.requires_grad)
+    inner = declared.element if isinstance(declared, OptionalType) else declared
+    if isinstance(inner, (ListType,)) or type(inner).__name__ == "DictType":
+        return inner if a is not None else declared
     if isinstance(a, (tuple, list)):
         return TupleType(tuple(_arg_type(x) for x in a))  # type: ignore[misc]
+    if declared in (FloatType, BoolType) and type(a) in (int, float, bool):
+        return declared
     return IntType if isinstance(a, int) else None
 
 

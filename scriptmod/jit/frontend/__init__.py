@@ -11,3 +11,13 @@
 from .api import (Final, annotate, export, ignore, is_scripting, is_tracing,  # noqa: F401
                   script, unused)
 from .errors import FrontendError, SourceRange  # noqa: F401
+
+
+def _install_tensor_text() -> None:
+    """Scripted ``print``/f-strings show a tensor as eager ``str(tensor)`` does."""
+    from scriptmod.runtime.kernels.script import set_tensor_text
+    from scriptmod.tensor import Tensor
+    set_tensor_text(lambda a: str(Tensor._make(a)))
+
+
+_install_tensor_text()

@@ -65,6 +65,8 @@ if hasattr(ast, "TryStar"):
 if hasattr(ast, "Match"):
     _UNSUPPORTED[ast.Match] = "'match' statements"
 
+_OPS_TEXT = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=",
+             ast.Mod: "%=", ast.Pow: "**=", ast.MatMult: "@="}
 RET, RETVAL, BROKE, CONT = "$returned", "$retval", "$broke", "$continued"
 _FLAGS = (RET, BROKE, CONT)
 
@@ -338,10 +340,14 @@ class FunctionCompiler:
                                            "eval"), dict(self.globals), {}))
         except Exception as e:
             raise self.error(f"cannot resolve the annotation: {e}", st.annotation) from None
-        v = self.expr(st.value)
-        if isinstance(v, Value) and v.node.kind == Prim.LIST_CONSTRUCT and not v.node.inputs \
-                and isinstance(want, ListType):
-            v.type = want                                    # ``xs: List[int] = []``
+        if isinstance(st.value, ast.Dict) and not st.value.keys and \
+                type(want).__name__ == "DictType":
+            v: Sugared = self.op("dict_construct", type=repr(want), node=st)   # ``d: Dict = {}``
+        else:
+            v = self.expr(st.value)
+        if isinstance(v, Value) and isinstance(v.type, ListType) and v.type.element == \
+                AnyType and isinstance(want, ListType):
+            _refine_list(v, want)                            # ``xs: List[int] = []``
         elif isinstance(v, Value) and v.node.kind == Prim.CONSTANT and \
                 v.node.attrs.get("value") is None and isinstance(want, OptionalType):
             v.type = want
@@ -356,7 +362,19 @@ class FunctionCompiler:
         out = self.binop(st.op, cur, rhs, st)
         if isinstance(cur, Value) and isinstance(cur.type, TensorType) and isinstance(
                 st.target, ast.Name):
-            out = self.op("copy_", cur, out, node=st)       # in place, as Python's ``+=``
+            root = cur
+            while root.node.kind == "sm::copy_":           # written in place before
+                root = root.node.inputs[0]
+            if root.node.kind == Prim.PARAM:
+                # an argument updated in place: the caller sees it, as with Python's ``+=``
+                out = self.op("copy_", cur, out, node=st)
+            elif root.node.is_op and S.REGISTRY.get(root.node.op_name) is not None and \
+                    S.REGISTRY[root.node.op_name].has(S.VIEW):
+                raise self.error(f"'{st.target.id} {_OPS_TEXT.get(type(st.op), '?=')} ...' "
+                                 f"updates a view in place, which scripted code does not "
+                                 f"support yet; write {st.target.id} = {st.target.id} "
+                                 f"{_OPS_TEXT.get(type(st.op), '?=')[:-1]} ...", st)
+            # else: a tensor this function made, no other name sees it: rebinding is the same
         self.assign(st.target, out, st)
         return Exits.NEVER
 
@@ -402,6 +420,8 @@ class FunctionCompiler:
             if val.node.kind == Prim.TUPLE_CONSTRUCT:
                 return list(val.node.inputs)
             return list(self.b.tuple_unpack(val))
+        if val.node.kind == "sm::shape":
+            return [self.op("size", val.node.inputs[0], dim=k, node=node) for k in range(n)]
         if isinstance(t, ListType):
             return list(self.b.list_unpack(val, n))
         if isinstance(t, TensorType):
@@ -421,6 +441,10 @@ class FunctionCompiler:
             return
         if isinstance(obj.type, TensorType):
             spec, operands = self.index_spec(target.slice, obj)
+            if not isinstance(val.type, TensorType):
+                if val.type not in (IntType, FloatType, BoolType):
+                    raise self.error(f"cannot store a {val.type!r} into a tensor", node)
+                val = self.op("full", self.b.list_([], IntType), val, node=node)
             out = self.op("index_put", obj, val, *operands, spec=spec, node=node)
             new = self.op("copy_", obj, out, node=node)
             if isinstance(target.value, ast.Name):
@@ -558,7 +582,7 @@ class FunctionCompiler:
                 if a is None or c is None:                   # returned on one path only
                     t = (a or c).type
                     with self.b.insert_into(n.blocks[0 if a is None else 1]):
-                        filler = self.b.constant(None, t)
+                        filler = self.b.node(Prim.UNINITIALIZED, [], [t]).output
                     a, c = (filler, c) if a is None else (a, filler)
             elif not (isinstance(a, Value) and isinstance(c, Value)):
                 merged.pop(k, None)                          # defined on one path only
@@ -746,7 +770,8 @@ class FunctionCompiler:
         self.env[BROKE] = self.const(False)
         if has_return and RETVAL not in self.env:
             # a placeholder, never returned (the flag guards it), typed once the body is known
-            self.env[RETVAL] = self.b.constant(None, self.return_type or AnyType)
+            self.env[RETVAL] = self.b.node(Prim.UNINITIALIZED, [],
+                                           [self.return_type or AnyType]).output
             self.placeholders.add(self.env[RETVAL])
         carried = [k for k in sorted(assigned) if isinstance(self.env.get(k), Value)]
         init = [self.env[k] for k in carried]
@@ -918,14 +943,24 @@ class FunctionCompiler:
 
     def expr_List(self, e: ast.List) -> Sugared:
         vals = [self.value(self.expr(x), x) for x in e.elts]
-        if not vals:
-            return self.b.list_([], AnyType)
-        t = vals[0].type
-        for v in vals[1:]:
-            if not _compatible(t, v.type):
-                raise self.error(f"list items have different types: {t!r} and {v.type!r}", e)
-            t = join_types(t, v.type)
-        return self.b.list_(vals, t)
+        t: Type = AnyType
+        if vals:
+            t = vals[0].type
+            for v in vals[1:]:
+                if not _compatible(t, v.type):
+                    raise self.error(f"list items have different types: {t!r} and "
+                                     f"{v.type!r}", e)
+                t = join_types(t, v.type)
+        return self.fresh_list(self.b.list_(vals, t), e)
+
+    def fresh_list(self, lit: Value, node: ast.AST) -> Value:
+        """A list literal is a new list each time it runs (a ListConstruct may be folded to
+        one constant list or merged with an equal one): ``list_slice`` copies it, and list
+        ops are impure, never folded or merged."""
+        out = self.op("list_slice", lit, self.const(None), self.const(None), self.const(None),
+                      node=node)
+        out.type = lit.type
+        return out
 
     def expr_Dict(self, e: ast.Dict) -> Sugared:
         from scriptmod.ir.types import DictType
@@ -946,7 +981,7 @@ class FunctionCompiler:
             raise self.error("only simple list comprehensions ([f(x) for x in xs]) are "
                              "supported", e)
         gen = e.generators[0]
-        out = self.b.list_([], AnyType)
+        out = self.fresh_list(self.b.list_([], AnyType), e)
         tmp = f"$comp{id(e)}"
         self.env[tmp] = out
         loop = ast.For(target=gen.target, iter=gen.iter, orelse=[], body=[ast.Expr(
@@ -1008,6 +1043,11 @@ class FunctionCompiler:
     def binop(self, op: ast.operator, a: Sugared, c: Sugared, e: ast.AST) -> Value:
         x, y = self.value(a, e), self.value(c, e)
         if isinstance(x.type, TensorType) or isinstance(y.type, TensorType):
+            other = y.type if isinstance(x.type, TensorType) else x.type
+            if not isinstance(other, TensorType) and other not in (IntType, FloatType,
+                                                                   BoolType, AnyType):
+                raise self.error(f"unsupported operand types for a tensor operator: "
+                                 f"{x.type!r} and {y.type!r}", e)
             name = _BIN_TENSOR.get(type(op))
             if name is None:
                 raise self.error("unsupported operator for tensors", e)
@@ -1074,10 +1114,11 @@ class FunctionCompiler:
         val = self.value(v, node)
         if val.type == BoolType:
             return val
-        if isinstance(val.type, TensorType):
-            return self.op("py_bool", val, node=node)
-        if val.type in (IntType, FloatType, StrType) or isinstance(val.type, (ListType,
-                                                                             OptionalType)):
+        if isinstance(val.type, ListType):
+            return self.op("int_ne", self.op("list_len", val, node=node), self.const(0),
+                           node=node)
+        if isinstance(val.type, TensorType) or val.type in (IntType, FloatType, StrType) or \
+                isinstance(val.type, OptionalType):
             return self.op("py_bool", val, node=node)
         raise self.error(f"cannot use a {val.type!r} as a condition", node)
 
@@ -1125,6 +1166,10 @@ class FunctionCompiler:
             if val.node.kind == Prim.TUPLE_CONSTRUCT:
                 return val.node.inputs[idx % n]
             return self.b.tuple_index(val, idx % n)
+        if val.node.kind == "sm::shape" and not isinstance(e.slice, ast.Slice):
+            k = self.static_value(self.expr(e.slice))
+            if isinstance(k, int) and not isinstance(k, bool):
+                return self.op("size", val.node.inputs[0], dim=k, node=e)   # a size, known
         if isinstance(t, ListType):
             if isinstance(e.slice, ast.Slice):
                 parts = [self.const(None) if p is None else self.value(self.expr(p), p)
@@ -1231,9 +1276,14 @@ class FunctionCompiler:
             if len(e.args) != 2:
                 raise self.error("annotate(T, value) takes two arguments", e)
             t = to_ir_type(self.static_type(e.args[0]))
+            if isinstance(e.args[1], ast.Dict) and not e.args[1].keys and \
+                    type(t).__name__ == "DictType":
+                return self.op("dict_construct", type=repr(t), node=e)
             v = self.value(self.expr(e.args[1]), e.args[1])
-            if v.node.kind in (Prim.LIST_CONSTRUCT,) and not v.node.inputs or (
-                    v.node.kind == Prim.CONSTANT and v.node.attrs.get("value") is None):
+            if isinstance(v.type, ListType) and v.type.element == AnyType and \
+                    isinstance(t, ListType):
+                _refine_list(v, t)
+            elif v.node.kind == Prim.CONSTANT and v.node.attrs.get("value") is None:
                 v.type = t
             elif not _fits(v.type, t):
                 raise self.error(f"annotate: the value is {v.type!r}, not {t!r}", e)
@@ -1276,7 +1326,15 @@ class FunctionCompiler:
             vt = v.type if isinstance(v, Value) else None
             if vt is None:
                 return self.const(isinstance(getattr(v, "obj", v), t))
-            hit = any(_fits(vt, to_ir_type(x)) for x in types_)
+            wants = [to_ir_type(x) for x in types_]
+            if isinstance(vt, OptionalType):          # decided at run time: None or not
+                inner = any(_fits(vt.element, w) for w in wants)
+                none = NoneType in wants
+                if inner == none:
+                    return self.const(inner)
+                is_none = self.op("py_is_none", self.value(v, e), node=e)
+                return is_none if none else self.op("py_not", is_none, node=e)
+            hit = any(_fits(vt, w) for w in wants)
             return self.const(hit)
         args, kwargs = self.args_of(e)
         if kwargs:
@@ -1494,6 +1552,8 @@ def _refine_list(v: Value, t: ListType) -> None:
         seen.add(id(x))
         x.type = t
         node = x.node
+        if node.kind == "sm::list_slice":
+            stack.append(node.inputs[0])
         if node.kind == Prim.PARAM and node.owning_block is not None:     # a loop parameter
             loop = node.owning_block.owning_node
             if loop is not None and loop.kind == Prim.LOOP and x.index > 0:

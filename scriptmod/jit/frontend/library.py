@@ -78,14 +78,46 @@ def resolve(name: str) -> Callable[..., Any]:
 def expand_call(node: Node, owner: Any) -> list[Node]:
     """Replace the ``prim::CallFunction`` ``node`` by the ops its function records on
     stand-ins of its input types; returns the nodes inserted (before ``node``), which the
-    caller types. ``owner``: the module the graph's ``self`` stands for (for layer calls)."""
+    caller types. ``owner``: the module the graph's ``self`` stands for (for layer calls).
+
+    When the function refuses these inputs (a ``Linear`` fed the wrong width), the call
+    becomes a raise of that error where it runs: the program may never reach it (a check
+    before it raises first, as in Python), and if it does, the error is eager's."""
     where = node.attrs.get("source_text") or node.source or "scripted code"
-    args, kwargs, tensors = _call_arguments(node, where)
-    if node.attrs.get("method"):
-        module = _module_of(owner, node.inputs[0], where)
-        return _splice_module(node, module, node.attrs["method"], args, kwargs, tensors, where)
-    fn = resolve(node.attrs["name"])
-    return _splice_function(node, fn, args, kwargs, tensors, where)
+    try:
+        args, kwargs, tensors = _call_arguments(node, where)
+        if node.attrs.get("method"):
+            module = _module_of(owner, node.inputs[0], where)
+            return _splice_module(node, module, node.attrs["method"], args, kwargs, tensors,
+                                  where)
+        fn = resolve(node.attrs["name"])
+        return _splice_function(node, fn, args, kwargs, tensors, where)
+    except _Refused as e:
+        return _raise_instead(node, e.original)
+
+
+class _Refused(Exception):
+    """The library function raised on the stand-ins: ``original`` is its error."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+def _raise_instead(node: Node, err: BaseException) -> list[Node]:
+    from scriptmod.ir.builder import Builder           # noqa: PLC0415
+    b = Builder(node.graph, source=node.source)
+    kind = type(err).__name__
+    import builtins                                    # noqa: PLC0415
+    if not isinstance(getattr(builtins, kind, None), type):
+        kind = next((c.__name__ for c in type(err).__mro__ if isinstance(
+            getattr(builtins, c.__name__, None), type)), "RuntimeError")
+    with b.insert_before(node):
+        r = b.node(Prim.RAISE, [], [], {"kind": kind, "message": str(err)})
+        filler = b.node(Prim.UNINITIALIZED, [], [node.output.type])
+    node.output.replace_all_uses_with(filler.output)
+    node.destroy()
+    return [r, filler]
 
 
 def _call_arguments(node: Node, where: str) -> tuple[list, dict, list[Value]]:
@@ -94,11 +126,7 @@ def _call_arguments(node: Node, where: str) -> tuple[list, dict, list[Value]]:
     tensors: list[Value] = []
     standins: dict[Value, Any] = {}
 
-    def arg(entry: Any) -> Any:
-        kind, payload = entry
-        if kind == "c":
-            return payload
-        v = node.inputs[payload]
+    def conv(v: Value) -> Any:
         if isinstance(v.type, ModuleType):
             return None                         # the module itself (a layer's ``self``)
         if isinstance(v.type, TensorType):
@@ -106,12 +134,17 @@ def _call_arguments(node: Node, where: str) -> tuple[list, dict, list[Value]]:
                 standins[v] = _standin(v, where)
                 tensors.append(v)
             return standins[v]
-        if isinstance(v.type, (ListType, TupleType)) and v.node.kind in (
-                Prim.LIST_CONSTRUCT, Prim.TUPLE_CONSTRUCT):
-            items = [arg(("v", node.inputs.index(i))) if i in node.inputs else _known(i, where)
-                     for i in v.node.inputs]
-            return items if isinstance(v.type, ListType) else tuple(items)
+        src = v.node
+        if src.kind == "sm::list_slice" and src.inputs[0].node.kind == Prim.LIST_CONSTRUCT:
+            src = src.inputs[0].node            # a fresh copy of a list literal
+        if src.kind in (Prim.LIST_CONSTRUCT, Prim.TUPLE_CONSTRUCT):
+            items = [conv(i) for i in src.inputs]   # ``sm.cat([x, y])``: tensors stand in
+            return tuple(items) if src.kind == Prim.TUPLE_CONSTRUCT else items
         return _known(v, where)
+
+    def arg(entry: Any) -> Any:
+        kind, payload = entry
+        return payload if kind == "c" else conv(node.inputs[payload])
 
     args = [arg(e) for e in node.attrs.get("args", [])]
     kwargs = {k: arg(e) for k, e in node.attrs.get("kwargs", [])}
@@ -158,7 +191,7 @@ def _splice_function(node: Node, fn: Callable, args: list, kwargs: dict,
     except FrontendError:
         raise
     except Exception as e:
-        raise FrontendError(f"{where}: {node.attrs['name']}: {type(e).__name__}: {e}") from e
+        raise _Refused(e) from e
     return _splice(node, traced.graph, list(tensors), where)
 
 
@@ -195,9 +228,10 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             traced = trace_module(module, {method: tuple(args[1:])}, check_trace=False)
+    except FrontendError:
+        raise
     except Exception as e:
-        raise FrontendError(f"{where}: {type(module).__name__}.{method}: "
-                            f"{type(e).__name__}: {e}") from e
+        raise _Refused(e) from e
     del standins
     g = inlined(traced, method)
     return _splice(node, g, [node.inputs[0]] + list(tensors), where)
