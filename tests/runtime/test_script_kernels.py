@@ -238,10 +238,8 @@ def test_the_default_tensor_text_is_plain_numpy() -> None:
         K._TENSOR_TEXT[0] = saved
 
 
-@pytest.mark.xfail(strict=True, reason="scriptmod must call runtime.kernels.script."
-                   "set_tensor_text once (e.g. in scriptmod/tensor.py next to set_tensor_class): "
-                   "the runtime cannot import scriptmod's tensor repr")
 def test_importing_scriptmod_installs_the_eager_tensor_text() -> None:
+    """``scriptmod.jit``'s frontend installs it (the runtime cannot import scriptmod)."""
     a = np.array(3.5, np.float32)
     assert run_kernel("py_str", [a], {}) == str(sm.from_numpy(a)) == "tensor(3.5000)"
 
