@@ -121,8 +121,8 @@ def dispatch(name: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = No
 
 
 def _wrap(arr: Any, info: _OpInfo, inputs: Sequence[Any]) -> Any:
-    if not hasattr(arr, "shape"):
-        return arr     # ints from size()
+    if not hasattr(arr, "shape") or isinstance(arr, _Tensor):
+        return arr     # ints from size(); a tensor an op took out of a list or dict
     t = _Tensor._make(arr)
     if info.view and isinstance(inputs[0], _Tensor):
         t._vc = inputs[0]._vc       # views share the version counter of their base

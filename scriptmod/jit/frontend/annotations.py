@@ -4,7 +4,7 @@
 
     >>> from typing import Optional, List
     >>> to_ir_type(Optional[List[int]])
-    OptionalType(element=ListType(element=int))
+    int[]?
 """
 from __future__ import annotations
 

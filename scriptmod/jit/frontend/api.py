@@ -2,7 +2,7 @@
 ``annotate``, ``Final``, ``is_scripting``, ``is_tracing``.
 
     >>> @scriptmod.jit.script
-    ... def clip_steps(x: Tensor, n: int) -> Tensor:
+    ... def clip_steps(x: scriptmod.Tensor, n: int) -> scriptmod.Tensor:
     ...     for i in range(n):
     ...         if bool((x > 1).any()):
     ...             x = x * 0.5
