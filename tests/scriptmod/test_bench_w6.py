@@ -114,6 +114,21 @@ def test_startup_children_script_w6() -> None:
     assert cold["cache"]["compiles"] >= 1 and warm["cache"]["compiles"] == 0
 
 
+
+def test_scripted_w6_saves_and_loads() -> None:
+    import io
+    from scriptmod import jit
+    model, x = W6.build(quick=True)
+    scripted = runner.compile_model(W6, model, x)
+    buf = io.BytesIO()
+    jit.save(scripted, buf)
+    buf.seek(0)
+    loaded = jit.load(buf)
+    assert str(loaded.graph) == str(scripted.graph)
+    with sm.no_grad():
+        for inp in (x, sm.randn(3, 20, 16)):
+            np.testing.assert_array_equal(loaded(inp).numpy(), scripted(inp).numpy())
+
 # ---- the PyTorch side (skipped without torch) ------------------------------------------------
 
 def _torch() -> Any:
