@@ -136,6 +136,8 @@ class Interpreter:
         except (InterpreterError, RaisedException, TraceGuardError):
             raise
         except Exception as e:
+            if getattr(e, "scripted_raise", False):
+                raise                                   # the program's own raise
             where = f" ({node.source})" if node.source else ""
             raise failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
                               f"    {node!r}") from e

@@ -38,7 +38,7 @@ from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor, unwrap_tree, wrap, wrap_tree
 
 OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
-            "eliminate_dead_code", elide_unobserved_copies]
+            "eliminate_dead_code", elide_unobserved_copies, "hoist_loop_invariants"]
 
 
 @dataclass

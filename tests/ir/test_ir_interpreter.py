@@ -60,8 +60,15 @@ def test_raise_and_errors_cite_source():
     x = b.input(t(2), "x")
     b.raise_("boom", "ValueError")
     b.ret(x)
-    with pytest.raises(RaisedException, match="ValueError: boom"):
+    with pytest.raises(ValueError, match="boom"):        # a builtin kind: Python's class
         Interpreter(g).run(np.ones(2, np.float32))
+    g1 = Graph()
+    b1 = Builder(g1, source="r.py:5")
+    x1 = b1.input(t(2), "x")
+    b1.raise_("odd", "ShapeError")                        # anything else: RaisedException
+    b1.ret(x1)
+    with pytest.raises(RaisedException, match="ShapeError: odd"):
+        Interpreter(g1).run(np.ones(2, np.float32))
     g2 = Graph()
     b2 = Builder(g2, source="r.py:9")
     a, c = b2.input(t("N"), "a"), b2.input(t("M"), "c")

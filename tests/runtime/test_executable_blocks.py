@@ -116,7 +116,7 @@ def test_raise_in_a_branch(native: bool) -> None:
     b.if_(flag, fail, lambda: None)
     b.ret(b.op("neg", x))
     ex = check(g, xs(), False, native=native)
-    with pytest.raises(RaisedException, match="ValueError: too big"):
+    with pytest.raises(ValueError, match="too big"):   # Python's own class, as in eager
         ex([xs(), True])
 
 

@@ -262,7 +262,19 @@ def _packed(node: Node, outs: list[Value], made: list[Node]) -> Value:
     if len(outs) == 1 and not isinstance(want, (ListType, TupleType)):
         return outs[0]
     if len(outs) == 1 and isinstance(outs[0].type, (ListType, TupleType)):
-        return outs[0]
+        if isinstance(want, ListType) and isinstance(outs[0].type, TupleType):
+            src = outs[0].node                  # ``chunk`` traced: a tuple, wanted a list
+            if src.kind == Prim.TUPLE_CONSTRUCT:
+                outs = list(src.inputs)
+            else:
+                from scriptmod.ir.builder import Builder   # noqa: PLC0415
+                b = Builder(node.graph, source=node.source)
+                with b.insert_before(node):
+                    unpack = b.node(Prim.TUPLE_UNPACK, [outs[0]], list(outs[0].type.elements))
+                made.append(unpack)
+                outs = list(unpack.outputs)
+        else:
+            return outs[0]
     kind = Prim.LIST_CONSTRUCT if isinstance(want, ListType) else Prim.TUPLE_CONSTRUCT
     from scriptmod.ir.builder import join_types       # noqa: PLC0415
     if kind == Prim.LIST_CONSTRUCT:
