@@ -1,7 +1,8 @@
 """The corpus programs (kept out of the test module so that pytest's assertion rewriting
 leaves their ``assert`` statements as Python runs them), with their inputs: ``CASES`` for
-functions, ``MODULE_CASES`` for modules, and ``FRONTEND_BUGS`` naming the programs the
-frontend gets wrong today (each a strict xfail in test_corpus.py)."""
+functions (``REGRESSION_CASES``, bugs the corpus found, among them), ``MODULE_CASES`` for
+modules, and ``BUG_CASES``/``MODULE_BUG_CASES``: programs the frontend gets wrong today, each
+a strict xfail in test_corpus.py whose reason names the bug."""
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
@@ -559,7 +560,7 @@ def rnn_like(x: Tensor, h: Tensor, w: Tensor, threshold: float) -> Tuple[Tensor,
     for t in range(x.shape[0]):
         h = sm.tanh(x[t] + h.matmul(w))
         steps += 1
-        if float(h.abs().mean()) < threshold:
+        if float(h.abs().mean()) > threshold:
             break
     return h, steps
 
@@ -674,6 +675,7 @@ def _seeded(make: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
 X23 = tensor(2, 3, seed=1)
 X34 = tensor(3, 4, seed=2)
 X4 = tensor(4, seed=3)
+RNN_ARGS = (tensor(8, 4, seed=7), sm.zeros(4), tensor(4, 4, seed=8) * 0.5, 0.7)  # 4 of 8 steps
 
 CASES: list[tuple[Callable, list[tuple]]] = [
     (swap_unpack, [(X4, tensor(4, seed=9)), (X23, X23 * 2.0)]),
@@ -736,8 +738,8 @@ CASES: list[tuple[Callable, list[tuple]]] = [
     (fibonacci, [(0,), (1,), (12,)]),
     (accumulate_rows, [(X34, 100.0), (X34.abs(), 1.0), (X34, -100.0)]),
     (unary_ops, [(X4, 3, True), (X23, -2, False)]),
-    (rnn_like, [(tensor(8, 4, seed=7), sm.zeros(4), tensor(4, 4, seed=8) * 0.5, 0.0),
-                (tensor(8, 4, seed=7), sm.zeros(4), tensor(4, 4, seed=8) * 0.5, 0.7)]),
+    (rnn_like, [(tensor(8, 4, seed=7), sm.zeros(4), tensor(4, 4, seed=8) * 0.5, 2.0),
+                RNN_ARGS]),
 ]
 
 MODULE_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple]]] = [
@@ -748,11 +750,7 @@ MODULE_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple]]] = [
 ]
 
 
-
-# ---- programs the frontend gets wrong today --------------------------------------------
-# Each is as small as the bug allows and runs as a strict xfail (test_corpus.py) whose reason
-# names the bug, so that the fix turns it into a pass. The raise/assert programs above the
-# line cover their statements; they fail only on the exception scripted code raises.
+# ---- regressions: each program was a frontend bug the corpus found (fixed since) --------
 
 def identity_mul_then_in_place(x: Tensor) -> Tensor:
     y = x * 1.0
@@ -815,21 +813,6 @@ def two_comprehensions(n: int) -> Tuple[List[int], List[int]]:
     return xs, ys
 
 
-def bool_of_list(n: int) -> bool:
-    xs = [i for i in range(n)]
-    return bool(xs)
-
-
-def len_of_str(s: str) -> int:
-    return len(s)
-
-
-def optional_isinstance(x: Tensor, k: Optional[int]) -> Tensor:
-    if isinstance(k, int):
-        return x + k
-    return x
-
-
 def assert_positive(x: Tensor, n: int) -> Tensor:
     assert n > 0, "n must be positive"
     assert n < 100
@@ -863,60 +846,59 @@ class ValidateThenLayer(nn.Module):
         return self.fc(x)
 
 
-_RAISES = ("frontend bug: a scripted raise/assert raises runtime.interpreter.RaisedException "
-           "('{kind}: message') instead of the exception class with Python's message")
+REGRESSION_CASES: list[tuple[Callable, list[tuple]]] = [
+    (identity_mul_then_in_place, [(X4,)]),          # y = x * 1.0; y -= x wrote into x
+    (store_python_scalar, [(X4,), (X34,)]),          # y[0] = 0.0 failed in index_put
+    (list_argument, [([1, 2, 3],), ([],)]),          # a List[int] argument became a tuple
+    (list_argument_builtin, [([1.5, 2.5], 1), ([0.5], -1)]),
+    (optional_list_argument, [([1.5],), (None,)]),
+    (cat_of_tensors, [(X23, X23 * 2.0)]),            # a list of tensors as a library argument
+    (stack_of_tensors, [(X23, X23 * 2.0)]),
+    (zeros_of_shape_item, [(X34,), (X23,)]),         # x.shape[1] was a run-time int
+    (empty_dict_annotated, [(3,)]),                  # d: Dict[str, int] = {}
+    (two_empty_lists, [(0,), (3,)]),                 # two [] literals were one list
+    (two_comprehensions, [(3,)]),
+    (assert_positive, [(X4, 3), (X4, 0), (X4, 100)]),    # raised RaisedException
+    (raise_constant, [(2,), (0,), (-1,)]),
+    (raise_f_string, [(X4, 1), (X4, 3)]),            # the f-string message was dropped
+]
+CASES += REGRESSION_CASES
+
+MODULE_CASES += [
+    ("WithRaise", _seeded(WithRaise), [(X23[:, :2].contiguous(), 2), (X23[:, :2], -1)]),
+    # a layer call behind a check of the input: the check raises first, as in Python
+    ("ValidateThenLayer", _seeded(ValidateThenLayer), [(X23[:, :2].contiguous(),), (X23,)]),
+]
+
+
+# ---- programs the frontend gets wrong today --------------------------------------------
+# Each is as small as the bug allows and runs as a strict xfail (test_corpus.py) whose reason
+# names the bug, so that the fix turns it into a pass.
+
+def bool_of_list(n: int) -> bool:
+    xs = [i for i in range(n)]
+    return bool(xs)
+
+
+def len_of_str(s: str) -> int:
+    return len(s)
+
+
+def optional_isinstance(x: Tensor, k: Optional[int]) -> Tensor:
+    if isinstance(k, int):
+        return x + k
+    return x
+
+
 BUG_CASES: list[tuple[Callable, list[tuple], str]] = [
-    (identity_mul_then_in_place, [(X4,)],
-     "frontend bug: y = x * 1.0; y -= x writes into the caller's x (the mul by 1 is "
-     "simplified to x, then the augmented assignment's copy_ targets x)"),
-    (store_python_scalar, [(X4,)],
-     "frontend bug: y[0] = 0.0 (a Python scalar stored into a tensor) fails in sm::index_put: "
-     "'float' object has no attribute 'astype'"),
-    (list_argument, [([1, 2, 3],), ([],)],
-     "frontend bug: a List[int] argument reaches the graph as a tuple: ShapePropagationError "
-     "'list_len: expected a list, got (int, int, int)'"),
-    (list_argument_builtin, [([1.5, 2.5], 1)],
-     "frontend bug: a list[float] argument reaches the graph as a tuple: ShapePropagationError "
-     "'list_get: expected a list'"),
-    (optional_list_argument, [([1.5],), (None,)],
-     "frontend bug: an Optional[List[float]] argument refined by 'is not None' fails: "
-     "'list_get: expected a list, got (None)'"),
-    (cat_of_tensors, [(X23, X23 * 2.0)],
-     "frontend bug: sm.cat([x, y], 0) is refused: 'a library call's non-tensor argument must "
-     "be known when the specialization is built' (a list of tensors is not a constant)"),
-    (stack_of_tensors, [(X23, X23 * 2.0)],
-     "frontend bug: sm.stack((x, y), 1) is refused: a tuple of tensors as a library argument"),
-    (zeros_of_shape_item, [(X34,)],
-     "frontend bug: sm.zeros(x.shape[1]) is refused as a run-time int, though x.size(1) works "
-     "(the message says a size of an input is accepted)"),
-    (empty_dict_annotated, [(3,)],
-     "frontend bug: d: Dict[str, int] = {} fails: 'dict_construct: an empty dict needs its "
-     "type' (the annotation is not applied, as it is for an empty list)"),
-    (two_empty_lists, [(0,), (3,)],
-     "frontend bug: two empty list literals in one function are one list at run time "
-     "(xs = []; ys = []; xs.append(i) also fills ys)"),
-    (two_comprehensions, [(3,)],
-     "frontend bug: two list comprehensions in one function fill one list ([1, 2, 3, 0, 2, "
-     "4] for both)"),
     (bool_of_list, [(0,), (2,)],
      "frontend bug: bool(xs) of a list fails: 'py_bool(): cannot take a int[]'"),
     (len_of_str, [("abc",), ("",)],
      "frontend bug: len() of a str fails: 'cannot iterate over a str'"),
     (optional_isinstance, [(X4, 5), (X4, None)],
-     "frontend bug: isinstance(k, int) with k: Optional[int] is compiled to the constant "
-     "False, so the branch never runs (wrong result, no error)"),
-    (assert_positive, [(X4, 3), (X4, 0), (X4, 100)], _RAISES),
-    (raise_constant, [(2,), (0,), (-1,)], _RAISES),
-    (raise_f_string, [(X4, 1), (X4, 3)],
-     _RAISES + "; and an f-string message is dropped (the RaiseException node's message "
-     "input is ignored: 'ValueError: ')"),
+     "frontend bug: isinstance(k, int) with k: Optional[int] does not narrow k inside the "
+     "branch: x + k is refused ('unsupported operand types for a tensor operator: Tensor and "
+     "int?')"),
 ]
 
-MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = [
-    ("WithRaise", _seeded(WithRaise), [(X23[:, :2].contiguous(), 2), (X23[:, :2], -1)],
-     _RAISES),
-    ("ValidateThenLayer", _seeded(ValidateThenLayer), [(X23[:, :2].contiguous(),), (X23,)],
-     "frontend bug: a layer call behind a raise that checks the input is still expanded for "
-     "the bad input: the ShapeError of Linear.forward's expansion (a FrontendError) comes "
-     "first instead of the user's ValueError"),
-]
+MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = []

@@ -49,22 +49,12 @@ def test_function_scripted_equals_python(fn: Callable, inputs: list[tuple]) -> N
         assert_same_outcome(call(scripted, args), call(fn, args), f"{fn.__name__} input {k}")
 
 
-# The programs whose second call with the same input types sees the first call's list.
-_STALE_LIST = ("frontend bug: a list literal ([] or [1, 2]) is built once per specialization, "
-               "so a second call with the same input types starts from the list the first "
-               "call filled")
-SECOND_CALL_BUGS = {"list_store", "annotated_locals", "range_forms", "for_enumerate", "for_zip",
-                    "break_in_for", "nested_break_continue", "list_comprehension",
-                    "list_index_slice", "builtins_calls", "typing_annotations",
-                    "builtin_annotations", "fibonacci"}
-
-
-@pytest.mark.parametrize("fn, inputs", [
-    pytest.param(fn, inputs, id=fn.__name__,
-                 marks=_xfail(_STALE_LIST) if fn.__name__ in SECOND_CALL_BUGS else ())
-    for fn, inputs in P.CASES])
+@pytest.mark.parametrize("fn, inputs", [pytest.param(fn, inputs, id=fn.__name__)
+                                        for fn, inputs in P.CASES])
 def test_second_call_equals_python(fn: Callable, inputs: list[tuple]) -> None:
-    """Nothing leaks from one call into the next (lists, dicts, in-place writes)."""
+    """Nothing leaks from one call into the next with the same input types (a list literal
+    built once per specialization did: list_store, fibonacci, ... saw the first call's
+    items)."""
     scripted = sm.jit.script(fn)
     for k, args in enumerate(inputs):
         want = call(fn, args)
@@ -95,10 +85,7 @@ def _printed(fn: Callable, args: tuple, capsys: pytest.CaptureFixture[str]) -> t
     pytest.param(P.printing, (P.X4, 0), id="printing-0"),
     pytest.param(P.printing, (P.X4, 3), id="printing-3"),
     pytest.param(P.raise_after_print, (P.X4, 3), id="print-then-raise"),
-    pytest.param(P.print_tensor, (P.X23,), id="print-tensor", marks=_xfail(
-        "frontend bug: print(x) of a tensor prints NumPy's repr inside 'tensor(...)' "
-        "(tensor([ 1.7886285 ,  0.43650985, ...])), not Tensor's (tensor([ 1.7886,  0.4365, "
-        "...]))"))])
+    pytest.param(P.print_tensor, (P.X23,), id="print-tensor")])
 def test_printed_text_matches_python(fn: Callable, args: tuple,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     """The same text in the same order, also when the program raises half way."""
@@ -112,7 +99,7 @@ def test_printed_text_matches_python(fn: Callable, args: tuple,
 
 
 FUSER_CASES = [(P.tensor_branch, (P.X4,)), (P.halve_until, (P.X4 * 8.0, 0.5)),
-               (P.rnn_like, P.CASES[-1][1][1]), (P.accumulate_rows, (P.X34.abs(), 1.0)),
+               (P.rnn_like, P.RNN_ARGS), (P.accumulate_rows, (P.X34.abs(), 1.0)),
                (P.for_tensor_rows, (P.X34,)), (P.augmented, (P.X23, -4, -2.0))]
 
 
@@ -127,7 +114,7 @@ def test_unfused_equals_fused_and_python(fn: Callable, args: tuple) -> None:
 
 
 GRAD_CASES = [(P.tensor_branch, (P.X4,)), (P.halve_until, (P.X4 * 8.0, 0.5)),
-              (P.early_return, (P.X4, 3)), (P.rnn_like, P.CASES[-1][1][1]),
+              (P.early_return, (P.X4, 3)), (P.rnn_like, P.RNN_ARGS),
               (P.return_in_loop, (P.X4, -10.0)), (P.for_tensor_rows, (P.X34,)),
               (P.tensor_methods, (P.X34,))]
 
@@ -192,7 +179,7 @@ RAISING = [(P.assert_positive, [(P.X4, 3), (P.X4, 0), (P.X4, 100)]),
 @pytest.mark.parametrize("fn, inputs", RAISING, ids=[c[0].__name__ for c in RAISING])
 def test_raise_and_assert_fire_on_the_same_inputs(fn: Callable, inputs: list[tuple]) -> None:
     """Scripted code raises exactly where Python does and returns Python's value elsewhere
-    (the exception's class and message are checked by the xfails in BUG_CASES)."""
+    (test_function_scripted_equals_python checks the exception's class and message)."""
     scripted = sm.jit.script(fn)
     for args in inputs:
         got, want = call(scripted, args), call(fn, args)

@@ -37,17 +37,10 @@ def test_graph_prints_and_parses_back(fn: Callable) -> None:
     _assert_round_trip(_scripted(fn).graph)
 
 
-_NONE_FILLER = ("frontend bug: the graph fails ir.verify: a return on one path only fills the "
-                "other path's return value with prim::Constant[value=None] typed Tensor/int "
-                "('constant None does not fit its type Tensor')")
-VERIFY_BUGS = {"early_return", "return_in_loop", "return_in_nested_loops", "return_in_while",
-               "optional_tensor"}
-
-
-@pytest.mark.parametrize("fn", [
-    pytest.param(f, id=f.__name__, marks=pytest.mark.xfail(strict=True, reason=_NONE_FILLER)
-                 if f.__name__ in VERIFY_BUGS else ()) for f in FUNCTIONS])
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=[f.__name__ for f in FUNCTIONS])
 def test_graph_verifies(fn: Callable) -> None:
+    """ir.verify holds on the graph and its parsed text (a return on one path only used to
+    fill the other path with a None constant typed Tensor; prim::Uninitialized now)."""
     g = _scripted(fn).graph
     verify(g)
     verify(sm.ir.parse(str(g)))
