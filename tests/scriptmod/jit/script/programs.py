@@ -890,6 +890,53 @@ def optional_isinstance(x: Tensor, k: Optional[int]) -> Tensor:
     return x
 
 
+def stack_of_appended_list(x: Tensor, n: int) -> Tensor:
+    outs: List[Tensor] = []
+    for i in range(n):
+        outs.append(x * i)
+    return sm.stack(outs, 0)
+
+
+def shapes_equal(x: Tensor, y: Tensor) -> bool:
+    return x.shape == y.shape
+
+
+def python_errors(a: int, b: int, k: str) -> Tuple[int, int, int]:
+    xs = [1, 2, 3]
+    d = {"a": 1}
+    return a // b, xs[a], d[k]
+
+
+def early_exit_loop(x: Tensor, k: int) -> Tensor:
+    for i in range(k):
+        if i > 2:
+            return x
+        x = x * 0.5
+    return x
+
+
+def library_call_on_early_exit(x: Tensor, k: int) -> Tensor:
+    return early_exit_loop(x, k).softmax(-1)
+
+
+class LayerAfterEarlyExit(nn.Module):
+    """A method that returns from inside a loop, its result fed to a layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def helper(self, x: Tensor, k: int) -> Tensor:
+        for i in range(k):
+            if i > 2:
+                return x
+            x = x * 0.5
+        return x
+
+    def forward(self, x: Tensor, k: int) -> Tensor:
+        return self.fc(self.helper(x, k))
+
+
 BUG_CASES: list[tuple[Callable, list[tuple], str]] = [
     (bool_of_list, [(0,), (2,)],
      "frontend bug: bool(xs) of a list fails: 'py_bool(): cannot take a int[]'"),
@@ -901,4 +948,28 @@ BUG_CASES: list[tuple[Callable, list[tuple], str]] = [
      "int?')"),
 ]
 
-MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = []
+BUG_CASES += [
+    (stack_of_appended_list, [(X23, 3), (X4, 1)],
+     "frontend bug: sm.stack(outs, 0) of a List[Tensor] filled by append in a loop is refused: "
+     "'a library call's non-tensor argument must be known when the specialization is built "
+     "... this one (Tensor[])' (a literal list works)"),
+    (shapes_equal, [(X23, X23), (X23, X34)],
+     "frontend bug: x.shape == y.shape is refused: 'py_eq: '==' not supported between "
+     "instances of 'int[]' and 'int[]''"),
+    (python_errors, [(1, 1, "a"), (1, 0, "a"), (7, 1, "a"), (1, 1, "z")],
+     "frontend bug: a Python error inside a Python-value op (ZeroDivisionError in a // b, "
+     "IndexError in xs[7], KeyError in d['z']) surfaces as runtime InterpreterError "
+     "('sm::int_floordiv failed ...'), not as Python's exception class and message"),
+]
+
+_UNKNOWN_RESULT = ("frontend bug: the result of a function or method that returns from inside "
+                   "a loop has no known dtype/shape after inlining (the return value's "
+                   "placeholder joins it), so a library call on it fails: 'the tensor "
+                   "argument's type Tensor is not known here (a library call needs its "
+                   "inputs' dtype and shape)'")
+BUG_CASES.append((library_call_on_early_exit, [(X23, 2), (X23, 5)], _UNKNOWN_RESULT))
+
+MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = [
+    ("LayerAfterEarlyExit", _seeded(LayerAfterEarlyExit), [(X23, 1), (X23, 5)],
+     _UNKNOWN_RESULT),
+]
