@@ -505,6 +505,26 @@ def optional_else_branch(x: Tensor, bias: Optional[Tensor]) -> Tensor:
     return out
 
 
+def optional_filled_in(x: Tensor, y: Optional[Tensor]) -> Tensor:
+    if y is None:
+        y = x * 2.0
+    return x + y
+
+
+def optional_copied_then_refined(x: Tensor, y: Optional[Tensor]) -> Tensor:
+    z = y
+    if z is not None:
+        x = x + z
+    return x
+
+
+def optional_list_items(x: Tensor, ys: List[Optional[int]]) -> Tensor:
+    for v in ys:
+        if v is not None:
+            x = x + v
+    return x
+
+
 def typing_annotations(t: Tuple[int, Tensor], d: Dict[str, float], o: Optional[Tensor],
                        n: Optional[int]) -> Tuple[List[int], Optional[int], Tensor]:
     xs: List[int] = [0]
@@ -733,6 +753,9 @@ CASES: list[tuple[Callable, list[tuple]]] = [
     (optional_tensor, [(X4, X4 * 2.0), (X4, None), (X4,)]),
     (optional_int, [(X4, 2), (X4, None)]),
     (optional_else_branch, [(X23, X23[0]), (X23, None)]),
+    (optional_filled_in, [(X4, X4 * 3.0), (X4, None)]),
+    (optional_copied_then_refined, [(X4, X4 * 3.0), (X4, None)]),
+    (optional_list_items, [(X4, [1, None, 2]), (X4, [None]), (X4, [])]),
     (typing_annotations, [((3, X4), {"w": 2.0}, X4, 5), ((0, X23), {"w": 1.0}, None, None)]),
     (builtin_annotations, [((3, X4), {"w": 2.0}, X4, 5), ((0, X23), {"w": 1.0}, None, None)]),
     (fibonacci, [(0,), (1,), (12,)]),
@@ -937,6 +960,44 @@ class LayerAfterEarlyExit(nn.Module):
         return self.fc(self.helper(x, k))
 
 
+def refine_after_early_return(x: Tensor, y: Optional[Tensor]) -> Tensor:
+    if y is None:
+        return x
+    return x + y
+
+
+def refine_by_assert(x: Tensor, y: Optional[Tensor]) -> Tensor:
+    assert y is not None, "y is required"
+    return x + y
+
+
+def refine_in_and(x: Tensor, y: Optional[Tensor]) -> Tensor:
+    if y is not None and bool(y.sum() > 0):
+        return x + y
+    return x
+
+
+def refine_in_or(x: Tensor, y: Optional[Tensor]) -> Tensor:
+    if y is None or bool(y.sum() < 0):
+        return x
+    return x - y
+
+
+def refine_in_conditional_expression(x: Tensor, n: Optional[int]) -> Tensor:
+    k = n if n is not None else 2
+    return x * k
+
+
+def view_updated_in_place(x: Tensor) -> Tensor:
+    row = x[0]
+    row += 1.0
+    flat = x.view(-1)
+    flat *= 2.0
+    col = x.t()[0]
+    col -= 3.0
+    return x
+
+
 BUG_CASES: list[tuple[Callable, list[tuple], str]] = [
     (bool_of_list, [(0,), (2,)],
      "frontend bug: bool(xs) of a list fails: 'py_bool(): cannot take a int[]'"),
@@ -968,6 +1029,32 @@ _UNKNOWN_RESULT = ("frontend bug: the result of a function or method that return
                    "argument's type Tensor is not known here (a library call needs its "
                    "inputs' dtype and shape)'")
 BUG_CASES.append((library_call_on_early_exit, [(X23, 2), (X23, 5)], _UNKNOWN_RESULT))
+
+_NO_REFINEMENT = ("frontend bug: an Optional is not narrowed {where} (TorchScript narrows it "
+                  "there): '{message}'")
+BUG_CASES += [
+    (refine_after_early_return, [(X4, X4 * 3.0), (X4, None)], _NO_REFINEMENT.format(
+        where="after 'if y is None: return'", message="unsupported operand types for a "
+        "tensor operator: Tensor and Tensor?")),
+    (refine_by_assert, [(X4, X4 * 3.0), (X4, None)], _NO_REFINEMENT.format(
+        where="after 'assert y is not None'", message="unsupported operand types for a "
+        "tensor operator: Tensor and Tensor?")),
+    (refine_in_and, [(X4, X4 * 3.0), (X4, -X4.abs()), (X4, None)], _NO_REFINEMENT.format(
+        where="on the right of 'y is not None and ...'", message="a Tensor? has no method "
+        "'sum' in scripted code")),
+    (refine_in_or, [(X4, X4 * 3.0), (X4, -X4.abs()), (X4, None)], _NO_REFINEMENT.format(
+        where="on the right of 'y is None or ...' and after it", message="a Tensor? has no "
+        "method 'sum' in scripted code")),
+    (refine_in_conditional_expression, [(X4, 3), (X4, None)], _NO_REFINEMENT.format(
+        where="in 'n if n is not None else 2'", message="unsupported operand types for a "
+        "tensor operator: Tensor and int?")),
+]
+
+BUG_CASES.append((view_updated_in_place, [(X23,)],
+                  "frontend bug: row = x[0]; row += 1.0 (also x.view(-1), x.t()[0]) leaves x "
+                  "unchanged and raises nothing, where Python writes through the view into x: "
+                  "the '+= on a view' check misses index results and library-call views, so "
+                  "the augmented assignment only rebinds the name (wrong result, no error)"))
 
 MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = [
     ("LayerAfterEarlyExit", _seeded(LayerAfterEarlyExit), [(X23, 1), (X23, 5)],
