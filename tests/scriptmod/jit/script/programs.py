@@ -998,6 +998,15 @@ def view_updated_in_place(x: Tensor) -> Tensor:
     return x
 
 
+def store_through_view(x: Tensor) -> Tuple[Tensor, Tensor]:
+    y = x.clone()
+    y[0][1] = 5.0
+    z = x.clone()
+    row = z[1]
+    row[0] = -5.0
+    return y, z
+
+
 BUG_CASES: list[tuple[Callable, list[tuple], str]] = [
     (bool_of_list, [(0,), (2,)],
      "frontend bug: bool(xs) of a list fails: 'py_bool(): cannot take a int[]'"),
@@ -1055,6 +1064,11 @@ BUG_CASES.append((view_updated_in_place, [(X23,)],
                   "unchanged and raises nothing, where Python writes through the view into x: "
                   "the '+= on a view' check misses index results and library-call views, so "
                   "the augmented assignment only rebinds the name (wrong result, no error)"))
+
+BUG_CASES.append((store_through_view, [(X23,)],
+                  "frontend bug: y[0][1] = 5.0 and row = z[1]; row[0] = -5.0 leave y and z "
+                  "unchanged (the store goes into a copy of the view, never into its base; "
+                  "wrong result, no error)"))
 
 MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = [
     ("LayerAfterEarlyExit", _seeded(LayerAfterEarlyExit), [(X23, 1), (X23, 5)],

@@ -86,8 +86,9 @@ def assert_same_outcome(got: Outcome, want: Outcome, label: str) -> None:
     """Both returned equal values (and left their arguments equal), or both raised the same
     exception type with the same message."""
     if want.error is not None or got.error is not None:
-        assert got.error == want.error, f"{label}: scripted raised/returned {got.error or got.value!r}, " \
-                                        f"Python {want.error or want.value!r}"
+        assert got.error == want.error, \
+            f"{label}: scripted gave {got.error or got.value!r}, " \
+            f"Python {want.error or want.value!r}"
         return
     assert_same(got.value, want.value, label)
     assert_same(list(got.args), list(want.args), f"{label} (arguments afterwards)")

@@ -12,7 +12,7 @@ from typing import Any, Callable, List
 import pytest
 
 import scriptmod as sm
-from scriptmod import Tensor, nn
+from scriptmod import nn
 from scriptmod.jit import FrontendError
 
 G = 3

@@ -1,7 +1,8 @@
-"""Hypothesis-generated programs: random nested if/for (over ranges and over a tensor's rows)/
-while over int scalars and small tensors, with break, continue and early returns (every loop's trip count is bounded). Each is
-written to a real .py file (``inspect`` reads the source from it), imported, scripted, and
-run scripted and as Python on the same inputs; results must match.
+"""Hypothesis-generated programs: random nested if, for (over ranges and over a tensor's
+rows) and while over int scalars and small tensors, with break, continue and early returns
+(every loop's trip count is bounded). Each is written to a real .py file (``inspect`` reads
+the source from it), imported, scripted, and run scripted and as Python on the same inputs
+(fused, and once unfused); results must match.
 
 Ints stay small (``%`` after every product), tensors stay bounded (convex mixes, tanh,
 scaled relu), so that a branch on a tensor never sits on a rounding edge."""
