@@ -54,7 +54,7 @@ from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType
 from .fusion import TOPIC, FusedKernel
 from .interpreter import (DISPATCH, Interpreter, InterpreterError, OpHandler, RaisedException,
-                          failure)
+                          failure, python_error)
 from .kernels import KERNELS, run_kernel
 from .kernels.nn import matmul_rows
 
@@ -375,7 +375,7 @@ class _Program:
                 e, "scripted_raise", False):
             return e
         node = self._failing_node(e)
-        if node is None:
+        if node is None or python_error(node, e):
             return e
         where = f" ({node.source})" if node.source else ""
         err = failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n    {node!r}")

@@ -48,6 +48,16 @@ class DeviceFailure(InterpreterError, DeviceError):
     """An op's device check failed at run time."""
 
 
+_PY_ERRORS = (ZeroDivisionError, IndexError, KeyError, ValueError, TypeError, OverflowError)
+
+
+def python_error(node: Node, e: BaseException) -> bool:
+    """Whether ``e`` is a Python-value op's own Python error (``a // 0``, ``xs[7]``,
+    ``d['z']``): scripted code raises it as is, as the same Python code would."""
+    return isinstance(e, _PY_ERRORS) and node.is_op and node.op_name.startswith(
+        ("py_", "list_", "dict_", "int_"))
+
+
 def failure(e: Exception) -> type[InterpreterError]:
     """The InterpreterError class that is also ``e``'s user-level class, so that ``except
     ShapeError`` around a compiled call catches what it catches around eager code."""
@@ -136,8 +146,8 @@ class Interpreter:
         except (InterpreterError, RaisedException, TraceGuardError):
             raise
         except Exception as e:
-            if getattr(e, "scripted_raise", False):
-                raise                                   # the program's own raise
+            if getattr(e, "scripted_raise", False) or python_error(node, e):
+                raise                                   # the program's own raise or error
             where = f" ({node.source})" if node.source else ""
             raise failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
                               f"    {node!r}") from e

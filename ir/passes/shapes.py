@@ -7,7 +7,7 @@ from typing import Callable, Iterator, Sequence
 from .. import schema as S
 from ..builder import infer_op_types, join_types
 from ..errors import DTypeError, ShapeError, guard_failure
-from ..graph import Block, Graph, Node, Prim, known_value
+from ..graph import Block, Graph, Node, Prim, Value, known_value
 from ..printer import describe
 from ..types import AnyType, ListType, TensorType, TupleType, Type
 
@@ -120,7 +120,17 @@ def _if(node: Node) -> None:
     for b in node.blocks:
         propagate_block(b)
     for i, v in enumerate(node.outputs):
-        v.type = join_types(node.blocks[0].outputs[i].type, node.blocks[1].outputs[i].type)
+        v.type = _join_values(node.blocks[0].outputs[i], node.blocks[1].outputs[i])
+
+
+def _join_values(a: Value, b: Value) -> Type:
+    """``join_types``, where a ``prim::Uninitialized`` (a value no path reads) is the bottom
+    type: it takes the other side's type."""
+    if a.node.kind == Prim.UNINITIALIZED:
+        a.type = b.type
+    elif b.node.kind == Prim.UNINITIALIZED:
+        b.type = a.type
+    return join_types(a.type, b.type)
 
 
 def _loop(node: Node) -> None:
@@ -130,6 +140,9 @@ def _loop(node: Node) -> None:
         p.type = init.type
     for _ in range(MAX_LOOP_ROUNDS):
         propagate_block(body)
+        for p, init, o in zip(params, node.inputs[2:], body.outputs[1:]):
+            if init.node.kind == Prim.UNINITIALIZED and init.type != o.type:
+                init.type = p.type = o.type        # a placeholder: the body's type is it
         joined = [join_types(p.type, o.type) for p, o in zip(params, body.outputs[1:])]
         if all(j == p.type for j, p in zip(joined, params)):
             break

@@ -362,19 +362,18 @@ class FunctionCompiler:
         out = self.binop(st.op, cur, rhs, st)
         if isinstance(cur, Value) and isinstance(cur.type, TensorType) and isinstance(
                 st.target, ast.Name):
-            root = cur
-            while root.node.kind == "sm::copy_":           # written in place before
-                root = root.node.inputs[0]
-            if root.node.kind == Prim.PARAM:
+            kind = _storage(cur)
+            if kind == "argument":
                 # an argument updated in place: the caller sees it, as with Python's ``+=``
                 out = self.op("copy_", cur, out, node=st)
-            elif root.node.is_op and S.REGISTRY.get(root.node.op_name) is not None and \
-                    S.REGISTRY[root.node.op_name].has(S.VIEW):
-                raise self.error(f"'{st.target.id} {_OPS_TEXT.get(type(st.op), '?=')} ...' "
-                                 f"updates a view in place, which scripted code does not "
-                                 f"support yet; write {st.target.id} = {st.target.id} "
-                                 f"{_OPS_TEXT.get(type(st.op), '?=')[:-1]} ...", st)
-            # else: a tensor this function made, no other name sees it: rebinding is the same
+            elif kind == "shared":
+                sym = _OPS_TEXT.get(type(st.op), "?=")
+                raise self.error(f"'{st.target.id} {sym} ...' updates in place a tensor that "
+                                 f"may share memory with another (a view, an element of a list, "
+                                 f"a parameter, a library call's result), which scripted code "
+                                 f"does not support yet; write {st.target.id} = "
+                                 f"{st.target.id} {sym[:-1]} ...", st)
+            # else: a tensor an op of this function made; rebinding its name is the same
         self.assign(st.target, out, st)
         return Exits.NEVER
 
@@ -440,6 +439,11 @@ class FunctionCompiler:
                     node=node)
             return
         if isinstance(obj.type, TensorType):
+            if not isinstance(target.value, ast.Name) or _storage(obj) == "shared":
+                raise self.error("a store into a tensor that may share memory with another (a "
+                                 "view such as x[0] or x.t(), a parameter, a library call's "
+                                 "result) is not supported in scripted code yet; index the "
+                                 "base tensor itself (x[0, 1] = v)", target)
             spec, operands = self.index_spec(target.slice, obj)
             if not isinstance(val.type, TensorType):
                 if val.type not in (IntType, FloatType, BoolType):
@@ -1342,6 +1346,8 @@ class FunctionCompiler:
         vals = [self.value(a, e) for a in args]
         if fn is len:
             return self.length(vals[0], e)
+        if fn is bool and isinstance(vals[0].type, ListType):
+            return self.truth(vals[0], e)
         if fn in (int, float, bool, str):
             return self.op({int: "py_int", float: "py_float", bool: "py_bool",
                             str: "py_str"}[fn], vals[0], node=e)
@@ -1538,6 +1544,47 @@ def _retyped(fc: FunctionCompiler, v: Value, t: Type) -> Value:
     out = fc.b.tuple_index(tup, 0)
     out.type = t
     return out
+
+
+_FRESH = frozenset({"matmul", "clone", "cat", "stack", "full", "softmax", "log_softmax", "sum",
+                    "mean", "amax", "amin", "prod", "var", "cumsum", "logsumexp", "where",
+                    "index_put", "arange", "rand", "randn", "randint", "eye", "linspace"})
+
+
+def _storage(v: Value) -> str:
+    """Whose memory a tensor value is: "argument" (an input of the function, possibly
+    written in place before), "fresh" (an op of this function allocated it, so no other
+    name sees it unless the user bound one) or "shared" (a view, a parameter, an element
+    of a list, a library call's result: it may alias something else)."""
+    while v.node.kind == "sm::copy_":
+        v = v.node.inputs[0]
+    n = v.node
+    if n.kind == Prim.PARAM:
+        if n.owning_block is n.graph.block:
+            return "argument"
+        loop = n.owning_block.owning_node if n.owning_block is not None else None
+        if loop is not None and loop.kind == Prim.LOOP and v.index > 0:
+            return _storage(loop.inputs[v.index + 1])      # a carried value: its initial one
+        return "shared"
+    if n.is_op:
+        schema = S.REGISTRY.get(n.op_name)
+        if schema is not None and (schema.has(S.ELEMENTWISE) or n.op_name in _FRESH):
+            return "fresh"
+    if n.kind == Prim.CALL_FUNCTION and not n.attrs.get("method"):
+        name = n.attrs.get("name", "").rsplit(".", 1)[-1]
+        return "shared" if name in _VIEWS else "fresh"     # a library call: a new tensor
+    return "shared"
+
+
+# library calls whose result may be (or share memory with) an argument
+_VIEWS = frozenset({"view", "view_as", "reshape", "reshape_as", "t", "T", "mT", "H", "transpose",
+                    "swapaxes", "swapdims", "permute", "expand", "expand_as", "narrow",
+                    "select", "squeeze", "unsqueeze", "flatten", "unflatten", "movedim",
+                    "chunk", "split", "unbind", "tensor_split", "detach", "contiguous", "to",
+                    "type", "type_as", "float", "double", "half", "int", "long", "bool",
+                    "as_strided", "diagonal", "real", "imag", "data", "__getitem__", "cpu",
+                    "cuda", "requires_grad_", "view_as_real", "view_as_complex", "align_as",
+                    "ravel", "squeeze_", "unsqueeze_"})
 
 
 def _refine_list(v: Value, t: ListType) -> None:
