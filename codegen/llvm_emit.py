@@ -51,11 +51,24 @@ class _LoopID(ir.values.MDValue):
     __hash__ = object.__hash__
 
 
-def loop_hints(module: ir.Module, interleave: int) -> ir.values.MDValue:
-    """Loop metadata asking the vectorizer to interleave ``interleave`` vector iterations."""
-    count = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
-                                 ir.Constant(I32, interleave)])
-    return _LoopID(module, [count], name=str(len(module.metadata)))
+def loop_hints(module: ir.Module, interleave: int | None = None,
+               unroll_vectorized: int | None = None) -> ir.values.MDValue:
+    """Loop metadata: ask the vectorizer to interleave ``interleave`` vector iterations, and
+    the unroller to unroll the vectorized loop ``unroll_vectorized`` times (the pipeline
+    unrolls only loops that ask, see ``runtime.llvm_jit``; the scalar loop is left alone:
+    unrolling it first would keep it from vectorizing)."""
+    def md(*ops: ir.Value) -> ir.values.MDValue:
+        return module.add_metadata(list(ops))
+
+    def text(s: str) -> ir.MetaDataString:
+        return ir.MetaDataString(module, s)
+    hints = []
+    if interleave is not None:
+        hints.append(md(text("llvm.loop.interleave.count"), ir.Constant(I32, interleave)))
+    if unroll_vectorized is not None:
+        count = md(text("llvm.loop.unroll.count"), ir.Constant(I32, unroll_vectorized))
+        hints.append(md(text("llvm.loop.vectorize.followup_vectorized"), count))
+    return _LoopID(module, hints, name=str(len(module.metadata)))
 
 
 @contextmanager

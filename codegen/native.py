@@ -32,7 +32,8 @@ into the module with internal linkage, so LLVM inlines it and folds the constant
 Small GEMMs and matrix-vector products run as an inline loop (a BLAS call costs more than
 the math of a ``(1x64)@(64x64)^T`` layer), one compiled helper per dtype and transposition
 with the sizes as arguments (compile time grows with code, not with layers); larger ones call
-BLAS. Batches loop in the entry. Kernel steps and inline GEMMs are ``noinline`` helpers.
+BLAS. Batches loop in the entry. Kernel steps and inline GEMMs are ``noinline`` helpers,
+named by what they compute (``linkonce_odr``: equal helpers of linked programs merge).
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ from llvmlite import ir
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
 from .kernel import KINDS, KernelSpec
-from .llvm_emit import I32, I64, PTR, for_range
+from .llvm_emit import I32, I64, PTR, for_range, loop_hints
 from .llvm_ir import kernel_name, render_llvm
 
 FORMAT = "native program v2"
@@ -64,6 +65,10 @@ _KERNEL_TYPE = ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR])
 _ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
 _GEMM_DTYPES = (D.float32, D.float64)
 _DOT_FLAGS = ("reassoc", "contract")                 # lets LLVM split the sum into lanes
+# Partial sums the dot loop keeps (vectors of them): one would chain every fadd on the last,
+# four is what LLVM's own heuristic chose before the pipeline stopped interleaving unasked.
+DOT_INTERLEAVE = 4
+DOT_UNROLL = 2                                       # vector iterations per trip
 
 
 @dataclass(frozen=True)
@@ -302,14 +307,22 @@ def _link(main: str, others: list[str], kernels: list[str]) -> str:
     return str(module)
 
 
-def _internal_function(module: ir.Module, ftype: ir.FunctionType, name: str) -> ir.Function:
+def _shared_function(module: ir.Module, ftype: ir.FunctionType, name: str) -> ir.Function:
     """A helper compiled once however many steps call it (``noinline``): LLVM's time grows
-    with the code it optimizes, and W4's four equal layers need one copy, not four."""
+    with the code it optimizes, and W4's four equal layers need one copy, not four. Its name
+    says what it computes and it is ``linkonce_odr``, so that when several programs are
+    linked into one module (``runtime.llvm_jit.compile_together``: a specialization's
+    segments) equal helpers merge into one (W5's two LayerNorms share theirs); the compiler
+    internalizes what it does not export."""
     fn = ir.Function(module, ftype, name=name)
-    fn.linkage = "internal"
+    fn.linkage = "linkonce_odr"
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")
     return fn
+
+
+def _helper_name(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
 class _EntryBuilder:
@@ -323,12 +336,22 @@ class _EntryBuilder:
         (self.args,) = fn.args
         self.arena = self._load_ptr(self.args, prog.n_args)
         self.fns = self._load_ptr(self.args, prog.n_args + 1)
-        self.arg_ptrs = [self._load_ptr(self.args, i) for i in range(prog.n_args)]
-        for i in prog.objects:          # an array object: its data pointer, at a fixed offset
-            at = self.b.gep(self.arg_ptrs[i], [ir.Constant(I64, prog.object_data_offset)],
-                            source_etype=_I8, inbounds=True)
-            self.arg_ptrs[i] = self.b.load(at, typ=PTR, align=8)
+        self.objects = frozenset(prog.objects)
+        self.arg_ptrs: dict[int, ir.Value] = {}       # loaded in the entry block, on first use
         self.helpers: dict[tuple, ir.Function] = {}
+
+    def arg_ptr(self, i: int) -> ir.Value:
+        """``args[i]``'s data pointer (a segment uses a few of a plan's many slots: loading
+        only those keeps the IR, and its rendering, small)."""
+        if i not in self.arg_ptrs:
+            with self.b.goto_entry_block():
+                p = self._load_ptr(self.args, i)
+                if i in self.objects:   # an array object: its data pointer, at a fixed offset
+                    at = self.b.gep(p, [ir.Constant(I64, self.prog.object_data_offset)],
+                                    source_etype=_I8, inbounds=True)
+                    p = self.b.load(at, typ=PTR, align=8)
+            self.arg_ptrs[i] = p
+        return self.arg_ptrs[i]
 
     def build(self) -> None:
         for i, step in enumerate(self.prog.steps):
@@ -345,7 +368,7 @@ class _EntryBuilder:
     def ptr(self, ref: Ref) -> ir.Value:
         """The address of ``ref``'s element 0."""
         if ref.space == "arg":
-            base, off = self.arg_ptrs[ref.index], ref.offset
+            base, off = self.arg_ptr(ref.index), ref.offset
         else:
             base, off = self.arena, ref.index + ref.offset
         if not off:
@@ -365,14 +388,14 @@ class _EntryBuilder:
         key = ("kernel", kernel_name(step.spec), step.n, step.meta)
         if key in self.helpers:
             return self.helpers[key]
-        module, j = self.fn.module, len(self.helpers)
-        fn = _internal_function(module, ir.FunctionType(ir.VoidType(), [PTR]),
-                                f"{self.fn.name}.step{j}")
+        module = self.fn.module
+        name = f"sm_step_{_helper_name(*key)}"
+        fn = _shared_function(module, ir.FunctionType(ir.VoidType(), [PTR]), name)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         meta: ir.Value = ir.Constant(PTR, None)
         if step.meta:
             ty = ir.ArrayType(I64, len(step.meta))
-            var = ir.GlobalVariable(module, ty, name=f"{self.fn.name}.meta{j}")
+            var = ir.GlobalVariable(module, ty, name=f"{name}.meta")
             var.global_constant, var.linkage = True, "private"
             var.initializer = ir.Constant(ty, list(step.meta))
             meta = var
@@ -409,8 +432,8 @@ class _EntryBuilder:
         key = ("gemm", g.dtype.name, g.trans_a, g.trans_b)
         if key not in self.helpers:
             ftype = ir.FunctionType(ir.VoidType(), [PTR] * 3 + [I64] * 6)
-            fn = _internal_function(self.fn.module, ftype,
-                                    f"{self.fn.name}.gemm{len(self.helpers)}")
+            ta, tb = "T" if g.trans_a else "N", "T" if g.trans_b else "N"
+            fn = _shared_function(self.fn.module, ftype, f"sm_gemm_{g.dtype.name}_{ta}{tb}")
             for arg in fn.args[:3]:
                 arg.add_attribute("noalias")
             b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -505,7 +528,8 @@ def _dot_row(b: ir.IRBuilder, t: ir.Type, d: _Shape, a_at, b_at, c_at) -> None:
         nxt = b.fadd(acc, b.fmul(x, y, flags=("contract",)), flags=_DOT_FLAGS)
         p.add_incoming(b.add(p, ir.Constant(I64, 1), flags=["nsw"]), b.block)
         acc.add_incoming(nxt, b.block)
-        b.branch(header)
+        latch = b.branch(header)
+        latch.set_metadata("llvm.loop", loop_hints(b.module, DOT_INTERLEAVE, DOT_UNROLL))
         b.position_at_end(end)
         b.store(acc, c_at(j))
 

@@ -25,11 +25,11 @@ import ctypes
 import threading
 import time
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Sequence
 import llvmlite
 import llvmlite.binding as llvm
 from scriptmod.codegen.kernel import KernelSpec
-from scriptmod.codegen.llvm_ir import LLVMKernel, render_llvm
+from scriptmod.codegen.llvm_ir import LLVMKernel, kernel_name, render_llvm
 from scriptmod.ir import log as irlog
 from .kernel_cache import KernelCache, cache_key, undefined_symbols
 
@@ -73,8 +73,20 @@ def target_machine() -> llvm.TargetMachine:
 
 
 def optimize(text: str) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
-    """Parse, verify and optimize IR text at O3 for the host; returns (module, tm)."""
+    """Parse, verify and optimize IR text for the host (``PIPELINE``); returns (module, tm)."""
     mod = llvm.parse_assembly(text)
+    tm = _optimize_module(mod)
+    return mod, tm
+
+
+def _optimize_module(mod: llvm.ModuleRef) -> llvm.TargetMachine:
+    """Verify and optimize a parsed module in place; returns its target machine.
+
+    O3 with loop and SLP vectorization, but LLVM interleaves and unrolls loops only where
+    the IR asks for it (``llvm.loop.interleave.count`` hints: the LONG-op kernels and the
+    inline GEMM's dot product, where they pay): on the short, memory-bound loops of a
+    native segment they bought nothing, and cost a third of the compile time (W5: 335 ->
+    225 ms of LLVM over its 8 modules)."""
     mod.verify()
     tm = target_machine()
     mod.triple = tm.triple
@@ -82,9 +94,15 @@ def optimize(text: str) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
+    pto.loop_interleaving = False          # forced counts (loop metadata) still apply
+    pto.loop_unrolling = False
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
-    return mod, tm
+    return tm
+
+
+# Part of every cache key: a changed pipeline never reuses objects built by another one.
+PIPELINE = "O3 vectorize=loop,slp interleave=hinted unroll=hinted"
 
 
 def compile_object(text: str) -> bytes:
@@ -101,31 +119,49 @@ def unresolved(obj: bytes) -> list[str]:
 
 class CompiledKernel:
     """A loaded kernel: its function pointer (``address``, ctypes ``cfunc`` of the kernel
-    ABI ``KERNEL_TYPE``) and, for inspection, ``llvm_ir`` and ``asm``."""
+    ABI ``KERNEL_TYPE``) and, for inspection, ``llvm_ir`` and ``asm`` (``llvm_ir`` may be
+    given as a function that renders it: a kernel loaded from the disk cache renders its IR
+    only when someone reads it)."""
 
-    def __init__(self, name: str, llvm_ir: str, engine: llvm.ExecutionEngine,
-                 address: int) -> None:
-        self.name, self.llvm_ir = name, llvm_ir
+    def __init__(self, name: str, llvm_ir: str | Callable[[], str],
+                 engine: llvm.ExecutionEngine, address: int) -> None:
+        self.name = name
+        self._ir = llvm_ir
         self._engine = engine                       # keeps the code alive
         self.address = address
         self.cfunc = KERNEL_TYPE(address)
         self._asm: str | None = None
 
     @property
+    def llvm_ir(self) -> str:
+        """The LLVM IR the kernel was compiled from (rendered on first use if need be)."""
+        if not isinstance(self._ir, str):
+            self._ir = self._ir()
+        return self._ir
+
+    @property
     def asm(self) -> str:
         """Host assembly of the optimized kernel (recompiled on first use)."""
         if self._asm is None:
-            if not self.llvm_ir and "_render" in self.__dict__:   # loaded by compile_cached
-                self.llvm_ir = self.__dict__.pop("_render")()
             mod, tm = optimize(self.llvm_ir)
             self._asm = tm.emit_assembly(mod)
         return self._asm
 
+    def __repr__(self) -> str:
+        return f"<CompiledKernel {self.name} at {self.address:#x}>"
 
-def _load(name: str, text: str, obj: bytes) -> CompiledKernel:
+
+Unit = tuple[str, Callable[[], str], str]
+"""What ``compile_together`` compiles: ``(key_text, render, name)`` as for
+``compile_cached``."""
+
+
+def _engine(obj: bytes, what: str) -> llvm.ExecutionEngine:
+    """An MCJIT engine holding ``obj`` (its symbols checked first: calling code that needs a
+    symbol this process lacks would crash)."""
     missing = unresolved(obj)
     if missing:
-        raise UnresolvedSymbolError(f"kernel {name}: unresolved symbols {missing}")
+        raise UnresolvedSymbolError(f"kernel {what}: unresolved symbols {missing}")
     tm = target_machine()
     empty = llvm.parse_assembly("")
     empty.triple = tm.triple
@@ -133,51 +169,93 @@ def _load(name: str, text: str, obj: bytes) -> CompiledKernel:
     engine = llvm.create_mcjit_compiler(empty, tm)
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
-    address = engine.get_function_address(name)
-    if not address:
-        raise UnresolvedSymbolError(f"kernel {name}: function not found in object code")
-    return CompiledKernel(name, text, engine, address)
+    return engine
+
+
+def _load(names: Sequence[str], texts: Sequence[str | Callable[[], str]],
+          obj: bytes) -> list[CompiledKernel]:
+    """The functions ``names`` of ``obj``, loaded by one engine they share."""
+    engine = _engine(obj, ", ".join(names))
+    out = []
+    for name, text in zip(names, texts):
+        address = engine.get_function_address(name)
+        if not address:
+            raise UnresolvedSymbolError(f"kernel {name}: function not found in object code")
+        out.append(CompiledKernel(name, text, engine, address))
+    return out
+
+
+def _key(text: str) -> str:
+    return cache_key(text, *host(), f"{llvmlite.__version__} {PIPELINE}")
 
 
 def compile_ir(text: str, name: str, cache: KernelCache = CACHE) -> CompiledKernel:
     """Compile (or fetch from the memory or disk cache) the function ``name`` of IR ``text``."""
-    return _cached(cache_key(text, *host(), llvmlite.__version__), name, lambda: text, text,
-                   cache)
+    return _cached(_key(text), name, lambda: text, text, cache)
 
 
-def _cached(key: str, name: str, render: Callable[[], str], loaded_text: str,
-            cache: KernelCache) -> CompiledKernel:
+def _cached(key: str, name: str, render: Callable[[], str],
+            loaded: str | Callable[[], str], cache: KernelCache) -> CompiledKernel:
     """The kernel under ``key``: from memory, else from disk (a corrupt or unloadable entry
-    is discarded), else built from ``render()`` and stored. ``loaded_text`` is the IR a disk
-    hit carries ("" when it renders only on demand, see ``compile_cached``)."""
+    is discarded), else built from ``render()`` and stored. ``loaded`` is the IR a disk hit
+    carries (``render`` itself when it renders only on demand, see ``compile_cached``)."""
     with _lock:
         hit = cache.lookup(key)
         if hit is not None:
             return hit
-        obj = cache.load_object(key)
-        kernel = None
-        if obj is not None:
-            try:
-                kernel = _load(name, loaded_text, obj)
-            except (UnresolvedSymbolError, ValueError, RuntimeError) as exc:
-                cache.discard(key, str(exc))
-            else:
-                if not loaded_text:
-                    kernel.__dict__["_render"] = render
-        if kernel is None:
-            kernel = _build(name, render(), key, cache)
+        kernel, = _from_disk(key, [name], [loaded], cache) or _build(key, [name], [render],
+                                                                     cache)
         cache.remember(key, kernel)
         return kernel
 
 
-def _build(name: str, text: str, key: str, cache: KernelCache) -> CompiledKernel:
+def _from_disk(key: str, names: Sequence[str], texts: Sequence[str | Callable[[], str]],
+               cache: KernelCache) -> list[CompiledKernel] | None:
+    obj = cache.load_object(key)
+    if obj is None:
+        return None
+    try:
+        return _load(names, texts, obj)
+    except (UnresolvedSymbolError, ValueError, RuntimeError) as exc:
+        cache.discard(key, str(exc))
+        return None
+
+
+def _build(key: str, names: Sequence[str], renders: Sequence[Callable[[], str]],
+           cache: KernelCache) -> list[CompiledKernel]:
+    """Render, link into one module, optimize and emit once, load, store."""
     t0 = time.perf_counter()
-    obj = compile_object(text)
+    texts = [render() for render in renders]
+    mod = llvm.parse_assembly(texts[0])
+    for text in texts[1:]:
+        mod.link_in(llvm.parse_assembly(text))
+    _export_only(mod, names)
+    tm = _optimize_module(mod)
+    obj = tm.emit_object(mod)
     cache.count("compiles")
-    kernel = _load(name, text, obj)       # raises before anything bad reaches the disk
+    kernels = _load(names, texts, obj)         # raises before anything bad reaches the disk
     cache.store_object(key, obj)
-    irlog.log("codegen", f"compiled {name} in {(time.perf_counter() - t0) * 1e3:.1f} ms")
-    return kernel
+    irlog.log("codegen", f"compiled {', '.join(names)} in "
+                         f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
+    return kernels
+
+
+def _export_only(mod: llvm.ModuleRef, names: Sequence[str]) -> None:
+    """Make every definition but the functions ``names`` internal (shared ``linkonce_odr``
+    helpers of linked programs become one private copy, which LLVM may inline); raises
+    ``ValueError`` when one of ``names`` is not defined or was renamed by the linker."""
+    for name in names:
+        try:
+            fn = mod.get_function(name)
+        except NameError:
+            fn = None
+        if fn is None or fn.is_declaration or fn.linkage != llvm.Linkage.external:
+            raise ValueError(f"compile: function {name} is not defined by its module, or "
+                             f"was renamed when linking {names}")
+    keep = set(names)
+    for value in [*mod.functions, *mod.global_variables]:
+        if not value.is_declaration and value.name not in keep:
+            value.linkage = llvm.Linkage.internal
 
 
 def compile_llvm(kernel: LLVMKernel, cache: KernelCache = CACHE) -> CompiledKernel:
@@ -185,9 +263,16 @@ def compile_llvm(kernel: LLVMKernel, cache: KernelCache = CACHE) -> CompiledKern
     return compile_ir(kernel.text, kernel.name, cache)
 
 
+def spec_unit(spec: KernelSpec) -> Unit:
+    """``spec``'s kernel as a ``compile_together`` unit, keyed by the spec's text."""
+    return ("kernel spec\0" + spec.text(), lambda: render_llvm(spec).text, kernel_name(spec))
+
+
 def compile_spec(spec: KernelSpec, cache: KernelCache = CACHE) -> CompiledKernel:
-    """Render and compile a ``KernelSpec``."""
-    return compile_llvm(render_llvm(spec), cache)
+    """Compile a laid-out ``KernelSpec`` (``compile_cached`` keyed by its text: a cache hit
+    renders no IR)."""
+    spec.require_layout()
+    return compile_cached(*spec_unit(spec), cache=cache)
 
 
 def compile_cached(key_text: str, render: Callable[[], str], name: str,
@@ -196,21 +281,78 @@ def compile_cached(key_text: str, render: Callable[[], str], name: str,
     produces, e.g. a ``NativeProgram``'s text) salted with the code generator's own source:
     a memory or disk hit loads the object without rendering any IR (a warm start skips
     codegen entirely; ``llvm_ir`` of such a kernel renders on first access)."""
-    key = cache_key("compile_cached\0" + key_text + _codegen_salt(), *host(),
-                    llvmlite.__version__)
-    return _cached(key, name, render, "", cache)
+    return _cached(_unit_key(key_text), name, render, render, cache)
+
+
+def _unit_key(key_text: str) -> str:
+    return _key("compile_cached\0" + key_text + _codegen_salt())
+
+
+def compile_together(units: Sequence[Unit], cache: KernelCache = CACHE) -> list[CompiledKernel]:
+    """``compile_cached`` for each unit, but the units no cache holds compile as ONE LLVM
+    module (one optimization and code generation run, one object on disk under a key over
+    all their keys, one engine to load): a specialization's segments and kernels cost one
+    LLVM run instead of one each (W5: 8 -> 1), and a warm start loads one object.
+
+        >>> from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
+        >>> from scriptmod.ir import dtypes as D
+        >>> specs = [KernelSpec([InputSpec(D.float32)],
+        ...                     [OpStep(op, (0, Imm(0.8125, D.float32)), {}, D.float32)],
+        ...                     [1], [D.float32]) for op in ("mul", "add")]
+        >>> mul, add = compile_together([spec_unit(s) for s in specs])
+        >>> mul._engine is add._engine, compile_spec(specs[1]) is add       # memory hit
+        (True, True)
+    """
+    keys = [_unit_key(key_text) for key_text, _, _ in units]
+    with _lock:
+        found: dict[str, CompiledKernel] = {}
+        todo: dict[str, tuple[Callable[[], str], str]] = {}
+        for key, (_, render, name) in zip(keys, units):
+            if key not in found and key not in todo:
+                hit = cache.lookup(key)
+                if hit is not None:
+                    found[key] = hit
+                else:
+                    todo[key] = (render, name)
+        if todo:
+            found.update(_together(todo, cache))
+        return [found[key] for key in keys]
+
+
+def _together(todo: dict[str, tuple[Callable[[], str], str]],
+              cache: KernelCache) -> dict[str, CompiledKernel]:
+    keys = sorted(todo)
+    group = keys[0] if len(keys) == 1 else _key("together\0" + "\0".join(keys))
+    names = [todo[k][1] for k in keys]
+    renders = [todo[k][0] for k in keys]
+    try:
+        kernels = _from_disk(group, names, renders, cache) or _build(group, names, renders,
+                                                                     cache)
+    except ValueError:            # names that clash when linked: one module each
+        kernels = [_cached(k, todo[k][1], todo[k][0], todo[k][0], cache) for k in keys]
+    for key, kernel in zip(keys, kernels):
+        cache.remember(key, kernel)
+    return dict(zip(keys, kernels))
 
 
 @lru_cache(maxsize=None)
 def _codegen_salt() -> str:
-    """sha256 of the code generator's sources: a changed generator never reuses objects
-    keyed by what they were generated from."""
+    """sha256 of the code generator's sources and of the op tables it reads (flags such as
+    LONG change the IR): a changed generator never reuses objects keyed by what they were
+    generated from. (``os.listdir``: a ``pathlib`` glob compiles a regex, 4 ms of a warm
+    start.)"""
     import hashlib
-    from pathlib import Path
+    import os
     import scriptmod.codegen as codegen
+    import scriptmod.ir as ir_package
+    import scriptmod.ir.ops as ops
+    paths = [os.path.join(folder, name) for folder in [*codegen.__path__, *ops.__path__]
+             for name in sorted(os.listdir(folder)) if name.endswith(".py")]
+    paths += [os.path.join(folder, name) for folder in ir_package.__path__
+              for name in ("dtypes.py", "schema.py")]
     h = hashlib.sha256()
-    for folder in codegen.__path__:
-        for path in sorted(Path(folder).glob("*.py")):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
+    for path in paths:
+        h.update(os.path.basename(path).encode())
+        with open(path, "rb") as f:
+            h.update(f.read())
     return h.hexdigest()

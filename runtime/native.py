@@ -128,6 +128,7 @@ class _Planner:
         self.python: set[Node] = set()
         self.why: dict[Node, str] = {}
         self.buffers: list[Buffer] = []
+        self.fused_specs: list[Any] = []          # kernels of groups run by a FusedKernel
 
     # -- 1. what can be native --------------------------------------------------------------------
     def plan(self) -> NativePlan | None:
@@ -154,10 +155,21 @@ class _Planner:
         size = assign_offsets(arena)
         check_plan(arena)
         self._log(segments)
-        compiled = [s.compile(self) for s in segments]
+        compiled = self._compile(segments)
         return NativePlan(compiled, frozenset(self.steps) | frozenset(self.views - self.python),
                           {n: i for n, i in self.state_nodes.items() if n in self.python_reads},
                           frozenset(self.skip), size, self.buffers)
+
+    def _compile(self, segments: list["Segment"]) -> list["Segment"]:
+        """Every segment's program, and the kernels of the groups that run through their
+        ``FusedKernel`` (at the layout planned here, which is the one they meet unless a
+        Python step hands them another), as one LLVM module: one optimization and code
+        generation run, one object to load on a warm start. A ``FusedKernel`` then finds its
+        kernel in the memory cache (``llvm_jit.compile_spec`` keys by the same spec text)."""
+        from .llvm_jit import compile_together, spec_unit
+        units = [s.prepare(self) for s in segments]
+        kernels = compile_together(units + [spec_unit(spec) for spec in self.fused_specs])
+        return [s.link(k) for s, k in zip(segments, kernels)]
 
     def _arg(self, v: Value, source: Any, t: TensorType, strides: tuple | None = None) -> None:
         shape = tuple(t.shape)                                      # type: ignore[arg-type]
@@ -229,6 +241,10 @@ class _Planner:
             return "a fusion group reading a value native code does not hold"
         out_shape = tuple(outs[0].shape)                            # type: ignore[union-attr]
         if threads.get_num_threads() > 1 and _numel(out_shape) >= threads.MIN_SPLIT:
+            try:                                   # its kernel compiles with the segments
+                self.fused_specs.append(_group_spec(node, ins, out_shape)[0])
+            except NotImplementedError:
+                pass
             return f"a fusion group of {_numel(out_shape)} elements: split across threads"
         try:
             spec, meta = _group_spec(node, ins, out_shape)
@@ -552,11 +568,16 @@ class Segment:
         self.exports: list[Value] = []
 
     def compile(self, p: _Planner) -> "Segment":
-        from scriptmod.codegen.native import GemmStep, KernelStep, NativeProgram, \
-            render_program, step_refs as _step_refs
-        from .blas import cblas
-        from scriptmod.codegen.native import program_name
+        """Build and compile this segment alone (``prepare``, then ``link``)."""
         from .llvm_jit import compile_cached
+        return self.link(compile_cached(*self.prepare(p)))
+
+    def prepare(self, p: _Planner) -> tuple[str, Callable[[], str], str]:
+        """Build the segment's ``NativeProgram`` from the plan; returns its compile unit
+        ``(key_text, render, name)`` (``llvm_jit.compile_together``)."""
+        from scriptmod.codegen.native import GemmStep, KernelStep, NativeProgram, \
+            program_name, render_program, step_refs as _step_refs
+        from .blas import cblas
         steps: list[Any] = []
         imports: dict[Value, Buffer] = {}
         fresh: list[Buffer] = []
@@ -601,13 +622,26 @@ class Segment:
                              blas.int_bits if blas is not None else 64, tuple(objects),
                              ARRAY_DATA_OFFSET)
         self.program = prog
-        self.kernel = compile_cached(prog.text(), lambda: render_program(prog).text,
-                                     program_name(prog))
-        self.fn = ENTRY_TYPE(self.kernel.address)
+        self._blas = blas
+        return prog.text(), lambda: render_program(prog).text, program_name(prog)
+
+    def link(self, kernel: Any) -> "Segment":
+        """Bind the compiled program (a ``llvm_jit.CompiledKernel``) and the BLAS table."""
+        self.kernel = kernel
+        self.fn = ENTRY_TYPE(kernel.address)
+        blas = self._blas
         self._fns = blas.fns() if blas is not None else (ctypes.c_void_p * 2)()
         self.fns_addr = ctypes.addressof(self._fns)
-        self.run = self._make_runner()
         return self
+
+    @property
+    def run(self) -> Callable[..., Any]:
+        """``run(frame, *imports) -> exports``, generated on first use (an ``Executable``
+        pastes ``source`` into its own program instead)."""
+        run = self.__dict__.get("_run")
+        if run is None:
+            run = self.__dict__["_run"] = self._make_runner()
+        return run
 
     def _make_runner(self) -> Callable[..., Any]:
         """The per-call Python of this segment as one generated function (what ``source``

@@ -32,9 +32,10 @@ def cache(tmp_path_factory) -> KernelCache:
 class Runner:
     """A compiled program with its argument table and a 64-byte aligned arena."""
 
-    def __init__(self, prog: NativeProgram, cache: KernelCache, arena_bytes: int = 0) -> None:
+    def __init__(self, prog: NativeProgram, cache: KernelCache, arena_bytes: int = 0,
+                 kernel=None) -> None:
         mod = render_program(prog)
-        self.kernel = compile_ir(mod.text, mod.name, cache)
+        self.kernel = kernel if kernel is not None else compile_ir(mod.text, mod.name, cache)
         self.fn = ENTRY(self.kernel.address)
         raw = np.full(arena_bytes + 128, 0xFF, np.uint8)      # NaN-ish garbage, not zeros
         start = (-raw.ctypes.data) % 64
@@ -299,11 +300,38 @@ def test_w4_like_chain(cache, batch):
 
 def test_w4_like_chain_compiles_one_gemm_and_one_step_per_shape():
     """Equal layers share their helpers: one inline GEMM loop (shapes are arguments) and one
-    kernel step per distinct (spec, n, meta)."""
+    kernel step per distinct (spec, n, meta), named by what they compute (``linkonce_odr``,
+    so that equal helpers of programs linked into one module merge)."""
     text = render_program(w4_program(1)[0]).text
-    defines = [ln.split("(")[0] for ln in text.splitlines() if ln.startswith("define internal")]
-    assert sum(".gemm" in d for d in defines) == 1
-    assert sum(".step" in d for d in defines) == 2
+    defines = [ln.split("(")[0] for ln in text.splitlines() if ln.startswith("define linkonce_odr")]
+    assert sum("@sm_gemm_float32_NT" in d for d in defines) == 1
+    assert sum("@sm_step_" in d for d in defines) == 2
+
+
+def test_linked_programs_share_equal_helpers(cache):
+    """Two programs with the same kernel steps and GEMM shape, linked into one module (as
+    ``compile_together`` does): one internal copy of each helper survives, and both entries,
+    loaded from one object, compute the right thing."""
+    import llvmlite.binding as llvm
+    from scriptmod.runtime import llvm_jit
+    p1, arena = w4_program(2)
+    p2 = NativeProgram(p1.steps, p1.n_args + 1)          # another entry, the same helpers
+    mod = llvm.parse_assembly(render_program(p1).text)
+    mod.link_in(llvm.parse_assembly(render_program(p2).text))
+    llvm_jit._export_only(mod, [N.program_name(p1), N.program_name(p2)])
+    defined = [f.name for f in mod.functions if not f.is_declaration]
+    assert sum(n.startswith("sm_step_") for n in defined) == 2
+    assert sum(n.startswith("sm_gemm_") for n in defined) == 1
+    assert all(f.linkage == llvm.Linkage.internal for f in mod.functions
+               if not f.is_declaration and not f.name.startswith("sm_prog_"))
+    units = [(p.text(), lambda p=p: render_program(p).text, N.program_name(p)) for p in (p1, p2)]
+    k1, k2 = llvm_jit.compile_together(units, cache)
+    assert k1._engine is k2._engine and k1.address != k2.address
+    x, params = w4_arrays(2)
+    for prog, kernel in ((p1, k1), (p2, k2)):
+        out = np.full((2, 10), np.nan, np.float32)
+        Runner(prog, cache, arena, kernel)(x, *params, *([out] if prog is p1 else [out, out]))
+        np.testing.assert_allclose(out, w4_reference(x, params), rtol=1e-5, atol=1e-5)
 
 
 @needs_blas
