@@ -208,6 +208,31 @@ def calls_ignored(x):
     return python_only(x)
 
 
+def plus_equals_on_an_index_view(x):
+    row = x[0]
+    row += 1.0
+    return x
+
+
+def times_equals_on_a_view_call(x):
+    flat = x.view(-1)
+    flat *= 2.0
+    return x
+
+
+def store_into_a_named_view(x):
+    z = x.clone()
+    row = z[1]
+    row[0] = -5.0
+    return z
+
+
+def store_through_chained_index(x):
+    y = x.clone()
+    y[0][1] = 5.0
+    return y
+
+
 class ListAttribute(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -223,6 +248,12 @@ class MissingMethod(nn.Module):
 
 
 NOT_SUPPORTED = "are not supported in scripted code"
+_SHARED_INPLACE = ("'{name} {op} ...' updates in place a tensor that may share memory with "
+                   "another (a view, an element of a list, a parameter, a library call's "
+                   "result), which scripted code does not support yet; write {rebind}")
+_SHARED_STORE = ("a store into a tensor that may share memory with another (a view such as x[0] "
+                 "or x.t(), a parameter, a library call's result) is not supported in scripted "
+                 "code yet; index the base tensor itself (x[0, 1] = v)")
 GOLDEN: list[tuple[str, Callable[[], Any], str, str]] = [
     # (id, what to script, first line, the source text the caret is under)
     ("with", lambda: uses_with, f"'with' statements {NOT_SUPPORTED}",
@@ -297,6 +328,15 @@ GOLDEN: list[tuple[str, Callable[[], Any], str, str]] = [
     ("ignored-function", lambda: calls_ignored,
      "'python_only' is @ignore'd: calling Python from scripted code is not supported yet",
      "python_only(x)"),
+    # in-place writes through a view are refused (Python would write into the base; these
+    # once compiled to a write into a copy: x unchanged, no error)
+    ("plus-equals-on-a-view", lambda: plus_equals_on_an_index_view, _SHARED_INPLACE.format(
+        name="row", op="+=", rebind="row = row + ..."), "row += 1.0"),
+    ("times-equals-on-a-view-call", lambda: times_equals_on_a_view_call,
+     _SHARED_INPLACE.format(name="flat", op="*=", rebind="flat = flat * ..."), "flat *= 2.0"),
+    ("store-into-a-named-view", lambda: store_into_a_named_view, _SHARED_STORE, "row[0]"),
+    ("store-through-chained-index", lambda: store_through_chained_index, _SHARED_STORE,
+     "y[0][1]"),
     ("module-list-attribute", lambda: ListAttribute(),
      "module attribute 'items' is a list; scripted code reads parameters, buffers, submodules "
      "and int/float/bool/str constants", "self.items"),
