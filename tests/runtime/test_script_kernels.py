@@ -294,9 +294,6 @@ def test_lists_of_tensors_through_eager_dispatch_hold_arrays() -> None:
     assert isinstance(got, sm.Tensor) and np.array_equal(got.numpy(), a * 2)
 
 
-@pytest.mark.xfail(strict=True, reason="scriptmod/_dispatch.py _wrap makes a Tensor of the "
-                   "Tensor a list or dict op returns (it wraps anything with .shape); it should "
-                   "return a Tensor unchanged")
 def test_list_get_of_eager_tensors_returns_the_tensor() -> None:
     t = sm.ones(2, 2)
     assert dispatch("list_get", ([t], 0)) is t

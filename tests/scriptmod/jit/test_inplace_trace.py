@@ -196,7 +196,9 @@ def test_views_taken_after_an_inplace_write_trace_and_follow_the_batch(how: str,
         traced = sm.jit.trace(model, _x((5, 4), seed=7))
         for n in (5, 3, 9):
             x = _x((n, 4), seed=n)
-            np.testing.assert_allclose(traced(x).numpy(), model(x).numpy(), rtol=1e-6)
+            # float32 tolerance: compiled matmuls may round differently from eager's
+            np.testing.assert_allclose(traced(x).numpy(), model(x).numpy(), rtol=1e-5,
+                                       atol=1e-6)
 
 
 def test_a_view_taken_before_an_inplace_write_is_still_refused() -> None:
