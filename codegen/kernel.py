@@ -181,17 +181,26 @@ class KernelSpec:
         return [i for i, s in enumerate(self.inputs) if s.kind == "strided"]
 
     def text(self) -> str:
-        """A stable, human-readable text form (the basis of ``key``)."""
-        lines = [f"kernel rank={self.rank}"]
-        lines += [f"  %{i} = input {s.text()}" for i, s in enumerate(self.inputs)]
-        base = len(self.inputs)
-        lines += [f"  %{base + i} = {s.text()}" for i, s in enumerate(self.ops)]
-        outs = ", ".join(f"%{o}:{d.name}" for o, d in zip(self.outputs, self.out_dtypes))
-        return "\n".join(lines + [f"  return {outs}"])
+        """A stable, human-readable text form (the basis of ``key``; computed once: the
+        spec is frozen, and names, keys and hashes all read it)."""
+        text = self.__dict__.get("_text")
+        if text is None:
+            lines = [f"kernel rank={self.rank}"]
+            lines += [f"  %{i} = input {s.text()}" for i, s in enumerate(self.inputs)]
+            base = len(self.inputs)
+            lines += [f"  %{base + i} = {s.text()}" for i, s in enumerate(self.ops)]
+            outs = ", ".join(f"%{o}:{d.name}" for o, d in zip(self.outputs, self.out_dtypes))
+            text = "\n".join(lines + [f"  return {outs}"])
+            object.__setattr__(self, "_text", text)
+        return text
 
     def key(self) -> str:
         """sha256 hex digest of ``text()``: equal specs give equal keys in any process."""
-        return hashlib.sha256(self.text().encode()).hexdigest()
+        key = self.__dict__.get("_key")
+        if key is None:
+            key = hashlib.sha256(self.text().encode()).hexdigest()
+            object.__setattr__(self, "_key", key)
+        return key
 
     def __hash__(self) -> int:
         return hash(self.text())

@@ -235,20 +235,30 @@ class NativeProgram:
         return tuple(seen.values())
 
     def text(self) -> str:
-        """A stable text form: the steps, then each distinct kernel spec's text."""
-        lines = [f"{FORMAT} n_args={self.n_args} blas_int_bits={self.blas_int_bits} "
-                 f"inline_gemm_max={INLINE_GEMM_MAX},{INLINE_GEMV_MAX}"]
-        if self.objects:
-            lines[0] += f" objects={','.join(map(str, self.objects))}" \
-                        f"@{self.object_data_offset}"
-        lines += [s.text() for s in self.steps]
-        for spec in self.specs:
-            lines += [f"{kernel_name(spec)}:"] + ["  " + ln for ln in spec.text().splitlines()]
-        return "\n".join(lines)
+        """A stable text form: the steps, then each distinct kernel spec's text (computed
+        once: the program is frozen)."""
+        text = self.__dict__.get("_text")
+        if text is None:
+            lines = [f"{FORMAT} n_args={self.n_args} blas_int_bits={self.blas_int_bits} "
+                     f"inline_gemm_max={INLINE_GEMM_MAX},{INLINE_GEMV_MAX}"]
+            if self.objects:
+                lines[0] += f" objects={','.join(map(str, self.objects))}" \
+                            f"@{self.object_data_offset}"
+            lines += [s.text() for s in self.steps]
+            for spec in self.specs:
+                lines += [f"{kernel_name(spec)}:"] + ["  " + ln
+                                                       for ln in spec.text().splitlines()]
+            text = "\n".join(lines)
+            object.__setattr__(self, "_text", text)
+        return text
 
     def key(self) -> str:
         """sha256 hex digest of ``text()``: equal programs give equal keys in any process."""
-        return hashlib.sha256(self.text().encode()).hexdigest()
+        key = self.__dict__.get("_key")
+        if key is None:
+            key = hashlib.sha256(self.text().encode()).hexdigest()
+            object.__setattr__(self, "_key", key)
+        return key
 
 
 def step_refs(step: Step) -> tuple[Ref, ...]:

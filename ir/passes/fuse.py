@@ -7,8 +7,10 @@ Legality, per block (a group never spans blocks; If/Loop bodies are fused separa
   all tensors on one device, scalar inputs that are ``prim::Constant`` (copied into the
   subgraph as immediates) and ``supported(node)`` true;
 - merging two groups never creates a cycle: reachability is checked on the block's
-  dependence graph contracted by the groups so far (``ir.nxview.would_create_cycle``),
-  where side-effecting nodes are chained so that fusion never reorders them;
+  dependence graph contracted by the groups so far (``_Partition.would_cycle``, the walk of
+  ``ir.nxview.would_create_cycle`` over plain successor sets: networkx made up a third of
+  ``import scriptmod``), where side-effecting nodes are chained so that fusion never
+  reorders them;
 - every value a group returns has the group's iteration shape. Producer and consumer merge
   when their shapes are provably equal; a producer of a smaller (broadcast) shape joins
   only when all its uses are inside the consumer's group, so it stays internal.
@@ -39,14 +41,12 @@ Legality, per block (a group never spans blocks; If/Loop bodies are fused separa
 """
 from __future__ import annotations
 
+import heapq
 from typing import Callable, Iterable, Sequence
-
-import networkx as nx
 
 from .. import log as irlog
 from .. import schema as S
 from ..graph import Block, Graph, Node, Prim, Value, clone_node
-from ..nxview import to_networkx, would_create_cycle
 from .effects import has_side_effects, mutates_modules
 from .pipeline import register_pass
 from ..printer import Namer, describe
@@ -177,15 +177,19 @@ def _provably_same_shape(v: Value, user: Node) -> bool:
 class _Partition:
     """Groups of one block and the block's dependence graph contracted by them.
 
-    Groups are keyed by a representative node; ``dg`` holds one vertex per group and one
-    per unfused node, so that ``would_create_cycle`` sees paths through other groups.
+    Groups are keyed by a representative node; ``succ``/``pred`` hold one vertex per group
+    and one per unfused node, so that ``would_cycle`` sees paths through other groups.
     """
 
     def __init__(self, graph: Graph, block: Block, candidates: Sequence[Node]) -> None:
         self.graph = graph
         self.index = {n: i for i, n in enumerate(block)}
         self.base = dependence_graph(graph, block)
-        self.dg = self.base.copy()
+        self.succ: dict[Node, set[Node]] = {n: set(s) for n, s in self.base.items()}
+        self.pred: dict[Node, set[Node]] = {n: set() for n in self.base}
+        for n, succ in self.base.items():
+            for s in succ:
+                self.pred[s].add(n)
         self.rep: dict[Node, Node] = {n: n for n in candidates}
         self.members: dict[Node, list[Node]] = {n: [n] for n in candidates}
 
@@ -193,17 +197,32 @@ class _Partition:
         return self.rep.get(n)
 
     def would_cycle(self, a: Node, b: Node) -> bool:
-        return would_create_cycle(self.graph, [a, b], dg=self.dg)
+        """Whether contracting ``a`` and ``b`` makes a cycle: some path leaves them and
+        comes back."""
+        group = {a, b}
+        frontier = [s for n in group for s in self.succ[n] if s not in group]
+        seen = set(frontier)
+        while frontier:
+            for s in self.succ[frontier.pop()]:
+                if s in group:
+                    return True
+                if s not in seen:
+                    seen.add(s)
+                    frontier.append(s)
+        return False
 
     def merge(self, keep: Node, gone: Node) -> None:
         """Merge group ``gone`` into group ``keep`` (both representatives)."""
-        for p in list(self.dg.predecessors(gone)):
+        for p in self.pred.pop(gone):
+            self.succ[p].discard(gone)
             if p is not keep:
-                self.dg.add_edge(p, keep)
-        for s in list(self.dg.successors(gone)):
+                self.succ[p].add(keep)
+                self.pred[keep].add(p)
+        for s in self.succ.pop(gone):
+            self.pred[s].discard(gone)
             if s is not keep:
-                self.dg.add_edge(keep, s)
-        self.dg.remove_node(gone)
+                self.pred[s].add(keep)
+                self.succ[keep].add(s)
         moved = self.members.pop(gone)
         for m in moved:
             self.rep[m] = keep
@@ -214,15 +233,31 @@ class _Partition:
         return sorted(self.members.values(), key=lambda g: self.index[g[-1]])
 
 
-def dependence_graph(graph: Graph, block: Block) -> nx.DiGraph:
-    """Data dependences of ``block``'s nodes, plus a chain through the nodes whose relative
-    order matters (side effects; module reads when the graph writes module attributes)."""
-    dg = to_networkx(graph, block)
+def dependence_graph(graph: Graph, block: Block) -> dict[Node, dict[Node, None]]:
+    """Data dependences of ``block``'s nodes (each node's successors, in order), plus a
+    chain through the nodes whose relative order matters (side effects; module reads when
+    the graph writes module attributes). The edges of ``ir.nxview.to_networkx``."""
+    dg: dict[Node, dict[Node, None]] = {n: {} for n in block}
+    for n in block:
+        for v in n.outputs:
+            for use in v.uses:
+                user = _top_level(use.user, block)
+                if user is not None and user is not n and user in dg:   # not the return
+                    dg[n][user] = None
     mutating = mutates_modules(graph)
     ordered = [n for n in block if any(has_side_effects(m) or (mutating and m.kind == Prim.GET_ATTR)
                                        for m in n.walk())]
-    dg.add_edges_from(zip(ordered, ordered[1:]), value=None)
+    for a, b in zip(ordered, ordered[1:]):
+        dg[a][b] = None
     return dg
+
+
+def _top_level(node: Node, block: Block) -> Node | None:
+    """The node of ``block`` that is or encloses ``node`` (None when outside ``block``)."""
+    n: Node | None = node
+    while n is not None and n.owning_block is not block:
+        n = n.owning_block.owning_node if n.owning_block is not None else None
+    return n
 
 
 def _merge_same_shape(part: _Partition, candidates: Sequence[Node]) -> dict[tuple[Node, Node], str]:
@@ -294,16 +329,35 @@ def _rewrite(graph: Graph, block: Block, part: _Partition, groups: list[list[Nod
 
 
 def _schedule(part: _Partition, groups: list[list[Node]]) -> list[Node | list[Node]]:
+    """The block's nodes and groups (a group stands at its last member) in topological order,
+    always taking the ready unit that comes first in the block (as networkx's
+    ``lexicographical_topological_sort`` keyed by block position)."""
     unit_of = {n: n for n in part.base}
     for g in groups:
         for m in g:
             unit_of[m] = g[-1]
-    q = nx.DiGraph()
-    q.add_nodes_from(dict.fromkeys(unit_of.values()))
-    q.add_edges_from((unit_of[u], unit_of[v]) for u, v in part.base.edges
-                     if unit_of[u] is not unit_of[v])
+    succ: dict[Node, set[Node]] = {u: set() for u in unit_of.values()}
+    indegree = dict.fromkeys(succ, 0)
+    for u, targets in part.base.items():
+        for v in targets:
+            a, b = unit_of[u], unit_of[v]
+            if a is not b and b not in succ[a]:
+                succ[a].add(b)
+                indegree[b] += 1
+    at = {part.index[u]: u for u in succ}
+    ready = [i for i, u in at.items() if not indegree[u]]
+    heapq.heapify(ready)
+    order: list[Node] = []
+    while ready:
+        u = at[heapq.heappop(ready)]
+        order.append(u)
+        for v in succ[u]:
+            indegree[v] -= 1
+            if not indegree[v]:
+                heapq.heappush(ready, part.index[v])
+    if len(order) != len(succ):
+        raise AssertionError("fuse_elementwise: the contracted dependence graph has a cycle")
     by_last = {g[-1]: g for g in groups}
-    order = nx.lexicographical_topological_sort(q, key=part.index.__getitem__)
     return [by_last.get(u, u) for u in order]
 
 

@@ -49,8 +49,11 @@ def _inline_one(call: Node, callee: Graph, resolve: Resolver, depth: int) -> Non
     if depth <= 0:
         raise IRError(f"inline_calls: calls nest deeper than {MAX_DEPTH} (recursion?)\n"
                       f"    {describe(call)}")
-    body = callee.copy()
-    _inline_block(body.block, resolve, depth - 1)
+    if any(n.kind == Prim.CALL_METHOD for n in callee.walk()):
+        body = callee.copy()              # its own calls are inlined first, in the copy
+        _inline_block(body.block, resolve, depth - 1)
+    else:
+        body = callee                     # nothing to inline: cloned below, never changed
     if len(body.inputs) != len(call.inputs) or len(body.outputs) != len(call.outputs):
         raise IRError(f"inline_calls: callee takes {len(body.inputs)} input(s) and returns "
                       f"{len(body.outputs)}, the call has {len(call.inputs)} and "
