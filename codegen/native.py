@@ -38,7 +38,6 @@ named by what they compute (``linkonce_odr``: equal helpers of linked programs m
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Union
 
@@ -49,6 +48,7 @@ from scriptmod.ir.dtypes import DType
 from .kernel import KINDS, KernelSpec
 from .llvm_emit import I32, I64, PTR, for_range, loop_hints
 from .llvm_ir import kernel_name, render_llvm
+from .record import Record
 
 FORMAT = "native program v2"
 SPACES = ("arg", "arena")
@@ -71,8 +71,7 @@ DOT_INTERLEAVE = 4
 DOT_UNROLL = 2                                       # vector iterations per trip
 
 
-@dataclass(frozen=True)
-class Ref:
+class Ref(Record):
     """Where a tensor's element 0 lives: ``args[index] + offset`` bytes (space "arg": a pointer
     table the caller fills) or ``arena + index + offset`` bytes (space "arena").
 
@@ -96,8 +95,7 @@ class Ref:
         return f"{self.space}{self.index}" + (f"+{self.offset}" if self.offset else "")
 
 
-@dataclass(frozen=True)
-class KernelStep:
+class KernelStep(Record):
     """One fusion-group kernel over all its ``n`` output elements.
 
     ``meta``: ``spec.meta(...)`` (output shape, then strided inputs' strides), baked in as a
@@ -138,8 +136,7 @@ class KernelStep:
                 f"in=[{ins}] out=[{outs}]")
 
 
-@dataclass(frozen=True)
-class GemmStep:
+class GemmStep(Record):
     """For b in range(batch): C_b[m, n] = op(A_b)[m, k] @ op(B_b)[k, n], all row-major with
     leading dims lda/ldb/ldc (elements); op(X) = X^T when trans_x. Batch strides in elements
     (0: the same matrix for every b). C must overlap neither A nor B (as for BLAS; the
@@ -197,8 +194,7 @@ class GemmStep:
 Step = Union[KernelStep, GemmStep]
 
 
-@dataclass(frozen=True)
-class NativeProgram:
+class NativeProgram(Record):
     """Steps run in order by one native function (see the module docstring for its ABI)."""
 
     steps: tuple[Step, ...]
@@ -268,8 +264,7 @@ def step_refs(step: Step) -> tuple[Ref, ...]:
     return (step.a, step.b, step.c)
 
 
-@dataclass(frozen=True)
-class NativeModule:
+class NativeModule(Record):
     """A rendered program: LLVM IR ``text`` defining the entry function ``name``."""
 
     program: NativeProgram
@@ -484,8 +479,7 @@ def _float_type(dt: DType) -> ir.Type:
 #    hence ``reassoc contract`` on that sum alone (partial sums per lane, as BLAS does).
 
 
-@dataclass(frozen=True)
-class _Shape:
+class _Shape(Record):
     """A GEMM's sizes and leading dims as IR values (constants or the helper's arguments)."""
 
     m: ir.Value

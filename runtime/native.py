@@ -28,11 +28,11 @@ caller's results never alias memory the next call writes.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from scriptmod.codegen.record import Record
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
@@ -50,8 +50,7 @@ ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 # ---- where values live (``Buffer``: runtime/memory_plan.py) ------------------------------------------
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(Record):
     """A tensor value over a buffer: byte offset, shape, element strides."""
 
     buf: Buffer
@@ -90,8 +89,7 @@ def _static(v: Value) -> TensorType | None:
 
 # ---- planning --------------------------------------------------------------------------------------
 
-@dataclass
-class NativePlan:
+class NativePlan(Record):
     """What ``Executable`` needs: the segments, the nodes they replace, the module tensors
     Python steps read from ``state``, the nodes nothing needs at run time."""
 
@@ -100,7 +98,7 @@ class NativePlan:
     state_reads: dict[Node, int]
     skipped: frozenset[Node]
     arena_bytes: int
-    buffers: list[Buffer] = field(default_factory=list)
+    buffers: Sequence[Buffer] = ()
 
 
 def plan_native(graph: Graph, state_index: Callable[[Node], int | None] | None,
