@@ -1,7 +1,8 @@
 """In-memory and on-disk cache of compiled kernel object code.
 
-Entries are keyed by sha256 of (LLVM IR text, target triple, CPU name and features,
-llvmlite version) and live in ``$SCRIPTMOD_CACHE_DIR`` (default
+Entries are keyed by sha256 of (LLVM IR text, or the text a renderer's output is keyed by
+salted with the renderer's sources; target triple, CPU name and features, llvmlite version
+and the optimization pipeline: see ``runtime.llvm_jit``) and live in ``$SCRIPTMOD_CACHE_DIR`` (default
 ``$XDG_CACHE_HOME/scriptmod``, else ``~/.cache/scriptmod``) as ``kernels/<key>.smko``:
 a header line, a JSON line (key, size, sha256 of the payload) and the object bytes.
 Writes are atomic (temporary file + rename). A corrupt or unloadable entry is reported as

@@ -1,7 +1,9 @@
 """Compile LLVM IR text to native code with llvmlite (MCJIT) and load it.
 
-New pass builder at O3 (loop + SLP vectorization) for the host CPU name and features; the
-object code goes through ``runtime.kernel_cache`` so that a second process compiles nothing.
+New pass builder at O3 (loop + SLP vectorization; interleaving and unrolling where the IR
+asks, see ``PIPELINE``) for the host CPU name and features; the object code goes through
+``runtime.kernel_cache`` so that a second process compiles nothing. ``compile_together``
+compiles several units (a specialization's segments and kernels) as one module.
 Calling a kernel is the LLVM backend's job (``runtime.backends.llvm``, through the one
 launcher ``runtime.fusion.Launch``); this module only makes the function pointer.
 

@@ -17,7 +17,10 @@ what runs natively:
 
 Everything else is a Python step, and splits the native nodes into *segments* joined by
 Python; ``SCRIPTMOD_LOG=codegen`` says which node split it and why. Each segment is one
-``codegen.native.NativeProgram`` compiled to one function ``f(args, arena, fns)``.
+``codegen.native.NativeProgram`` compiled to one function ``f(args, arena, fns)``; all the
+segments of a specialization, and the kernels of its thread-split groups at their planned
+layout, compile as one LLVM module (``llvm_jit.compile_together``): one optimization and
+code generation run when cold, one object to load when warm.
 
 Memory: every intermediate that does not escape the call lives at a fixed offset of one arena
 (``runtime.memory_plan``: first fit over live ranges, checked by ``check_plan``); the arena and the
@@ -564,11 +567,6 @@ class Segment:
         self.nodes: list[Node] = []
         self.imports: list[Value] = []
         self.exports: list[Value] = []
-
-    def compile(self, p: _Planner) -> "Segment":
-        """Build and compile this segment alone (``prepare``, then ``link``)."""
-        from .llvm_jit import compile_cached
-        return self.link(compile_cached(*self.prepare(p)))
 
     def prepare(self, p: _Planner) -> tuple[str, Callable[[], str], str]:
         """Build the segment's ``NativeProgram`` from the plan; returns its compile unit
