@@ -196,4 +196,5 @@ def test_integer_powers_lower_to_multiplies():
     spec = KernelSpec([InputSpec(D.float32)],
                       [OpStep("pow", (0, Imm(3, D.int64)), {}, D.float32)], [1], [D.float32])
     text = render_llvm(spec).text
-    assert "call" not in text and text.count("fmul") == 2
+    calls = [ln for ln in text.splitlines() if "call " in ln and ".body" not in ln]
+    assert not calls and text.count("fmul") == 2          # (the entry calls its noalias body)
