@@ -244,8 +244,8 @@ class _Planner:
         if threads.get_num_threads() > 1 and _numel(out_shape) >= threads.MIN_SPLIT:
             try:                                   # its kernel compiles with the segments
                 self.fused_specs.append(_group_spec(node, ins, out_shape)[0])
-            except NotImplementedError:
-                pass
+            except (NotImplementedError, ValueError):
+                pass                               # (a head start only: FusedKernel decides)
             return f"a fusion group of {_numel(out_shape)} elements: split across threads"
         try:
             spec, meta = _group_spec(node, ins, out_shape)

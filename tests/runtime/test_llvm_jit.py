@@ -160,3 +160,39 @@ def test_loop_idiom_memset_resolves(dtype, tmp_path):
     x = np.zeros((), np.float32 if dtype is F32 else np.uint16)   # 0.0 in every dtype
     for n in (1, 7, 4097):
         assert _run(k, spec, x, n).all()
+
+
+def test_compile_together_is_one_module_one_object_one_engine(tmp_path):
+    """Units no cache holds compile as one module: one compile, one file, one engine; a fresh
+    memory loads that one object (no compile), and each unit is then a memory hit for
+    ``compile_cached``/``compile_spec`` alone."""
+    specs = [_spec(c) for c in (5.0, 6.0, 7.0)]
+    cache = KernelCache(tmp_path)
+    ks = llvm_jit.compile_together([llvm_jit.spec_unit(s) for s in specs], cache)
+    assert cache.stats()["compiles"] == 1 and len(list(tmp_path.glob("kernels/*"))) == 1
+    assert len({id(k._engine) for k in ks}) == 1
+    x = np.linspace(-1, 1, 33, dtype=np.float32)
+    for k, s, c in zip(ks, specs, (5.0, 6.0, 7.0)):
+        np.testing.assert_allclose(_run(k, s, x, 33), np.exp(c * x.astype(np.float64)),
+                                   rtol=4e-6)
+    fresh = KernelCache(tmp_path)
+    again = llvm_jit.compile_together([llvm_jit.spec_unit(s) for s in specs], fresh)
+    assert (fresh.stats()["compiles"], fresh.stats()["disk_hits"]) == (0, 1)
+    assert llvm_jit.compile_spec(specs[1], fresh) is again[1]          # memory hit
+    assert "define void" in again[2].llvm_ir                          # rendered on demand
+    # some units held already: only the others compile (together), nothing is rebuilt
+    more = llvm_jit.compile_together([llvm_jit.spec_unit(s) for s in specs + [_spec(8.0)]],
+                                     fresh)
+    assert more[:3] == again and fresh.stats()["compiles"] == 1
+
+
+def test_cache_key_covers_the_pipeline_and_the_generator(monkeypatch):
+    """A different optimization pipeline or code generator never reuses an object."""
+    unit = llvm_jit.spec_unit(_spec(9.0))
+    key = llvm_jit._unit_key(unit[0])
+    monkeypatch.setattr(llvm_jit, "PIPELINE", llvm_jit.PIPELINE + " changed")
+    assert llvm_jit._unit_key(unit[0]) != key
+    monkeypatch.undo()
+    llvm_jit._codegen_salt.cache_clear()
+    monkeypatch.setattr(llvm_jit, "_codegen_salt", lambda: "another generator")
+    assert llvm_jit._unit_key(unit[0]) != key

@@ -158,3 +158,38 @@ def test_assign_offsets_packs_a_chain_in_two_slots() -> None:
     check_plan(bufs)
     assert bufs[0].offset == bufs[2].offset == bufs[4].offset != bufs[1].offset
     np.testing.assert_array_equal(sorted({b.offset for b in bufs}), [0, 4096])
+
+
+def test_thread_split_group_compiles_with_the_segments() -> None:
+    """A specialization is one LLVM compile: the kernel of a group too large for a segment
+    (it runs through its FusedKernel, split across threads) is built with the segments, at
+    its planned layout, and the FusedKernel finds it in memory on the first call."""
+    from scriptmod.ir import parse
+    from scriptmod.ir.passes import fuse_elementwise
+    from scriptmod.runtime import llvm_jit, threads
+    from scriptmod.runtime.executable import Executable
+    n = threads.MIN_SPLIT // 2 + 3
+    g = fuse_elementwise(parse(f'''graph(%x : Float(2, 3), %w : Float(3, {n}), %b : Float({n})):
+      %h : Float(2, {n}) = sm::matmul(%x, %w)
+      %r : Float(2, {n}) = sm::relu(%h)
+      %y : Float(2, {n}) = sm::add(%r, %b)
+      %z : Float(2, 3) = sm::neg(%x)
+      return (%y, %z)
+    '''))
+    old = threads.get_num_threads()
+    threads.set_num_threads(2)
+    try:
+        before = llvm_jit.CACHE.stats()
+        ex = Executable(g, name="split_group")
+        rng = np.random.default_rng(3)
+        x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3), (3, n), (n,)))
+        y, z = ex([x, w, b])
+        after = llvm_jit.CACHE.stats()
+    finally:
+        threads.set_num_threads(old)
+    assert ex.plan is not None and ex.segments
+    assert after["compiles"] - before["compiles"] == 1          # segments + the group's kernel
+    assert after["hits"] - before["hits"] >= 1                  # the FusedKernel's lookup
+    np.testing.assert_allclose(y, np.maximum(x.astype(np.float64) @ w, 0) + b, rtol=2e-5,
+                               atol=2e-5)
+    np.testing.assert_array_equal(z, -x)
