@@ -256,7 +256,8 @@ def _export_only(mod: llvm.ModuleRef, names: Sequence[str]) -> None:
                              f"was renamed when linking {names}")
     keep = set(names)
     for value in [*mod.functions, *mod.global_variables]:
-        if not value.is_declaration and value.name not in keep:
+        if not value.is_declaration and value.name not in keep \
+                and not value.name.startswith("llvm."):      # llvm.used & co. keep theirs
             value.linkage = llvm.Linkage.internal
 
 
