@@ -97,7 +97,10 @@ Sugared = Any   # Value | PyObj | ModuleRef | Method
 
 
 class Exits:
-    NEVER, MAY, ALWAYS = 0, 1, 2
+    """Whether statements leave the block: NEVER, MAY, ALWAYS (break/continue, or a path
+    that already left), TERMINAL (return or raise: nothing after them in the function runs
+    on that path)."""
+    NEVER, MAY, ALWAYS, TERMINAL = 0, 1, 2, 3
 
 
 @dataclass
@@ -189,7 +192,7 @@ class FunctionCompiler:
         ret = self.env.get(RETVAL)
         if ret is None:                                    # never returns a value: None
             return self.const(None)
-        if exits == Exits.ALWAYS or ret.type == NoneType:
+        if exits in (Exits.ALWAYS, Exits.TERMINAL) or ret.type == NoneType:
             return ret
         # a path falls off the end, where Python returns None
         raise self.error(f"function '{self.name}' does not return a value on every path (it "
@@ -276,8 +279,8 @@ class FunctionCompiler:
         """Compile statements in order; returns whether they exit (Exits)."""
         for k, st in enumerate(stmts):
             exits = self.stmt(st)
-            if exits == Exits.ALWAYS:
-                return Exits.ALWAYS
+            if exits in (Exits.ALWAYS, Exits.TERMINAL):
+                return exits
             if exits == Exits.MAY and k + 1 < len(stmts):
                 rest = stmts[k + 1:]
                 cond = self.not_exited(st)
@@ -288,7 +291,7 @@ class FunctionCompiler:
                     return status[0]
                 self.if_(cond, run_rest, lambda: Exits.ALWAYS, st)
                 # the false branch is the path that already exited
-                return Exits.ALWAYS if status[0] == Exits.ALWAYS else Exits.MAY
+                return Exits.ALWAYS if status[0] in (Exits.ALWAYS, Exits.TERMINAL) else Exits.MAY
             if exits == Exits.MAY:
                 return Exits.MAY
         return Exits.NEVER
@@ -467,7 +470,7 @@ class FunctionCompiler:
                              f"{v.type!r} on another", st)
         self.env[RETVAL] = v
         self.env[RET] = self.const(True)
-        return Exits.ALWAYS
+        return Exits.TERMINAL
 
     def stmt_Break(self, st: ast.Break) -> int:
         if not self.loop_depth:
@@ -487,8 +490,9 @@ class FunctionCompiler:
 
         def fail() -> int:
             self.raise_("AssertionError", msg, st)
-            return Exits.NEVER
-        self.if_(cond, lambda: Exits.NEVER, fail, st)
+            return Exits.TERMINAL
+        refine = self.refinement(st.test)           # ``assert y is not None`` narrows y
+        self.if_(cond, lambda: self.block_refined([], refine, True), fail, st)
         return Exits.NEVER
 
     def stmt_Raise(self, st: ast.Raise) -> int:
@@ -507,7 +511,7 @@ class FunctionCompiler:
         elif exc is not None:
             raise self.error("raise takes an exception class or a call of one", exc)
         self.raise_(kind, msg or "", st)
-        return Exits.ALWAYS
+        return Exits.TERMINAL
 
     def raise_(self, kind: str, msg: Any, node: ast.AST) -> None:
         if isinstance(msg, str):
@@ -532,25 +536,36 @@ class FunctionCompiler:
         return self.if_(cond, lambda: self.block_refined(st.body, refine, True),
                         lambda: self.block_refined(st.orelse, refine, False), st)
 
-    def block_refined(self, stmts: list[ast.stmt], refine: tuple | None, branch: bool) -> int:
-        if refine is not None and refine[1] == branch:
-            name = refine[0]
-            v = self.env.get(name)
-            if isinstance(v, Value) and isinstance(v.type, OptionalType):
-                self.env[name] = self.op("py_unwrap", v) if "py_unwrap" in S.REGISTRY else \
-                    _retyped(self, v, v.type.element)
+    def block_refined(self, stmts: list[ast.stmt], refine: list[tuple[str, bool]],
+                      branch: bool) -> int:
+        self.narrow(refine, branch)
         return self.block(stmts)
 
-    def refinement(self, test: ast.expr) -> tuple[str, bool] | None:
-        """``x is not None`` -> (x, True): in the true branch x is not None."""
+    def narrow(self, refine: list[tuple[str, bool]], branch: bool) -> None:
+        """Rebind each Optional that ``refine`` proves not None where the test is ``branch``
+        to a value of its element type."""
+        for name, when in refine:
+            v = self.env.get(name)
+            if when == branch and isinstance(v, Value) and isinstance(v.type, OptionalType):
+                self.env[name] = _retyped(self, v, v.type.element)
+
+    def refinement(self, test: ast.expr) -> list[tuple[str, bool]]:
+        """What a test proves: (x, True) for ``x is not None`` (x is not None where the test
+        is true), (x, False) for ``x is None``; ``and`` proves its operands' true facts,
+        ``or`` its operands' false facts; ``not`` swaps."""
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
                 test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant) \
                 and test.comparators[0].value is None:
             if isinstance(test.ops[0], ast.IsNot):
-                return test.left.id, True
+                return [(test.left.id, True)]
             if isinstance(test.ops[0], ast.Is):
-                return test.left.id, False
-        return None
+                return [(test.left.id, False)]
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return [(n, not b) for n, b in self.refinement(test.operand)]
+        if isinstance(test, ast.BoolOp):
+            keep = isinstance(test.op, ast.And)
+            return [(n, b) for v in test.values for n, b in self.refinement(v) if b == keep]
+        return []
 
     def if_(self, cond: Value, then: Callable[[], int], orelse: Callable[[], int],
             node: ast.AST) -> int:
@@ -588,17 +603,18 @@ class FunctionCompiler:
                     with self.b.insert_into(n.blocks[0 if a is None else 1]):
                         filler = self.b.node(Prim.UNINITIALIZED, [], [t]).output
                     a, c = (filler, c) if a is None else (a, filler)
+            elif x0 == Exits.TERMINAL and isinstance(c, Value):
+                # the then-branch left (return/break/continue/raise): after the If, the
+                # variable is the else-branch's, refinements included; the exiting branch
+                # yields a placeholder no path reads
+                with self.b.insert_into(n.blocks[0]):
+                    a = self.b.node(Prim.UNINITIALIZED, [], [c.type]).output
+            elif x1 == Exits.TERMINAL and isinstance(a, Value):
+                with self.b.insert_into(n.blocks[1]):
+                    c = self.b.node(Prim.UNINITIALIZED, [], [a.type]).output
             elif not (isinstance(a, Value) and isinstance(c, Value)):
                 merged.pop(k, None)                          # defined on one path only
-                if isinstance(a, Value) and x1 == Exits.ALWAYS:
-                    merged[k] = a                            # the other path left
-                elif isinstance(c, Value) and x0 == Exits.ALWAYS:
-                    merged[k] = c
                 continue
-            if x0 == Exits.ALWAYS and k not in _FLAGS and k != RETVAL and isinstance(c, Value):
-                a = a if isinstance(a, Value) else c
-            if x1 == Exits.ALWAYS and k not in _FLAGS and k != RETVAL and isinstance(a, Value):
-                c = c if isinstance(c, Value) else a
             if not _compatible(a.type, c.type):
                 raise self.error(f"'{_shown(k)}' is {a.type!r} in one branch and {c.type!r} "
                                  f"in the other", node)
@@ -608,8 +624,8 @@ class FunctionCompiler:
             n.blocks[1].register_output(c)
             merged[k] = n.add_output(join_types(a.type, c.type))
         self.env = merged
-        if x0 == Exits.ALWAYS and x1 == Exits.ALWAYS:
-            return Exits.ALWAYS
+        if x0 in (Exits.ALWAYS, Exits.TERMINAL) and x1 in (Exits.ALWAYS, Exits.TERMINAL):
+            return Exits.TERMINAL if x0 == x1 == Exits.TERMINAL else Exits.ALWAYS
         if x0 != Exits.NEVER or x1 != Exits.NEVER:
             return Exits.MAY
         return Exits.NEVER
@@ -737,8 +753,8 @@ class FunctionCompiler:
         for item in items:
             self.assign(st.target, item, st)
             e = self.block(stmts)
-            if e == Exits.ALWAYS:
-                return Exits.ALWAYS
+            if e in (Exits.ALWAYS, Exits.TERMINAL):
+                return e
             if e == Exits.MAY:
                 raise self.error("return inside a loop over modules or a tuple is not "
                                  "supported", st)
@@ -999,14 +1015,22 @@ class FunctionCompiler:
         res = self.env.pop(tmp)
         return res
 
+    def refined(self, test: ast.expr, branch: bool, fn: Callable[[], Any]) -> Any:
+        """``fn()`` with the Optional that ``test`` checks narrowed where ``test`` is
+        ``branch`` (``y is not None and y.sum() > 0``: y is a Tensor on the right)."""
+        saved = dict(self.env)
+        self.narrow(self.refinement(test), branch)
+        try:
+            return fn()
+        finally:
+            self.env = saved
+
     def expr_IfExp(self, e: ast.IfExp) -> Sugared:
         cond = self.truth(self.expr(e.test), e.test)
-        box: dict[str, Value] = {}
 
-        def branch(x: ast.expr) -> list[Value]:
-            box["v"] = self.value(self.expr(x), x)
-            return [box["v"]]
-        (r,) = self.b.if_(cond, lambda: branch(e.body), lambda: branch(e.orelse))
+        def branch(x: ast.expr, holds: bool) -> list[Value]:
+            return [self.refined(e.test, holds, lambda: self.value(self.expr(x), x))]
+        (r,) = self.b.if_(cond, lambda: branch(e.body, True), lambda: branch(e.orelse, False))
         return r
 
     def expr_BoolOp(self, e: ast.BoolOp) -> Sugared:
@@ -1015,12 +1039,12 @@ class FunctionCompiler:
             return first
         rest = ast.BoolOp(op=e.op, values=e.values[1:])
         ast.copy_location(rest, e.values[1])
+        right = lambda holds: [self.refined(e.values[0], holds, lambda: self.truth(  # noqa: E731
+            self.expr(rest), rest))]
         if isinstance(e.op, ast.And):
-            (r,) = self.b.if_(first, lambda: [self.truth(self.expr(rest), rest)],
-                              lambda: [self.const(False)])
+            (r,) = self.b.if_(first, lambda: right(True), lambda: [self.const(False)])
         else:
-            (r,) = self.b.if_(first, lambda: [self.const(True)],
-                              lambda: [self.truth(self.expr(rest), rest)])
+            (r,) = self.b.if_(first, lambda: [self.const(True)], lambda: right(False))
         return r
 
     def expr_UnaryOp(self, e: ast.UnaryOp) -> Sugared:

@@ -94,6 +94,10 @@ def expand_call(node: Node, owner: Any) -> list[Node]:
         return _splice_function(node, fn, args, kwargs, tensors, where)
     except _Refused as e:
         return _raise_instead(node, e.original)
+    except FrontendError as e:
+        # an argument unknown here (a run-time value, or None on a branch this
+        # specialization never takes): the call raises where it runs, if it ever does
+        return _raise_instead(node, e)
 
 
 class _Refused(Exception):
