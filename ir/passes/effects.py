@@ -24,9 +24,21 @@ def has_side_effects(node: Node) -> bool:
     return node.kind not in STRUCTURAL_PURE
 
 
+# uses that may change a list, or hand it on to code that may (a loop carries it, a block
+# returns it, a call receives it)
+_LIST_WRITERS = frozenset({"sm::list_set", "sm::list_append", "sm::dict_set", Prim.LOOP,
+                           Prim.RETURN, Prim.CALL_METHOD, Prim.CALL_FUNCTION, Prim.SET_ATTR,
+                           Prim.IF})
+
+
 def is_pure(node: Node) -> bool:
-    """A function of its inputs and attributes only: safe to merge with an equal node."""
+    """A function of its inputs and attributes only: safe to merge with an equal node. A
+    ``prim::ListConstruct`` whose list may be changed is not: two equal literals are two
+    lists."""
     if node.blocks or has_side_effects(node):
+        return False
+    if node.kind == Prim.LIST_CONSTRUCT and any(
+            u.user.kind in _LIST_WRITERS for u in node.output.uses):
         return False
     return node.is_op or node.kind in STRUCTURAL_PURE
 

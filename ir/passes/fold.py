@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from .. import schema as S
 from ..builder import Builder
+from .effects import is_pure
 from ..graph import Graph, Node, Prim, Value, known_value
 from ..printer import is_payload
 
@@ -95,13 +96,20 @@ def _foldable_op(node: Node) -> bool:
             and all(_is_constant(v) for v in node.inputs))
 
 
-def _evaluate(node: Node, evaluate: Evaluator) -> list[Value]:
-    outs = evaluate(node, [v.node.attrs.get("value") for v in node.inputs])
+def _evaluate(node: Node, evaluate: Evaluator) -> list[Value] | None:
+    """The op's result on its constant inputs, or None (left in place) when the op raises:
+    the error belongs to the run that reaches it (``1 // 0`` in a branch never taken)."""
+    try:
+        outs = evaluate(node, [v.node.attrs.get("value") for v in node.inputs])
+    except Exception:
+        return None
     return _constants(node, *outs)
 
 
 def _construct(node: Node) -> list[Value] | None:
     if not all(_is_constant(v) and not is_payload(v.node.attrs.get("value")) for v in node.inputs):
+        return None
+    if not is_pure(node):          # a list that is mutated: one constant would be shared
         return None
     return _constants(node, known_value(node.output))
 

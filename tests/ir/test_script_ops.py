@@ -363,18 +363,12 @@ _SHARED_EMPTY = '''graph(%n : int):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="CSE merges two empty prim::ListConstruct nodes into one "
-                   "list although list_append mutates one of them (ir/passes/effects.py treats "
-                   "ListConstruct as pure)")
 def test_cse_keeps_two_empty_lists_apart() -> None:
     from scriptmod.runtime.interpreter import run_graph
     g = eliminate_common_subexpressions(parse(_SHARED_EMPTY))
     assert run_graph(g, 5) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="fold_constants turns an empty prim::ListConstruct into "
-                   "a prim::Constant list that every run shares, so list_append accumulates "
-                   "across calls")
 def test_folding_does_not_share_a_mutated_list_across_runs() -> None:
     from scriptmod.runtime.interpreter import run_graph
     g = fold_constants(parse(_SHARED_EMPTY.replace("%len : int = sm::list_len(%b)",
