@@ -351,6 +351,8 @@ def _library_call(node: Node, a: list[str]) -> str:
     args = [arg(e) for e in node.attrs.get("args", [])]
     args += [f"{k}={arg(e)}" for k, e in node.attrs.get("kwargs", [])]
     name = node.attrs["name"]
+    if name.startswith("python:"):                   # a jit.ignore'd Python function
+        return f"{name.rsplit('.', 1)[-1]}({', '.join(args)})"
     if node.attrs.get("method"):
         return f"{args[0]}.{node.attrs['method']}({', '.join(args[1:])})"
     if name.startswith("Tensor.") and args:

@@ -93,6 +93,15 @@ class OpHandler:
     def set_attr(self, node: Node, obj: Any, value: Any) -> None:
         setattr(obj, node.attrs["name"], value)
 
+    def call_function(self, node: Node, args: list[Any]) -> Any:
+        """A ``prim::CallFunction`` left for run time (a Python function scripted code
+        calls, ``jit.ignore``): through the frontend's hook, on raw arrays."""
+        hook = PYTHON_CALL[0]
+        if hook is None:
+            raise InterpreterError(f"{node.attrs.get('name')}: no frontend registered a "
+                                   f"handler for prim::CallFunction")
+        return hook(node, args, True)
+
     def call_method(self, node: Node, obj: Any, args: list[Any]) -> Sequence[Any]:
         raise InterpreterError(f"prim::CallMethod {node.attrs['name']!r}: no resolve_method "
                                "was given to the interpreter")
@@ -219,6 +228,9 @@ class Interpreter:
     def uninitialized(self, node: Node, args: list[Any]) -> Sequence[Any]:
         return [None]
 
+    def call_function(self, node: Node, args: list[Any]) -> Sequence[Any]:
+        return [self.ops.call_function(node, args)]
+
     def print_(self, node: Node, args: list[Any]) -> Sequence[Any]:
         print(*args)
         return []
@@ -255,7 +267,12 @@ DISPATCH: dict[str, str] = {
     Prim.TUPLE_UNPACK: "unpack", Prim.TUPLE_INDEX: "tuple_index", Prim.IF: "if_",
     Prim.LOOP: "loop", Prim.FUSION_GROUP: "fusion_group", Prim.RAISE: "raise_exception",
     Prim.PRINT: "print_", Prim.UNINITIALIZED: "uninitialized",
+    Prim.CALL_FUNCTION: "call_function",
 }
+
+# (node, args, raw) -> result: how a prim::CallFunction that stays in the graph runs (the
+# script frontend installs it; ``raw``: args are arrays, else the frontend's tensors)
+PYTHON_CALL: list[Any] = [None]
 
 
 def evaluate_node(node: Node, inputs: list[Any]) -> list[Any]:

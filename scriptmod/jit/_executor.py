@@ -587,6 +587,10 @@ class TensorOps(OpHandler):
     def call_method(self, node: Node, obj: Any, args: list) -> list:
         return call_boundary(node, obj, args, raw=False)
 
+    def call_function(self, node: Node, args: list) -> Any:
+        from scriptmod.jit.frontend.library import call_python
+        return call_python(node, args, raw=False)
+
     def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
         if node.kind == "sm::copy_":      # the caller's tensor, with eager's checks and history
             dst = self.originals.get(id(args[0]), args[0])

@@ -218,6 +218,12 @@ class _Writer:
         return {"layer": {"class": ref.class_path, "config": ref.config}}
 
     def method_entry(self, i: int, name: str, graph: Graph) -> dict[str, Any]:
+        calls = [n.attrs.get("name", "") for n in graph.walk()
+                 if n.kind == Prim.CALL_FUNCTION and n.attrs.get("python")]
+        if calls:
+            raise ArchiveError(f"jit.save: {self.paths[i] or '<root>'}.{name} calls the "
+                               f"@ignore'd Python function {calls[0][7:]}; an archive holds no "
+                               f"Python code (script that function, or leave the call out)")
         g = _savable_graph(graph)
         text = str(g)
         try:

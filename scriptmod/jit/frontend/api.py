@@ -35,8 +35,10 @@ def export(fn: Callable) -> Callable:
 
 
 def ignore(fn: Callable | None = None, *, drop: bool = False) -> Any:
-    """Leave this function as Python: scripting refuses calls to it with a clear error
-    (running Python from compiled code is not supported yet)."""
+    """Leave this function as Python: scripted code calls it at run time with its tensors
+    (refused for a tensor that requires grad, which autograd could not follow), converting
+    the result back by its return annotation (default Tensor). A graph that calls Python
+    cannot be saved to an archive."""
     def mark(f: Callable) -> Callable:
         f._script_ignore = True           # type: ignore[attr-defined]
         return f

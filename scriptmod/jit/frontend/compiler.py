@@ -674,8 +674,12 @@ class FunctionCompiler:
         else:
             start, stop = args[0], args[1]
             step = args[2] if len(args) == 3 else self.const(1)
-        n = self.op("py_range_len", start, stop, step, node=call) if "py_range_len" in \
-            S.REGISTRY else self._range_len(start, stop, step, call)
+        if self.static_value(step) == 1:                  # the common case: no branch
+            n = stop if self.static_value(start) == 0 else self.op(
+                "int_sub", stop, start, node=call)
+            n = self.op("int_max", n, self.const(0), node=call)
+        else:
+            n = self._range_len(start, stop, step, call)
 
         def bind(i: Value) -> None:
             x = self.op("int_add", start, self.op("int_mul", i, step), node=call)
@@ -1327,8 +1331,7 @@ class FunctionCompiler:
                           "RuntimeError")
             return self.const(None)
         if getattr(obj, "_script_ignore", False):
-            raise self.error(f"'{obj.__name__}' is @ignore'd: calling Python from scripted "
-                             f"code is not supported yet", e)
+            return self.call_ignored(obj, e)
         kind = library.function_kind(obj)
         if kind == "library":
             name = library.public_name(obj)
@@ -1338,6 +1341,21 @@ class FunctionCompiler:
         if kind == "python":
             return self.call_user_function(obj, e)
         raise self.error(f"calling '{_pyname(obj)}' is not supported in scripted code", e)
+
+    def call_ignored(self, fn: Any, e: ast.Call) -> Value:
+        """A ``jit.ignore``d function: a call into Python at run time (its arguments as
+        tensors, its result converted back); the graph cannot be saved."""
+        args, kwargs = self.args_of(e)
+        try:
+            ret = typing.get_type_hints(fn).get("return", Tensor)
+            result = to_ir_type(ret)
+        except Exception as err:
+            raise self.error(f"@ignore'd '{fn.__name__}': cannot read its return annotation "
+                             f"({err})", e) from None
+        name = library.register_python(fn)
+        out = self.library_call(name, args, kwargs, e, result)
+        out.node.attrs["python"] = True
+        return out
 
     def static_type(self, e: ast.expr) -> Any:
         try:

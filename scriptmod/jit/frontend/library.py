@@ -393,6 +393,49 @@ def layer_class(path: str) -> type:
     return cls
 
 
+_PYTHON: dict[str, Callable[..., Any]] = {}     # "python:<module>.<qualname>" -> function
+
+
+def register_python(fn: Callable[..., Any]) -> str:
+    """The name a ``jit.ignore``d function is called by (this process only: a graph that
+    calls Python cannot be saved)."""
+    name = f"python:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn.__name__)}"
+    _PYTHON[name] = fn
+    return name
+
+
+def call_python(node: Node, args: list, raw: bool) -> Any:
+    """Run a ``jit.ignore``d function for ``prim::CallFunction[python=1]``: arrays become
+    Tensors (``raw``), the result comes back as arrays. A tensor that requires grad is
+    refused: the Python call would be invisible to autograd."""
+    from scriptmod.tensor import Tensor as T, unwrap_tree, wrap_tree   # noqa: PLC0415
+    fn = _PYTHON.get(node.attrs.get("name", ""))
+    if fn is None:
+        raise FrontendError(f"{node.attrs.get('name')}: the @ignore'd Python function is not "
+                            f"known in this process (graphs that call Python cannot be saved)")
+    values = [wrap_tree(a) if raw else a for a in args]
+    for v in values:
+        if isinstance(v, T) and v.requires_grad:
+            raise RuntimeError(f"{fn.__name__}: an @ignore'd function called from scripted code "
+                               f"got a tensor that requires grad; autograd cannot see through "
+                               f"a Python call (call it under no_grad, or script it)")
+
+    def arg(entry: Any) -> Any:
+        kind, payload = entry
+        return payload if kind == "c" else values[payload]
+    out = fn(*[arg(e) for e in node.attrs.get("args", [])],
+             **{k: arg(e) for k, e in node.attrs.get("kwargs", [])})
+    return unwrap_tree(out) if raw else out
+
+
+def _install_python_call() -> None:
+    from scriptmod.runtime import interpreter              # noqa: PLC0415
+    interpreter.PYTHON_CALL[0] = call_python
+
+
+_install_python_call()
+
+
 def expansion_handlers(owner: Any) -> dict[str, Callable[[Node], None]]:
     """``ir.passes.shapes.extra_handlers`` for a graph read from ``owner``: each
     ``prim::CallFunction`` is expanded where shape propagation reaches it, and the nodes
@@ -400,6 +443,8 @@ def expansion_handlers(owner: Any) -> dict[str, Callable[[Node], None]]:
     from scriptmod.ir.passes.shapes import type_node      # noqa: PLC0415
 
     def expand(node: Node) -> None:
+        if node.attrs.get("python"):
+            return                              # a call into Python: stays, as declared
         for made in expand_call(node, owner):
             type_node(made)
     return {Prim.CALL_FUNCTION: expand}

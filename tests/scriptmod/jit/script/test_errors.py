@@ -9,6 +9,7 @@ import contextlib
 import inspect
 from typing import Any, Callable, List
 
+import numpy as np
 import pytest
 
 import scriptmod as sm
@@ -325,9 +326,6 @@ GOLDEN: list[tuple[str, Callable[[], Any], str, str]] = [
      "recursive(n - 1)"),
     ("unknown-tensor-method", lambda: unknown_tensor_method,
      "Tensor has no method 'frobnicate'", "x.frobnicate(2)"),
-    ("ignored-function", lambda: calls_ignored,
-     "'python_only' is @ignore'd: calling Python from scripted code is not supported yet",
-     "python_only(x)"),
     # in-place writes through a view are refused (Python would write into the base; these
     # once compiled to a write into a copy: x unchanged, no error)
     ("plus-equals-on-a-view", lambda: plus_equals_on_an_index_view, _SHARED_INPLACE.format(
@@ -413,3 +411,19 @@ def test_closure_over_a_constant_is_allowed() -> None:
     assert sm.jit.script(fn)(sm.ones(2)).tolist() == [4.0, 4.0]
     fn = closure_over(2.5)
     assert sm.jit.script(fn)(sm.ones(2)).tolist() == [3.5, 3.5]
+
+
+# ---- @jit.ignore: a call into Python at run time -----------------------------------------
+
+def test_ignored_function_runs_as_python_with_grad_refused_and_no_archive(tmp_path) -> None:
+    """``@jit.ignore``: scripted code calls the Python function at run time (the issue:
+    "runs as a Python call"); with a tensor that requires grad it raises (autograd cannot
+    see through it); a graph that calls Python cannot be saved."""
+    scripted = sm.jit.script(calls_ignored)
+    x = sm.randn(3)
+    np.testing.assert_array_equal(scripted(x).numpy(), x.numpy())
+    assert "python_only(x)" in scripted.code
+    with pytest.raises(RuntimeError, match="requires grad"):
+        scripted(x.clone().requires_grad_(True))
+    with pytest.raises(sm.jit.ArchiveError, match="@ignore'd Python function"):
+        scripted._module.save(str(tmp_path / "f.smod"))
