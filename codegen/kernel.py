@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
@@ -196,11 +196,7 @@ class KernelSpec:
 
     def key(self) -> str:
         """sha256 hex digest of ``text()``: equal specs give equal keys in any process."""
-        key = self.__dict__.get("_key")
-        if key is None:
-            key = hashlib.sha256(self.text().encode()).hexdigest()
-            object.__setattr__(self, "_key", key)
-        return key
+        return text_key(self)
 
     def __hash__(self) -> int:
         return hash(self.text())
@@ -243,3 +239,13 @@ def broadcast_strides(shape: Sequence[int], elem_strides: Sequence[int],
             raise ValueError(f"broadcast: cannot broadcast {tuple(shape)} to {tuple(out_shape)}")
         out.append(0 if dim == 1 and od != 1 else int(st))
     return out
+
+
+def text_key(obj: Any) -> str:
+    """sha256 hex digest of ``obj.text()``, computed once per (frozen) object: the cache key
+    of a ``KernelSpec`` or a ``codegen.native.NativeProgram``."""
+    key = obj.__dict__.get("_key")
+    if key is None:
+        key = hashlib.sha256(obj.text().encode()).hexdigest()
+        object.__setattr__(obj, "_key", key)
+    return key

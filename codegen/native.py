@@ -45,7 +45,7 @@ from llvmlite import ir
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
-from .kernel import KINDS, KernelSpec
+from .kernel import KINDS, KernelSpec, text_key
 from .llvm_emit import I32, I64, PTR, for_range, loop_hints
 from .llvm_ir import kernel_name, render_llvm
 from .record import Record
@@ -250,11 +250,7 @@ class NativeProgram(Record):
 
     def key(self) -> str:
         """sha256 hex digest of ``text()``: equal programs give equal keys in any process."""
-        key = self.__dict__.get("_key")
-        if key is None:
-            key = hashlib.sha256(self.text().encode()).hexdigest()
-            object.__setattr__(self, "_key", key)
-        return key
+        return text_key(self)
 
 
 def step_refs(step: Step) -> tuple[Ref, ...]:

@@ -68,17 +68,8 @@ def would_create_cycle(graph: Graph, nodes: Iterable[Node], dg: nx.DiGraph | Non
         return False
     block = next(iter(group)).owning_block
     dg = dg if dg is not None else to_networkx(graph, block)
-    frontier = [s for n in group for s in dg.successors(n) if s not in group]
-    seen = set(frontier)
-    while frontier:
-        n = frontier.pop()
-        for s in dg.successors(n):
-            if s in group:
-                return True
-            if s not in seen:
-                seen.add(s)
-                frontier.append(s)
-    return False
+    from .passes.fuse import leaves_and_returns
+    return leaves_and_returns(group, dg.successors)
 
 
 def to_dot(graph: Graph) -> str:

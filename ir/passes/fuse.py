@@ -42,7 +42,7 @@ Legality, per block (a group never spans blocks; If/Loop bodies are fused separa
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .. import log as irlog
 from .. import schema as S
@@ -199,17 +199,7 @@ class _Partition:
     def would_cycle(self, a: Node, b: Node) -> bool:
         """Whether contracting ``a`` and ``b`` makes a cycle: some path leaves them and
         comes back."""
-        group = {a, b}
-        frontier = [s for n in group for s in self.succ[n] if s not in group]
-        seen = set(frontier)
-        while frontier:
-            for s in self.succ[frontier.pop()]:
-                if s in group:
-                    return True
-                if s not in seen:
-                    seen.add(s)
-                    frontier.append(s)
-        return False
+        return leaves_and_returns({a, b}, self.succ.__getitem__)
 
     def merge(self, keep: Node, gone: Node) -> None:
         """Merge group ``gone`` into group ``keep`` (both representatives)."""
@@ -430,6 +420,21 @@ def _log_small(graph: Graph, groups: list[list[Node]], min_size: int) -> None:
     for g in groups:
         irlog.log(TOPIC, f"not fused: group of {len(g)} op(s) is below min_size={min_size}: "
                          f"{describe(g[-1])}")
+
+
+def leaves_and_returns(group: set, successors: Callable[[Any], Iterable[Any]]) -> bool:
+    """Whether some path leaves ``group`` and comes back into it (merging the group into one
+    node would then make a cycle); ``successors(n)``: the nodes that read ``n``'s outputs."""
+    frontier = [s for n in group for s in successors(n) if s not in group]
+    seen = set(frontier)
+    while frontier:
+        for s in successors(frontier.pop()):
+            if s in group:
+                return True
+            if s not in seen:
+                seen.add(s)
+                frontier.append(s)
+    return False
 
 
 register_pass("fuse_elementwise", fuse_elementwise)

@@ -47,13 +47,12 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
     """The fast path of ``spec`` (an ``_executor.Specialization``) for calls like ``args``
     with the module tree read through ``slots`` (``_executor._StateSlots`` or None), or
     None when the specialization needs the full path on every call."""
-    direct = spec.executable.direct()
-    if direct is None or spec.written or spec.aliased or spec.key[3]:
+    if spec.written or spec.aliased or spec.key[3]:
         return None
     kinds = tuple(_kind(a) for a in args)
     if None in kinds:
         return None
-    fn, error = direct
+    fn, error = spec.executable.direct()
     n_out = len(spec.graph.outputs)
     env = _fuser._env_data
     m_names = tuple(slots.m_names) if slots is not None else ()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
-import math
 import textwrap
 import typing
 from dataclasses import dataclass, field
@@ -109,7 +108,6 @@ class Context:
     is reported), and the function for each scripted module's methods."""
     functions: dict[Any, Graph] = field(default_factory=dict)
     stack: list[str] = field(default_factory=list)
-    script_module: Callable[[Any], Any] | None = None     # module -> its ScriptModule
     method_graph: Callable[[Any, str], Graph] | None = None   # (module, name) -> graph
 
 
@@ -1014,7 +1012,6 @@ class FunctionCompiler:
                            args=[e.elt], keywords=[]))])
         ast.copy_location(loop, e)
         ast.fix_missing_locations(loop)
-        self._comp_type = None
         self.stmt_For(loop)
         res = self.env.pop(tmp)
         return res
@@ -1179,7 +1176,6 @@ class FunctionCompiler:
             key = self.static_value(idx)
             if key is None:
                 raise self.error("a module list is indexed by a constant in scripted code", e)
-            children = [c for c in base.module._modules.values()]
             names = list(base.module._modules)
             name = names[key] if isinstance(key, int) else key
             child = base.module._modules[name]
@@ -1771,15 +1767,15 @@ _BOOL_RESULTS = frozenset({"is_contiguous", "is_floating_point", "equal", "allcl
 
 
 def _result_type(name: str) -> Type:
+    """What a library call returns, as far as the frontend must know before expansion
+    (the rest is a tensor; expansion gives the precise type)."""
     if name in _LIST_RESULTS:
         return ListType(TensorType())
     if name in _INT_RESULTS:
         return IntType
     if name in _BOOL_RESULTS:
         return BoolType
-    if name in ("max", "min", "sort", "topk", "kthvalue", "median", "mode") :
-        return TensorType()
     return TensorType()
 
 
-__all__ = ["FunctionCompiler", "Context", "FrontendError", "math"]
+__all__ = ["FunctionCompiler", "Context", "FrontendError"]

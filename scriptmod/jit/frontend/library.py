@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_node, known_value
-from scriptmod.ir.types import IntType, ListType, ModuleType, TensorType, TupleType, Type
+from scriptmod.ir.types import ListType, ModuleType, TensorType, TupleType, Type
 from scriptmod.tensor import Tensor
 from .errors import FrontendError
 
@@ -83,7 +83,7 @@ def expand_call(node: Node, owner: Any) -> list[Node]:
     When the function refuses these inputs (a ``Linear`` fed the wrong width), the call
     becomes a raise of that error where it runs: the program may never reach it (a check
     before it raises first, as in Python), and if it does, the error is eager's."""
-    where = node.attrs.get("source_text") or node.source or "scripted code"
+    where = node.source or "scripted code"
     try:
         args, kwargs, tensors = _call_arguments(node, where)
         if node.attrs.get("method"):
@@ -224,7 +224,6 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
     with its ``self`` standing for the layer's value in this graph."""
     from scriptmod.jit._executor import inlined         # noqa: PLC0415
     from scriptmod.jit._trace import trace_module       # noqa: PLC0415
-    standins = _standins_in(args[1:], kwargs)
     if kwargs or any(not isinstance(a, Tensor) for a in args[1:]):
         raise FrontendError(f"{where}: a built-in layer's {method}() is called with tensor "
                             f"arguments only, in scripted code")
@@ -236,7 +235,6 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
         raise
     except Exception as e:
         raise _Refused(e) from e
-    del standins
     g = inlined(traced, method)
     return _splice(node, g, [node.inputs[0]] + list(tensors), where)
 
@@ -474,5 +472,3 @@ def function_kind(fn: Any) -> str:
         return "library" if mod.startswith("scriptmod.") else "python"
     return "other"
 
-
-INT = IntType
