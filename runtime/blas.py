@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-from dataclasses import dataclass
 from functools import lru_cache
+
+from scriptmod.codegen.record import Record
 
 # (sgemm symbol, dgemm symbol, integer width) probed in this order.
 CANDIDATES: tuple[tuple[str, str, int], ...] = (
@@ -28,8 +29,7 @@ CANDIDATES: tuple[tuple[str, str, int], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Blas:
+class Blas(Record):
     """CBLAS ``sgemm``/``dgemm`` addresses; ``int_bits`` is the width of their integer
     arguments (64: ILP64, 32: LP64); ``source`` names the library file and symbol."""
 

@@ -12,7 +12,6 @@ live ranges (node positions, inclusive) do not meet.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from scriptmod.ir import dtypes as D
@@ -20,21 +19,27 @@ from scriptmod.ir import dtypes as D
 ALIGN = 64                                   # arena offsets and the arena base
 
 
-@dataclass(eq=False)
 class Buffer:
     """One allocation: ``arg`` (a pointer the caller's table holds: an input, a module tensor,
     a constant, a Python step's result), ``arena`` (a fixed offset) or ``fresh`` (``np.empty``
-    per call, in a table slot)."""
+    per call, in a table slot). Mutable (the planner fills ``slot``, ``offset`` and the live
+    range) and compared by identity. (A plain class: a dataclass compiles its generated
+    methods on import, which a warm start's first call would pay.)"""
 
-    kind: str
-    nbytes: int
-    dtype: D.DType
-    shape: tuple[int, ...]
-    source: Any = None                 # arg: ("input"|"python", Value) / ("state", i) / ("const", array)
-    slot: int = -1                     # table slot (arg, fresh)
-    offset: int = -1                   # arena byte offset
-    start: int = 0                     # live range, in node positions
-    end: int = 0
+    __slots__ = ("kind", "nbytes", "dtype", "shape", "source", "slot", "offset", "start", "end")
+
+    def __init__(self, kind: str, nbytes: int, dtype: D.DType, shape: tuple[int, ...],
+                 source: Any = None, slot: int = -1, offset: int = -1, start: int = 0,
+                 end: int = 0) -> None:
+        self.kind, self.nbytes, self.dtype, self.shape = kind, nbytes, dtype, shape
+        self.source = source       # arg: ("input"|"python", Value) / ("state", i) / ("const", array)
+        self.slot = slot           # table slot (arg, fresh)
+        self.offset = offset       # arena byte offset
+        self.start, self.end = start, end                  # live range, in node positions
+
+    def __repr__(self) -> str:
+        return (f"Buffer({self.kind!r}, {self.nbytes}, {self.dtype!r}, {self.shape!r}, "
+                f"slot={self.slot}, offset={self.offset}, live={self.start}..{self.end})")
 
 
 class PlanError(AssertionError):

@@ -461,6 +461,44 @@ def _collapse(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, int] |
     return _numel(shape), dims[-1][1]
 
 
+def _rows_and_batch(shape: Sequence[int], a_strides: Sequence[int], n: int,
+                    k: int) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+    """For ``a @ b`` with a 2D ``b``: every row of ``a`` (dims ``shape``, element strides
+    ``a_strides``, unit stride along ``k``) maps to a row of the contiguous result (``n``
+    per row), so the dims may be split into the GEMM's rows and its batch any way that
+    leaves each a single stride in ``a`` and in the result. The split with the most rows
+    (fewest, largest GEMMs), as ``((rows, lda, ldc), (batch, stride_a, stride_c))``; None
+    when there is none.
+
+    A ``(T, B, C)`` view of a contiguous ``(B, T, C)`` tensor (attention's input
+    projections) is ``B`` GEMMs of ``T`` rows, not ``T`` GEMMs of ``B`` rows:
+
+    >>> _rows_and_batch((128, 8), (256, 32768), 256, 256)
+    ((128, 256, 2048), (8, 32768, 256))
+    """
+    if 0 in shape:
+        return (0, max(1, k), max(1, n)), (1, 0, 0)
+    out_strides = [n * _numel(shape[i + 1:]) for i in range(len(shape))]
+    runs: list[tuple[int, int, int]] = []     # maximal runs of dims that walk both as one
+    for d, sa, sc in zip(shape, a_strides, out_strides):
+        if d == 1:
+            continue
+        if runs and runs[-1][1] == sa * d and runs[-1][2] == sc * d:
+            runs[-1] = (runs[-1][0] * d, sa, sc)
+        else:
+            runs.append((d, sa, sc))
+    if len(runs) > 2:      # the result's strides never join two runs around a third
+        return None
+    split = [(r, runs[1 - i] if len(runs) == 2 else (1, 0, 0)) for i, r in enumerate(runs)]
+    split = [(r, b) for r, b in split if r[0] == 1 or r[1] >= max(1, k)]
+    if not runs:
+        return (1, max(1, k), max(1, n)), (1, 0, 0)
+    if not split:
+        return None
+    (rows, lda, ldc), batch = max(split, key=lambda rb: rb[0][0])
+    return (rows, lda if rows > 1 else max(1, k), ldc if rows > 1 else max(1, n)), batch
+
+
 def _gemm_shape(a: Layout, b: Layout) -> dict | None:
     """``GemmStep`` fields (without refs) for ``a @ b`` into a contiguous result."""
     ash, ast = a.shape, a.strides
@@ -484,10 +522,12 @@ def _gemm_shape(a: Layout, b: Layout) -> dict | None:
     if not bbatch:
         if not abatch:
             return out
-        rows = _collapse(abatch + (m,), ast[:-2] + (ast[-2],))
-        if rows is not None and not ma[0] and (ast[-1] == 1 or k == 1):
-            out.update(m=rows[0], lda=rows[1] if rows[0] > 1 else max(1, k))
-            return out if out["lda"] >= max(1, k) else None
+        if not ma[0] and (ast[-1] == 1 or k == 1):
+            split = _rows_and_batch(abatch + (m,), ast[:-2] + (ast[-2],), n, k)
+            if split is not None:
+                (rows, lda, ldc), (nb, sa, sc) = split
+                out.update(m=rows, lda=lda, ldc=ldc, batch=nb, stride_a=sa, stride_c=sc)
+                return out
         batch = _collapse(abatch, ast[:-2])
         if batch is None:
             return None

@@ -178,8 +178,8 @@ STARTUP_NOTE = ("1st call = the first call of a freshly traced module, measured 
                 "specialization, graph passes, fusion, code generation, LLVM compilation or "
                 "loading objects from the disk cache, lazy imports and LLVM initialization, and "
                 "one run (bytecode precompiled by an untimed priming process). cold: empty "
-                "SCRIPTMOD_CACHE_DIR; warm: a second new process with the folder the cold one "
-                "filled.")
+                "SCRIPTMOD_CACHE_DIR; warm: new processes with the folder the cold one filled "
+                "(the median of three).")
 IN_PROCESS_NOTE = ("compile (in-process) = first call of a freshly traced module in this process "
                    "(specialize, fuse, generate, LLVM, one run): cold with an empty cache folder, "
                    "warm from the disk cache; rerun without --no-compile-time for new-process "

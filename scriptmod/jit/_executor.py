@@ -495,8 +495,13 @@ def inlined(module: Any, method: str, keep: frozenset[str] = frozenset(),
             prefix: str = "") -> Graph:
     """A copy of ``module.method``'s graph with every submodule call inlined (callees are
     inlined first, so each call is resolved relative to the graph it appears in), except
-    the calls of the submodules at the dotted paths in ``keep`` (hooked: see ``_boundary``)."""
-    g = module._methods[method].copy()
+    the calls of the submodules at the dotted paths in ``keep`` (hooked: see ``_boundary``).
+    A callee without calls (``prefix`` set) is its own graph: ``inline_calls`` clones it
+    into the caller and never changes it, so copying it first would be wasted."""
+    src = module._methods[method]
+    if prefix and not any(n.kind == Prim.CALL_METHOD for n in src.walk()):
+        return src
+    g = src.copy()
 
     def resolve(call: Node) -> Graph | None:
         root, path = module_path(call.inputs[0])

@@ -126,6 +126,67 @@ def test_op_table_elementwise_in_one_native_program(dtype: str) -> None:
     assert len(ex.segments) == 1 and native_node_count(ex) >= len(FUSIBLE) // 2
 
 
+# ---- a strided left operand of a matmul with a 2D right one -------------------------------------
+
+@pytest.mark.parametrize("shape,perm", [((4, 6, 8), (1, 0, 2)), ((4, 6, 8), (0, 1, 2)),
+                                        ((3, 4, 5, 8), (2, 0, 1, 3)), ((3, 4, 5, 8), (1, 2, 0, 3)),
+                                        ((3, 4, 5, 8), (1, 0, 2, 3)), ((3, 4, 5, 8), (0, 2, 1, 3)),
+                                        ((2, 1, 6, 8), (2, 1, 0, 3)), ((5, 8), (1, 0)),
+                                        ((0, 3, 8), (1, 0, 2))])
+def test_matmul_of_a_permuted_operand_is_the_fewest_gemms(shape: tuple, perm: tuple) -> None:
+    """``x.permute(perm) @ w``: rows of the permuted operand map one to one to rows of the
+    result, so the GEMM takes the longest run of rows that share a stride in both, and the
+    other dims as its batch (attention's ``(T, B, C)`` projections: B GEMMs of T rows,
+    not T GEMMs of B rows); results equal NumPy's. Three runs need two batch strides, which
+    a GEMM step does not have: that matmul runs in Python (and is right there too)."""
+    out = tuple(shape[p] for p in perm)
+    k = out[-1]
+    dims = ", ".join(map(str, shape))
+    odims = ", ".join(map(str, out))
+    ydims = ", ".join(map(str, out[:-1] + (7,)))
+    g = parse(f'''graph(%x : Float({dims}), %w : Float({k}, 7)):
+      %p : Float({odims}) = sm::permute[dims={list(perm)}](%x)
+      %y : Float({ydims}) = sm::matmul(%p, %w)
+      %r : Float({ydims}) = sm::relu(%y)
+      return (%r)
+    ''')
+    ex = Executable(fuse_elementwise(g))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((k, 7)).astype(np.float32)
+    np.testing.assert_allclose(ex.run(x, w), np.maximum(x.transpose(perm) @ w, 0), 1e-5, 1e-5)
+    runs, run = [], 1                    # maximal runs of result dims contiguous in ``x``
+    for i, n in enumerate(out[:-1]):
+        run *= n
+        if not (i + 2 < len(out) and perm[i + 1] == perm[i] + 1):
+            runs.append(run)
+            run = 1
+    runs = [r for r in runs if r != 1]
+    matmul = next(n for n in ex.graph.nodes if n.is_op and n.op_name == "matmul")
+    assert (matmul in ex.plan.native_nodes) == (len(runs) <= 2 or 0 in out), ex.graph
+    if 0 in out or len(runs) > 2:
+        return                                # nothing to compute, or Python's matmul
+    gemm = next(s for s in ex.segments[0].program.steps if type(s).__name__ == "GemmStep")
+    rows = [n for n in out[:-1] if n != 1]
+    assert gemm.m == max(runs, default=1), (gemm, runs)
+    assert gemm.m * gemm.batch == int(np.prod(rows, dtype=np.int64)), gemm
+
+
+def test_attention_input_projection_is_batch_gemms_of_the_sequence() -> None:
+    """W5's shape: ``x.transpose(0, 1) @ w.t()`` of a (B, T, C) = (8, 128, 256) input is
+    8 GEMMs of 128 rows."""
+    g = fuse_elementwise(parse('''graph(%x : Float(8, 128, 256), %w : Float(256, 256)):
+      %t : Float(128, 8, 256) = sm::transpose[dim0=0, dim1=1](%x)
+      %wt : Float(256, 256) = sm::transpose[dim0=0, dim1=1](%w)
+      %y : Float(128, 8, 256) = sm::matmul(%t, %wt)
+      return (%y)
+    '''))
+    ex = Executable(g)
+    gemm, = [s for s in ex.segments[0].program.steps if type(s).__name__ == "GemmStep"]
+    assert (gemm.batch, gemm.m, gemm.ldc, gemm.stride_a, gemm.stride_c) == \
+        (8, 128, 2048, 128 * 256, 256), gemm
+
+
 # ---- random graphs ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("seed", SEEDS)
