@@ -52,6 +52,7 @@ from scriptmod.ir import schema as S
 from scriptmod.ir.errors import TraceGuardError
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType
+from . import pycode
 from .fusion import TOPIC, FusedKernel
 from .interpreter import (DISPATCH, Interpreter, InterpreterError, OpHandler, RaisedException,
                           failure, python_error)
@@ -253,7 +254,7 @@ class _Program:
         self._emit(1, None, f"return [{', '.join(self.name[v] for v in graph.outputs)}]")
         self.n_inputs = len(graph.inputs)
         self.source = "\n".join(self.lines) + "\n"
-        exec(compile(self.source, "<scriptmod program>", "exec"), self.ns)
+        exec(pycode.code(self.source, "<scriptmod program>"), self.ns)
         self.fn = self.ns["program"]
 
     # ---- emitting ------------------------------------------------------------------------

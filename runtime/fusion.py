@@ -49,6 +49,7 @@ from scriptmod.codegen.lower import DTYPES, lower_group, plan_layout, static_lay
 from scriptmod.ir import log as irlog
 from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.graph import Graph, Node
+from . import pycode
 from .arrays import NP_DTYPE
 from .backends import Backend, for_devices
 
@@ -177,7 +178,8 @@ def layout_key(n: int, fields: Sequence[str] = ("dtype", "shape", "strides")
         names = [f"a{i}" for i in range(n)]
         body = "".join(f"type({a}), " + "".join(f"{a}.{f}, " for f in fields) for a in names)
         ns: dict[str, Any] = {}
-        exec(f"def key({', '.join(names)}):\n    return ({body})\n", ns)
+        exec(pycode.code(f"def key({', '.join(names)}):\n    return ({body})\n",
+                         "<scriptmod layout key>"), ns)
         fn = _KEY_FNS[(n, tuple(fields))] = ns["key"]
     return fn
 

@@ -51,8 +51,9 @@ def cache_key(text: str, triple: str, cpu: str, features: str, version: str) -> 
 class KernelCache:
     """Compiled kernels in memory, object code on disk; ``stats()`` counts what happened."""
 
-    def __init__(self, directory: Path | str | None = None) -> None:
+    def __init__(self, directory: Path | str | None = None, folder: str = "kernels") -> None:
         self._dir = Path(directory) if directory is not None else None
+        self._folder = folder                     # entries live in <directory>/<folder>/
         self._mem: dict[str, Any] = {}
         self._lock = threading.RLock()
         self._stats = dict.fromkeys(("hits", "misses", "compiles", "disk_hits",
@@ -63,7 +64,7 @@ class KernelCache:
         return self._dir if self._dir is not None else cache_dir()
 
     def path(self, key: str) -> Path:
-        return self.directory / "kernels" / f"{key}.smko"
+        return self.directory / self._folder / f"{key}.smko"
 
     def stats(self) -> dict[str, int]:
         """Counters: hits/misses (memory), disk_hits/disk_misses, compiles, corrupt."""

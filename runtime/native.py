@@ -41,7 +41,7 @@ from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType
-from . import threads
+from . import pycode, threads
 from .arrays import NP_DTYPE
 from .kernels import KERNELS
 from .memory_plan import ALIGN, Buffer, PlanError, assign_offsets, check_plan  # noqa: F401
@@ -689,7 +689,7 @@ class Segment:
         lines += ["    " + ln for ln in body]
         lines.append(f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"
                      if outs else "    return None")
-        exec(compile("\n".join(lines) + "\n", f"<scriptmod segment {self.index}>", "exec"), ns)
+        exec(pycode.code("\n".join(lines) + "\n", f"<scriptmod segment {self.index}>"), ns)
         return ns["run"]
 
     def source(self, tag: str, imports: Sequence[str], exports: Sequence[str]

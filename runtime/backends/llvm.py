@@ -24,7 +24,7 @@ import numpy as np
 
 from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.ir.types import TensorType
-from .. import threads
+from .. import pycode, threads
 from ..llvm_jit import CompiledKernel, compile_spec
 
 _i64_at = ctypes.c_int64.from_address
@@ -136,7 +136,7 @@ def _runner_factory(n_in: int, n_out: int) -> Callable[..., Run]:
                   "    return run"]
         ns: dict[str, Any] = {"_get_ident": _get_ident, "_i64_at": _i64_at, "threads": threads,
                               "addressof": ctypes.addressof}
-        exec("\n".join(lines) + "\n", ns)
+        exec(pycode.code("\n".join(lines) + "\n", "<scriptmod launcher>"), ns)
         factory = _FACTORIES[key] = ns["make"]
     return factory
 

@@ -35,6 +35,7 @@ import numpy as np
 from scriptmod.autograd import grad_mode
 from scriptmod.jit import _fuser
 from scriptmod.jit._boundary import HOOK_VERSION
+from scriptmod.runtime import pycode
 from scriptmod.tensor import Tensor, wrap_tree
 
 MISS = object()          # the fast path's answer when a check fails: take the full path
@@ -60,7 +61,7 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
     structure = (kinds, has_self, m_names, t_names, n_out, env is not None)
     code = _CODE.get(structure)
     if code is None:
-        code = _CODE[structure] = compile(_source(*structure), "<scriptmod fast path>", "exec")
+        code = _CODE[structure] = pycode.code(_source(*structure), "<scriptmod fast path>")
     ns: dict[str, Any] = {
         "MISS": MISS, "Tensor": Tensor, "ndarray": np.ndarray, "HV": HOOK_VERSION,
         "V0": HOOK_VERSION[0], "GS": grad_mode._state, "FST": _fuser._state,
