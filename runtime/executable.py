@@ -28,8 +28,8 @@ the frontend's autograd handler runs them through its dispatcher (``run_autograd
 A graph runs as one generated Python function (as ``torch.fx`` does): one line per Python
 step or native segment, values in local variables, handlers bound once. Blocks become Python
 control flow: ``prim::If`` an ``if``/``else``, ``prim::Loop`` a ``while`` loop whose carried
-values are locals rebound per iteration; the nodes inside run as the same steps (fusion
-groups through their ``FusedKernel``). Native segments cover block-free graphs.
+values are locals rebound per iteration. Every block has native segments of its own
+(``runtime.native.plan_blocks``), pasted into the loop or branch like the top block's.
 
     >>> from scriptmod.ir.builder import Builder
     >>> from scriptmod.ir.graph import Graph
@@ -51,7 +51,7 @@ from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
 from scriptmod.ir.errors import TraceGuardError
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
-from scriptmod.ir.types import TensorType
+from scriptmod.ir.types import BoolType, FloatType, IntType, TensorType
 from . import pycode
 from .fusion import TOPIC, FusedKernel
 from .interpreter import (DISPATCH, Interpreter, InterpreterError, OpHandler, RaisedException,
@@ -120,16 +120,14 @@ class Executable:
         self.ops = ops if ops is not None else ArrayOps()
         self.grad_ops = grad_ops
         self._fused: dict[Node, FusedKernel | str] = {}
-        self.segments: list[Any] = []            # runtime.native.Segment, in graph order
-        self.plan: Any = None                    # runtime.native.NativePlan
+        self.plans: dict[Block, Any] = {}        # block -> runtime.native.NativePlan
         self._local = threading.local()
-        if native and all(not n.blocks for n in graph.nodes):
-            # native segments cover block-free graphs; with blocks, the program's Python
-            # steps still run every fusion group through its FusedKernel
-            from .native import plan_native
-            self.plan = plan_native(graph, state_index, state, name)
-            self.segments = self.plan.segments if self.plan is not None else []
-        self._program = _Program(graph, self, self.plan)
+        if native:
+            from .native import plan_blocks
+            self.plans = plan_blocks(graph, state_index, state, name)
+        self.plan: Any = self.plans.get(graph.block)     # the top block's plan, or None
+        self.segments: list[Any] = [s for p in self.plans.values() for s in p.segments]
+        self._program = _Program(graph, self, self.plans)
         if irlog.enabled(CODEGEN):
             self._log_code()
 
@@ -188,13 +186,19 @@ class Executable:
             return lambda a: Interpreter(sub, ops=self.ops).run_graph(sub, a)
         return fk
 
-    def frame(self) -> Any:
-        """This thread's arena and pointer tables (``runtime.native.Frame``)."""
-        fr = getattr(self._local, "frame", None)
-        if fr is None:
+    def frames(self) -> list[Any]:
+        """This thread's arena and pointer table of each plan (``runtime.native.Frame``, in
+        the order of ``plans``), made on its first call."""
+        frs = getattr(self._local, "frames", None)
+        if frs is None:
             from .native import Frame
-            fr = self._local.frame = Frame(self.plan)
-        return fr
+            frs = self._local.frames = [Frame(p) for p in self.plans.values()]
+        return frs
+
+    def frame(self, block: Block | None = None) -> Any:
+        """This thread's ``Frame`` of the plan of ``block`` (default: the top block)."""
+        block = self.graph.block if block is None else block
+        return self.frames()[list(self.plans).index(block)]
 
     def __repr__(self) -> str:
         native = sum(len(s.nodes) for s in self.segments)
@@ -230,8 +234,8 @@ class _Program:
     live in locals, dropped at their last use; a failing line is mapped back to its node for
     the error message."""
 
-    def __init__(self, graph: Graph, ex: Executable, plan: Any) -> None:
-        self.ex, self.plan = ex, plan
+    def __init__(self, graph: Graph, ex: Executable, plans: dict[Block, Any]) -> None:
+        self.ex = ex
         self.ns: dict[str, Any] = {}
         self.lines: list[str] = []
         self.line_nodes: list[Node | None] = []
@@ -239,17 +243,23 @@ class _Program:
         self._count = 0
         for v in list(graph.inputs) + [v for n in graph.walk() for v in _defs(n)]:
             self.name.setdefault(v, f"v{len(self.name)}")
-        self.native = plan.native_nodes if plan is not None else frozenset()
-        self.seg_at = {s.nodes[0]: s for s in (plan.segments if plan is not None else ())}
-        self.dying = _last_uses(graph, plan)
+        plan_list = list(plans.values())
+        self.native = frozenset().union(*(p.native_nodes for p in plan_list))
+        self.skipped = frozenset().union(*(p.skipped for p in plan_list))
+        self.state_reads = {n: i for p in plan_list for n, i in p.state_reads.items()}
+        self.seg_at = {s.nodes[0]: (s, j) for j, p in enumerate(plan_list) for s in p.segments}
+        self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments])
         args = "".join(f"{self.name[v]}, " for v in graph.inputs)
         self._emit(0, None, f"def program({args}state):")
-        if plan is not None and plan.segments:     # this thread's arena, its state bound
-            self.ns["LOCAL"], self.ns["frame_of"] = ex._local, ex.frame
-            for ln in ("try:", "    frame = LOCAL.frame", "except AttributeError:",
-                       "    frame = frame_of()", "if frame.state is not state:",
-                       "    frame.bind_state(state)", "tbl = frame.table"):
+        if plan_list:            # this thread's arenas, the module state bound to each
+            self.ns["LOCAL"], self.ns["frames_of"] = ex._local, ex.frames
+            for ln in ("try:", "    frames = LOCAL.frames", "except AttributeError:",
+                       "    frames = frames_of()"):
                 self._emit(1, None, ln)
+            for j in range(len(plan_list)):
+                for ln in (f"frame{j} = frames[{j}]", f"if frame{j}.state is not state:",
+                           f"    frame{j}.bind_state(state)", f"tbl{j} = frame{j}.table"):
+                    self._emit(1, None, ln)
         self._block(graph.block, 1)
         self._emit(1, None, f"return [{', '.join(self.name[v] for v in graph.outputs)}]")
         self.n_inputs = len(graph.inputs)
@@ -277,15 +287,15 @@ class _Program:
             self._node(node, depth)
 
     def _node(self, node: Node, depth: int) -> None:
-        k, plan = self._count, self.plan
+        k = self._count
         self._count += 1
         seg = self.seg_at.get(node)
         if seg is not None:
-            self._segment(seg, k, depth)
-        if node in self.native or (plan is not None and node in plan.skipped):
+            self._segment(*seg, k, depth)
+        if node in self.native or node in self.skipped:
             return
-        if plan is not None and node in plan.state_reads:
-            self.ns[f"i{k}"] = plan.state_reads[node]
+        if node in self.state_reads:
+            self.ns[f"i{k}"] = self.state_reads[node]
             self._emit(depth, node, f"{self.name[node.output]} = state[i{k}]")
         elif node.kind == Prim.IF:
             self._if(node, depth)
@@ -296,10 +306,10 @@ class _Program:
         else:
             self._step_line(node, k, depth)
 
-    def _segment(self, seg: Any, k: int, depth: int) -> None:
-        """A native segment's runner, pasted in; its imports that die in it, dropped."""
+    def _segment(self, seg: Any, j: int, k: int, depth: int) -> None:
+        """A native segment of plan ``j``, pasted in; its imports that die in it, dropped."""
         body, seg_ns = seg.source(f"_{k}", [self.name[v] for v in seg.imports],
-                                  [self.name[v] for v in seg.exports])
+                                  [self.name[v] for v in seg.exports], f"frame{j}", f"tbl{j}")
         self.ns.update(seg_ns)
         imported = set(seg.imports)
         dead = [self.name[v] for n in seg.nodes for v in self.dying.get(n, ()) if v in imported]
@@ -398,7 +408,7 @@ def _defs(node: Node) -> list[Value]:
     return [p for b in node.blocks for p in b.params] + list(node.outputs)
 
 
-def _last_uses(graph: Graph, plan: Any) -> dict[Node, list[Value]]:
+def _last_uses(graph: Graph, segments: Sequence[Any]) -> dict[Node, list[Value]]:
     """Node (or a block's return node) -> the values to drop after it; graph outputs never
     die. Per block: a value dies in the block that defines it, after the node of that block
     whose nested blocks or inputs read it last, so a value defined outside a loop and read
@@ -407,7 +417,7 @@ def _last_uses(graph: Graph, plan: Any) -> dict[Node, list[Value]]:
     node's line, which may be later than any graph use (a view's base, when the view itself
     runs natively)."""
     imports: dict[Node, list[Value]] = {}
-    for seg in (plan.segments if plan is not None else ()):
+    for seg in segments:
         imports[seg.nodes[0]] = list(seg.imports)
     out: dict[Node, list[Value]] = {}
     _block_last_uses(graph.block, imports, out)
@@ -425,16 +435,13 @@ def _block_last_uses(block: Block, imports: dict[Node, list[Value]],
         for v in node.outputs:
             last[v] = node                  # an unused result dies where it is made
         for n in node.walk():               # reads here or in nested blocks, at any depth
-            for v in n.inputs:
+            for v in (*n.inputs, *imports.get(n, ())):   # (a segment's imports too)
                 if v in defined:
                     last[v] = node
             for b in n.blocks:
                 for v in b.outputs:
                     if v in defined:
                         last[v] = node
-        for v in imports.get(node, ()):
-            if v in defined:
-                last[v] = node
         for b in node.blocks:
             _block_last_uses(b, imports, out)
     for v in block.outputs:
@@ -470,6 +477,8 @@ def _step(node: Node, ex: Executable) -> tuple[Step, bool]:
 
 # ---- fast array steps for ops ------------------------------------------------------------------
 
+_PY_SCALARS = (IntType, FloatType, BoolType)
+
 def _op_step(node: Node) -> Step:
     """``run_kernel``; or the reference kernel itself when the static types show that
     ``run_kernel`` would neither cast an input nor convert the result (a CPU op, not
@@ -477,6 +486,14 @@ def _op_step(node: Node) -> Step:
     View ops of module state are memoized (see ``_memo_view``)."""
     name, attrs = node.op_name, node.attrs
     schema = S.REGISTRY[name]
+    if len(node.outputs) == 1 and node.output.type in _PY_SCALARS and name in KERNELS \
+            and not schema.has(S.FACTORY):
+        # an int/float/bool result (loop counters, comparisons, ``float(t)``): the type rule
+        # gives no dtype, so ``run_kernel`` would return the kernel's value untouched
+        fn = KERNELS[name]
+        if attrs:
+            return lambda a: fn(np, *a, **attrs)             # noqa: E731
+        return lambda a: fn(np, *a)                          # noqa: E731
     dt = _direct_dtype(node, schema)
     if dt is None:
         step: Step = lambda a: run_kernel(name, a, attrs)   # noqa: E731
@@ -487,6 +504,8 @@ def _op_step(node: Node) -> Step:
         step = lambda a: matmul(a[0], a[1])                  # noqa: E731
     else:
         fn, want = KERNELS[name], np.dtype(dt.name)
+        if name == "index":
+            fn = _basic_index(attrs["spec"]) or fn
 
         def step(a: list) -> Any:
             out = fn(np, *a, **attrs)
@@ -494,6 +513,45 @@ def _op_step(node: Node) -> Step:
                 out = np.asarray(out, dtype=want)
             return out
     return _memo_view(step) if _memoizable(node) else step
+
+
+def _basic_index(spec: Sequence[tuple]) -> Callable[..., Any] | None:
+    """The ``index`` kernel for a basic-indexing ``spec`` as one generated expression
+    (``x[:, t]`` in a loop: the spec is read once, not per call); None for tensor indices
+    or a step not known to be positive (the kernel's own checks and messages apply)."""
+    def val(v: Any) -> str | None:
+        if isinstance(v, tuple):
+            return f"int(ops[{v[1]}])"
+        return repr(v) if v is None or type(v) is int else None
+    parts = []
+    for entry in spec:
+        kind = entry[0]
+        if kind == "int":
+            parts.append(val(entry[1]))
+        elif kind == "slice":
+            step = entry[3]
+            if step is not None and not (type(step) is int and step > 0):
+                return None
+            parts.append(f"slice({', '.join(str(val(v)) for v in entry[1:])})")
+            if any(val(v) is None for v in entry[1:]):
+                return None
+        elif kind == "none":
+            parts.append("None")
+        elif kind == "ellipsis":
+            parts.append("...")
+        else:
+            return None
+        if parts[-1] is None:
+            return None
+    source = ("def index(xp, x, *ops, spec=spec):\n"
+              "    try:\n"
+              f"        out = x[({', '.join(parts)},)]\n"
+              "    except IndexError:\n"
+              "        return kernel(xp, x, *ops, spec=spec)\n"
+              "    return out if type(out) is ndarray else xp.asarray(out)\n")
+    ns: dict[str, Any] = {"kernel": KERNELS["index"], "spec": spec, "ndarray": np.ndarray}
+    exec(pycode.code(source, "<scriptmod index>"), ns)
+    return ns["index"]
 
 
 def _memoizable(node: Node) -> bool:

@@ -39,7 +39,7 @@ from scriptmod.codegen.record import Record
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
-from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from scriptmod.ir.types import TensorType
 from . import pycode, threads
 from .arrays import NP_DTYPE
@@ -106,21 +106,70 @@ class NativePlan(Record):
 
 def plan_native(graph: Graph, state_index: Callable[[Node], int | None] | None,
                 state: tuple = (), name: str = "graph") -> NativePlan | None:
-    """Plan and compile the native segments of a straight-line ``graph`` (None: nothing in
-    it runs natively, or native code is unavailable here)."""
+    """The native plan of ``graph``'s top block (see ``plan_blocks``), or None."""
+    return plan_blocks(graph, state_index, state, name).get(graph.block)
+
+
+def plan_blocks(graph: Graph, state_index: Callable[[Node], int | None] | None,
+                state: tuple = (), name: str = "graph") -> dict[Block, NativePlan]:
+    """Plan the native segments of every block of ``graph`` (the top block, then the blocks
+    of ``prim::If`` and ``prim::Loop`` at any depth, in program order) and compile them all
+    as one LLVM module. Each block is planned on its own: values it reads from an enclosing
+    block come in like inputs (from Python, per call), and what leaves it (its outputs, a
+    loop's carried values, what a nested block reads) is a fresh array, never the arena, so
+    a value kept across iterations is never overwritten by the next one. Blocks with
+    nothing native have no plan; ``{}`` when native code is unavailable here."""
     try:
         from scriptmod.codegen.native import NativeProgram  # noqa: F401
     except ImportError as e:                                  # pragma: no cover
         irlog.log(TOPIC, f"{name}: no native code ({e})")
-        return None
-    return _Planner(graph, state_index, state, name).plan()
+        return {}
+    planned = []
+    for block in _blocks(graph.block):
+        p = _Planner(block, state_index, state, name)
+        segments = p.analyze()
+        if segments:
+            planned.append((block, p, segments))
+    if not planned:
+        return {}
+    from .llvm_jit import compile_together, spec_unit
+    units = [s.prepare(p) for _, p, segs in planned for s in segs]
+    fused = [spec_unit(spec) for _, p, _ in planned for spec in p.fused_specs]
+    kernels = iter(compile_together(units + fused))
+    return {block: p.finish([s.link(next(kernels)) for s in segs])
+            for block, p, segs in planned}
+
+
+def _blocks(block: Block) -> list[Block]:
+    """``block`` and every block nested in its nodes, in program order."""
+    out = [block]
+    for n in block:
+        for b in n.blocks:
+            out.extend(_blocks(b))
+    return out
+
+
+def _reads(node: Node) -> list[Value]:
+    """What ``node`` reads: its inputs and, for a node with blocks, every value read inside
+    them (nested nodes' inputs, blocks' outputs)."""
+    if not node.blocks:
+        return list(node.inputs)
+    out: list[Value] = []
+    for n in node.walk():
+        out.extend(n.inputs)
+        for b in n.blocks:
+            out.extend(b.outputs)
+    return out
 
 
 class _Planner:
-    def __init__(self, graph: Graph, state_index: Callable[[Node], int | None] | None,
+    """The native plan of one block (``plan_blocks``)."""
+
+    def __init__(self, block: Block, state_index: Callable[[Node], int | None] | None,
                  state: tuple, name: str) -> None:
-        self.graph, self.state_index, self.state, self.name = graph, state_index, state, name
-        self.nodes = list(graph.nodes)
+        self.block, self.state_index, self.state, self.name = block, state_index, state, name
+        self.nodes = list(block)
+        self.outputs = list(block.outputs)
         self.pos = {n: i for i, n in enumerate(self.nodes)}
         self.lay: dict[Value, Layout] = {}
         self.steps: dict[Node, Any] = {}             # compute node -> step builder
@@ -132,13 +181,20 @@ class _Planner:
         self.fused_specs: list[Any] = []          # kernels of groups run by a FusedKernel
 
     # -- 1. what can be native --------------------------------------------------------------------
-    def plan(self) -> NativePlan | None:
-        g = self.graph
-        for v in g.inputs:
+    def analyze(self) -> list["Segment"] | None:
+        """Classify, find what Python needs and what escapes, cut segments and place the
+        arena; None when nothing in the block runs natively."""
+        for v in self.block.params:
             t = _static(v)
             if t is not None:
                 self._arg(v, ("input", v), t)
+        defined = set(self.block.params)
         for node in self.nodes:
+            for v in node.inputs:                   # read from an enclosing block
+                if v not in defined and v not in self.lay and self._outer(v) is None:
+                    t = _static(v)
+                    if t is not None:
+                        self._arg(v, ("input", v), t)
             why = self._classify(node)
             if why is not None:
                 self.python.add(node)
@@ -147,30 +203,71 @@ class _Planner:
                     t = _static(v)
                     if t is not None and v not in self.lay:
                         self._arg(v, ("python", v), t)
+            defined.update(node.outputs)
         if not self.steps:
             return None
         self._python_needs()
         self._escapes()
         segments = self._segments()
         arena = [b for b in self.buffers if b.kind == "arena"]
-        size = assign_offsets(arena)
+        self.arena_bytes = assign_offsets(arena)
         check_plan(arena)
         self._log(segments)
-        compiled = self._compile(segments)
-        return NativePlan(compiled, frozenset(self.steps) | frozenset(self.views - self.python),
-                          {n: i for n, i in self.state_nodes.items() if n in self.python_reads},
-                          frozenset(self.skip), size, self.buffers)
+        return segments
 
-    def _compile(self, segments: list["Segment"]) -> list["Segment"]:
-        """Every segment's program, and the kernels of the groups that run through their
-        ``FusedKernel`` (at the layout planned here, which is the one they meet unless a
-        Python step hands them another), as one LLVM module: one optimization and code
-        generation run, one object to load on a warm start. A ``FusedKernel`` then finds its
-        kernel in the memory cache (``llvm_jit.compile_spec`` keys by the same spec text)."""
-        from .llvm_jit import compile_together, spec_unit
-        units = [s.prepare(self) for s in segments]
-        kernels = compile_together(units + [spec_unit(spec) for spec in self.fused_specs])
-        return [s.link(k) for s, k in zip(segments, kernels)]
+    def finish(self, segments: list["Segment"]) -> NativePlan:
+        """The plan, once ``segments`` are compiled and linked."""
+        return NativePlan(segments, frozenset(self.steps) | frozenset(self.views - self.python),
+                          {n: i for n, i in self.state_nodes.items() if n in self.python_reads},
+                          frozenset(self.skip), self.arena_bytes, self.buffers)
+
+    def _outer(self, v: Value) -> Layout | None:
+        """The layout of a value an enclosing block makes, when it is a module tensor, a
+        graph input or a view of one (a weight's transpose hoisted out of a loop): read from
+        ``state`` with its strides, or the input imported as it is, and the view laid over
+        it, instead of the view imported from Python (and copied to a contiguous array) on
+        every iteration. None for anything else."""
+        lay = self.lay.get(v)
+        if lay is not None:
+            return lay
+        n, t = v.node, _static(v)
+        if t is None or n.owning_block is self.block:
+            return None
+        if n.kind == Prim.GET_ATTR:
+            arr = self._state_array(n)
+            if isinstance(arr, str):
+                return None
+            self._arg(v, ("state", arr[0]), t,
+                      tuple(s // arr[1].itemsize for s in arr[1].strides))
+            return self.lay[v]
+        if v in self.block.graph.inputs:               # a Python local of every call
+            self._arg(v, ("input", v), t)
+            return self.lay[v]
+        if not (n.is_op and _is_view(n)) or not n.inputs:
+            return None
+        src = self._outer(n.inputs[0])
+        if src is None or any(u.node.kind != Prim.CONSTANT for u in n.inputs[1:]):
+            return None
+        if n.op_name == "reshape" and not src.contiguous:
+            return None
+        out = _probe_view(n, src, [u.node.attrs.get("value") for u in n.inputs[1:]])
+        if out is None or out[0] != tuple(t.shape):                 # type: ignore[arg-type]
+            return None
+        self.lay[v] = Layout(src.buf, src.offset + out[2], out[0], out[1])
+        return self.lay[v]
+
+    def _state_array(self, node: Node) -> tuple[int, np.ndarray] | str:
+        """``(index, array)`` of a ``prim::GetAttr`` of a module tensor native code can
+        read; else why not."""
+        t = _static(node.output)
+        i = self.state_index(node) if self.state_index is not None and t else None
+        if i is None or i >= len(self.state):
+            return "a module attribute that is not a parameter or buffer tensor"
+        arr = self.state[i]
+        if type(arr) is not np.ndarray or arr.strides is None or \
+                any(s % arr.itemsize for s in arr.strides):
+            return "a module tensor that is not an aligned NumPy array"
+        return i, arr
 
     def _arg(self, v: Value, source: Any, t: TensorType, strides: tuple | None = None) -> None:
         shape = tuple(t.shape)                                      # type: ignore[arg-type]
@@ -182,16 +279,12 @@ class _Planner:
         """None when ``node`` runs natively (or needs no code); else why it cannot."""
         kind = node.kind
         if kind == Prim.GET_ATTR:
-            t = _static(node.output)
-            i = self.state_index(node) if self.state_index is not None and t else None
-            if i is None or i >= len(self.state):
-                return "a module attribute that is not a parameter or buffer tensor"
-            arr = self.state[i]
-            if type(arr) is not np.ndarray or arr.strides is None or \
-                    any(s % arr.itemsize for s in arr.strides):
-                return "a module tensor that is not an aligned NumPy array"
+            found = self._state_array(node)
+            if isinstance(found, str):
+                return found
+            i, arr = found
             self.state_nodes[node] = i
-            self._arg(node.output, ("state", i), t,                 # type: ignore[arg-type]
+            self._arg(node.output, ("state", i), _static(node.output),  # type: ignore[arg-type]
                       tuple(s // arr.itemsize for s in arr.strides))
             return None
         if kind == Prim.CONSTANT:
@@ -209,7 +302,7 @@ class _Planner:
         if node.is_op:
             if node.op_name == "matmul":
                 return self._matmul(node)
-            if S.REGISTRY[node.op_name].has(S.VIEW) and node.op_name != "copy_":
+            if _is_view(node):
                 return self._view(node)
             return f"{node.op_name} has no native lowering yet"
         return f"{kind} runs in Python"
@@ -305,7 +398,7 @@ class _Planner:
         segment that makes them (exports), or, for a native view, from the same view run in
         Python too; module tensors Python reads come from ``state``."""
         producer = {v: n for n in self.nodes for v in n.outputs}
-        need = [v for n in self.python for v in n.inputs] + list(self.graph.outputs)
+        need = [v for n in self.python for v in _reads(n)] + self.outputs
         self.exports: set[Value] = set()
         self.python_reads: set[Node] = set()
         seen: set[Value] = set()
@@ -326,7 +419,7 @@ class _Planner:
                 self.exports.add(v)
         # Python nodes whose results nothing in Python uses (module GetAttrs feeding only
         # native reads) are skipped
-        used: set[Value] = set(self.graph.outputs)
+        used: set[Value] = set(self.outputs)
         self.skip: set[Node] = set()
         for n in reversed(self.nodes):
             if n in self.steps or (n in self.views and n not in self.python):
@@ -340,13 +433,13 @@ class _Planner:
             if n in self.python and (effect or any(v in used for v in n.outputs)) \
                     or n in self.python_reads:
                 if n not in self.python_reads:
-                    used.update(n.inputs)
+                    used.update(_reads(n))
                 continue
             self.skip.add(n)
         self.python -= self.skip
         self.python -= self.python_reads
         # only what a remaining Python node or an output reads is handed back
-        read = set(self.graph.outputs) | {v for n in self.python for v in n.inputs}
+        read = set(self.outputs) | {v for n in self.python for v in _reads(n)}
         self.exports &= read
 
     # -- 3. which buffers escape -------------------------------------------------------------------
@@ -368,10 +461,10 @@ class _Planner:
         for n in self.nodes:
             if n in self.python or n in self.views:
                 for o in n.outputs:
-                    for i in n.inputs:
+                    for i in _reads(n):
                         union(o, i)
-        roots = {find(v) for v in self.graph.outputs}
-        roots |= {find(v) for n in self.python for v in n.inputs}
+        roots = {find(v) for v in self.outputs}
+        roots |= {find(v) for n in self.python for v in _reads(n)}
         for v, lay in self.lay.items():
             if find(v) in roots and lay.buf.kind == "arena":
                 lay.buf.kind = "fresh"
@@ -419,6 +512,14 @@ class _Planner:
         if lay.buf.kind == "arena":
             return Ref("arena", lay.buf.offset, lay.offset)
         return Ref("arg", lay.buf.slot, lay.offset)
+
+
+def _is_view(node: Node) -> bool:
+    """Ops whose result is a view of their first input (basic indexing too: its probe
+    decides whether this layout gives a view)."""
+    if node.op_name == "index":
+        return all(e[0] != "tensor" for e in node.attrs["spec"])
+    return S.REGISTRY[node.op_name].has(S.VIEW) and node.op_name != "copy_"
 
 
 def _inline_max() -> int:
@@ -692,8 +793,8 @@ class Segment:
         exec(pycode.code("\n".join(lines) + "\n", f"<scriptmod segment {self.index}>"), ns)
         return ns["run"]
 
-    def source(self, tag: str, imports: Sequence[str], exports: Sequence[str]
-               ) -> tuple[list[str], dict[str, Any]]:
+    def source(self, tag: str, imports: Sequence[str], exports: Sequence[str],
+               frame: str = "frame", tbl: str = "tbl") -> tuple[list[str], dict[str, Any]]:
         """The per-call Python of this segment, to be pasted into a generated function
         where ``frame`` and ``tbl = frame.table`` are bound: check and bind the imports
         (local names ``imports``), allocate the fresh outputs, call, and bind the exports
@@ -713,14 +814,14 @@ class Segment:
             lines.append(f"if type({x}) is not np.ndarray or {x}.dtype is not dt{i}{t} or "
                          f"{x}.shape != sh{i}{t} or {x}.strides != st{i}{t}:")
             lines.append(f"    {x} = convert({x}, dt{i}{t}, sh{i}{t}, v{i}{t})")
-            lines.append(f"tbl[{buf.slot}] = {ptr}({x})")
+            lines.append(f"{tbl}[{buf.slot}] = {ptr}({x})")
         fresh = {}
         for j, buf in enumerate(self.fresh):
             name = fresh[id(buf)] = f"f{j}{t}"
             ns[f"fdt{j}{t}"], ns[f"fsh{j}{t}"] = NP_DTYPE[buf.dtype], buf.shape
             lines.append(f"{name} = np.empty(fsh{j}{t}, fdt{j}{t})")
-            lines.append(f"tbl[{buf.slot}] = {ptr}({name})")
-        lines.append(f"fn{t}(frame.table_addr)")
+            lines.append(f"{tbl}[{buf.slot}] = {ptr}({name})")
+        lines.append(f"fn{t}({frame}.table_addr)")
         if imports:                               # a converted copy is freed now
             lines.append(f"del {', '.join(f'x{i}{t}' for i in range(len(imports)))}")
         for out, buf in zip(exports, self.export_bufs):

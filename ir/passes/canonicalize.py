@@ -1,6 +1,6 @@
-"""Algebraic simplifications that the value types prove: ``x*1``, ``x+0``, ``x-0``, ``x/1``,
-``neg(neg(x))``, transpose of transpose, permute of permute, cast to the same dtype, reshape
-or expand to the same shape.
+"""Algebraic simplifications that the value types prove: ``x*1``, ``x+0``, ``x-0``, ``x/1``
+(tensors; ``*1``, ``+0`` and ``-0`` on ints too), ``neg(neg(x))``, transpose of transpose,
+permute of permute, cast to the same dtype, reshape or expand to the same shape.
 
 Identity rewrites need the result type to equal ``x``'s type exactly (dtype, shape, device),
 so promotion or broadcasting by the constant keeps the op. ``x + 0`` turns ``-0.0`` into
@@ -18,7 +18,7 @@ from typing import Callable
 from .. import schema as S
 from ..builder import Builder
 from ..graph import Graph, Node, Prim, Value
-from ..types import TensorType
+from ..types import IntType, TensorType
 
 Rule = Callable[[Node], "Value | None"]
 
@@ -102,6 +102,20 @@ def _identity_with(unit: float, commutative: bool) -> Rule:
     return rule
 
 
+def _int_identity(unit: int, commutative: bool) -> Rule:
+    """``i * 1``, ``i + 0``, ``i - 0`` on ints (a loop's ``start + i * step`` for
+    ``range(n)``): nothing to allocate, so returning ``i`` itself is exact."""
+    def rule(node: Node) -> Value | None:
+        a, b = node.inputs
+        for x, c in ([(a, b), (b, a)] if commutative else [(a, b)]):
+            n = c.node
+            if n.kind == Prim.CONSTANT and type(n.attrs.get("value")) is int \
+                    and n.attrs["value"] == unit and x.type == IntType:
+                return x
+        return None
+    return rule
+
+
 def _double_neg(node: Node) -> Value | None:
     inner = node.inputs[0].node
     if inner.kind == node.kind:
@@ -160,5 +174,8 @@ RULES: dict[str, Rule] = {
     "cast": _same_dtype_cast,
     "reshape": _same_shape,
     "expand": _same_shape,
+    "int_mul": _int_identity(1, commutative=True),
+    "int_add": _int_identity(0, commutative=True),
+    "int_sub": _int_identity(0, commutative=False),
 }
 assert all(name in S.REGISTRY for name in RULES)

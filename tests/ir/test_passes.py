@@ -70,6 +70,27 @@ def test_canonicalize_composes_permutes():
     _same_numbers(before, g, _x(2, 3, 4))
 
 
+def test_canonicalize_folds_int_identities_of_a_range_index():
+    """``start + i * step`` of ``range(n)`` (start 0, step 1) is ``i``; other constants, a
+    float constant and ``0 - i`` stay."""
+    from scriptmod.ir import parse
+    g = parse('''graph(%i : int, %j : int):
+      %zero : int = prim::Constant[value=0]()
+      %one : int = prim::Constant[value=1]()
+      %two : int = prim::Constant[value=2]()
+      %a : int = sm::int_mul(%i, %one)
+      %b : int = sm::int_add(%zero, %a)
+      %c : int = sm::int_sub(%b, %zero)
+      %d : int = sm::int_mul(%two, %j)
+      %e : int = sm::int_sub(%zero, %j)
+      return (%c, %d, %e)
+    ''')
+    eliminate_dead_code(canonicalize(g))
+    verify(g)
+    assert g.outputs[0] is g.inputs[0]
+    assert [n.kind for n in g.nodes if n.kind != "prim::Constant"] == ["sm::int_mul", "sm::int_sub"]
+
+
 def test_cse_merges_equal_pure_nodes_respecting_blocks_and_commutativity():
     def build(b, x, c):
         a1 = b.op("add", x, b.op("exp", x))

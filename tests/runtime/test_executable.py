@@ -400,3 +400,71 @@ def test_traced_views_and_tuples_are_never_overwritten_by_the_next_call() -> Non
             np.testing.assert_allclose(b, e1.numpy(), 2e-5, 2e-6, err_msg=f"output {k}")
             np.testing.assert_allclose(e2.numpy(), model(x2)[k].numpy(), 2e-5, 2e-6)
             assert not np.shares_memory(a.numpy(), traced.executable_for(x1).frame().arena)
+
+
+# ---- Python steps: basic indexing as one generated expression ------------------------------------
+
+@pytest.mark.parametrize("spec,ops", [
+    ((("slice", None, None, None), ("int", ("input", 0))), (3,)),
+    ((("int", -1), ("slice", 1, None, None)), ()),
+    ((("slice", 1, -1, 2),), ()),
+    ((("none",), ("ellipsis",), ("int", 0)), ()),
+    ((("slice", ("input", 0), ("input", 1), None), ("int", 2)), (1, 3)),
+    ((("int", 0), ("int", 1), ("int", 2)), ()),                       # a 0-d result
+])
+def test_basic_index_step_equals_the_kernel(spec: tuple, ops: tuple) -> None:
+    from scriptmod.runtime.executable import _basic_index
+    from scriptmod.runtime.kernels import KERNELS
+    x = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
+    fast = _basic_index(spec)
+    assert fast is not None
+    got, want = fast(np, x, *ops, spec=spec), KERNELS["index"](np, x, *ops, spec=spec)
+    assert type(got) is np.ndarray and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_basic_index_step_keeps_the_kernels_errors_and_refuses_what_it_cannot_do() -> None:
+    from scriptmod.runtime.executable import _basic_index
+    from scriptmod.runtime.kernels import KERNELS
+    spec = (("int", ("input", 0)),)
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(IndexError) as fast_error:
+        _basic_index(spec)(np, x, 7, spec=spec)                       # type: ignore[misc]
+    with pytest.raises(IndexError) as kernel_error:
+        KERNELS["index"](np, x, 7, spec=spec)
+    assert str(fast_error.value) == str(kernel_error.value)
+    assert _basic_index((("tensor", 0),)) is None                      # advanced indexing
+    assert _basic_index((("slice", None, None, ("input", 0)),)) is None   # step unknown
+    assert _basic_index((("slice", None, None, -1),)) is None           # the kernel refuses
+
+
+def test_loop_body_reads_a_hoisted_weight_transpose_from_state() -> None:
+    """A weight's transpose hoisted out of a loop is laid over the weight itself in the
+    body's native segment (not imported and copied every iteration); results match the
+    interpreter for 0, 1 and 3 trips. (W6 covers the module-state case.)"""
+    g = parse('''graph(%x : Float(4, 8), %w : Float(6, 8), %n : int):
+      %wt : Float(8, 6) = sm::transpose[dim0=0, dim1=1](%w)
+      %true : bool = prim::Constant[value=1]()
+      %y : Float(4, 8) = prim::Loop(%n, %true, %x)
+        block0(%i : int, %h : Float(4, 8)):
+          %p : Float(4, 6) = sm::matmul(%h, %wt)
+          %q : Float(4, 6) = sm::tanh(%p)
+          %s : Float(4, 1) = sm::sum[dim=[1], keepdim=1](%q)
+          %r : Float(4, 8) = sm::add(%h, %s)
+          -> (%true, %r)
+      return (%y)
+    ''')
+    ex = Executable(fuse_elementwise(g))
+    body = next(n for n in ex.graph.nodes if n.kind == Prim.LOOP).blocks[0]
+    plan = ex.plans[body]
+    mm = next(n for n in body.nodes if n.is_op and n.op_name == "matmul")
+    assert mm in plan.native_nodes
+    seg = next(s for s in plan.segments if mm in s.nodes)
+    # %w itself (contiguous, no copy), not its transpose (copied every iteration)
+    assert sorted(v.debug_name for v in seg.imports) == ["h", "w"], seg.imports
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    w = rng.standard_normal((6, 8)).astype(np.float32)
+    for n in (0, 1, 3):
+        want = as_list(Interpreter(g).run(x, w, n))[0]
+        np.testing.assert_allclose(ex.run(x, w, n), want, RTOL, ATOL)
