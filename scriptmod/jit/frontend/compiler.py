@@ -548,8 +548,9 @@ class FunctionCompiler:
                 self.env[name] = _retyped(self, v, v.type.element)
 
     def refinement(self, test: ast.expr) -> list[tuple[str, bool]]:
-        """What a test proves: (x, True) for ``x is not None`` (x is not None where the test
-        is true), (x, False) for ``x is None``; ``and`` proves its operands' true facts,
+        """What a test proves: (x, True) for ``x is not None`` or ``isinstance(x, T)`` of an
+        ``Optional[T]`` (x is not None where the test is true), (x, False) for ``x is None``;
+        ``and`` proves its operands' true facts,
         ``or`` its operands' false facts; ``not`` swaps."""
         if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
                 test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant) \
@@ -558,12 +559,37 @@ class FunctionCompiler:
                 return [(test.left.id, True)]
             if isinstance(test.ops[0], ast.Is):
                 return [(test.left.id, False)]
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and \
+                test.func.id == "isinstance" and len(test.args) == 2 and not test.keywords \
+                and isinstance(test.args[0], ast.Name) and self._is_element_type(*test.args):
+            return [(test.args[0].id, True)]       # isinstance(x, T), x: Optional[T]
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             return [(n, not b) for n, b in self.refinement(test.operand)]
         if isinstance(test, ast.BoolOp):
             keep = isinstance(test.op, ast.And)
             return [(n, b) for v in test.values for n, b in self.refinement(v) if b == keep]
         return []
+
+    def _is_element_type(self, name: ast.Name, kind: ast.expr) -> bool:
+        """Whether ``kind`` (a class named in the source: ``int``, ``Tensor``, ``sm.Tensor``)
+        is the element type of the Optional variable ``name``."""
+        v = self.env.get(name.id)
+        if not (isinstance(v, Value) and isinstance(v.type, OptionalType)):
+            return False
+        path = kind
+        while isinstance(path, ast.Attribute):
+            path = path.value
+        if not isinstance(path, ast.Name):
+            return False
+        try:
+            cls = eval(compile(ast.Expression(kind), "<isinstance>", "eval"),
+                       dict(self.globals), {})
+            element = to_ir_type(cls)
+        except Exception:                     # not a type the frontend knows: no narrowing
+            return False
+        want = v.type.element
+        return element == want or (isinstance(element, TensorType) and
+                                   isinstance(want, TensorType))
 
     def if_(self, cond: Value, then: Callable[[], int], orelse: Callable[[], int],
             node: ast.AST) -> int:

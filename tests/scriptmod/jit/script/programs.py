@@ -922,6 +922,12 @@ def optional_isinstance(x: Tensor, k: Optional[int]) -> Tensor:
     return x
 
 
+def optional_tensor_isinstance(x: Tensor, y: Optional[Tensor]) -> Tensor:
+    if isinstance(y, sm.Tensor) and not isinstance(x, int):
+        return x * y
+    return x
+
+
 def stack_of_appended_list(x: Tensor, n: int) -> Tensor:
     outs: List[Tensor] = []
     for i in range(n):
@@ -994,10 +1000,6 @@ def refine_in_conditional_expression(x: Tensor, n: Optional[int]) -> Tensor:
 BUG_CASES: list[tuple[Callable, list[tuple], str]] = [
     (len_of_str, [("abc",), ("",)],
      "frontend bug: len() of a str fails: 'cannot iterate over a str'"),
-    (optional_isinstance, [(X4, 5), (X4, None)],
-     "frontend bug: isinstance(k, int) with k: Optional[int] does not narrow k inside the "
-     "branch: x + k is refused ('unsupported operand types for a tensor operator: Tensor and "
-     "int?')"),
 ]
 
 BUG_CASES += [
@@ -1026,6 +1028,8 @@ CASES += [
     (refine_in_and, [(X4, X4 * 3.0), (X4, -X4.abs()), (X4, None)]),
     (refine_in_or, [(X4, X4 * 3.0), (X4, -X4.abs()), (X4, None)]),
     (refine_in_conditional_expression, [(X4, 3), (X4, None)]),
+    (optional_isinstance, [(X4, 5), (X4, None)]),
+    (optional_tensor_isinstance, [(X4, X4), (X4, None)]),
 ]
 
 MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = [
