@@ -479,6 +479,7 @@ def _step(node: Node, ex: Executable) -> tuple[Step, bool]:
 
 _PY_SCALARS = (IntType, FloatType, BoolType)
 
+
 def _op_step(node: Node) -> Step:
     """``run_kernel``; or the reference kernel itself when the static types show that
     ``run_kernel`` would neither cast an input nor convert the result (a CPU op, not
@@ -526,22 +527,15 @@ def _basic_index(spec: Sequence[tuple]) -> Callable[..., Any] | None:
     parts = []
     for entry in spec:
         kind = entry[0]
-        if kind == "int":
-            parts.append(val(entry[1]))
-        elif kind == "slice":
-            step = entry[3]
-            if step is not None and not (type(step) is int and step > 0):
+        if kind in ("int", "slice"):
+            vals = [val(v) for v in entry[1:]]
+            step = entry[3] if kind == "slice" else None
+            if None in vals or not (step is None or (type(step) is int and step > 0)):
                 return None
-            parts.append(f"slice({', '.join(str(val(v)) for v in entry[1:])})")
-            if any(val(v) is None for v in entry[1:]):
-                return None
-        elif kind == "none":
-            parts.append("None")
-        elif kind == "ellipsis":
-            parts.append("...")
+            parts.append(vals[0] if kind == "int" else f"slice({', '.join(vals)})")
+        elif kind in ("none", "ellipsis"):
+            parts.append("None" if kind == "none" else "...")
         else:
-            return None
-        if parts[-1] is None:
             return None
     source = ("def index(xp, x, *ops, spec=spec):\n"
               "    try:\n"

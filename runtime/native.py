@@ -1,7 +1,7 @@
 """Native segments: the straight-line parts of a specialization as machine code.
 
-``plan_native`` walks a specialized graph (every shape static) and decides, node by node,
-what runs natively:
+``plan_blocks`` walks each block of a specialized graph (every shape static) and decides,
+node by node, what runs natively:
 
 - a CPU fusion group becomes a ``KernelStep`` (its layout planned from the static strides of
   its inputs), unless it is large enough to be split across threads (then it runs through its
@@ -10,8 +10,8 @@ what runs natively:
   CBLAS NumPy itself uses for the rest) when each operand has a unit stride in one of its two
   matrix dims;
 - view ops (transpose, permute, reshape of a contiguous tensor, unsqueeze, squeeze, expand,
-  narrow) cost nothing: the view is a new offset and strides over the same buffer, found by
-  running the reference kernel on a stand-in array of that layout;
+  narrow, basic indexing) cost nothing: the view is a new offset and strides over the same
+  buffer, found by running the reference kernel on a stand-in array of that layout;
 - module tensors (``prim::GetAttr`` of a parameter or buffer) are pointers taken from the
   ``state`` tuple the frontend passes each call.
 
@@ -102,12 +102,6 @@ class NativePlan(Record):
     skipped: frozenset[Node]
     arena_bytes: int
     buffers: Sequence[Buffer] = ()
-
-
-def plan_native(graph: Graph, state_index: Callable[[Node], int | None] | None,
-                state: tuple = (), name: str = "graph") -> NativePlan | None:
-    """The native plan of ``graph``'s top block (see ``plan_blocks``), or None."""
-    return plan_blocks(graph, state_index, state, name).get(graph.block)
 
 
 def plan_blocks(graph: Graph, state_index: Callable[[Node], int | None] | None,
@@ -246,15 +240,11 @@ class _Planner:
         if not (n.is_op and _is_view(n)) or not n.inputs:
             return None
         src = self._outer(n.inputs[0])
-        if src is None or any(u.node.kind != Prim.CONSTANT for u in n.inputs[1:]):
-            return None
-        if n.op_name == "reshape" and not src.contiguous:
-            return None
-        out = _probe_view(n, src, [u.node.attrs.get("value") for u in n.inputs[1:]])
-        if out is None or out[0] != tuple(t.shape):                 # type: ignore[arg-type]
-            return None
-        self.lay[v] = Layout(src.buf, src.offset + out[2], out[0], out[1])
-        return self.lay[v]
+        lay = _view_layout(n, src) if src is not None else None
+        if isinstance(lay, Layout):
+            self.lay[v] = lay
+            return lay
+        return None
 
     def _state_array(self, node: Node) -> tuple[int, np.ndarray] | str:
         """``(index, array)`` of a ``prim::GetAttr`` of a module tensor native code can
@@ -374,21 +364,12 @@ class _Planner:
 
     def _view(self, node: Node) -> str | None:
         src = self.lay.get(node.inputs[0])
-        t = _static(node.output)
-        if src is None or t is None:
+        if src is None or _static(node.output) is None:
             return f"{node.op_name} of a value native code does not hold"
-        operands = []
-        for v in node.inputs[1:]:
-            if v.node.kind != Prim.CONSTANT:
-                return f"{node.op_name} with a size computed at run time"
-            operands.append(v.node.attrs.get("value"))
-        if node.op_name == "reshape" and not src.contiguous:
-            return "reshape of a non-contiguous tensor (a copy)"
-        out = _probe_view(node, src, operands)
-        if out is None or out[0] != tuple(t.shape):                 # type: ignore[arg-type]
-            return f"{node.op_name} is not a view of this layout"
-        shape, strides, offset = out
-        self.lay[node.output] = Layout(src.buf, src.offset + offset, shape, strides)
+        lay = _view_layout(node, src)
+        if isinstance(lay, str):
+            return lay
+        self.lay[node.output] = lay
         self.views.add(node)
         return None
 
@@ -522,6 +503,24 @@ def _is_view(node: Node) -> bool:
     return S.REGISTRY[node.op_name].has(S.VIEW) and node.op_name != "copy_"
 
 
+def _view_layout(node: Node, src: Layout) -> Layout | str:
+    """The layout of view op ``node``'s (static) result over ``src``, or why it has none:
+    its other operands must be constants, and the probe must give a view of the declared
+    shape."""
+    operands = []
+    for v in node.inputs[1:]:
+        if v.node.kind != Prim.CONSTANT:
+            return f"{node.op_name} with a size computed at run time"
+        operands.append(v.node.attrs.get("value"))
+    if node.op_name == "reshape" and not src.contiguous:
+        return "reshape of a non-contiguous tensor (a copy)"
+    out = _probe_view(node, src, operands)
+    if out is None or out[0] != tuple(node.output.type.shape):       # type: ignore[union-attr]
+        return f"{node.op_name} is not a view of this layout"
+    shape, strides, offset = out
+    return Layout(src.buf, src.offset + offset, shape, strides)
+
+
 def _inline_max() -> int:
     from scriptmod.codegen.native import INLINE_GEMM_MAX
     return INLINE_GEMM_MAX
@@ -588,12 +587,12 @@ def _rows_and_batch(shape: Sequence[int], a_strides: Sequence[int], n: int,
             runs[-1] = (runs[-1][0] * d, sa, sc)
         else:
             runs.append((d, sa, sc))
-    if len(runs) > 2:      # the result's strides never join two runs around a third
-        return None
-    split = [(r, runs[1 - i] if len(runs) == 2 else (1, 0, 0)) for i, r in enumerate(runs)]
-    split = [(r, b) for r, b in split if r[0] == 1 or r[1] >= max(1, k)]
     if not runs:
         return (1, max(1, k), max(1, n)), (1, 0, 0)
+    if len(runs) > 2:      # the result's strides never join two runs around a third
+        return None
+    split = [(r, runs[1 - i] if len(runs) == 2 else (1, 0, 0)) for i, r in enumerate(runs)
+             if r[0] == 1 or r[1] >= max(1, k)]                 # BLAS wants lda >= k
     if not split:
         return None
     (rows, lda, ldc), batch = max(split, key=lambda rb: rb[0][0])

@@ -28,6 +28,7 @@ from types import CodeType
 from .kernel_cache import KernelCache
 
 CACHE = KernelCache(folder="python")   # beside kernels/, with counters of its own
+MEMORY_ENTRIES = 512     # code objects kept in memory (their generated sources with them)
 _memory: dict[tuple[str, str], CodeType] = {}
 _lock = threading.Lock()
 _TAG = f"{sys.implementation.cache_tag} {sys.version}"
@@ -53,6 +54,8 @@ def code(source: str, filename: str) -> CodeType:
         CACHE.count("compiles")
         CACHE.store_object(key, marshal.dumps(c))
     with _lock:
+        if len(_memory) >= MEMORY_ENTRIES:          # oldest first: a long-lived process that
+            _memory.pop(next(iter(_memory)))        # specializes without end stays bounded
         return _memory.setdefault((source, filename), c)
 
 

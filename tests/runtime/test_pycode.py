@@ -63,3 +63,11 @@ def test_a_damaged_entry_is_recompiled(fresh: Path, damage: str) -> None:
     compiles = pycode.CACHE.stats()["compiles"]
     assert _run(pycode.code(SOURCE, "<t>")) == 6
     assert pycode.CACHE.stats()["compiles"] == compiles + 1
+
+
+def test_memory_keeps_a_bounded_number_of_code_objects(fresh: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pycode, "MEMORY_ENTRIES", 4)
+    for i in range(10):
+        assert _run(pycode.code(SOURCE.replace("3", str(i)), "<t>")) == 2 * i
+    assert len(pycode._memory) == 4

@@ -582,9 +582,7 @@ class FunctionCompiler:
         if not isinstance(path, ast.Name):
             return False
         try:
-            cls = eval(compile(ast.Expression(kind), "<isinstance>", "eval"),
-                       dict(self.globals), {})
-            element = to_ir_type(cls)
+            element = to_ir_type(self.static_type(kind))
         except Exception:                     # not a type the frontend knows: no narrowing
             return False
         want = v.type.element
