@@ -506,6 +506,11 @@ def known_value(v: Value) -> Any:
         return [known_value(x) for x in n.inputs]
     if n.kind == Prim.TUPLE_CONSTRUCT:
         return tuple(known_value(x) for x in n.inputs)
+    if n.kind in (f"{OP_NAMESPACE}::tensor_dtype", f"{OP_NAMESPACE}::tensor_device"):
+        t = n.inputs[0].type                  # fixed by the specialization's input types
+        if n.kind.endswith("dtype"):
+            return getattr(t, "dtype", None)
+        return getattr(t, "device", None) if getattr(t, "dtype", None) is not None else None
     if n.kind == f"{OP_NAMESPACE}::size":
         shape = getattr(n.inputs[0].type, "shape", None)
         dim = n.attrs.get("dim")

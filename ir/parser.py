@@ -230,6 +230,8 @@ def parse_attr_value(line: Line) -> Any:
             return float(tok.text)
         if tok.text == "None":
             return None
+        if tok.text in ("True", "False"):
+            return tok.text == "True"
         if tok.text in D.BY_SHORT:
             return D.BY_SHORT[tok.text]
     if tok.text == "[":

@@ -92,9 +92,12 @@ def is_payload(value: Any) -> bool:
     return not isinstance(value, (bool, int, float, str, type(None), DType, Graph))
 
 
-def format_attr(value: Any) -> str:
-    """One attribute value: ints, floats (repr), 0/1 for bools, JSON strings, dtype names."""
+def format_attr(value: Any, nested: bool = False) -> str:
+    """One attribute value: ints, floats (repr), 0/1 for bools (True/False inside a list or
+    tuple, where no schema says which ints were bools), JSON strings, dtype names."""
     if isinstance(value, bool):
+        if nested:
+            return "True" if value else "False"
         return "1" if value else "0"
     if isinstance(value, (int, float)):
         return repr(value)
@@ -105,9 +108,9 @@ def format_attr(value: Any) -> str:
     if isinstance(value, DType):
         return value.short
     if isinstance(value, list):
-        return "[" + ", ".join(format_attr(v) for v in value) + "]"
+        return "[" + ", ".join(format_attr(v, True) for v in value) + "]"
     if isinstance(value, tuple):
-        inner = ", ".join(format_attr(v) for v in value)
+        inner = ", ".join(format_attr(v, True) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     return TENSOR_TEXT
 

@@ -516,20 +516,26 @@ def wrap(arr: Any) -> Tensor:
 
 
 def wrap_tree(x: Any) -> Any:
-    """``wrap`` every array in a nest of tuples and lists (a compiled graph's outputs)."""
+    """``wrap`` every array in a nest of tuples, lists and dicts (a compiled graph's
+    outputs)."""
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return Tensor._make(x)
     if isinstance(x, (tuple, list)):
         return type(x)(wrap_tree(i) for i in x)
+    if type(x) is dict:
+        return {k: wrap_tree(v) for k, v in x.items()}
     return x
 
 
 def unwrap_tree(x: Any) -> Any:
-    """Every Tensor's array in a nest of tuples and lists (a compiled graph's inputs)."""
+    """Every Tensor's array in a nest of tuples, lists and dicts (a compiled graph's
+    inputs)."""
     if isinstance(x, Tensor):
         return x._data
     if isinstance(x, (tuple, list)):
         return type(x)(unwrap_tree(i) for i in x)
+    if type(x) is dict:
+        return {k: unwrap_tree(v) for k, v in x.items()}
     return x
 
 

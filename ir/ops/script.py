@@ -35,7 +35,8 @@ from typing import Any, Callable, Sequence
 from . import rules as R
 from ..graph import VALUE_RULES
 from ..schema import IMPURE, NONDIFF, TypeRule, op
-from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DictType, FloatType,
+from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DeviceType, DictType,
+                     DTypeType, FloatType,
                      IntType, ListType, NoneType, NumberType, OptionalType, StrType, TensorType,
                      TupleType, Type)
 
@@ -229,7 +230,16 @@ def _list_rule(name: str) -> TypeRule:
         if name == "list_concat":
             from ..builder import join_types  # builder imports the registry
             return [ListType(join_types(elem, _element(types[1], name)))]
-        return [{"list_len": IntType, "list_get": elem, "list_contains": BoolType}.get(name, lst)]
+        if name in ("list_min", "list_max"):
+            if not (_is_number(elem) or elem == StrType):
+                raise TypeError(f"{name[5:]}() of a {lst!r}: the items must be numbers or strs")
+            return [elem]
+        if name == "list_eq":
+            other = _element(types[1], name)
+            if TensorType in (type(elem), type(other)):
+                raise TypeError("list_eq: lists of tensors have no == (compare the tensors)")
+        return [{"list_len": IntType, "list_get": elem, "list_contains": BoolType,
+                 "list_eq": BoolType}.get(name, lst)]
     return rule
 
 
@@ -320,6 +330,26 @@ _declare("py_str(Any x) -> str", _unary("py_str", _UNARY["py_str"], StrType), IM
 _declare("py_format(str fmt, Any... args) -> str", _fixed(StrType), IMPURE,
          doc="``fmt.format(*args)``; f-strings compile to it.")
 
+def _item(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
+    """``Tensor.item()``: a bool, int, float or complex by the tensor's dtype (``Scalar``
+    while the dtype is not known)."""
+    t = _strip(types[0])
+    if not isinstance(t, TensorType) and t != AnyType:
+        raise TypeError(f"item(): expected a Tensor, got {t!r}")
+    dt = getattr(t, "dtype", None)
+    if dt is None:
+        return [NumberType]
+    return [(BoolType, IntType, FloatType, ComplexType)[dt.category]]
+
+
+_declare("item(Tensor self) -> Scalar", _item,
+         doc="``Tensor.item()``: the one element as a Python number.")
+_declare("tensor_dtype(Tensor self) -> ScalarType", _tensor_query(DTypeType),
+         doc="``Tensor.dtype`` (known when the specialization is built: see ``known_value``).")
+_declare("tensor_device(Tensor self) -> Device", _tensor_query(DeviceType),
+         doc="``Tensor.device``, as its string (``\"cpu\"``, ``\"cuda:0\"``).")
+_declare("str_len(str s) -> int", _unary("str_len", lambda t: IntType if t == StrType else None,
+                                         IntType), doc="``len(s)`` of a str.")
 _declare("dim(Tensor self) -> int", _tensor_query(IntType))
 _declare("numel(Tensor self) -> int", _tensor_query(IntType))
 _declare("shape(Tensor self) -> int[]", _tensor_query(ListType(IntType)))
@@ -327,7 +357,9 @@ _declare("shape(Tensor self) -> int[]", _tensor_query(ListType(IntType)))
 for _schema in ("list_len(Any[] l) -> int", "list_get(Any[] l, int i) -> Any",
                 "list_set(Any[] l, int i, Any v) -> Any[]", "list_append(Any[] l, Any v) -> Any[]",
                 "list_slice(Any[] l, int? start, int? end, int? step) -> Any[]",
-                "list_concat(Any[] a, Any[] b) -> Any[]", "list_contains(Any[] l, Any v) -> bool"):
+                "list_concat(Any[] a, Any[] b) -> Any[]", "list_contains(Any[] l, Any v) -> bool",
+                "list_eq(Any[] a, Any[] b) -> bool", "list_min(Any[] l) -> Any",
+                "list_max(Any[] l) -> Any"):
     _declare(_schema, _list_rule(_schema.split("(")[0]), IMPURE)
 
 # a fresh dict per run: IMPURE, so CSE never makes two literals one shared dict

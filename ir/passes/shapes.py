@@ -125,12 +125,23 @@ def _if(node: Node) -> None:
 
 def _join_values(a: Value, b: Value) -> Type:
     """``join_types``, where a ``prim::Uninitialized`` (a value no path reads) is the bottom
-    type: it takes the other side's type."""
+    type: it takes the other side's type. So is a loop-carried value that starts as one and
+    has no type of its own yet (an early ``return`` from a loop: the result is carried as a
+    placeholder until a branch sets it)."""
     if a.node.kind == Prim.UNINITIALIZED:
         a.type = b.type
     elif b.node.kind == Prim.UNINITIALIZED:
         b.type = a.type
+    elif a in _BOTTOM:
+        return b.type
+    elif b in _BOTTOM:
+        return a.type
     return join_types(a.type, b.type)
+
+
+# loop-carried params whose initial value is a placeholder, while their loop's first round
+# is typed (see ``_join_values``)
+_BOTTOM: set[Value] = set()
 
 
 def _loop(node: Node) -> None:
@@ -138,11 +149,18 @@ def _loop(node: Node) -> None:
     params = body.params[1:]
     for p, init in zip(params, node.inputs[2:]):
         p.type = init.type
+    placeholders = {p for p, init in zip(params, node.inputs[2:])
+                    if init.node.kind == Prim.UNINITIALIZED}
     for _ in range(MAX_LOOP_ROUNDS):
-        propagate_block(body)
+        _BOTTOM.update(placeholders)
+        try:
+            propagate_block(body)
+        finally:
+            _BOTTOM.difference_update(placeholders)
         for p, init, o in zip(params, node.inputs[2:], body.outputs[1:]):
-            if init.node.kind == Prim.UNINITIALIZED and init.type != o.type:
+            if init.node.kind == Prim.UNINITIALIZED and init.type != o.type and o is not p:
                 init.type = p.type = o.type        # a placeholder: the body's type is it
+        placeholders = set()
         joined = [join_types(p.type, o.type) for p, o in zip(params, body.outputs[1:])]
         if all(j == p.type for j, p in zip(joined, params)):
             break

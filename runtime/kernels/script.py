@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from scriptmod.ir.dtypes import BY_NAME
 from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.ops.script import PY_ARITH, PY_COMPARE
 from . import kernel
@@ -136,6 +137,9 @@ def _printable(x: Any) -> Any:
 
 kernel("py_str")(lambda xp, x: str(_printable(x)))
 kernel("py_format")(lambda xp, fmt, *args: fmt.format(*(_printable(a) for a in args)))
+kernel("item")(lambda xp, a: _one_value(a))
+kernel("tensor_dtype")(lambda xp, a: BY_NAME[a.dtype.name])
+kernel("tensor_device")(lambda xp, a: f"cuda:{a.device.id}" if is_cupy(a) else "cpu")
 kernel("dim")(lambda xp, a: int(a.ndim))
 kernel("numel")(lambda xp, a: int(a.size))
 kernel("shape")(lambda xp, a: [int(d) for d in a.shape])
@@ -174,6 +178,10 @@ kernel("list_get")(lambda xp, lst, i: lst[i])
 kernel("list_slice")(lambda xp, lst, start, end, step: lst[start:end:step])
 kernel("list_concat")(lambda xp, a, b: a + b)
 kernel("list_contains")(lambda xp, lst, v: v in lst)
+kernel("list_eq")(lambda xp, a, b: a == b)
+kernel("list_min")(lambda xp, lst: min(lst))
+kernel("list_max")(lambda xp, lst: max(lst))
+kernel("str_len")(lambda xp, s: len(s))
 kernel("dict_get")(lambda xp, d, k: d[k])
 kernel("dict_contains")(lambda xp, d, k: k in d)
 kernel("dict_len")(lambda xp, d: len(d))

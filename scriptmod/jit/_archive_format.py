@@ -195,7 +195,7 @@ _CHILD = {"name": str, "module": (int, None)}
 ANY = object()        # a field whose contents a later step validates
 _METHOD = {"name": str, "arg_names": [str], "inputs": [str], "outputs": [str],
            "constants": [str], "output_structure?": ANY,   # "?": may be absent
-           "input_structure?": ANY}
+           "input_structure?": ANY, "defaults?": ANY}
 _MODULE = {"path": str, "original_name": str, "qualified_name": str, "training": bool,
            "parameters": [_PARAM], "buffers": [_BUFFER], "submodules": [_CHILD],
            "methods": [_METHOD], "layer?": {"class": str, "config": ANY}}
@@ -440,10 +440,51 @@ def _check_methods(where: str, methods: list[dict[str, Any]],
         seen.add(meth["name"])
         for a in meth["arg_names"]:
             _match(_IDENT_RE, a, f"{w}.arg_names")
+        if "defaults" in meth:
+            defaults_from_json(meth["defaults"], meth["arg_names"], f"{w}.defaults")
         for key in meth["constants"]:
             _tensor_ref(f"{w}.constants", key, table, False)
             used.add(key)
     return used
+
+
+# ---- a scripted method's parameter defaults ---------------------------------------------
+# {"name": value}: a value is None, a bool, int, float or str, or {"tuple": [...]} of them
+# (the defaults the frontend accepts); nothing else is read.
+
+def _plain(v: Any) -> bool:
+    return v is None or type(v) in (bool, int, float, str)
+
+
+def defaults_to_json(defaults: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in defaults.items():
+        if _plain(v):
+            out[k] = v
+        elif type(v) is tuple and all(_plain(i) for i in v):
+            out[k] = {"tuple": list(v)}
+        else:
+            raise ArchiveError(f"jit.save: the default of argument {k!r} ({v!r}) is not a "
+                               f"plain value an archive can hold")
+    return out
+
+
+def defaults_from_json(data: Any, arg_names: list[str], where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ArchiveError(f"{where}: expected an object of argument defaults, got "
+                           f"{type(data).__name__}")
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if k not in arg_names:
+            raise ArchiveError(f"{where}: {k!r} is not an argument of the method")
+        if _plain(v):
+            out[k] = v
+        elif isinstance(v, dict) and list(v) == ["tuple"] and isinstance(v["tuple"], list) \
+                and all(_plain(i) for i in v["tuple"]):
+            out[k] = tuple(v["tuple"])
+        else:
+            raise ArchiveError(f"{where}: the default of {k!r} is not a plain value")
+    return out
 
 
 @functools.lru_cache(maxsize=1)

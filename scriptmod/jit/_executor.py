@@ -28,6 +28,7 @@ from scriptmod.ir.passes.shapes import ShapePropagationError, extra_handlers
 from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, ModuleType,
                                 OptionalType, TensorType, TupleType, Type)
 from scriptmod.runtime.executable import ArrayOps, Executable
+from scriptmod.runtime.kernels import KERNELS
 from scriptmod.runtime.interpreter import OpHandler, evaluate_node
 from scriptmod._dispatch import dispatch
 from scriptmod.jit import _fastpath, _fuser, _rank
@@ -582,6 +583,9 @@ def _array_set_attr(obj: Any, name: str, value: Any) -> None:
         setattr(obj, name, value)
 
 
+_CONTAINER_OPS = ("list_", "dict_")
+
+
 class TensorOps(OpHandler):
     """Runs ops through ``dispatch``, so autograd records every op (one per call: it maps
     the clones read in place of arguments written in place back to the arguments)."""
@@ -600,6 +604,10 @@ class TensorOps(OpHandler):
         if node.kind == "sm::copy_":      # the caller's tensor, with eager's checks and history
             dst = self.originals.get(id(args[0]), args[0])
             return [dst.copy_(args[1])]
+        if node.op_name.startswith(_CONTAINER_OPS):
+            # a list or dict holds the Tensors themselves (their history with them), not
+            # their arrays: ``outs.append(h)`` then ``stack(outs)`` is differentiable
+            return [KERNELS[node.op_name](np, *args, **node.attrs)]
         out = dispatch(node.op_name, args, node.attrs)
         return list(out) if isinstance(out, tuple) else [out]
 

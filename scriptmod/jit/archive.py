@@ -249,6 +249,8 @@ class _Writer:
         in_spec = m._in_specs.get(name)
         if in_spec is not None:               # dict or nested container arguments
             entry["input_structure"] = S.input_spec_to_json(in_spec)
+        if m._defaults.get(name):             # a scripted method's parameter defaults
+            entry["defaults"] = A.defaults_to_json(m._defaults[name])
         return entry
 
 
@@ -604,6 +606,10 @@ def _rebuild(manifest: dict[str, Any], graphs: dict[tuple[int, str], Graph],
             for c in e["submodules"]:
                 m.add_module(c["name"], None if c["module"] is None else objs[c["module"]])
             m.training = e["training"]
+            for meth in e["methods"]:
+                if "defaults" in meth:
+                    m._defaults[meth["name"]] = A.defaults_from_json(
+                        meth["defaults"], meth["arg_names"], "manifest: defaults")
             if e.get("layer") is not None:
                 m.__dict__["_layer"] = _layer_ref(e["layer"])
     except (KeyError, TypeError, ValueError) as e:

@@ -730,6 +730,24 @@ case("py_is_none", _rows((None,), (0,), ("",)), lambda x: x is None, ("int64",),
 case("dim", _array_rows((3, 4), (), (0, 3)), np.ndim, ("int64",), grad=False)
 case("numel", _array_rows((3, 4), (), (0, 3)), np.size, ("int64",), grad=False)
 case("shape", _array_rows((3, 4), (), (0, 3)), lambda x: list(x.shape), ("int64",), grad=False)
+case("item", _array_rows((), (1,), (1, 1)), lambda x: x.item(), ("int64", "float32", "bool"),
+     grad=False)
+
+
+def _dtype_check(s: Sample, got: Any) -> None:
+    from scriptmod.ir.dtypes import BY_NAME
+    want = BY_NAME[np.asarray(s.inputs[0]).dtype.name]
+    assert got is want, f"tensor_dtype: {got!r}, expected {want!r}"
+
+
+def _device_check(s: Sample, got: Any) -> None:
+    assert got == "cpu", f"tensor_device: {got!r}, expected 'cpu'"
+
+
+case("tensor_dtype", _array_rows((2,), ()), None, ("int64", "float32", "float16", "bool"),
+     grad=False, check=_dtype_check)
+case("tensor_device", _array_rows((2,), ()), None, ("float32",), grad=False, check=_device_check)
+case("str_len", _rows(("abc",), ("",), ("héllo",)), len, ("int64",), grad=False)
 
 
 def _set(lst: list, i: int, v: Any) -> list:
@@ -750,6 +768,10 @@ case("list_slice", _rows(([1, 2, 3, 4, 5], 1, None, 2), ([1, 2, 3], None, None, 
 case("list_concat", _rows(([1], [2, 3]), ([], [1.5])), operator.add, ("int64",), grad=False)
 case("list_contains", _rows(([1, 2], 2), ([1, 2], 3), (["a"], "a"), ([1, 2], 1.0)),
      lambda lst, v: v in lst, ("int64",), grad=False)
+case("list_eq", _rows(([1, 2], [1, 2]), ([1, 2], [1, 2, 3]), ([], []), ([1.0], [1]),
+                     (["a"], ["b"])), operator.eq, ("int64",), grad=False)
+case("list_min", _rows(([3, 1, 2],), ([2.5, -1.0],), (["b", "a"],)), min, ("int64",), grad=False)
+case("list_max", _rows(([3, 1, 2],), ([2.5, -1.0],), (["b", "a"],)), max, ("int64",), grad=False)
 case("dict_construct", _rows(("a", 1, "b", 2), (1, "x", 2, "y"), ("a", 1, "a", 2)),
      lambda *kv: dict(zip(kv[0::2], kv[1::2])), ("int64",), grad=False)
 _D = {"a": 1, "b": 2}

@@ -24,11 +24,14 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from scriptmod._device import device as Device
 from scriptmod.ir import schema as S
 from scriptmod.ir.builder import Builder, join_types
+from scriptmod.ir.dtypes import DType
 from scriptmod.ir.graph import Graph, Node, Prim, Value
-from scriptmod.ir.types import (AnyType, BoolType, FloatType, IntType, ListType, ModuleType,
-                                NoneType, OptionalType, StrType, TensorType, TupleType, Type)
+from scriptmod.ir.types import (AnyType, BoolType, DictType, FloatType, IntType, ListType,
+                                ModuleType, NoneType, NumberType, OptionalType, StrType,
+                                TensorType, TupleType, Type)
 from scriptmod.tensor import Tensor
 from . import library
 from .annotations import AnnotationError, to_ir_type
@@ -261,6 +264,10 @@ class FunctionCompiler:
             obj = x.obj
             if obj is None or type(obj) in (int, float, bool, str):
                 return self.const(obj)
+            if isinstance(obj, DType):
+                return self.const(obj)
+            if isinstance(obj, Device):
+                return self.const(str(obj))
             if isinstance(obj, (tuple, list)) and all(
                     o is None or type(o) in (int, float, bool, str) for o in obj):
                 vals = [self.const(o) for o in obj]
@@ -407,6 +414,10 @@ class FunctionCompiler:
         raise self.error("unsupported assignment target", target)
 
     def unpack(self, v: Sugared, n: int, node: ast.AST) -> list[Sugared]:
+        if type(v) is tuple:                          # an unrolled loop's (key, module) item
+            if len(v) != n:
+                raise self.error(f"cannot unpack {len(v)} values into {n}", node)
+            return list(v)
         if isinstance(v, PyObj) and isinstance(v.obj, (tuple, list)):
             if len(v.obj) != n:
                 raise self.error(f"cannot unpack {len(v.obj)} values into {n}", node)
@@ -460,8 +471,10 @@ class FunctionCompiler:
     def stmt_Return(self, st: ast.Return) -> int:
         v = self.const(None) if st.value is None else self.value(self.expr(st.value), st.value)
         if self.return_type is not None and not _fits(v.type, self.return_type):
+            hint = (" (Tensor.item() gives a Scalar, as in TorchScript: convert it with "
+                    "int() or float())") if v.type == NumberType else ""
             raise self.error(f"function '{self.name}' is annotated to return "
-                             f"{self.return_type!r} but returns {v.type!r}", st)
+                             f"{self.return_type!r} but returns {v.type!r}{hint}", st)
         old = self.env.get(RETVAL)
         if isinstance(old, Value) and not _compatible(old.type, v.type):
             raise self.error(f"function '{self.name}' returns {old.type!r} on one path and "
@@ -667,9 +680,20 @@ class FunctionCompiler:
             fname = it.func.id
             if fname == "range":
                 return self.for_range(st, it)
+            if it.keywords and not (fname == "enumerate" and [k.arg for k in it.keywords]
+                                    == ["start"]):
+                raise self.error(f"{fname}() takes iterables here", it)
+            seqs = [self.expr(a) for a in it.args]
+            if any(isinstance(q, ModuleRef) for q in seqs):     # over modules: unrolled
+                return self.unrolled(st, self.zipped_modules(fname, seqs, it))
             if fname == "enumerate":
-                return self.for_enumerate(st, it)
-            return self.for_zip(st, it)
+                return self.for_enumerate(st, it, seqs)
+            return self.for_zip(st, it, seqs)
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and \
+                it.func.attr in ("items", "keys", "values") and not it.args:
+            base = self.expr(it.func.value)
+            if isinstance(base, ModuleRef):                   # ModuleDict.items() ...
+                return self.unrolled(st, self.module_items(base, it.func.attr, it))
         seq = self.expr(it)
         if isinstance(seq, ModuleRef):                        # ModuleList / Sequential
             return self.for_modules(st, seq)
@@ -725,22 +749,72 @@ class FunctionCompiler:
         (n,) = self.b.if_(pos, up, down)
         return n
 
-    def for_enumerate(self, st: ast.For, call: ast.Call) -> int:
-        if len(call.args) != 1 or call.keywords:
+    def module_items(self, ref: ModuleRef, kind: str, node: ast.AST) -> list[Any]:
+        """A container's children at compile time: a ModuleList's or Sequential's modules;
+        a ModuleDict's keys (``kind="keys"``, also iterating the dict itself), values or
+        (key, module) pairs."""
+        from scriptmod.nn import ModuleDict
+        if not library.is_container(ref.module):
+            raise self.error(f"a {type(ref.module).__name__} cannot be iterated", node)
+        is_dict = isinstance(ref.module, ModuleDict)
+        if kind != "values" and not is_dict:
+            raise self.error(f"a {type(ref.module).__name__} has no {kind}()", node)
+        out: list[Any] = []
+        for name, child in ref.module._modules.items():
+            if child is None:
+                continue
+            mod = ModuleRef(self.b.get_attr(ref.value, name, self.module_type(child)), child)
+            key = self.const(name)
+            out.append({"keys": key, "values": mod, "items": (key, mod)}[kind])
+        return out
+
+    def zipped_modules(self, fname: str, seqs: list[Sugared], call: ast.Call) -> list[Any]:
+        """``enumerate(self.layers)``, ``zip(self.a, self.b)``: unrolled items (a sequence
+        beside the modules that is not a container must have a length known here: a tuple)."""
+        from scriptmod.nn import ModuleDict
+        lists: list[list[Any]] = []
+        for q, a in zip(seqs, call.args):
+            if isinstance(q, ModuleRef):
+                lists.append(self.module_items(q, "keys" if isinstance(
+                    q.module, ModuleDict) else "values", a))
+            else:
+                v = self.value(q, a)
+                if not isinstance(v.type, TupleType):
+                    raise self.error(f"{fname}() over modules and a {v.type!r}: only modules "
+                                     f"and tuples can be unrolled together", a)
+                lists.append(self.unpack(v, len(v.type.elements), a))
+        if fname == "enumerate":
+            if len(lists) != 1:
+                raise self.error("enumerate() takes one iterable here", call)
+            start = 0
+            if call.keywords:
+                start = self.static_value(self.expr(call.keywords[0].value))
+                if type(start) is not int:
+                    raise self.error("enumerate(start=...) must be a constant int", call)
+            return [(self.const(start + i), x) for i, x in enumerate(lists[0])]
+        return [tuple(items) for items in zip(*lists)]
+
+    def for_enumerate(self, st: ast.For, call: ast.Call, seqs: list[Sugared]) -> int:
+        if len(seqs) != 1:
             raise self.error("enumerate() takes one iterable here", call)
-        seq = self.value(self.expr(call.args[0]), call.args[0])
+        seq = self.value(seqs[0], call.args[0])
+        start = self.value(self.expr(call.keywords[0].value), call) if call.keywords else None
         if not (isinstance(st.target, ast.Tuple) and len(st.target.elts) == 2):
             raise self.error("for i, x in enumerate(...) needs two names", st.target)
         n = self.length(seq, call)
 
+        if start is not None and start.type not in (IntType, BoolType):
+            raise self.error(f"enumerate(start=...) must be an int, got {start.type!r}", call)
+
         def bind(i: Value) -> None:
-            self.assign(st.target.elts[0], i, st)
+            k = i if start is None else self.op("int_add", i, start, node=call)
+            self.assign(st.target.elts[0], k, st)
             self.assign(st.target.elts[1], self.item(seq, i, call), st)
         return self.loop(n, None, bind, st.body, st)
 
-    def for_zip(self, st: ast.For, call: ast.Call) -> int:
-        seqs = [self.value(self.expr(a), a) for a in call.args]
-        if not seqs or call.keywords:
+    def for_zip(self, st: ast.For, call: ast.Call, given: list[Sugared]) -> int:
+        seqs = [self.value(q, a) for q, a in zip(given, call.args)]
+        if not seqs:
             raise self.error("zip() takes iterables", call)
         n = self.length(seqs[0], call)
         for s in seqs[1:]:
@@ -761,13 +835,9 @@ class FunctionCompiler:
         return self.loop(n, None, bind, st.body, st)
 
     def for_modules(self, st: ast.For, seq: ModuleRef) -> int:
-        items = []
-        for name, child in seq.module._modules.items():
-            if child is None:
-                continue
-            items.append(ModuleRef(self.b.get_attr(seq.value, name, self.module_type(child)),
-                                   child))
-        return self.unrolled(st, items)
+        from scriptmod.nn import ModuleDict
+        kind = "keys" if isinstance(seq.module, ModuleDict) else "values"
+        return self.unrolled(st, self.module_items(seq, kind, st.iter))
 
     def unrolled(self, st: ast.For, items: list[Sugared]) -> int:
         """A loop over a compile-time sequence (modules, a tuple): one body per item."""
@@ -793,6 +863,8 @@ class FunctionCompiler:
             return self.op("size", seq, dim=0, node=node)
         if isinstance(seq.type, TupleType):
             return self.const(len(seq.type.elements))
+        if isinstance(seq.type, DictType):
+            return self.op("dict_len", seq, node=node)
         raise self.error(f"cannot iterate over a {seq.type!r}", node)
 
     def item(self, seq: Value, i: Value, node: ast.AST) -> Value:
@@ -939,8 +1011,16 @@ class FunctionCompiler:
                 return self.op("dim", val, node=e)
             if name in ("T", "mT", "H", "real", "imag", "data"):
                 return self.library_call(f"Tensor.{name}", [val], {}, e, TensorType())
-            if name in ("dtype", "device", "requires_grad", "is_cuda", "grad"):
-                raise self.error(f"Tensor.{name} is not supported in scripted code yet", e)
+            if name == "dtype":
+                return self.op("tensor_dtype", val, node=e)
+            if name == "device":
+                return self.op("tensor_device", val, node=e)
+            if name == "is_cuda":
+                return self.op("py_ne", self.op("tensor_device", val, node=e),
+                               self.const("cpu"), node=e)
+            if name in ("requires_grad", "grad", "is_leaf", "grad_fn"):
+                raise self.error(f"Tensor.{name} is not supported in scripted code (autograd "
+                                 f"state is not visible to scripted code)", e)
         return Method(val, name)
 
     def module_attr(self, ref: ModuleRef, name: str, e: ast.AST) -> Sugared:
@@ -1098,7 +1178,8 @@ class FunctionCompiler:
         if isinstance(x.type, TensorType) or isinstance(y.type, TensorType):
             other = y.type if isinstance(x.type, TensorType) else x.type
             if not isinstance(other, TensorType) and other not in (IntType, FloatType,
-                                                                   BoolType, AnyType):
+                                                                   BoolType, NumberType,
+                                                                   AnyType):
                 raise self.error(f"unsupported operand types for a tensor operator: "
                                  f"{x.type!r} and {y.type!r}", e)
             name = _BIN_TENSOR.get(type(op))
@@ -1151,6 +1232,10 @@ class FunctionCompiler:
             return self.op(_CMP_TENSOR[type(op)], x, y, node=e)
         if x.type == IntType and y.type == IntType:
             return self.op(_CMP_INT[type(op)], x, y, node=e)
+        if isinstance(op, (ast.Eq, ast.NotEq)) and (isinstance(x.type, ListType)
+                                                   or isinstance(y.type, ListType)):
+            r = self.op("list_eq", x, y, node=e)     # ``x.shape == y.shape``
+            return r if isinstance(op, ast.Eq) else self.op("py_not", r, node=e)
         return self.op(_CMP_PY[type(op)], x, y, node=e)
 
     def static_truth(self, v: Sugared) -> bool | None:
@@ -1324,6 +1409,15 @@ class FunctionCompiler:
             return self.const(None)
         if obj in (len, int, float, bool, str, abs, min, max, isinstance, range):
             return self.call_builtin(obj, e)
+        if obj is Device:                             # ``sm.device("cpu")``: a constant
+            args, kwargs = self.args_of(e)
+            known = [self.static_value(a) for a in args]
+            if kwargs or any(k is None for k in known):
+                raise self.error("device(...) takes constant arguments in scripted code", e)
+            try:
+                return self.const(str(Device(*known)))
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise self.error(f"device(): {err}", e) from None
         if obj is api.annotate:
             if len(e.args) != 2:
                 raise self.error("annotate(T, value) takes two arguments", e)
@@ -1407,6 +1501,8 @@ class FunctionCompiler:
             raise self.error(f"{fn.__name__}() takes no keyword arguments here", e)
         vals = [self.value(a, e) for a in args]
         if fn is len:
+            if vals[0].type == StrType:
+                return self.op("str_len", vals[0], node=e)
             return self.length(vals[0], e)
         if fn is bool and isinstance(vals[0].type, ListType):
             return self.truth(vals[0], e)
@@ -1418,7 +1514,7 @@ class FunctionCompiler:
             return self.op("abs" if isinstance(v.type, TensorType) else "py_abs", v, node=e)
         if fn in (min, max):
             if len(vals) == 1 and isinstance(vals[0].type, ListType):
-                raise self.error(f"{fn.__name__}() of a list is not supported yet", e)
+                return self.op("list_min" if fn is min else "list_max", vals[0], node=e)
             if len(vals) != 2:
                 raise self.error(f"{fn.__name__}() takes two values here", e)
             a, c = vals
@@ -1463,8 +1559,8 @@ class FunctionCompiler:
                 return self.op("dim", obj, node=e)
             if m.name == "numel" and not args:
                 return self.op("numel", obj, node=e)
-            if m.name == "item" and not args:
-                raise self.error("Tensor.item() is not supported yet; use float(t) or int(t)", e)
+            if m.name == "item" and not args and not kwargs:
+                return self.op("item", obj, node=e)
             if m.name in UNARY_METHODS and not args and not kwargs:
                 return self.op(m.name, obj, node=e)
             if getattr(Tensor, m.name, None) is None:
@@ -1492,8 +1588,10 @@ class FunctionCompiler:
                 return ["v", len(inputs) - 1]
             s = self.static_value(a)
             if s is not None or (isinstance(a, Value) and a.node.kind == Prim.CONSTANT):
-                if isinstance(s, (int, float, bool, str)) or s is None:
+                if isinstance(s, (int, float, bool, str, DType)) or s is None:
                     return ["c", s]
+                if isinstance(s, Device):
+                    return ["c", str(s)]
                 if isinstance(s, (tuple, list)) and all(isinstance(i, (int, float, bool, str))
                                                         or i is None for i in s):
                     return ["c", list(s) if isinstance(s, list) else list(s)]
@@ -1508,8 +1606,12 @@ class FunctionCompiler:
 
     def call_module(self, ref: ModuleRef, method: str, e: ast.Call) -> Sugared:
         args, kwargs = self.args_of(e)
-        if kwargs:
-            raise self.error("keyword arguments in calls of modules are not supported yet", e)
+        if library.is_builtin_layer(ref.module) or "_layer" in ref.module.__dict__:
+            # a layer's forward is traced per specialization: its keywords bind there
+            return self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + args,
+                                     kwargs, e, _layer_result(ref.module, method),
+                                     method=method)
+        args = self.bind_method(ref, method, args, kwargs, e)
         vals = [self.value(a, e) for a in args]
         if library.is_container(ref.module):
             from scriptmod.nn import Sequential
@@ -1527,6 +1629,30 @@ class FunctionCompiler:
                 out = self.call_module_values(sub, "forward", [self.value(out, e)], e)
             return out
         return self.call_module_values(ref, method, vals, e)
+
+    def bind_method(self, ref: ModuleRef, method: str, args: list[Sugared],
+                    kwargs: dict[str, Sugared], e: ast.Call) -> list[Sugared]:
+        """The call's arguments in the method's parameter order (keywords bound by name,
+        omitted ones by their defaults), as Python binds them."""
+        fn = getattr(type(ref.module), method, None)
+        key = f"{type(ref.module).__qualname__}.{method}"
+        try:
+            sig = inspect.signature(fn)
+            bound = sig.bind(None, *args, **kwargs)
+        except (TypeError, ValueError) as err:
+            raise self.error(f"{key}(): {err}", e) from None
+        out: list[Sugared] = []
+        for name, p in list(sig.parameters.items())[1:]:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                if bound.arguments.get(name):
+                    raise self.error(f"{key}(): *args/**kwargs parameters are not supported "
+                                     f"in scripted code", e)
+                continue
+            if name in bound.arguments:
+                out.append(bound.arguments[name])
+            elif p.default is not inspect.Parameter.empty:
+                out.append(PyObj(p.default))
+        return out
 
     def call_module_values(self, ref: ModuleRef, method: str, vals: list[Value],
                            e: ast.AST) -> Sugared:
@@ -1788,6 +1914,18 @@ _INT_RESULTS = frozenset({"dim", "numel", "ndimension", "nelement", "element_siz
                           "get_device"})
 _BOOL_RESULTS = frozenset({"is_contiguous", "is_floating_point", "equal", "allclose",
                            "is_complex", "is_nonzero"})
+
+
+def _layer_result(module: Any, method: str) -> Type:
+    """What a built-in layer's method returns, by its annotation (``MultiheadAttention``
+    gives ``Tuple[Tensor, Optional[Tensor]]``); a tensor where it has none."""
+    ref = module.__dict__.get("_layer")
+    try:
+        cls = library.layer_class(ref.class_path) if ref is not None else type(module)
+        hint = typing.get_type_hints(getattr(cls, method)).get("return")
+        return TensorType() if hint is None else to_ir_type(hint)
+    except Exception:                                       # noqa: BLE001
+        return TensorType()
 
 
 def _result_type(name: str) -> Type:

@@ -16,6 +16,7 @@ underscore name), so loading an archive that names a function runs nothing from 
 """
 from __future__ import annotations
 
+import inspect
 import types
 import warnings
 from typing import Any, Callable
@@ -95,9 +96,15 @@ def expand_call(node: Node, owner: Any) -> list[Node]:
     except _Refused as e:
         return _raise_instead(node, e.original)
     except FrontendError as e:
-        # an argument unknown here (a run-time value, or None on a branch this
-        # specialization never takes): the call raises where it runs, if it ever does
-        return _raise_instead(node, e)
+        if node.attrs.get("method"):
+            return _raise_instead(node, e)
+        # an argument known only at run time (a list filled by a loop, an int computed
+        # from data, a tensor whose shape depends on a branch): the call stays and runs the
+        # eager function on the values when it is reached (``call_library``)
+        node.attrs["runtime"] = str(e)
+        from scriptmod.ir.log import log                  # noqa: PLC0415
+        log("script", f"{node.attrs['name']} runs as a Python call when reached: {e}")
+        return []
 
 
 class _Refused(Exception):
@@ -124,11 +131,10 @@ def _raise_instead(node: Node, err: BaseException) -> list[Node]:
     return [r, filler]
 
 
-def _call_arguments(node: Node, where: str) -> tuple[list, dict, list[Value]]:
-    """The call's arguments with stand-in tensors and the known constants; the Values
-    the stand-ins stand for, in order."""
-    tensors: list[Value] = []
-    standins: dict[Value, Any] = {}
+def _call_arguments(node: Node, where: str) -> tuple[list, dict, dict[Value, Tensor]]:
+    """The call's arguments with stand-in tensors and the known constants; each Value a
+    stand-in stands for, with its stand-in, in order."""
+    standins: dict[Value, Tensor] = {}
 
     def conv(v: Value) -> Any:
         if isinstance(v.type, ModuleType):
@@ -136,7 +142,6 @@ def _call_arguments(node: Node, where: str) -> tuple[list, dict, list[Value]]:
         if isinstance(v.type, TensorType):
             if v not in standins:
                 standins[v] = _standin(v, where)
-                tensors.append(v)
             return standins[v]
         src = v.node
         if src.kind == "sm::list_slice" and src.inputs[0].node.kind == Prim.LIST_CONSTRUCT:
@@ -152,7 +157,7 @@ def _call_arguments(node: Node, where: str) -> tuple[list, dict, list[Value]]:
 
     args = [arg(e) for e in node.attrs.get("args", [])]
     kwargs = {k: arg(e) for k, e in node.attrs.get("kwargs", [])}
-    return args, kwargs, tensors
+    return args, kwargs, standins
 
 
 def _known(v: Value, where: str) -> Any:
@@ -179,7 +184,7 @@ def _standin(v: Value, where: str) -> Tensor:
 
 
 def _splice_function(node: Node, fn: Callable, args: list, kwargs: dict,
-                     tensors: list[Value], where: str) -> list[Node]:
+                     tensors: dict[Value, Tensor], where: str) -> list[Node]:
     from scriptmod.jit._trace import trace               # noqa: PLC0415
     standins = _standins_in(args, kwargs)
 
@@ -219,24 +224,45 @@ def _swap(x: Any, swap: dict[int, Tensor]) -> Any:
 
 
 def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dict,
-                   tensors: list[Value], where: str) -> list[Node]:
+                   tensors: dict[Value, Tensor], where: str) -> list[Node]:
     """A built-in layer's method: trace the layer itself, inline its calls, then splice
-    with its ``self`` standing for the layer's value in this graph."""
+    with its ``self`` standing for the layer's value in this graph. The call's arguments
+    are bound to the method's parameters by name, as Python binds them; the traced graph
+    takes the tensor ones in that order, the others are constants of the specialization."""
     from scriptmod.jit._executor import inlined         # noqa: PLC0415
     from scriptmod.jit._trace import trace_module       # noqa: PLC0415
-    if kwargs or any(not isinstance(a, Tensor) for a in args[1:]):
-        raise FrontendError(f"{where}: a built-in layer's {method}() is called with tensor "
+    fn = getattr(type(module), method)
+    try:
+        sig = inspect.signature(fn)
+        bound = sig.bind(module, *args[1:], **kwargs)
+    except TypeError as e:
+        raise _Refused(TypeError(f"{type(module).__name__}.{method}(): {e}")) from e
+    by_name = dict(list(bound.arguments.items())[1:])
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values()):
+        if kwargs:
+            raise FrontendError(f"{where}: {type(module).__name__}.{method}() takes *args or "
+                                f"**kwargs: call it with positional tensors only")
+        example: Any = tuple(args[1:])
+        flat = list(example)
+    else:
+        example = by_name
+        flat = list(by_name.values())
+    if any(isinstance(i, Tensor) for a in flat if isinstance(a, (list, tuple)) for i in a):
+        raise FrontendError(f"{where}: a built-in layer's {method}() takes tensors as direct "
                             f"arguments only, in scripted code")
+    value_of = {id(t): v for v, t in tensors.items()}
+    inputs = [value_of[id(a)] for a in flat if isinstance(a, Tensor)]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            traced = trace_module(module, {method: tuple(args[1:])}, check_trace=False)
+            traced = trace_module(module, {method: example}, check_trace=False,
+                                  example_inputs_is_kwarg=isinstance(example, dict))
     except FrontendError:
         raise
     except Exception as e:
         raise _Refused(e) from e
     g = inlined(traced, method)
-    return _splice(node, g, [node.inputs[0]] + list(tensors), where)
+    return _splice(node, g, [node.inputs[0]] + inputs, where)
 
 
 def _splice(node: Node, g: Graph, inputs: list[Value], where: str) -> list[Node]:
@@ -403,10 +429,15 @@ def register_python(fn: Callable[..., Any]) -> str:
 
 
 def call_python(node: Node, args: list, raw: bool) -> Any:
-    """Run a ``jit.ignore``d function for ``prim::CallFunction[python=1]``: arrays become
-    Tensors (``raw``), the result comes back as arrays. A tensor that requires grad is
-    refused: the Python call would be invisible to autograd."""
+    """Run a ``prim::CallFunction`` left for run time: a ``jit.ignore``d function
+    (``python=1``) or a library function whose arguments were not known when the
+    specialization was built (``runtime``, see ``expand_call``). Arrays become Tensors
+    (``raw``), the result comes back as arrays. A tensor that requires grad is refused by an
+    ignored function: the Python call would be invisible to autograd (a library function is
+    eager code, which autograd records)."""
     from scriptmod.tensor import Tensor as T, unwrap_tree, wrap_tree   # noqa: PLC0415
+    if not node.attrs.get("python"):
+        return _call_library(node, args, raw)
     fn = _PYTHON.get(node.attrs.get("name", ""))
     if fn is None:
         raise FrontendError(f"{node.attrs.get('name')}: the @ignore'd Python function is not "
@@ -423,6 +454,21 @@ def call_python(node: Node, args: list, raw: bool) -> Any:
         return payload if kind == "c" else values[payload]
     out = fn(*[arg(e) for e in node.attrs.get("args", [])],
              **{k: arg(e) for k, e in node.attrs.get("kwargs", [])})
+    return unwrap_tree(out) if raw else out
+
+
+def _call_library(node: Node, args: list, raw: bool) -> Any:
+    from scriptmod.tensor import unwrap_tree, wrap_tree   # noqa: PLC0415
+    fn = resolve(node.attrs["name"])
+    values = [wrap_tree(a) for a in args] if raw else args
+
+    def arg(entry: Any) -> Any:
+        kind, payload = entry
+        return payload if kind == "c" else values[payload]
+    out = fn(*[arg(e) for e in node.attrs.get("args", [])],
+             **{k: arg(e) for k, e in node.attrs.get("kwargs", [])})
+    if isinstance(out, tuple) and isinstance(node.output.type, ListType):
+        out = list(out)
     return unwrap_tree(out) if raw else out
 
 

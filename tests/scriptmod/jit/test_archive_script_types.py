@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Optional, Tuple
 
 import numpy as np
 import pytest
@@ -80,3 +81,47 @@ def test_a_module_smuggled_through_a_dict_is_refused(good: bytes) -> None:
     data = with_graph(good, tail, ["sm::dict_construct", "sm::dict_get"])
     with pytest.raises(jit.ArchiveError, match="sm::dict_get produces a module-typed value"):
         jit.load(io.BytesIO(data))
+
+
+# ---- a scripted method's argument defaults ------------------------------------------------
+
+class _WithDefaults(sm.nn.Module):
+    def forward(self, x, scale: float = 2.0, shape: Tuple[int, int] = (1, -1),
+                note: str = "n", mask: Optional[sm.Tensor] = None):
+        if mask is not None:
+            x = x * mask
+        return x.reshape(shape[0], shape[1]) * scale
+
+
+def test_defaults_travel_in_the_archive() -> None:
+    """A loaded scripted module is called without its defaulted arguments, as the original
+    is (they are in the manifest: plain values only)."""
+    buf = io.BytesIO()
+    jit.script(_WithDefaults()).save(buf)
+    man = json.loads(entries(buf.getvalue())["manifest.json"])
+    (meth,) = man["modules"][man["root"]]["methods"]
+    assert meth["defaults"] == {"scale": 2.0, "shape": {"tuple": [1, -1]}, "note": "n",
+                                "mask": None}
+    loaded = jit.load(io.BytesIO(buf.getvalue()))
+    x = sm.randn(2, 3)
+    np.testing.assert_allclose(loaded(x).numpy(), x.reshape(1, -1).numpy() * 2.0)
+    np.testing.assert_allclose(loaded(x, scale=3.0).numpy(), x.reshape(1, -1).numpy() * 3.0)
+
+
+@pytest.mark.parametrize("defaults, words", [
+    ({"nope": 1.0}, ["'nope' is not an argument"]),
+    ({"scale": {"eval": "__import__('os')"}}, ["not a plain value"]),
+    ({"scale": [1, 2]}, ["not a plain value"]),
+    ("scale=2", ["expected an object"]),
+])
+def test_hostile_defaults_are_refused(defaults, words) -> None:
+    buf = io.BytesIO()
+    jit.script(_WithDefaults()).save(buf)
+    items = entries(buf.getvalue())
+    man = json.loads(items["manifest.json"])
+    man["modules"][man["root"]]["methods"][0]["defaults"] = defaults
+    items["manifest.json"] = json.dumps(man).encode()
+    with pytest.raises(jit.ArchiveError) as info:
+        jit.load(io.BytesIO(rezip(items)))
+    for w in words:
+        assert w in str(info.value)

@@ -908,11 +908,9 @@ MODULE_CASES += [
 ]
 
 
-# ---- programs the frontend gets wrong today --------------------------------------------
-# Each is as small as the bug allows and runs as a strict xfail (test_corpus.py) whose reason
-# names the bug, so that the fix turns it into a pass.
+# ---- regressions: programs the frontend got wrong (each was a strict xfail naming the bug)
 
-def len_of_str(s: str) -> int:
+def len_of_str(s: str) -> int:                   # "cannot iterate over a str"
     return len(s)
 
 
@@ -997,30 +995,16 @@ def refine_in_conditional_expression(x: Tensor, n: Optional[int]) -> Tensor:
     return x * k
 
 
-BUG_CASES: list[tuple[Callable, list[tuple], str]] = [
-    (len_of_str, [("abc",), ("",)],
-     "frontend bug: len() of a str fails: 'cannot iterate over a str'"),
+# each was refused or failed before being fixed; the old message is in the comment
+CASES += [
+    (len_of_str, [("abc",), ("",)]),                 # "cannot iterate over a str"
+    # "a library call's non-tensor argument must be known when the specialization is built"
+    (stack_of_appended_list, [(X23, 3), (X4, 1)]),
+    (shapes_equal, [(X23, X23), (X23, X34)]),        # "'==' not supported ... 'int[]'"
+    # the result of a function returning from inside a loop had no known dtype/shape
+    (library_call_on_early_exit, [(X23, 2), (X23, 5)]),
 ]
 
-BUG_CASES += [
-    (stack_of_appended_list, [(X23, 3), (X4, 1)],
-     "frontend bug: sm.stack(outs, 0) of a List[Tensor] filled by append in a loop is refused: "
-     "'a library call's non-tensor argument must be known when the specialization is built "
-     "... this one (Tensor[])' (a literal list works)"),
-    (shapes_equal, [(X23, X23), (X23, X34)],
-     "frontend bug: x.shape == y.shape is refused: 'py_eq: '==' not supported between "
-     "instances of 'int[]' and 'int[]''"),
-]
-
-_UNKNOWN_RESULT = ("frontend bug: the result of a function or method that returns from inside "
-                   "a loop has no known dtype/shape after inlining (the return value's "
-                   "placeholder joins it), so a library call on it fails: 'the tensor "
-                   "argument's type Tensor is not known here (a library call needs its "
-                   "inputs' dtype and shape)'")
-BUG_CASES.append((library_call_on_early_exit, [(X23, 2), (X23, 5)], _UNKNOWN_RESULT))
-
-_NO_REFINEMENT = ("frontend bug: an Optional is not narrowed {where} (TorchScript narrows it "
-                  "there): '{message}'")
 # the Optional refinements TorchScript makes, fixed since: regression cases
 CASES += [
     (refine_after_early_return, [(X4, X4 * 3.0), (X4, None)]),
@@ -1032,7 +1016,135 @@ CASES += [
     (optional_tensor_isinstance, [(X4, X4), (X4, None)]),
 ]
 
-MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = [
-    ("LayerAfterEarlyExit", _seeded(LayerAfterEarlyExit), [(X23, 1), (X23, 5)],
-     _UNKNOWN_RESULT),
+MODULE_CASES += [
+    ("LayerAfterEarlyExit", _seeded(LayerAfterEarlyExit), [(X23, 1), (X23, 5)]),
 ]
+
+
+# ---- values read at run time: item(), dtype/device, lists built by loops, keyword calls ----
+
+def item_branch(x: Tensor) -> Tensor:
+    if x.sum().item() > 0:
+        return x * x.max().item()
+    return x - x.min().item()
+
+
+def int_item(x: Tensor, k: int) -> int:
+    n = int((x > 0).sum().item())                    # item() is a Scalar, as in TorchScript
+    flag = bool((x > 100).any().item())
+    return n * k + int(flag)
+
+
+def dtype_and_device(x: Tensor) -> Tensor:
+    h = sm.zeros(x.shape[0], 3, dtype=x.dtype, device=x.device)
+    if x.dtype == sm.float64:
+        h = h + 1.0
+    if x.is_cuda or x.device != sm.device("cpu"):
+        h = h - 5.0
+    return h + x.sum()
+
+
+def cat_of_appended_list(x: Tensor, n: int) -> Tensor:
+    outs: List[Tensor] = [x]
+    for i in range(n):
+        outs.append(x * float(i) - 1.0)
+    y = sm.cat(outs, dim=1)
+    return y.relu() + 1.0
+
+
+def library_args_from_data(x: Tensor, n: int) -> Tensor:
+    d = n % 2                                        # known only when the call runs
+    rows = x.reshape(n, -1)
+    return rows.sum(dim=d).softmax(-1)
+
+
+def lengths_and_extremes(xs: List[int], d: Dict[str, int], s: str) -> int:
+    return len(xs) + len(d) + len(s) + min(xs) * 10 + max(xs) * 100
+
+
+class Scale(nn.Module):
+    def forward(self, x: Tensor, factor: float = 2.0, shift: Optional[Tensor] = None) -> Tensor:
+        if shift is not None:
+            x = x + shift
+        return x * factor
+
+
+class KeywordCalls(nn.Module):
+    """Layers and scripted submodules called with keywords and defaults."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.attn = nn.MultiheadAttention(4, 2)
+        self.scale = Scale()
+
+    def forward(self, x: Tensor, q: Tensor) -> Tensor:
+        y = self.fc(input=x)
+        y = self.scale(y, factor=3.0) + self.scale(y) + self.scale(y, shift=x)
+        out, _ = self.attn(q, q, q, need_weights=False)
+        both, w = self.attn(q, key=q, value=q * 2.0)
+        assert w is not None
+        return y.sum() + out.sum() + both.sum() + w.sum()
+
+
+class IterateContainers(nn.Module):
+    """Loops over containers, unrolled: enumerate and zip of ModuleLists, a ModuleDict
+    itself (its keys), its items() and values(), enumerate(start=...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(3, 3) for _ in range(3)])
+        self.gates = nn.ModuleList([nn.Linear(3, 3) for _ in range(3)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(3, 2), "bb": nn.Linear(3, 4)})
+
+    def forward(self, x: Tensor, skip: int) -> Dict[str, Tensor]:
+        for i, layer in enumerate(self.layers):
+            if i != skip:
+                x = F.relu(layer(x))
+        for layer, gate in zip(self.layers, self.gates):
+            x = layer(x) * sm.sigmoid(gate(x))
+        out: Dict[str, Tensor] = {}
+        for name, head in self.heads.items():
+            out[name] = head(x)
+        n = 0
+        for name in self.heads:
+            n += len(name)
+        for key in self.heads.keys():
+            n += len(key) * 10
+        for head in self.heads.values():
+            x = x + head(x).sum()
+        for j, layer in enumerate(self.layers, start=10):
+            x = layer(x) + j
+        out["x"] = x * n
+        return out
+
+
+def enumerate_from(xs: List[float], start: int) -> float:
+    acc = 0.0
+    for i, v in enumerate(xs, start=start):
+        acc += i * v
+    return acc
+
+
+CASES += [
+    (enumerate_from, [([1.0, 2.0], 3), ([], 0), ([0.5], -2)]),
+    (item_branch, [(X4,), (-X4.abs(),), (X23,)]),
+    (int_item, [(X4, 3), (X23, -2)]),
+    (dtype_and_device, [(X23,), (X4.double(),)]),
+    (cat_of_appended_list, [(X23, 3), (X34, 0)]),
+    (library_args_from_data, [(X34, 3), (X34, 4), (X34, 2)]),
+    (lengths_and_extremes, [([3, 1, 2], {"a": 1}, "xy"), ([5], {}, ""), ([], {}, "")]),
+]
+MODULE_CASES += [
+    ("IterateContainers", _seeded(IterateContainers), [(X23, 1), (X23, 5)]),
+    ("KeywordCalls", _seeded(KeywordCalls), [(X23, tensor(5, 2, 4, seed=12)),
+                                            (X34[:, :3].contiguous(), tensor(3, 1, 4, seed=13))]),
+]
+
+
+# ---- programs the frontend gets wrong today ----------------------------------------------
+# Each is as small as the bug allows and runs as a strict xfail (test_corpus.py) whose reason
+# names the bug, so that the fix turns it into a pass (then it moves to CASES above). None now.
+
+BUG_CASES: list[tuple[Callable, list[tuple], str]] = []
+MODULE_BUG_CASES: list[tuple[str, Callable[[], nn.Module], list[tuple], str]] = []
