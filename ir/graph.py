@@ -481,6 +481,10 @@ def clone_block_body(src: Block, dst: Block, env: dict[Value, Value]) -> None:
 # node kind -> what it computes on Python ints (the ``int_*`` size ops register here), so
 # that a size computed from concrete shapes is known before constant folding
 VALUE_RULES: dict[str, Callable[..., Any]] = {}
+# node kind -> ``rule(attrs, *args)`` on plain Python scalars (int, float, bool, str): the
+# Python-value ops register here, so that ``float("-inf")`` or ``math.sqrt(x.size(-1))`` in
+# scripted code is a known argument of a library call
+PLAIN_VALUE_RULES: dict[str, Callable[..., Any]] = {}
 
 
 def known_value(v: Value) -> Any:
@@ -492,13 +496,19 @@ def known_value(v: Value) -> Any:
     """
     n = v.node
     rule = VALUE_RULES.get(n.kind)
-    if rule is not None:
+    plain = PLAIN_VALUE_RULES.get(n.kind)
+    if rule is not None or plain is not None:
         args = [known_value(x) for x in n.inputs]
-        if not all(type(a) is int for a in args):
+        if rule is not None and all(type(a) is int for a in args):
+            try:
+                return rule(*args)
+            except ArithmeticError:      # // 0: the kernel raises when it runs
+                return None
+        if plain is None or not all(type(a) in (int, float, bool, str) for a in args):
             return None
         try:
-            return rule(*args)
-        except ArithmeticError:          # // 0: the kernel raises when it runs
+            return plain(n.attrs, *args)
+        except Exception:                # noqa: BLE001  (the kernel raises when it runs)
             return None
     if n.kind == Prim.CONSTANT:
         return n.attrs.get("value")

@@ -33,7 +33,7 @@ import operator
 from typing import Any, Callable, Sequence
 
 from . import rules as R
-from ..graph import VALUE_RULES
+from ..graph import PLAIN_VALUE_RULES, VALUE_RULES
 from ..schema import IMPURE, NONDIFF, TypeRule, op
 from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DeviceType, DictType,
                      DTypeType, FloatType,
@@ -55,6 +55,26 @@ _SYMBOLS = {"py_add": "+", "py_sub": "-", "py_mul": "*", "py_truediv": "/", "py_
 # sizes computed with these ops are known before folding, as with the ``int_*`` ops
 VALUE_RULES.update({f"sm::{n}": fn for n, fn in {**PY_ARITH, **PY_COMPARE}.items()
                     if n not in ("py_truediv", "py_pow")})
+PLAIN_VALUE_RULES.update({f"sm::{n}": (lambda attrs, a, b, fn=fn: fn(a, b))
+                          for n, fn in {**PY_ARITH, **PY_COMPARE}.items()})
+PLAIN_VALUE_RULES.update({
+    "sm::py_neg": lambda attrs, a: -a, "sm::py_abs": lambda attrs, a: abs(a),
+    "sm::py_not": lambda attrs, a: not a, "sm::py_bool": lambda attrs, a: bool(a),
+    "sm::py_int": lambda attrs, a: int(a), "sm::py_float": lambda attrs, a: float(a),
+    "sm::py_str": lambda attrs, a: str(a),
+    "sm::py_min": lambda attrs, a, b: min(a, b) if type(a) is type(b) else None,
+    "sm::py_max": lambda attrs, a, b: max(a, b) if type(a) is type(b) else None,
+})
+
+
+def _plain_call(attrs: dict, *args: Any) -> Any:
+    """A known ``py_call`` of numbers and strs (``math.sqrt(4)``); the ones that change a
+    list or dict never have all-scalar arguments."""
+    from .pyfuncs import call
+    return call(attrs.get("fn", ""), args)
+
+
+PLAIN_VALUE_RULES["sm::py_call"] = _plain_call
 
 _TOWER = (BoolType, IntType, FloatType, ComplexType)      # Python's numbers, narrowest first
 
@@ -348,6 +368,15 @@ _declare("tensor_dtype(Tensor self) -> ScalarType", _tensor_query(DTypeType),
          doc="``Tensor.dtype`` (known when the specialization is built: see ``known_value``).")
 _declare("tensor_device(Tensor self) -> Device", _tensor_query(DeviceType),
          doc="``Tensor.device``, as its string (``\"cpu\"``, ``\"cuda:0\"``).")
+def _py_call(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
+    from .pyfuncs import result_type
+    return [result_type(attrs.get("fn", ""), list(types))]
+
+
+# reads and may change lists and dicts: IMPURE keeps it in order
+_declare("py_call(Any... args, *, str fn) -> Any", _py_call, IMPURE,
+         doc="A builtin, ``math`` function or str/list/dict method by name (``fn=\"math.sqrt\"``"
+             "); the names and their result types are the table ``ir.ops.pyfuncs``.")
 _declare("str_len(str s) -> int", _unary("str_len", lambda t: IntType if t == StrType else None,
                                          IntType), doc="``len(s)`` of a str.")
 _declare("dim(Tensor self) -> int", _tensor_query(IntType))

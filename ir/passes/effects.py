@@ -26,7 +26,8 @@ def has_side_effects(node: Node) -> bool:
 
 # uses that may change a list, or hand it on to code that may (a loop carries it, a block
 # returns it, a call receives it)
-_LIST_WRITERS = frozenset({"sm::list_set", "sm::list_append", "sm::dict_set", Prim.LOOP,
+_LIST_WRITERS = frozenset({"sm::list_set", "sm::list_append", "sm::dict_set", "sm::py_call",
+                           Prim.LOOP,
                            Prim.RETURN, Prim.CALL_METHOD, Prim.CALL_FUNCTION, Prim.SET_ATTR,
                            Prim.IF})
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from scriptmod.ir.dtypes import BY_NAME
 from scriptmod.ir.errors import ShapeError
+from scriptmod.ir.ops.pyfuncs import call as call_named
 from scriptmod.ir.ops.script import PY_ARITH, PY_COMPARE
 from . import kernel
 from ..arrays import is_cupy
@@ -182,6 +183,7 @@ kernel("list_eq")(lambda xp, a, b: a == b)
 kernel("list_min")(lambda xp, lst: min(lst))
 kernel("list_max")(lambda xp, lst: max(lst))
 kernel("str_len")(lambda xp, s: len(s))
+kernel("py_call")(lambda xp, *args, fn: call_named(fn, args))
 kernel("dict_get")(lambda xp, d, k: d[k])
 kernel("dict_contains")(lambda xp, d, k: k in d)
 kernel("dict_len")(lambda xp, d: len(d))

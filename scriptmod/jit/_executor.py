@@ -386,7 +386,10 @@ def _arg_type(a: Any, declared: Type | None = None) -> Type | None:
     if isinstance(inner, (ListType,)) or type(inner).__name__ == "DictType":
         return inner if a is not None else declared
     if isinstance(a, (tuple, list)):
-        return TupleType(tuple(_arg_type(x) for x in a))  # type: ignore[misc]
+        # a scripted ``Tuple[int, float, str]`` types its items as declared
+        decl = inner.elements if isinstance(inner, TupleType) and len(inner.elements) == len(
+            a) else (None,) * len(a)
+        return TupleType(tuple(_arg_type(x, d) or d for x, d in zip(a, decl)))  # type: ignore
     if declared in (FloatType, BoolType) and type(a) in (int, float, bool):
         return declared
     return IntType if isinstance(a, int) else None
@@ -583,7 +586,7 @@ def _array_set_attr(obj: Any, name: str, value: Any) -> None:
         setattr(obj, name, value)
 
 
-_CONTAINER_OPS = ("list_", "dict_")
+_CONTAINER_OPS = ("list_", "dict_", "py_call")
 
 
 class TensorOps(OpHandler):

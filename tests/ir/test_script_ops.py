@@ -294,7 +294,7 @@ def test_flags() -> None:
     for name in SCRIPT_OPS:
         assert REGISTRY[name].has(NONDIFF), name
     impure = {n for n in SCRIPT_OPS if REGISTRY[n].has(IMPURE)}
-    assert impure == set(CONTAINER_OPS) | {"py_str", "py_format"}
+    assert impure == set(CONTAINER_OPS) | {"py_str", "py_format", "py_call"}
 
 
 def test_dce_keeps_list_mutations_and_cse_merges_only_pure_ops() -> None:

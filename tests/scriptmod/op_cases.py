@@ -772,6 +772,28 @@ case("list_eq", _rows(([1, 2], [1, 2]), ([1, 2], [1, 2, 3]), ([], []), ([1.0], [
                      (["a"], ["b"])), operator.eq, ("int64",), grad=False)
 case("list_min", _rows(([3, 1, 2],), ([2.5, -1.0],), (["b", "a"],)), min, ("int64",), grad=False)
 case("list_max", _rows(([3, 1, 2],), ([2.5, -1.0],), (["b", "a"],)), max, ("int64",), grad=False)
+def _py_call_samples(g: Gen) -> list[Sample]:
+    """A row of each kind of ``ir.ops.pyfuncs`` (math, builtin, str, list, dict)."""
+    rows = [((16,), "math.sqrt"), ((2.5,), "math.floor"), ((float("nan"),), "math.isnan"),
+            ((2.675, 2), "round"), (([1.5, 2.0],), "sum"),
+            (("a,b", ","), "str.split"), (("-", ["x", "y"]), "str.join"),
+            (([3, 1, 2],), "sorted"), (([1, 2, 3], 0), "list.pop"),
+            (({"a": 1}, "b", 7), "dict.get")]
+    return [Sample(f"{fn}{args!r}", copy.deepcopy(args), {"fn": fn}) for args, fn in rows]
+
+
+def _py_call_ref(*args: Any, fn: str) -> Any:
+    import builtins, math  # noqa: E401
+    args = copy.deepcopy(args)       # the reference runs first: it must not change the sample
+    if fn.startswith("math."):
+        return getattr(math, fn[5:])(*args)
+    if "." in fn:
+        kind, name = fn.split(".")
+        return getattr({"str": str, "list": list, "dict": dict}[kind], name)(*args)
+    return getattr(builtins, fn)(*args)
+
+
+case("py_call", _py_call_samples, _py_call_ref, ("int64",), grad=False)
 case("dict_construct", _rows(("a", 1, "b", 2), (1, "x", 2, "y"), ("a", 1, "a", 2)),
      lambda *kv: dict(zip(kv[0::2], kv[1::2])), ("int64",), grad=False)
 _D = {"a": 1, "b": 2}

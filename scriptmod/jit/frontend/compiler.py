@@ -29,6 +29,7 @@ from scriptmod.ir import schema as S
 from scriptmod.ir.builder import Builder, join_types
 from scriptmod.ir.dtypes import DType
 from scriptmod.ir.graph import Graph, Node, Prim, Value
+from scriptmod.ir.ops import pyfuncs
 from scriptmod.ir.types import (AnyType, BoolType, DictType, FloatType, IntType, ListType,
                                 ModuleType, NoneType, NumberType, OptionalType, StrType,
                                 TensorType, TupleType, Type)
@@ -996,6 +997,9 @@ class FunctionCompiler:
     def expr_Attribute(self, e: ast.Attribute) -> Sugared:
         base = self.expr(e.value)
         name = e.attr
+        if isinstance(base, PyObj) and type(base.obj) is str and (
+                f"str.{name}" in pyfuncs.PY_FUNCTIONS or name == "format"):
+            return Method(self.const(base.obj), name)         # ``", ".join(parts)``
         if isinstance(base, PyObj):
             try:
                 return self.python_value(getattr(base.obj, name), e)
@@ -1409,6 +1413,9 @@ class FunctionCompiler:
             return self.const(None)
         if obj in (len, int, float, bool, str, abs, min, max, isinstance, range):
             return self.call_builtin(obj, e)
+        if id(obj) in pyfuncs.BY_OBJECT:              # math.sqrt, round, sum, sorted, ...
+            args, kwargs = self.args_of(e)
+            return self.py_call(pyfuncs.BY_OBJECT[id(obj)], args, kwargs, e)
         if obj is Device:                             # ``sm.device("cpu")``: a constant
             args, kwargs = self.args_of(e)
             known = [self.static_value(a) for a in args]
@@ -1540,14 +1547,30 @@ class FunctionCompiler:
                     raise self.error(f"cannot append a {item.type!r} to a {t!r}", e)
                 self.op("list_append", obj, item, node=e)
                 return self.const(None)
+            if m.name in ("extend", "insert") and t.element == AnyType and args:
+                item = self.value(args[-1], e)         # ``xs = []`` then extend/insert
+                it = item.type.element if m.name == "extend" and isinstance(
+                    item.type, ListType) else item.type
+                if it != AnyType:
+                    _refine_list(obj, ListType(it))
+            if f"list.{m.name}" in pyfuncs.PY_FUNCTIONS:
+                return self.py_call(f"list.{m.name}", [obj] + args, kwargs, e)
             raise self.error(f"list.{m.name}() is not supported in scripted code", e)
         if type(t).__name__ == "DictType":
             names = {"keys": "dict_keys", "values": "dict_values", "items": "dict_items"}
             if m.name in names and not args:
                 return self.op(names[m.name], obj, node=e)
-            if m.name == "get" and len(args) in (1, 2):
-                raise self.error("dict.get() is not supported yet; use 'k in d' and d[k]", e)
+            if f"dict.{m.name}" in pyfuncs.PY_FUNCTIONS:
+                return self.py_call(f"dict.{m.name}", [obj] + args, kwargs, e)
             raise self.error(f"dict.{m.name}() is not supported in scripted code", e)
+        if t == StrType:
+            if m.name == "format":
+                if kwargs:
+                    raise self.error("str.format() takes positional arguments here", e)
+                vals = [self.value(a, e) for a in args]
+                return self.op("py_format", obj, *vals, node=e)
+            if f"str.{m.name}" in pyfuncs.PY_FUNCTIONS:
+                return self.py_call(f"str.{m.name}", [obj] + args, kwargs, e)
         if isinstance(t, TensorType):
             if m.name in ("size",) and len(args) == 1 and not kwargs:
                 d = self.static_value(args[0])
@@ -1566,8 +1589,34 @@ class FunctionCompiler:
             if getattr(Tensor, m.name, None) is None:
                 raise self.error(f"Tensor has no method {m.name!r}", e)
             return self.library_call(f"Tensor.{m.name}", [obj] + args, kwargs, e,
-                                     _result_type(m.name))
+                                     _result_type(m.name, args, kwargs))
         raise self.error(f"a {t!r} has no method {m.name!r} in scripted code", e)
+
+    def py_call(self, name: str, args: list[Sugared], kwargs: dict[str, Sugared],
+                e: ast.Call) -> Sugared:
+        """A row of ``ir.ops.pyfuncs`` (a builtin, ``math`` function or str/list/dict
+        method) as one ``py_call`` op; its keywords bind by the row's parameter names."""
+        names = _PY_KEYWORDS.get(name, ())
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise self.error(f"{name}() got unexpected keyword argument(s) {sorted(unknown)}", e)
+        if kwargs:
+            fixed = len(args)
+            args = list(args)
+            for k in names:
+                if k in kwargs:
+                    while len(args) < fixed + names.index(k):
+                        args.append(PyObj(_PY_DEFAULTS[names[len(args) - fixed]]))
+                    args.append(kwargs[k])
+        vals = [self.value(a, e) for a in args]
+        try:
+            result = pyfuncs.result_type(name, [v.type for v in vals])
+        except TypeError as err:
+            raise self.error(str(err), e) from None
+        out = self.op("py_call", *vals, fn=name, node=e)
+        if out.type != result:
+            out.type = result
+        return out
 
     def call_library(self, name: str, e: ast.Call) -> Sugared:
         args, kwargs = self.args_of(e)
@@ -1575,7 +1624,7 @@ class FunctionCompiler:
         if short in UNARY_METHODS and len(args) == 1 and not kwargs and isinstance(
                 args[0], Value) and isinstance(args[0].type, TensorType):
             return self.op(short, args[0], node=e)
-        return self.library_call(name, args, kwargs, e, _result_type(short))
+        return self.library_call(name, args, kwargs, e, _result_type(short, args[1:], kwargs))
 
     def library_call(self, name: str, args: list[Sugared], kwargs: dict[str, Sugared],
                      e: ast.AST, result: Type, method: str | None = None) -> Value:
@@ -1909,6 +1958,14 @@ def _pyname(obj: Any) -> str:
         type(obj).__name__
 
 
+# keyword parameters of ``ir.ops.pyfuncs`` rows (after the positional ones), with defaults
+_PY_KEYWORDS = {"sorted": ("reverse",), "list.sort": ("reverse",),
+                "str.split": ("sep", "maxsplit")}
+_PY_DEFAULTS = {"reverse": False, "sep": None, "maxsplit": -1}
+
+_PAIR_RESULTS = frozenset({"sort", "topk", "kthvalue", "mode", "var_mean", "std_mean",
+                           "aminmax", "cummax", "cummin", "frexp", "slogdet"})
+_PAIR_WITH_DIM = frozenset({"max", "min", "median", "nanmedian"})
 _LIST_RESULTS = frozenset({"chunk", "split", "unbind", "tensor_split", "split_with_sizes"})
 _INT_RESULTS = frozenset({"dim", "numel", "ndimension", "nelement", "element_size",
                           "get_device"})
@@ -1928,9 +1985,19 @@ def _layer_result(module: Any, method: str) -> Type:
         return TensorType()
 
 
-def _result_type(name: str) -> Type:
+def _result_type(name: str, rest: list[Any] | None = None,
+                 kwargs: dict[str, Any] | None = None) -> Type:
     """What a library call returns, as far as the frontend must know before expansion
-    (the rest is a tensor; expansion gives the precise type)."""
+    (the rest is a tensor; expansion gives the precise type). ``rest``: the arguments after
+    the tensor (``x.max(1)`` and ``sm.max(x, dim=1)`` give (values, indices), ``x.max(y)``
+    a tensor)."""
+    pair = TupleType((TensorType(), TensorType()))
+    if name in _PAIR_RESULTS:
+        return pair
+    if name in _PAIR_WITH_DIM and ("dim" in (kwargs or {}) or (rest and isinstance(
+            rest[0], Value) and rest[0].type in (IntType, BoolType)) or (
+            rest and isinstance(rest[0], PyObj) and type(rest[0].obj) is int)):
+        return pair
     if name in _LIST_RESULTS:
         return ListType(TensorType())
     if name in _INT_RESULTS:

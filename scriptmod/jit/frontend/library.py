@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_node, known_value
-from scriptmod.ir.types import ListType, ModuleType, TensorType, TupleType, Type
+from scriptmod.ir.types import BoolType, ListType, ModuleType, TensorType, TupleType, Type
 from scriptmod.tensor import Tensor
 from .errors import FrontendError
 
@@ -95,9 +95,12 @@ def expand_call(node: Node, owner: Any) -> list[Node]:
         return _splice_function(node, fn, args, kwargs, tensors, where)
     except _Refused as e:
         return _raise_instead(node, e.original)
+    except _UnknownBool as e:
+        if node.attrs.get("split", 0) < _MAX_SPLITS:
+            return _split_on(node, e.value)
+        node.attrs["runtime"] = str(e)
+        return []
     except FrontendError as e:
-        if node.attrs.get("method"):
-            return _raise_instead(node, e)
         # an argument known only at run time (a list filled by a loop, an int computed
         # from data, a tensor whose shape depends on a branch): the call stays and runs the
         # eager function on the values when it is reached (``call_library``)
@@ -105,6 +108,41 @@ def expand_call(node: Node, owner: Any) -> list[Node]:
         from scriptmod.ir.log import log                  # noqa: PLC0415
         log("script", f"{node.attrs['name']} runs as a Python call when reached: {e}")
         return []
+
+
+class _UnknownBool(FrontendError):
+    """A bool argument known only at run time (``training=self.training``): the call is
+    expanded once for each value, under a ``prim::If`` on it (``_split_on``)."""
+
+    def __init__(self, message: str, value: Value) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+_MAX_SPLITS = 2        # bools per call split this way (each doubles the code)
+
+
+def _split_on(node: Node, cond: Value) -> list[Node]:
+    """``f(..., flag)`` -> ``f(..., True) if flag else f(..., False)``: each branch holds a
+    copy of the call with the flag a constant, expanded when typing reaches it."""
+    from scriptmod.ir.builder import Builder           # noqa: PLC0415
+    b = Builder(node.graph, source=node.source)
+
+    def branch(flag: bool) -> Any:
+        def build() -> list[Value]:
+            c = b.constant(flag)
+            env = {cond: c}
+            copy = clone_node(node, node.graph, env)
+            copy.attrs["split"] = node.attrs.get("split", 0) + 1
+            b.insert(copy)
+            return [copy.output]
+        return build
+    with b.insert_before(node):
+        (out,) = b.if_(cond, branch(True), branch(False))
+    node.output.replace_all_uses_with(out)
+    made = [out.node]
+    node.destroy()
+    return made
 
 
 class _Refused(Exception):
@@ -162,6 +200,8 @@ def _call_arguments(node: Node, where: str) -> tuple[list, dict, dict[Value, Ten
 
 def _known(v: Value, where: str) -> Any:
     value = known_value(v)
+    if value is None and v.type == BoolType and v.node.kind != Prim.CONSTANT:
+        raise _UnknownBool(f"{where}: the bool argument is known only at run time", v)
     if value is None and not (v.node.kind == Prim.CONSTANT and v.node.attrs.get("value") is None):
         raise FrontendError(f"{where}: a library call's non-tensor argument must be known when "
                             f"the specialization is built (a constant, or a size of an input); "
@@ -459,14 +499,23 @@ def call_python(node: Node, args: list, raw: bool) -> Any:
 
 def _call_library(node: Node, args: list, raw: bool) -> Any:
     from scriptmod.tensor import unwrap_tree, wrap_tree   # noqa: PLC0415
-    fn = resolve(node.attrs["name"])
     values = [wrap_tree(a) for a in args] if raw else args
 
     def arg(entry: Any) -> Any:
         kind, payload = entry
         return payload if kind == "c" else values[payload]
-    out = fn(*[arg(e) for e in node.attrs.get("args", [])],
-             **{k: arg(e) for k, e in node.attrs.get("kwargs", [])})
+    pos = [arg(e) for e in node.attrs.get("args", [])]
+    if node.attrs.get("method"):
+        # a layer's method: the value is the scripted shell of the layer (in this process
+        # or rebuilt from an archive); its ``LayerRef`` gives the eager layer
+        shell = pos.pop(0)
+        ref = getattr(shell, "__dict__", {}).get("_layer")
+        if ref is None or not is_builtin_layer(layer := ref.instance(shell)):
+            raise FrontendError(f"{node.attrs['name']}: not a built-in layer")
+        fn: Callable[..., Any] = getattr(layer, node.attrs["method"])
+    else:
+        fn = resolve(node.attrs["name"])
+    out = fn(*pos, **{k: arg(e) for k, e in node.attrs.get("kwargs", [])})
     if isinstance(out, tuple) and isinstance(node.output.type, ListType):
         out = list(out)
     return unwrap_tree(out) if raw else out

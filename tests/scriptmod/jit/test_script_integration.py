@@ -242,3 +242,40 @@ def test_gradients_flow_through_lists_and_run_time_library_calls(limit: float) -
     with sm.no_grad():
         np.testing.assert_allclose(s(x, limit).numpy(), m(x, limit).numpy(), rtol=1e-5,
                                    atol=1e-6)
+
+
+class RunTimeShapes(nn.Module):
+    """Layers fed a tensor whose shape is known only when the call runs (cat of a list a
+    loop fills): the layer calls run as Python calls of the eager layer, also after loading
+    the archive, and gradients reach their parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x: Tensor, n: int) -> Tensor:
+        outs: List[Tensor] = []
+        for i in range(n):
+            outs.append(x * float(i + 1))
+        return self.norm(self.fc(sm.cat(outs, 0)))
+
+
+def test_layers_on_tensors_shaped_at_run_time(tmp_path) -> None:
+    sm.manual_seed(0)
+    m = RunTimeShapes()
+    s = sm.jit.script(m)
+    x = sm.randn(2, 4)
+    path = tmp_path / "m.smod"
+    s.save(str(path))
+    loaded = sm.jit.load(str(path))
+    with sm.no_grad():
+        for n in (1, 3):
+            want = m(x, n).numpy()
+            np.testing.assert_allclose(s(x, n).numpy(), want, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(loaded(x, n).numpy(), want, rtol=1e-5, atol=1e-6)
+    s(x, 3).sum().backward()
+    got = m.fc.weight.grad.numpy().copy()
+    m.zero_grad()
+    m(x, 3).sum().backward()
+    np.testing.assert_allclose(got, m.fc.weight.grad.numpy(), rtol=1e-5, atol=1e-6)

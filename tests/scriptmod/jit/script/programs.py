@@ -5,6 +5,7 @@ modules, and ``BUG_CASES``/``MODULE_BUG_CASES``: programs the frontend gets wron
 a strict xfail in test_corpus.py whose reason names the bug."""
 from __future__ import annotations
 
+import math
 from typing import Callable, Dict, List, Optional, Tuple
 
 import scriptmod as sm
@@ -1125,6 +1126,134 @@ def enumerate_from(xs: List[float], start: int) -> float:
         acc += i * v
     return acc
 
+
+# ---- builtins, math, and the methods of str, list and dict (ir.ops.pyfuncs) -------------
+
+def math_functions(x: Tensor, d: int, f: float) -> Tensor:
+    s = math.sqrt(d) + math.log(f) + math.log(8.0, 2.0) + math.exp(-f) + math.pow(f, 2.0)
+    k = math.floor(f) + math.ceil(f) + math.trunc(-f) + math.gcd(d, 6)
+    ok = math.isfinite(s) and not math.isnan(f)
+    return x / math.sqrt(d) + s + k + math.pi + math.atan2(1.0, f) + int(ok)
+
+
+def rounding(a: float, b: int) -> Tuple[int, float, int, int, float]:
+    q, r = divmod(b, 3)
+    return round(a), round(a, 1), q, r, divmod(a, 0.75)[1]
+
+
+def list_methods(n: int) -> List[int]:
+    xs: List[int] = []
+    for i in range(n):
+        xs.append(i * 3 % 5)
+    xs.extend([10, 11])
+    xs.insert(1, -1)
+    last = xs.pop()
+    first = xs.pop(0)
+    xs.reverse()
+    if 10 in xs:
+        xs.remove(10)
+    xs.append(last + first + xs.count(1) + xs.index(-1))
+    ys = sorted(xs, reverse=True)
+    xs.sort()
+    zs = xs.copy()
+    zs.clear()
+    return xs + ys + zs + [sum(xs), len(zs), int(any([v > 3 for v in xs])),
+                           int(all([v > -5 for v in xs]))]
+
+
+def float_list_sum(xs: List[float]) -> float:
+    return sum(xs) + float(max(len(xs), 1))
+
+
+def dict_methods(n: int, key: str) -> Tuple[int, Optional[int], int]:
+    d: Dict[str, int] = {"a": 1, "b": n}
+    v = d.get("c", 5) + d.get("a", 0)
+    maybe = d.get(key)
+    for k, val in d.items():
+        v += val + len(k)
+    d.update({"z": 26})
+    p = d.pop("a")
+    q = d.pop("missing", -1)
+    d.clear()
+    return v + p + q, maybe, len(d)
+
+
+def str_methods(s: str, n: int) -> str:
+    t = s.upper() + s.lower() + str(n) + s.strip() + s.replace("a", "o") + s.title()
+    if t.startswith("A") or t.endswith("1") or s.isdigit():
+        t = t + "!"
+    parts = "a,b,,c".split(",")
+    words = s.split()
+    return (t + "-".join(parts) + "|".join(words) + "{}:{}".format(n, s) + s.zfill(8)
+            + str(s.find("b")) + str(s.count("a")) + s.center(9, "*"))
+
+
+def mixed_tuple(t: Tuple[int, float, str], x: Tensor) -> Tensor:
+    return x * t[0] + t[1] + len(t[2])
+
+
+def values_and_indices(x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    v, i = x.max(dim=1)
+    w, j = sm.min(x, 0)
+    return v, i, w + x.max(), j
+
+
+def scaled_attention(q: Tensor, k: Tensor, mask: Optional[Tensor]) -> Tensor:
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+    return F.softmax(scores, dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    """A GPT-style attention block as users write it: shapes unpacked from x.shape, a
+    causal-mask buffer sliced to the sequence length, math.sqrt, dropout by self.training."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.proj = nn.Linear(8, 8)
+        self.heads = 2
+        self.p = 0.0          # dropout runs in training mode, deterministically
+        self.register_buffer("mask", sm.tril(sm.ones(16, 16)).view(1, 1, 16, 16))
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        hs = C // self.heads
+        q = q.view(B, T, self.heads, hs).transpose(1, 2)
+        k = k.view(B, T, self.heads, hs).transpose(1, 2)
+        v = v.view(B, T, self.heads, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = F.dropout(F.softmax(att, dim=-1), p=self.p, training=self.training)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+def flag_argument(x: Tensor, flag: bool, scale: float) -> Tensor:
+    # a bool known only at run time: the call is expanded for each value under an If
+    y = F.dropout(x, p=0.0, training=flag)
+    return F.leaky_relu(y, negative_slope=scale, inplace=flag and scale > 0.5)
+
+
+CASES += [
+    (flag_argument, [(X23, True, 0.1), (X23, False, 0.9), (X4, True, 0.7)]),
+    (math_functions, [(X4, 4, 2.5), (X23, 9, 0.5)]),
+    (rounding, [(2.5, 7), (-3.75, -8), (0.05, 0)]),
+    (list_methods, [(0,), (4,), (7,)]),
+    (float_list_sum, [([1.0, 2.5],), ([],)]),
+    (dict_methods, [(3, "a"), (0, "zz")]),
+    (str_methods, [("Abc a ", 1), ("123", 0), ("", 11)]),
+    (mixed_tuple, [((2, 1.5, "ab"), X4), ((0, -1.0, ""), X23)]),
+    (values_and_indices, [(X34,), (X23,)]),
+    (scaled_attention, [(tensor(2, 3, 4, seed=20), tensor(2, 3, 4, seed=21), sm.tril(
+        sm.ones(3, 3))), (tensor(2, 3, 4, seed=20), tensor(2, 3, 4, seed=21), None)]),
+]
+MODULE_CASES += [
+    ("CausalSelfAttention", lambda: _seeded(CausalSelfAttention)().eval(),
+     [(tensor(2, 5, 8, seed=22),), (tensor(1, 16, 8, seed=23),), (tensor(3, 1, 8, seed=24),)]),
+]
 
 CASES += [
     (enumerate_from, [([1.0, 2.0], 3), ([], 0), ([0.5], -2)]),
