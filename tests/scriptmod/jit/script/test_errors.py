@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 from typing import Any, Callable, List
 
 import numpy as np
@@ -234,6 +235,31 @@ def store_through_chained_index(x):
     return y
 
 
+def reads_requires_grad(x):
+    if x.requires_grad:
+        return x
+    return x + 1
+
+
+def returns_item_as_int(x) -> int:
+    return x.sum().item()
+
+
+def math_of_a_list(xs: List[float]) -> float:
+    return math.sqrt(xs)
+
+
+class ZipModulesAndList(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(2, 2)])
+
+    def forward(self, x, scales: List[float]):
+        for layer, s in zip(self.layers, scales):
+            x = layer(x) * s
+        return x
+
+
 class ListAttribute(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -335,6 +361,18 @@ GOLDEN: list[tuple[str, Callable[[], Any], str, str]] = [
     ("store-into-a-named-view", lambda: store_into_a_named_view, _SHARED_STORE, "row[0]"),
     ("store-through-chained-index", lambda: store_through_chained_index, _SHARED_STORE,
      "y[0][1]"),
+    ("requires-grad", lambda: reads_requires_grad,
+     "Tensor.requires_grad is not supported in scripted code (autograd state is not visible "
+     "to scripted code)", "x.requires_grad"),
+    ("item-returned-as-int", lambda: returns_item_as_int,
+     "function 'returns_item_as_int' is annotated to return int but returns Scalar "
+     "(Tensor.item() gives a Scalar, as in TorchScript: convert it with int() or float())",
+     "return x.sum().item()"),
+    ("math-of-a-list", lambda: math_of_a_list,
+     "math.sqrt(): expected a real number, got float[]", "math.sqrt(xs)"),
+    ("zip-modules-and-a-list", lambda: ZipModulesAndList(),
+     "zip() over modules and a float[]: only modules and tuples can be unrolled together",
+     "scales"),
     ("module-list-attribute", lambda: ListAttribute(),
      "module attribute 'items' is a list; scripted code reads parameters, buffers, submodules "
      "and int/float/bool/str constants", "self.items"),
