@@ -1662,21 +1662,6 @@ class FunctionCompiler:
                                      method=method)
         args = self.bind_method(ref, method, args, kwargs, e)
         vals = [self.value(a, e) for a in args]
-        if library.is_container(ref.module):
-            from scriptmod.nn import Sequential
-            if not isinstance(ref.module, Sequential) or method != "forward":
-                raise self.error(f"a {type(ref.module).__name__} cannot be called; iterate "
-                                 f"over it", e)
-            if len(vals) != 1:
-                raise self.error("a Sequential takes one argument", e)
-            out: Sugared = vals[0]
-            for name, child in ref.module._modules.items():
-                if child is None:
-                    continue
-                sub = ModuleRef(self.b.get_attr(ref.value, name, self.module_type(child)),
-                                child)
-                out = self.call_module_values(sub, "forward", [self.value(out, e)], e)
-            return out
         return self.call_module_values(ref, method, vals, e)
 
     def bind_method(self, ref: ModuleRef, method: str, args: list[Sugared],
@@ -1707,7 +1692,22 @@ class FunctionCompiler:
                            e: ast.AST) -> Sugared:
         if library.is_builtin_layer(ref.module) or "_layer" in ref.module.__dict__:
             return self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + vals, {},
-                                     e, TensorType(), method=method)
+                                     e, _layer_result(ref.module, method), method=method)
+        if library.is_container(ref.module):            # a Sequential, also nested: unrolled
+            from scriptmod.nn import Sequential
+            if not isinstance(ref.module, Sequential) or method != "forward":
+                raise self.error(f"a {type(ref.module).__name__} cannot be called; iterate "
+                                 f"over it", e)
+            if len(vals) != 1:
+                raise self.error("a Sequential takes one argument", e)
+            out: Sugared = vals[0]
+            for name, child in ref.module._modules.items():
+                if child is None:
+                    continue
+                sub = ModuleRef(self.b.get_attr(ref.value, name, self.module_type(child)),
+                                child)
+                out = self.call_module_values(sub, "forward", [self.value(out, e)], e)
+            return out
         assert self.ctx.method_graph is not None
         key = f"{type(ref.module).__qualname__}.{method}"
         if key in self.ctx.stack:

@@ -1237,7 +1237,35 @@ def flag_argument(x: Tensor, flag: bool, scale: float) -> Tensor:
     return F.leaky_relu(y, negative_slope=scale, inplace=flag and scale > 0.5)
 
 
+class NestedSequential(nn.Module):
+    """A Sequential of Sequentials (each unrolled), a residual and an Optional mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+                                      for _ in range(2)])
+        self.ln = nn.LayerNorm(4)
+
+    def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+        h = self.blocks(x) + x
+        if mask is not None:
+            h = h * mask.unsqueeze(-1)
+        return self.ln(h)
+
+
+def sizes_from_data(x: Tensor, n: int, dims: Optional[List[int]] = None) -> Tensor:
+    a = sm.arange(n) + sm.zeros(n) + sm.full((n,), 2.0)      # factories of a run-time size
+    if dims is not None:
+        for d in dims:
+            x = x.sum(d, keepdim=True)
+    return a.sum() + x
+
+
+MODULE_CASES += [
+    ("NestedSequential", _seeded(NestedSequential), [(X34,), (X34, tensor(3, seed=25))]),
+]
 CASES += [
+    (sizes_from_data, [(X34, 4, None), (X34, 1, [1]), (X34, 0, [0, 1])]),
     (flag_argument, [(X23, True, 0.1), (X23, False, 0.9), (X4, True, 0.7)]),
     (math_functions, [(X4, 4, 2.5), (X23, 9, 0.5)]),
     (rounding, [(2.5, 7), (-3.75, -8), (0.05, 0)]),
