@@ -254,6 +254,8 @@ _ROWS: dict[str, tuple[Callable[..., Any], Callable[[str], Rule]]] = {
     **{f"str.{n}": (getattr(str, n), _str(StrType, (2, 3))) for n in ("center", "ljust",
                                                                       "rjust")},
     "str.zfill": (str.zfill, _str(StrType, (2,))),
+    "str.getitem": (str.__getitem__, _str(StrType, (2,))),
+    "str.slice": (lambda s, a, b, c: s[a:b:c], _str(StrType, (4,))),
 }
 PY_FUNCTIONS: dict[str, tuple[Callable[..., Any], Rule]] = {
     name: (fn, make(name)) for name, (fn, make) in _ROWS.items()}

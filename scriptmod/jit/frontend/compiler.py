@@ -1107,18 +1107,24 @@ class FunctionCompiler:
         return out
 
     def expr_ListComp(self, e: ast.ListComp) -> Sugared:
-        if len(e.generators) != 1 or e.generators[0].ifs or e.generators[0].is_async:
-            raise self.error("only simple list comprehensions ([f(x) for x in xs]) are "
-                             "supported", e)
-        gen = e.generators[0]
+        """``[f(x, y) for x in xs if p(x) for y in ys]`` as the loops Python runs: nested
+        ``for`` statements, each ``if`` around what follows it, appending to a fresh list."""
+        if any(g.is_async for g in e.generators):
+            raise self.error("async comprehensions are not supported", e)
         out = self.fresh_list(self.b.list_([], AnyType), e)
         tmp = f"$comp{id(e)}"
         self.env[tmp] = out
-        loop = ast.For(target=gen.target, iter=gen.iter, orelse=[], body=[ast.Expr(
-            value=ast.Call(func=ast.Attribute(value=ast.Name(id=tmp, ctx=ast.Load()),
-                                              attr="append", ctx=ast.Load()),
-                           args=[e.elt], keywords=[]))])
-        ast.copy_location(loop, e)
+        body: list[ast.stmt] = [ast.Expr(value=ast.Call(
+            func=ast.Attribute(value=ast.Name(id=tmp, ctx=ast.Load()), attr="append",
+                               ctx=ast.Load()), args=[e.elt], keywords=[]))]
+        for gen in reversed(e.generators):
+            for cond in reversed(gen.ifs):
+                body = [ast.If(test=cond, body=body, orelse=[])]
+            body = [ast.For(target=gen.target, iter=gen.iter, orelse=[], body=body)]
+        (loop,) = body
+        for n in ast.walk(loop):
+            if not hasattr(n, "lineno"):
+                ast.copy_location(n, e)
         ast.fix_missing_locations(loop)
         self.stmt_For(loop)
         res = self.env.pop(tmp)
@@ -1320,6 +1326,12 @@ class FunctionCompiler:
             return out
         if type(t).__name__ == "DictType":
             return self.op("dict_get", val, self.value(self.expr(e.slice), e.slice), node=e)
+        if t == StrType:                                  # s[i], s[a:b:c]
+            if isinstance(e.slice, ast.Slice):
+                parts = [PyObj(None) if p is None else self.expr(p)
+                         for p in (e.slice.lower, e.slice.upper, e.slice.step)]
+                return self.py_call("str.slice", [val] + parts, {}, e)
+            return self.py_call("str.getitem", [val, self.expr(e.slice)], {}, e)
         raise self.error(f"cannot index a {t!r}", e)
 
     def static_value(self, v: Sugared) -> Any:

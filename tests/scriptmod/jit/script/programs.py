@@ -1261,10 +1261,27 @@ def sizes_from_data(x: Tensor, n: int, dims: Optional[List[int]] = None) -> Tens
     return a.sum() + x
 
 
+def str_indexing(n: int, s: str) -> str:
+    out = ""
+    for i in range(n):
+        out += str(i) + ","
+    head = s[0] if len(s) > 0 else "?"
+    return (out[:-1] if len(out) > 0 else out) + head + s[::-1] + s[1:3] + s[-1:]
+
+
+def filtered_comprehensions(xs: List[int], x: Tensor) -> Tuple[List[int], List[int], Tensor]:
+    evens = [v * 2 for v in xs if v > 0 if v % 2 == 0]
+    pairs = [a * 10 + b for a in xs if a >= 0 for b in range(a)]
+    rows = sm.stack([x[i] * i for i in range(x.size(0)) if i != 1])
+    return evens, pairs, rows
+
+
 MODULE_CASES += [
     ("NestedSequential", _seeded(NestedSequential), [(X34,), (X34, tensor(3, seed=25))]),
 ]
 CASES += [
+    (str_indexing, [(3, "hello"), (0, "a"), (2, "")]),
+    (filtered_comprehensions, [([1, 2, -4, 4, 3], X34), ([], X34)]),
     (sizes_from_data, [(X34, 4, None), (X34, 1, [1]), (X34, 0, [0, 1])]),
     (flag_argument, [(X23, True, 0.1), (X23, False, 0.9), (X4, True, 0.7)]),
     (math_functions, [(X4, 4, 2.5), (X23, 9, 0.5)]),
