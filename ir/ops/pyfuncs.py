@@ -21,15 +21,12 @@ import builtins
 import math
 from typing import Any, Callable, Sequence
 
-from ..types import (AnyType, BoolType, ComplexType, DictType, FloatType, IntType, ListType,
-                     NoneType, NumberType, OptionalType, StrType, TensorType, TupleType, Type)
+from ..types import (AnyType, BoolType, DictType, FloatType, IntType, ListType, NoneType,
+                     NumberType, OptionalType, StrType, TensorType, TupleType, Type)
+from .script import _element as _list_element, _strip
 
 Rule = Callable[[Sequence[Type]], Type]
 _REAL = (BoolType, IntType, FloatType)
-
-
-def _strip(t: Type) -> Type:
-    return t.element if isinstance(t, OptionalType) else t
 
 
 def _real(types: Sequence[Type], name: str) -> None:
@@ -82,12 +79,7 @@ def _divmod(name: str) -> Rule:
 
 
 def _element(t: Type, name: str) -> Type:
-    t = _strip(t)
-    if t == AnyType:
-        return AnyType
-    if not isinstance(t, ListType):
-        raise TypeError(f"{name}(): expected a list, got {t!r}")
-    return t.element
+    return _list_element(t, f"{name}()")
 
 
 def _of_list(result: Callable[[Type, Sequence[Type], str], Type],
@@ -106,8 +98,9 @@ def _of_list(result: Callable[[Type, Sequence[Type], str], Type],
 def _sum_rule(elem: Type, types: Sequence[Type], name: str) -> Type:
     if _strip(elem) not in _REAL + (NumberType, AnyType):
         raise TypeError(f"sum() of a {elem!r}[]: the items must be numbers")
-    return FloatType if elem == FloatType else NumberType if elem != IntType and \
-        elem != BoolType else IntType
+    if elem in (BoolType, IntType):
+        return IntType                          # sum([True, 2]) and sum([]) are ints
+    return FloatType if elem == FloatType else NumberType
 
 
 def _str(result: Type, arity: tuple[int, ...], args: Type | None = StrType) -> Callable[[str], Rule]:

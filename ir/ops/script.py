@@ -33,7 +33,7 @@ import operator
 from typing import Any, Callable, Sequence
 
 from . import rules as R
-from ..graph import PLAIN_VALUE_RULES, VALUE_RULES
+from ..graph import PLAIN_VALUE_RULES
 from ..schema import IMPURE, NONDIFF, TypeRule, op
 from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DeviceType, DictType,
                      DTypeType, FloatType,
@@ -52,9 +52,8 @@ _SYMBOLS = {"py_add": "+", "py_sub": "-", "py_mul": "*", "py_truediv": "/", "py_
             "py_mod": "%", "py_pow": "**", "py_eq": "==", "py_ne": "!=", "py_lt": "<",
             "py_le": "<=", "py_gt": ">", "py_ge": ">="}
 
-# sizes computed with these ops are known before folding, as with the ``int_*`` ops
-VALUE_RULES.update({f"sm::{n}": fn for n, fn in {**PY_ARITH, **PY_COMPARE}.items()
-                    if n not in ("py_truediv", "py_pow")})
+# values computed with these ops from known ones (sizes, constants) are known before
+# folding, as with the ``int_*`` ops
 PLAIN_VALUE_RULES.update({f"sm::{n}": (lambda attrs, a, b, fn=fn: fn(a, b))
                           for n, fn in {**PY_ARITH, **PY_COMPARE}.items()})
 PLAIN_VALUE_RULES.update({

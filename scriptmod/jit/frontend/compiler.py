@@ -1621,14 +1621,11 @@ class FunctionCompiler:
                         args.append(PyObj(_PY_DEFAULTS[names[len(args) - fixed]]))
                     args.append(kwargs[k])
         vals = [self.value(a, e) for a in args]
-        try:
-            result = pyfuncs.result_type(name, [v.type for v in vals])
+        try:                          # the row's own message, not prefixed by the op's name
+            pyfuncs.result_type(name, [v.type for v in vals])
         except TypeError as err:
             raise self.error(str(err), e) from None
-        out = self.op("py_call", *vals, fn=name, node=e)
-        if out.type != result:
-            out.type = result
-        return out
+        return self.op("py_call", *vals, fn=name, node=e)
 
     def call_library(self, name: str, e: ast.Call) -> Sugared:
         args, kwargs = self.args_of(e)
@@ -1669,9 +1666,7 @@ class FunctionCompiler:
         args, kwargs = self.args_of(e)
         if library.is_builtin_layer(ref.module) or "_layer" in ref.module.__dict__:
             # a layer's forward is traced per specialization: its keywords bind there
-            return self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + args,
-                                     kwargs, e, _layer_result(ref.module, method),
-                                     method=method)
+            return self.call_module_values(ref, method, args, e, kwargs)
         args = self.bind_method(ref, method, args, kwargs, e)
         vals = [self.value(a, e) for a in args]
         return self.call_module_values(ref, method, vals, e)
@@ -1700,11 +1695,14 @@ class FunctionCompiler:
                 out.append(PyObj(p.default))
         return out
 
-    def call_module_values(self, ref: ModuleRef, method: str, vals: list[Value],
-                           e: ast.AST) -> Sugared:
+    def call_module_values(self, ref: ModuleRef, method: str, vals: list[Sugared],
+                           e: ast.AST, kwargs: dict[str, Sugared] | None = None) -> Sugared:
+        """A module's method on bound arguments; a built-in layer takes its keywords as
+        given (they bind when its forward is traced)."""
         if library.is_builtin_layer(ref.module) or "_layer" in ref.module.__dict__:
-            return self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + vals, {},
-                                     e, _layer_result(ref.module, method), method=method)
+            return self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + vals,
+                                     kwargs or {}, e, _layer_result(ref.module, method),
+                                     method=method)
         if library.is_container(ref.module):            # a Sequential, also nested: unrolled
             from scriptmod.nn import Sequential
             if not isinstance(ref.module, Sequential) or method != "forward":
