@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from . import vmath
 from .emitter import Emitter, Num, V, compute_dtype
-from .kernel import Imm, KernelSpec
+from .kernel import Imm, KernelSpec, OpStep
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
 
@@ -376,11 +376,16 @@ def lower_steps(e: Emitter, spec: KernelSpec, inputs: Sequence[V]) -> list[V]:
     each converted to its ``out_dtype`` (compute type, half types already rounded)."""
     vals = [TV(v, s.dtype) for v, s in zip(inputs, spec.inputs)]
     for step in spec.ops:
-        fn = FORMULAS.get(step.op)
-        if fn is None:
-            raise NotImplementedError(f"codegen: no scalar formula for op {step.op!r}")
-        args = [TV(None, a.dtype, a.value) if isinstance(a, Imm) else vals[a] for a in step.args]
-        args = [TV(e.const(imm_value(a.imm, a.dt), compute_dtype(a.dt)), a.dt, a.imm)
-                if a.imm is not None else a for a in args]
-        vals.append(TV(fn(e, args, step.dtype, step.attrs), step.dtype))
+        vals.append(emit_step(e, step, vals))
     return [to(e, vals[o], d) for o, d in zip(spec.outputs, spec.out_dtypes)]
+
+
+def emit_step(e: Emitter, step: "OpStep", vals: Sequence[TV]) -> TV:
+    """One step's value, its ``Imm`` arguments made constants and the rest read from
+    ``vals`` (indexed by value number)."""
+    fn = FORMULAS.get(step.op)
+    if fn is None:
+        raise NotImplementedError(f"codegen: no scalar formula for op {step.op!r}")
+    args = [TV(e.const(imm_value(a.value, a.dtype), compute_dtype(a.dtype)), a.dtype, a.value)
+            if isinstance(a, Imm) else vals[a] for a in step.args]
+    return TV(fn(e, args, step.dtype, step.attrs), step.dtype)

@@ -21,6 +21,12 @@ A spec fresh from ``codegen.lower.lower_group`` has inputs of kind ``unknown`` (
 yet) and keeps the group's value types (``in_types``, ``in_names``, ``out_types``: guards and
 error messages read them; they are not part of ``text`` or ``key``).
 ``codegen.lower.plan_layout`` gives it a layout; only then can a renderer take it.
+
+A *row kernel* (``cols > 0``, from ``codegen.rows``) reduces its last ``cols`` dims: its
+index space is rows (the leading dims), each row a set of passes over the trailing dims
+(one dim once laid out). Its steps include ``row_sum``/``row_max``/``row_min``, whose value
+is one per row; ``per_row`` says, per output, whether it is stored once per row (a reduced
+value) or per element. ``start``/``end`` of its ABI count rows.
 """
 from __future__ import annotations
 
@@ -112,11 +118,14 @@ class KernelSpec:
     in_types: tuple[TensorType, ...] = ()
     in_names: tuple[str, ...] = ()
     out_types: tuple[TensorType, ...] = ()
+    cols: int = 0
+    per_row: tuple[bool, ...] = ()
 
     def __init__(self, inputs: Sequence[InputSpec], ops: Sequence[OpStep],
                  outputs: Sequence[int], out_dtypes: Sequence[DType], rank: int = 1, *,
                  in_types: Sequence[TensorType] = (), in_names: Sequence[str] = (),
-                 out_types: Sequence[TensorType] = ()) -> None:
+                 out_types: Sequence[TensorType] = (), cols: int = 0,
+                 per_row: Sequence[bool] = ()) -> None:
         object.__setattr__(self, "inputs", tuple(inputs))
         object.__setattr__(self, "ops", tuple(ops))
         object.__setattr__(self, "outputs", tuple(outputs))
@@ -125,17 +134,28 @@ class KernelSpec:
         object.__setattr__(self, "in_types", tuple(in_types))
         object.__setattr__(self, "in_names", tuple(in_names))
         object.__setattr__(self, "out_types", tuple(out_types))
+        object.__setattr__(self, "cols", int(cols))
+        object.__setattr__(self, "per_row", tuple(bool(p) for p in per_row))
         self.validate()
 
-    def with_layout(self, inputs: Sequence[InputSpec], rank: int) -> KernelSpec:
-        """The same kernel reading ``inputs`` (same dtypes, new kinds) over ``rank`` dims."""
+    def with_layout(self, inputs: Sequence[InputSpec], rank: int,
+                    cols: int | None = None) -> KernelSpec:
+        """The same kernel reading ``inputs`` (same dtypes, new kinds) over ``rank`` dims
+        (a row kernel's trailing ``cols`` dims merged into ``cols`` of them, default 1)."""
         if [s.dtype for s in inputs] != [s.dtype for s in self.inputs]:
             raise ValueError(f"with_layout: expected inputs of dtypes "
                              f"{[s.dtype.name for s in self.inputs]}, got "
                              f"{[s.dtype.name for s in inputs]}")
         return KernelSpec(inputs, self.ops, self.outputs, self.out_dtypes, rank,
                           in_types=self.in_types, in_names=self.in_names,
-                          out_types=self.out_types)
+                          out_types=self.out_types,
+                          cols=(1 if cols is None else cols) if self.cols else 0,
+                          per_row=self.per_row)
+
+    @property
+    def is_row(self) -> bool:
+        """Whether this is a row kernel (reduces its trailing ``cols`` dims)."""
+        return self.cols > 0
 
     @property
     def laid_out(self) -> bool:
@@ -164,6 +184,11 @@ class KernelSpec:
             raise ValueError("KernelSpec: one out_dtype per output expected")
         if self.rank < 0:
             raise ValueError(f"KernelSpec: rank must be >= 0, got {self.rank}")
+        if self.cols and not (0 < self.cols <= self.rank
+                              and len(self.per_row) == len(self.outputs)):
+            raise ValueError(f"KernelSpec: a row kernel needs 0 < cols <= rank and one "
+                             f"per_row flag per output, got cols={self.cols}, rank={self.rank}, "
+                             f"{len(self.per_row)} flag(s) for {len(self.outputs)} output(s)")
         for what, got, want in (("in_types", self.in_types, self.inputs),
                                 ("in_names", self.in_names, self.inputs),
                                 ("out_types", self.out_types, self.outputs)):
@@ -185,11 +210,12 @@ class KernelSpec:
         spec is frozen, and names, keys and hashes all read it)."""
         text = self.__dict__.get("_text")
         if text is None:
-            lines = [f"kernel rank={self.rank}"]
+            lines = [f"kernel rank={self.rank}" + (f" cols={self.cols}" if self.cols else "")]
             lines += [f"  %{i} = input {s.text()}" for i, s in enumerate(self.inputs)]
             base = len(self.inputs)
             lines += [f"  %{base + i} = {s.text()}" for i, s in enumerate(self.ops)]
-            outs = ", ".join(f"%{o}:{d.name}" for o, d in zip(self.outputs, self.out_dtypes))
+            outs = ", ".join(f"%{o}:{d.name}" + (":row" if self.per_row and self.per_row[j] else "")
+                             for j, (o, d) in enumerate(zip(self.outputs, self.out_dtypes)))
             text = "\n".join(lines + [f"  return {outs}"])
             object.__setattr__(self, "_text", text)
         return text

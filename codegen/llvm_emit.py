@@ -19,7 +19,8 @@ I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 PTR = ir.PointerType()
 _INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil",
               "trunc": "trunc", "rint": "roundeven", "copysign": "copysign",
-              "minnum": "minnum", "maxnum": "maxnum", "fma": "fmuladd"}
+              "minnum": "minnum", "maxnum": "maxnum",
+              "minimum": "minimum", "maximum": "maximum", "fma": "fmuladd"}
 _PRED = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -52,11 +53,14 @@ class _LoopID(ir.values.MDValue):
 
 
 def loop_hints(module: ir.Module, interleave: int | None = None,
-               unroll_vectorized: int | None = None) -> ir.values.MDValue:
+               unroll_vectorized: int | None = None, width: int | None = None
+               ) -> ir.values.MDValue:
     """Loop metadata: ask the vectorizer to interleave ``interleave`` vector iterations, and
     the unroller to unroll the vectorized loop ``unroll_vectorized`` times (the pipeline
     unrolls only loops that ask, see ``runtime.llvm_jit``; the scalar loop is left alone:
-    unrolling it first would keep it from vectorizing)."""
+    unrolling it first would keep it from vectorizing). ``width``: the vectorization factor
+    (LLVM otherwise sizes vectors for the widest type in the loop: a float64 accumulator
+    would halve a float32 loop)."""
     def md(*ops: ir.Value) -> ir.values.MDValue:
         return module.add_metadata(list(ops))
 
@@ -65,6 +69,8 @@ def loop_hints(module: ir.Module, interleave: int | None = None,
     hints = []
     if interleave is not None:
         hints.append(md(text("llvm.loop.interleave.count"), ir.Constant(I32, interleave)))
+    if width is not None:
+        hints.append(md(text("llvm.loop.vectorize.width"), ir.Constant(I32, width)))
     if unroll_vectorized is not None:
         count = md(text("llvm.loop.unroll.count"), ir.Constant(I32, unroll_vectorized))
         hints.append(md(text("llvm.loop.vectorize.followup_vectorized"), count))
@@ -73,9 +79,10 @@ def loop_hints(module: ir.Module, interleave: int | None = None,
 
 @contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
-              name: str = "i", interleave: int | None = None) -> Iterator[ir.Value]:
+              name: str = "i", interleave: int | None = None,
+              width: int | None = None) -> Iterator[ir.Value]:
     """``for i in range(start, stop)`` (signed i64); yields the induction variable.
-    ``interleave``: ask LLVM to interleave that many vector iterations (``loop_hints``)."""
+    ``interleave``/``width``: vectorizer hints (``loop_hints``)."""
     pre = b.block
     header = b.append_basic_block(f"{name}.header")
     body = b.append_basic_block(f"{name}.body")
@@ -89,8 +96,8 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
     yield phi
     phi.add_incoming(b.add(phi, ir.Constant(I64, 1), flags=["nsw"]), b.block)
     latch = b.branch(header)
-    if interleave:
-        latch.set_metadata("llvm.loop", loop_hints(b.module, interleave))
+    if interleave or width:
+        latch.set_metadata("llvm.loop", loop_hints(b.module, interleave, width=width))
     b.position_at_end(end)
 
 
@@ -109,6 +116,18 @@ def host_has_scalef() -> bool:
         return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
     except Exception:          # no native target: the generic form is always correct
         return False
+
+
+@lru_cache(maxsize=None)
+def host_vector_bits() -> int:
+    """The vector width LLVM uses for float loops on this host: 256 with AVX2 (AVX-512 hosts
+    too: LLVM prefers 256-bit vectors there), else 128."""
+    try:
+        import llvmlite.binding as llvm
+        llvm.initialize_native_target()
+        return 256 if "+avx2" in llvm.get_host_cpu_features().flatten().split(",") else 128
+    except Exception:
+        return 128
 
 
 class LLVMEmitter(Emitter):

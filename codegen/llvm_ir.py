@@ -59,7 +59,7 @@ class LLVMKernel:
 
 def kernel_name(spec: KernelSpec) -> str:
     """Stable symbol name of ``spec``'s kernel."""
-    return f"sm_ew_{spec.key()[:16]}"
+    return f"sm_{'row' if spec.is_row else 'ew'}_{spec.key()[:16]}"
 
 
 def render_llvm(spec: KernelSpec, name: str | None = None) -> LLVMKernel:
@@ -77,7 +77,11 @@ def render_llvm(spec: KernelSpec, name: str | None = None) -> LLVMKernel:
     body.attributes.add("alwaysinline")
     for arg in body.args[2:2 + n_ptrs]:
         arg.add_attribute("noalias")
-    _KernelBuilder(spec, body).build()
+    if spec.is_row:
+        from .llvm_rows import RowKernelBuilder
+        RowKernelBuilder(spec, body, LONG_OPS, INTERLEAVE).build()
+    else:
+        _KernelBuilder(spec, body).build()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR]), name=name)
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from scriptmod.ir import dtypes as D
+from scriptmod.ir import schema as S
 from scriptmod.ir.dtypes import DType
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.ops import rules as R
@@ -89,6 +90,12 @@ def lower_group(subgraph: Graph) -> KernelSpec:
     index: dict[Value, int] = {v: i for i, v in enumerate(subgraph.inputs)}
     consts: dict[Value, Any] = {}
     ops: list[OpStep] = []
+    rows = [n.op_name for n in subgraph.nodes if n.is_op and n.op_name not in FORMULAS
+            and S.REGISTRY[n.op_name].has(S.ROW)]
+    if rows:
+        raise NotImplementedError(f"fusion: a row group ({', '.join(rows)}) runs as a row "
+                                  f"kernel of a native program (codegen.rows), not as an "
+                                  f"elementwise kernel")
     for node in subgraph.nodes:
         if node.kind == Prim.CONSTANT:
             consts[node.output] = node.attrs.get("value")

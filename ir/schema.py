@@ -25,6 +25,9 @@ ELEMENTWISE = "elementwise"    # output[i] depends only on inputs[i] after broad
 UNARY = "unary"
 BINARY = "binary"
 REDUCTION = "reduction"
+ROW = "row"                    # computed per row of its trailing dims by one row kernel: a
+                               # reduction over the last dims, or a normalization along the
+                               # last dim (softmax); ``ir.passes.fuse_rows`` groups them
 COMMUTATIVE = "commutative"
 VIEW = "view"                  # output may alias the first input's storage
 IMPURE = "impure"              # random or otherwise not a pure function of its inputs

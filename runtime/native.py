@@ -324,6 +324,8 @@ class _Planner:
         if ins is None:
             return "a fusion group reading a value native code does not hold"
         out_shape = tuple(outs[0].shape)                            # type: ignore[union-attr]
+        if _has_row_ops(node):
+            return self._row_group(node, ins)
         if threads.get_num_threads() > 1 and _numel(out_shape) >= threads.MIN_SPLIT:
             try:                                   # its kernel compiles with the segments
                 self.fused_specs.append(_group_spec(node, ins, out_shape)[0])
@@ -337,6 +339,26 @@ class _Planner:
         for v in node.outputs:
             self._new(v, node)
         self.steps[node] = ("kernel", spec, meta, _numel(out_shape))
+        return None
+
+    def _row_group(self, node: Node, ins: list[Layout]) -> str | None:
+        """A fusion group of row ops (``ir.passes.fuse_rows``): one row kernel over all rows,
+        on this thread."""
+        from scriptmod.codegen.rows import lower_row_group, plan_row_layout, row_shape
+        try:
+            spec = lower_row_group(node.attrs["subgraph"])
+            full = row_shape(spec) or _row_full(node)
+            for lay, s in zip(ins, spec.inputs):
+                if lay.buf.dtype is not s.dtype:
+                    raise NotImplementedError(f"input of dtype {lay.buf.dtype.name}, expected "
+                                              f"{s.dtype.name}")
+            spec, meta = plan_row_layout(spec, [l.shape for l in ins], [l.strides for l in ins],
+                                         full)
+        except NotImplementedError as e:
+            return f"row group cannot be lowered: {e}"
+        for v in node.outputs:
+            self._new(v, node)
+        self.steps[node] = ("kernel", spec, meta, _numel(meta[:spec.rank - 1]))
         return None
 
     def _matmul(self, node: Node) -> str | None:
@@ -527,6 +549,21 @@ def _inline_max() -> int:
 
 
 # ---- lowering helpers ----------------------------------------------------------------------------
+
+def _has_row_ops(node: Node) -> bool:
+    from scriptmod.codegen.rows import has_row_ops
+    return has_row_ops(node.attrs["subgraph"])
+
+
+def _row_full(node: Node) -> tuple[int, ...]:
+    """The full shape a row group's row ops read (when every output is reduced)."""
+    from scriptmod.ir.passes.fuse_rows import row_geometry
+    for n in node.attrs["subgraph"].nodes:
+        geo = row_geometry(n)
+        if geo is not None:
+            return tuple(geo[0])
+    raise NotImplementedError("no row op in the group")
+
 
 def _group_spec(node: Node, ins: list[Layout], out_shape: tuple[int, ...]) -> tuple[Any, tuple]:
     """The fusion group's ``KernelSpec`` for these static input layouts, and its meta."""

@@ -8,7 +8,7 @@ import pytest
 
 import op_cases as OC
 from scriptmod.ir import schema as S
-from scriptmod.ir.schema import ELEMENTWISE, FACTORY, IMPURE, NONDIFF, REGISTRY, VIEW, parse_schema
+from scriptmod.ir.schema import ELEMENTWISE, FACTORY, IMPURE, NONDIFF, REGISTRY, ROW, VIEW, parse_schema
 from scriptmod.runtime.kernels import KERNELS
 from scriptmod.autograd.derivatives import DERIVATIVES
 
@@ -36,6 +36,12 @@ def test_fusible_elementwise_ops_have_scalar_formulas() -> None:
     ew = {n for n, s in REGISTRY.items() if ELEMENTWISE in s.flags and IMPURE not in s.flags}
     assert sorted(ew - set(formulas)) == []
     assert sorted(set(formulas) - set(REGISTRY)) == []
+
+
+def test_row_ops_have_row_expansions() -> None:
+    """One row per table: every ``ROW`` op expands in ``codegen.rows``, and nothing else."""
+    rows = pytest.importorskip("scriptmod.codegen.rows").ROW_OPS
+    assert set(rows) == {n for n, s in REGISTRY.items() if ROW in s.flags}
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))

@@ -22,6 +22,7 @@ from .dce import eliminate_dead_code
 from .effects import has_side_effects, is_pure
 from .fold import fold_constants
 from .fuse import fuse_elementwise
+from .fuse_rows import fuse_rows
 from .inline import inline_calls
 from .licm import hoist_loop_invariants
 from .pipeline import PASSES, register_pass, run_pipeline
@@ -30,4 +31,4 @@ from .shapes import ShapePropagationError, propagate_shapes
 __all__ = ["canonicalize", "eliminate_common_subexpressions", "eliminate_dead_code",
            "fold_constants", "inline_calls", "propagate_shapes", "run_pipeline", "register_pass",
            "PASSES", "ShapePropagationError", "has_side_effects", "is_pure"]
-__all__ += ["fuse_elementwise", "hoist_loop_invariants"]
+__all__ += ["fuse_elementwise", "fuse_rows", "hoist_loop_invariants"]

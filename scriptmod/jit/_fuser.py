@@ -23,7 +23,9 @@ import os
 import threading
 from typing import Any
 
+from scriptmod.ir import schema as S
 from scriptmod.ir.graph import Node
+from scriptmod.ir.types import TensorType
 from scriptmod.runtime import threads
 from scriptmod.runtime.fusion import FusedKernel, supported
 
@@ -109,7 +111,17 @@ def compile_passes() -> list[Any]:
     """Passes run on each specialization after fold/canonicalize/CSE/DCE."""
     if not fusion_enabled():
         return []
-    return [("fuse_elementwise", {"supported": _fusible})]
+    return [("fuse_rows", {"supported": _row_fusible}),
+            ("fuse_elementwise", {"supported": _fusible})]
+
+
+def _row_fusible(node: Node) -> bool:
+    """Row groups compile for the CPU (native programs): row ops with every tensor on the
+    CPU, elementwise ops the LLVM backend compiles."""
+    if node.is_op and S.REGISTRY[node.op_name].has(S.ROW):
+        return all(v.type.device == "cpu" for v in list(node.inputs) + node.outputs
+                   if isinstance(v.type, TensorType))
+    return supported(node)
 
 
 def _fusible(node: Node) -> bool:

@@ -1,0 +1,227 @@
+"""Row kernels: "reduce along the trailing dims, then an elementwise map that uses the
+reduced values", as one ``KernelSpec`` with ``cols > 0`` (see ``codegen.kernel``).
+
+``ROW_OPS`` is the one table: per op, when it is a row op (``row_geometry``: which trailing
+dims it reduces) and how it expands into three primitive reductions (``row_sum``, ``row_max``,
+``row_min``) and elementwise steps that ``codegen.formulas`` already knows::
+
+    softmax(a)    m = row_max(a); e = exp(a - m); y = e * (1 / row_sum(e))
+    log_softmax   m = row_max(a); y = a - m - log(row_sum(exp(a - m)))
+    logsumexp     m = row_max(a), 0 where infinite; y = log(row_sum(exp(a - m))) + m
+    sum / mean    row_sum(a) (times 1/n)
+    amax / amin   row_max(a) / row_min(a)          (NaN-propagating, as torch)
+    var           d = a - mean(a); row_sum(d * d) / max(0, n - correction)
+
+Sums accumulate in float64 (also for float32 and half inputs: a row's error is then one
+rounding, below the pairwise summation eager uses); maxima and minima are exact.
+
+``lower_row_group`` lowers a fusion subgraph holding row ops (``ir.passes.fuse_rows`` makes
+them) to a layout-free row spec; ``plan_row_layout`` lays it out for concrete shapes and
+strides: the reduced dims merge into one (each input must walk them uniformly), the leading
+dims coalesce as in ``codegen.lower.plan_layout``. ``codegen.llvm_rows`` renders it.
+
+    >>> from scriptmod.ir import parse
+    >>> sub = parse('''graph(%x : Float(4, 8), %b : Float(8)):
+    ...   %a : Float(4, 8) = sm::add(%x, %b)
+    ...   %y : Float(4, 8) = sm::softmax[dim=-1](%a)
+    ...   return (%y)
+    ... ''')
+    >>> spec = lower_row_group(sub)
+    >>> print(spec.text())
+    kernel rank=2 cols=1
+      %0 = input float32:unknown
+      %1 = input float32:unknown
+      %2 = float32 add(%0, %1)
+      %3 = float32 row_max(%2)
+      %4 = float32 sub(%2, %3)
+      %5 = float32 exp(%4)
+      %6 = float64 row_sum(%5)
+      %7 = float32 cast(%6, dtype=float32)
+      %8 = float32 reciprocal(%7)
+      %9 = float32 mul(%5, %8)
+      return %9:float32
+    >>> laid, meta = plan_row_layout(spec, [(4, 8), (8,)], [(8, 1), (1,)], (4, 8))
+    >>> [s.text() for s in laid.inputs], meta
+    (['float32:contiguous', 'float32:strided:1'], (4, 8, 0, 1))
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
+from scriptmod.ir.graph import Graph, Prim, Value
+from scriptmod.ir.passes.fuse_rows import row_geometry
+from scriptmod.ir.types import TensorType
+from .kernel import UNKNOWN, Imm, InputSpec, KernelSpec, OpStep, broadcast_strides
+from .lower import _arg, _coalesce, _dt, _numel, _tensor, c_strides
+
+REDUCE_STEPS = ("row_sum", "row_max", "row_min")   # the primitive per-row reductions
+HALF = (D.float16, D.bfloat16)
+
+
+class _Steps:
+    """Appends ``OpStep``s to a spec under construction; values are numbered after the
+    ``n_inputs`` inputs."""
+
+    def __init__(self, n_inputs: int) -> None:
+        self.n_inputs, self.ops = n_inputs, []
+
+    def __call__(self, op: str, args: Sequence[int | Imm], dt: DType, **attrs: Any) -> int:
+        self.ops.append(OpStep(op, tuple(args), attrs, dt))
+        return self.n_inputs + len(self.ops) - 1
+
+
+def _sum(s: _Steps, a: int, dt: DType) -> int:
+    """``row_sum(a)`` accumulated in float64, as ``dt``."""
+    total = s("row_sum", (a,), D.float64)
+    return total if dt is D.float64 else s("cast", (total,), dt, dtype=dt)
+
+
+def _mean(s: _Steps, a: int, n: int, dt: DType) -> int:
+    total = s("row_sum", (a,), D.float64)
+    mean = s("mul", (total, Imm(1.0 / n, D.float64)), D.float64)
+    return mean if dt is D.float64 else s("cast", (mean,), dt, dtype=dt)
+
+
+def _softmax(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
+    m = s("row_max", (a,), dt)
+    e = s("exp", (s("sub", (a, m), dt),), dt)
+    return s("mul", (e, s("reciprocal", (_sum(s, e, dt),), dt)), dt)
+
+
+def _log_softmax(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
+    m = s("row_max", (a,), dt)
+    shifted = s("sub", (a, m), dt)
+    total = _sum(s, s("exp", (shifted,), dt), dt)
+    return s("sub", (shifted, s("log", (total,), dt)), dt)
+
+
+def _logsumexp(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
+    m = s("row_max", (a,), dt)
+    finite = s("where", (s("isinf", (m,), D.bool_), Imm(0.0, dt), m), dt)   # torch's guard
+    total = _sum(s, s("exp", (s("sub", (a, finite), dt),), dt), dt)
+    return s("add", (s("log", (total,), dt), finite), dt)
+
+
+def _var(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
+    d = s("sub", (a, _mean(s, a, n, dt)), dt)
+    total = s("row_sum", (s("mul", (d, d), dt),), D.float64)
+    dof = max(0.0, n - float(attrs.get("correction", 1)))
+    var = s("mul", (total, Imm(1.0 / dof if dof else math.inf, D.float64)), D.float64)
+    return var if dt is D.float64 else s("cast", (var,), dt, dtype=dt)
+
+
+Expand = Callable[[_Steps, int, int, DType, dict], int]
+# op -> its expansion ``(steps, operand, n reduced elements, compute dtype, attrs) -> value``:
+# one row per ``ROW``-flagged op of the registry (``tests/test_registry.py`` checks both agree;
+# which dims an op reduces is ``ir.passes.fuse_rows.row_geometry``).
+ROW_OPS: dict[str, Expand] = {
+    "sum": lambda s, a, n, dt, at: _sum(s, a, dt),
+    "mean": lambda s, a, n, dt, at: _mean(s, a, n, dt),
+    "amax": lambda s, a, n, dt, at: s("row_max", (a,), dt),
+    "amin": lambda s, a, n, dt, at: s("row_min", (a,), dt),
+    "var": _var,
+    "logsumexp": _logsumexp,
+    "softmax": _softmax,
+    "log_softmax": _log_softmax,
+}
+
+
+def has_row_ops(subgraph: Graph) -> bool:
+    """Whether a fusion subgraph holds row ops (it lowers with ``lower_row_group``)."""
+    return any(n.is_op and n.op_name in ROW_OPS for n in subgraph.nodes)
+
+
+def lower_row_group(subgraph: Graph) -> KernelSpec:
+    """The layout-free row spec of a fusion subgraph of elementwise and row ops (``rank``:
+    the full shape's rank; ``cols``: the reduced trailing dims). Raises
+    ``NotImplementedError`` naming what a row kernel cannot compute."""
+    geo = {row_geometry(n) for n in subgraph.nodes if n.is_op and n.op_name in ROW_OPS}
+    if None in geo or len(geo) != 1:
+        raise NotImplementedError(f"rows: the row ops must reduce the same trailing dims of "
+                                  f"one shape, got {sorted(map(str, geo))}")
+    (full, k), = geo
+    n = _numel(full[len(full) - k:])
+    index: dict[Value, int] = {v: i for i, v in enumerate(subgraph.inputs)}
+    consts: dict[Value, Any] = {}
+    steps = _Steps(len(subgraph.inputs))
+    for node in subgraph.nodes:
+        if node.kind == Prim.CONSTANT:
+            consts[node.output] = node.attrs.get("value")
+            continue
+        if not node.is_op or len(node.outputs) != 1:
+            raise NotImplementedError(f"rows: cannot lower {node.kind} in a row kernel")
+        dt = _dt(_tensor(node.output))
+        if node.op_name in ROW_OPS:
+            cdt = D.float32 if dt in HALF else dt
+            index[node.output] = ROW_OPS[node.op_name](steps, index[node.inputs[0]], n, cdt,
+                                                       dict(node.attrs))
+            continue
+        args = tuple(_arg(node, v, index, consts) for v in node.inputs)
+        index[node.output] = steps(node.op_name, args, dt, **node.attrs)
+    rows = tuple(full[:len(full) - k])
+    per_row = []
+    for v in subgraph.outputs:
+        shape = tuple(_tensor(v).shape or ())
+        if shape == full:
+            per_row.append(False)
+        elif shape in (rows + (1,) * k, rows):
+            per_row.append(True)
+        else:
+            raise NotImplementedError(f"rows: an output of shape {shape} is neither the row "
+                                      f"shape {full} nor reduced")
+        if v not in index or index[v] < len(subgraph.inputs):
+            raise NotImplementedError("rows: a group output must be computed by the group")
+    in_types = [_tensor(v) for v in subgraph.inputs]
+    out_types = [_tensor(v) for v in subgraph.outputs]
+    names = [v.debug_name or f"input {i}" for i, v in enumerate(subgraph.inputs)]
+    return KernelSpec([InputSpec(_dt(t), UNKNOWN) for t in in_types], steps.ops,
+                      [index[v] for v in subgraph.outputs], [_dt(t) for t in out_types],
+                      rank=len(full), in_types=in_types, in_names=names,
+                      out_types=out_types, cols=k, per_row=per_row)
+
+
+def row_shape(spec: KernelSpec) -> tuple[int, ...] | None:
+    """The full (unreduced) static shape of a layout-free row spec, from its types."""
+    for t, flag in zip(spec.out_types, spec.per_row):
+        if not flag:
+            return tuple(t.shape)                                   # type: ignore[arg-type]
+    return None
+
+
+def plan_row_layout(spec: KernelSpec, shapes: Sequence[Sequence[int]],
+                    elem_strides: Sequence[Sequence[int]],
+                    full: Sequence[int]) -> tuple[KernelSpec, tuple[int, ...]]:
+    """``(laid-out spec, meta)`` of a row spec for inputs of ``shapes`` and element strides
+    broadcast to the ``full`` shape: rank = coalesced leading dims + 1, the last dim the
+    merged reduced dims; ``meta`` always holds the shape. ``NotImplementedError`` when an
+    input does not walk the reduced dims uniformly; ``ValueError`` when a shape does not
+    broadcast."""
+    k = spec.cols
+    full = [int(d) for d in full]
+    lead, red = full[:len(full) - k], full[len(full) - k:]
+    bst = [broadcast_strides(sh, st, full) for sh, st in zip(shapes, elem_strides)]
+    scalar = [_numel(sh) == 1 for sh in shapes]
+    inner = []
+    for i, (st, sc) in enumerate(zip(bst, scalar)):
+        dims = [(n, s) for n, s in zip(red, st[len(lead):]) if n != 1]
+        if not sc and any(s0 != s1 * n1 for (_, s0), (n1, s1) in zip(dims, dims[1:])):
+            raise NotImplementedError(f"rows: input {i} does not walk the reduced dims "
+                                      f"uniformly (strides {st[len(lead):]})")
+        inner.append(dims[-1][1] if dims and not sc else 0)
+    keep = [d for d, n in enumerate(lead) if n != 1]
+    oshape, ost = _coalesce([lead[d] for d in keep], [[st[d] for d in keep] for st in bst],
+                            scalar)
+    shape = oshape + [_numel(red)]
+    strides = [o + [c] for o, c in zip(ost, inner)]
+    c_order = c_strides(shape)
+    inputs, kept = [], []
+    for s, st, sc in zip(spec.inputs, strides, scalar):
+        kind = "scalar" if sc else "contiguous" if st == c_order else "strided"
+        inner_st = st[-1] if kind == "strided" and st[-1] in (0, 1) else None
+        inputs.append(InputSpec(s.dtype, kind, inner_st))
+        kept.append(st if kind == "strided" else None)
+    laid = spec.with_layout(inputs, len(shape), cols=1)
+    return laid, tuple(laid.meta(shape, kept))
