@@ -390,9 +390,25 @@ class _Planner:
             return f"{node.op_name} of a value native code does not hold"
         lay = _view_layout(node, src)
         if isinstance(lay, str):
+            if node.op_name == "reshape" and "computed at run time" not in lay:
+                return self._copy(node, src)
             return lay
         self.lay[node.output] = lay
         self.views.add(node)
+        return None
+
+    def _copy(self, node: Node, src: Layout) -> str | None:
+        """A reshape that is not a view of ``src`` (attention's heads merged back after a
+        permute): a copy kernel into a C-ordered buffer, which the result then is."""
+        from scriptmod.codegen.kernel import UNKNOWN, InputSpec, KernelSpec
+        from scriptmod.codegen.lower import plan_layout
+        dt = src.buf.dtype
+        if dt is not node.output.type.dtype:                         # type: ignore[union-attr]
+            return f"{node.op_name} changes the dtype"
+        spec = KernelSpec([InputSpec(dt, UNKNOWN)], [], [0], [dt], rank=max(1, len(src.shape)))
+        spec, meta = plan_layout(spec, [src.shape], [src.strides], src.shape)
+        self._new(node.output, node)
+        self.steps[node] = ("kernel", spec, meta, _numel(src.shape))
         return None
 
     # -- 2. what Python needs --------------------------------------------------------------------
@@ -756,7 +772,9 @@ class Segment:
         fresh: list[Buffer] = []
         for n in self.nodes:
             for v in n.inputs:
-                lay = p.lay[v]
+                lay = p.lay.get(v)                     # (a reshape's shape list has none)
+                if lay is None:
+                    continue
                 src = lay.buf.source
                 if lay.buf.kind == "arg" and isinstance(src, tuple) and \
                         src[0] in ("input", "python"):
@@ -765,7 +783,8 @@ class Segment:
             if kind == "kernel":
                 spec, meta, count = info
                 if count:
-                    steps.append(KernelStep(spec, tuple(p.ref(v) for v in n.inputs),
+                    steps.append(KernelStep(spec, tuple(p.ref(v) for v in n.inputs
+                                                        if v in p.lay),
                                             tuple(p.ref(v) for v in n.outputs), count, meta))
             else:
                 g, dt = info

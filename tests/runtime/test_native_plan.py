@@ -193,3 +193,25 @@ def test_thread_split_group_compiles_with_the_segments() -> None:
     np.testing.assert_allclose(y, np.maximum(x.astype(np.float64) @ w, 0) + b, rtol=2e-5,
                                atol=2e-5)
     np.testing.assert_array_equal(z, -x)
+
+
+def test_reshape_of_a_permuted_value_is_a_native_copy() -> None:
+    """Attention merges its heads back with ``permute`` then ``reshape``: not a view of the
+    permuted layout, so the program copies it (one kernel) instead of ending the segment."""
+    from scriptmod.ir import parse
+    from scriptmod.runtime.executable import Executable
+    g = parse('''graph(%x : Float(2, 3, 4, 5), %w : Float(15, 6)):
+      %p : Float(2, 4, 3, 5) = sm::permute[dims=[0, 2, 1, 3]](%x)
+      %s : int[] = prim::Constant[value=[8, 15]]()
+      %r : Float(8, 15) = sm::reshape(%p, %s)
+      %y : Float(8, 6) = sm::matmul(%r, %w)
+      return (%y)
+    ''')
+    ex = Executable(g, name="merge_heads")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    w = rng.standard_normal((15, 6)).astype(np.float32)
+    y, = ex([x, w])
+    assert [[n.op_name for n in s.nodes] for s in ex.segments] == [["reshape", "matmul"]]
+    np.testing.assert_allclose(y, x.transpose(0, 2, 1, 3).reshape(8, 15) @ w, rtol=1e-5,
+                               atol=1e-5)
