@@ -50,10 +50,16 @@ from .llvm_emit import I32, I64, PTR, for_range, loop_hints
 from .llvm_ir import kernel_name, render_llvm
 from .record import Record
 
-FORMAT = "native program v2"
+FORMAT = "native program v3"
 SPACES = ("arg", "arena")
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112          # CBLAS enum values
 FNS_SGEMM, FNS_DGEMM = 0, 1                          # slots of the ``fns`` table
+FNS_SGEMM_BATCH, FNS_DGEMM_BATCH = 2, 3              # cblas_?gemm_batch, or NULL
+# A batch of GEMMs goes to ``cblas_?gemm_batch`` above this m*n*k. OpenBLAS (0.3.31, as NumPy
+# wheels bundle it) crashes in that entry point on its small-matrix path, which serves
+# m*n*k <= 100**3 (checked size by size: 100x100x100 crashes, 100x100x101 and 128x128x64
+# are right); below it each GEMM is its own call, as before.
+BATCH_API_MIN_MNK = 100 ** 3
 # Inline loop or BLAS call (measured on the Zen 4 dev box, AVX2, float32): a BLAS call costs
 # ~1.4 us before any math; the inline loop wins up to about 8x64x64 (2.0 us against 2.5 us
 # at that size, trans_b) and on every matrix-vector product (1x64x64: 0.8 against 1.6 us;
@@ -411,6 +417,22 @@ class _EntryBuilder:
         if g.batch == 1:
             self._one_gemm(g, a, b_, c)
             return
+        if g.inline or g.m * g.n * g.k <= BATCH_API_MIN_MNK:
+            self._gemm_loop(g, a, b_, c)
+            return
+        # a BLAS batch: one ``cblas_?gemm_batch`` call where the library has it (its
+        # threads take whole GEMMs: the 32 heads of W5's attention ran at ~70 GFLOP/s as 32
+        # calls, ~125 as one), else one call per GEMM
+        slot = FNS_SGEMM_BATCH if g.dtype is D.float32 else FNS_DGEMM_BATCH
+        fp = self._load_ptr(self.fns, slot)
+        with self.b.if_else(self.b.icmp_unsigned("!=", fp, ir.Constant(PTR, None))) \
+                as (have, lack):
+            with have:
+                self._blas_batch(g, a, b_, c)
+            with lack:
+                self._gemm_loop(g, a, b_, c)
+
+    def _gemm_loop(self, g: GemmStep, a: ir.Value, b_: ir.Value, c: ir.Value) -> None:
         t = _float_type(g.dtype)
         with for_range(self.b, ir.Constant(I64, 0), ir.Constant(I64, g.batch), "batch") as i:
             def at(base: ir.Value, stride: int) -> ir.Value:
@@ -419,6 +441,40 @@ class _EntryBuilder:
                 off = self.b.mul(i, ir.Constant(I64, stride))
                 return self.b.gep(base, [off], source_etype=t, inbounds=True)
             self._one_gemm(g, at(a, g.stride_a), at(b_, g.stride_b), at(c, g.stride_c))
+
+    def _blas_batch(self, g: GemmStep, a: ir.Value, bm: ir.Value, c: ir.Value) -> None:
+        """``cblas_xgemm_batch(RowMajor, &tA, &tB, &M, &N, &K, &1, As, &lda, Bs, &ldb, &0,
+        Cs, &ldc, 1, &batch)``: one group of ``batch`` GEMMs, its pointer arrays built on the
+        stack."""
+        b, t = self.b, _float_type(g.dtype)
+        iN = ir.IntType(self.prog.blas_int_bits)
+        with b.goto_entry_block():
+            arrays = [b.alloca(PTR, size=ir.Constant(I64, g.batch), name=n)
+                      for n in ("as", "bs", "cs")]
+            cells = {n: b.alloca(ty, name=n) for n, ty in (
+                ("ta", I32), ("tb", I32), ("m", iN), ("n", iN), ("k", iN), ("alpha", t),
+                ("lda", iN), ("ldb", iN), ("beta", t), ("ldc", iN), ("size", iN))}
+        for n, v in (("ta", ir.Constant(I32, TRANS if g.trans_a else NO_TRANS)),
+                     ("tb", ir.Constant(I32, TRANS if g.trans_b else NO_TRANS)),
+                     ("m", ir.Constant(iN, g.m)), ("n", ir.Constant(iN, g.n)),
+                     ("k", ir.Constant(iN, g.k)), ("alpha", ir.Constant(t, 1.0)),
+                     ("lda", ir.Constant(iN, g.lda)), ("ldb", ir.Constant(iN, g.ldb)),
+                     ("beta", ir.Constant(t, 0.0)), ("ldc", ir.Constant(iN, g.ldc)),
+                     ("size", ir.Constant(iN, g.batch))):
+            b.store(v, cells[n])
+        with for_range(b, ir.Constant(I64, 0), ir.Constant(I64, g.batch), "fill") as i:
+            for arr, base, stride in zip(arrays, (a, bm, c), (g.stride_a, g.stride_b,
+                                                            g.stride_c)):
+                at = b.gep(base, [b.mul(i, ir.Constant(I64, stride))], source_etype=t,
+                           inbounds=True) if stride else base
+                b.store(at, b.gep(arr, [i], source_etype=PTR))
+        fnty = ir.FunctionType(ir.VoidType(), [I32] + [PTR] * 13 + [iN, PTR])
+        slot = FNS_SGEMM_BATCH if g.dtype is D.float32 else FNS_DGEMM_BATCH
+        typed = self._load_ptr(self.fns, slot, fnty.as_pointer())
+        b.call(typed, [ir.Constant(I32, ROW_MAJOR), cells["ta"], cells["tb"], cells["m"],
+                       cells["n"], cells["k"], cells["alpha"], arrays[0], cells["lda"],
+                       arrays[1], cells["ldb"], cells["beta"], arrays[2], cells["ldc"],
+                       ir.Constant(iN, 1), cells["size"]])
 
     def _one_gemm(self, g: GemmStep, a: ir.Value, bm: ir.Value, c: ir.Value) -> None:
         if g.inline:

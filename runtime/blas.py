@@ -9,7 +9,7 @@ NumPy 2.x wheels bundle scipy-openblas with ILP64 symbol names (``scipy_cblas_sg
     >>> blas = cblas()
     >>> blas is None or blas.int_bits in (32, 64)
     True
-    >>> blas is None or len(blas.fns()) == 2      # fns[0] = sgemm, fns[1] = dgemm
+    >>> blas is None or len(blas.fns()) == 4      # sgemm, dgemm, sgemm_batch, dgemm_batch
     True
 """
 from __future__ import annotations
@@ -31,23 +31,30 @@ CANDIDATES: tuple[tuple[str, str, int], ...] = (
 
 class Blas(Record):
     """CBLAS ``sgemm``/``dgemm`` addresses; ``int_bits`` is the width of their integer
-    arguments (64: ILP64, 32: LP64); ``source`` names the library file and symbol."""
+    arguments (64: ILP64, 32: LP64); ``source`` names the library file and symbol.
+    ``sgemm_batch``/``dgemm_batch``: the grouped batch API (``cblas_sgemm_batch``, OpenBLAS
+    >= 0.3.27 and MKL; one call runs a batch's GEMMs on the library's threads, each thread
+    whole GEMMs), 0 where the library lacks it."""
 
     sgemm: int
     dgemm: int
     int_bits: int
     source: str
+    sgemm_batch: int = 0
+    dgemm_batch: int = 0
 
     def fns(self) -> ctypes.Array:
-        """The ``fns`` table of a native program: ``[sgemm, dgemm]`` as ``void*``.
+        """The ``fns`` table of a native program (``codegen.native.FNS_*``): ``[sgemm,
+        dgemm, sgemm_batch, dgemm_batch]`` as ``void*`` (a missing batch entry is NULL).
 
         Keep the returned array alive while native code may read it.
 
         >>> b = Blas(1, 2, 64, "x")
         >>> list(b.fns())
-        [1, 2]
+        [1, 2, None, None]
         """
-        return (ctypes.c_void_p * 2)(self.sgemm, self.dgemm)
+        return (ctypes.c_void_p * 4)(self.sgemm, self.dgemm, self.sgemm_batch or None,
+                                     self.dgemm_batch or None)
 
 
 def _address(lib: ctypes.CDLL, symbol: str) -> int | None:
@@ -99,7 +106,9 @@ def _probe() -> tuple[Blas | None, str]:
     for s_name, d_name, bits in CANDIDATES:
         s, d = _address(lib, s_name), _address(lib, d_name)
         if s and d:
-            return Blas(s, d, bits, f"{_library_of(s, path)}:{s_name}"), ""
+            batch = [_address(lib, n.replace("gemm", "gemm_batch", 1)) or 0
+                     for n in (s_name, d_name)]
+            return Blas(s, d, bits, f"{_library_of(s, path)}:{s_name}", *batch), ""
     names = ", ".join(s for s, _, _ in CANDIDATES)
     return None, f"none of {names} (with its dgemm) is reachable from {path}"
 

@@ -822,7 +822,7 @@ class Segment:
         self.kernel = kernel
         self.fn = ENTRY_TYPE(kernel.address)
         blas = self._blas
-        self._fns = blas.fns() if blas is not None else (ctypes.c_void_p * 2)()
+        self._fns = blas.fns() if blas is not None else (ctypes.c_void_p * 4)()
         self.fns_addr = ctypes.addressof(self._fns)
         return self
 

@@ -43,7 +43,7 @@ class Runner:
         self.n_args = prog.n_args
         self.objects = prog.objects
         self.args = (ctypes.c_void_p * (self.n_args + 2))()
-        self.fns = BLAS.fns() if BLAS is not None else (ctypes.c_void_p * 2)()
+        self.fns = BLAS.fns() if BLAS is not None else (ctypes.c_void_p * 4)()
         self.args[self.n_args] = self.arena.ctypes.data
         self.args[self.n_args + 1] = ctypes.addressof(self.fns)
 
@@ -181,6 +181,24 @@ def test_blas_gemm_padded_leading_dims(cache, monkeypatch, trans_a, trans_b):
 def test_blas_gemm_batched(cache, monkeypatch, dt, zero_stride):
     _force_blas(monkeypatch)
     _check_gemm(cache, dt, 3, 4, 5, False, True, pad=1, batch=4, zero_stride=zero_stride)
+
+
+@needs_blas
+@pytest.mark.parametrize("zero_stride", ["", "b"])
+@pytest.mark.parametrize("trans_a,trans_b", TRANS)
+@pytest.mark.parametrize("dt", [F32, F64])
+def test_blas_batch_api_above_the_small_matrix_bound(cache, dt, trans_a, trans_b,
+                                                      zero_stride):
+    """A batch whose GEMMs are larger than OpenBLAS's small-matrix bound is one
+    ``cblas_?gemm_batch`` call (W5's attention heads); at the bound, one call per GEMM."""
+    m, n, k = 101, 100, 101
+    assert m * n * k > N.BATCH_API_MIN_MNK >= 100 * 100 * 100
+    _check_gemm(cache, dt, m, n, k, trans_a, trans_b, pad=2, batch=3, zero_stride=zero_stride)
+    _check_gemm(cache, dt, 100, 100, 100, trans_a, trans_b, batch=2, zero_stride=zero_stride)
+    prog = NativeProgram((GemmStep(dt, m, n, k, Ref("arg", 0), k, False, Ref("arg", 1), k,
+                                   True, Ref("arg", 2), n, batch=3, stride_a=m * k,
+                                   stride_b=n * k, stride_c=m * n),), 3)
+    assert "ptr %as" in render_program(prog).text
 
 
 @needs_blas
@@ -373,7 +391,7 @@ def test_threads_share_one_compiled_program(cache):
 
 # ---- text, key, names, validation --------------------------------------------------------
 GOLDEN = """\
-native program v2 n_args=3 blas_int_bits=64 inline_gemm_max=32768,1048576
+native program v3 n_args=3 blas_int_bits=64 inline_gemm_max=32768,1048576
 gemm float32 m=2 n=4 k=3 a=arg0 lda=3 N b=arg1+8 ldb=3 T c=arena0 ldc=4 batch=2 strides=6,0,8
 kernel {k} n=16 meta=[] in=[arena0, arena0] out=[arg2]
 {k}:
