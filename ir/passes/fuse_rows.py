@@ -112,13 +112,13 @@ def _fuse_block(graph: Graph, block: Block, supported: Supported) -> None:
     if not geometry:
         return
     part = _Partition(graph, block, list(geometry) + elementwise)
-    grown: dict[Node, Geometry] = {}
+    reps: dict[Node, None] = {}
     for seed, geo in geometry.items():
-        rep = part.find(seed)
-        if rep in grown or len(part.members[rep]) > 1:
-            continue                              # joined an earlier row op's group
-        grown[_grow(part, block, seed, geo, geometry)] = geo
-    groups = [part.members[r] for r in dict.fromkeys(part.find(n) for n in geometry)]
+        rep = part.rep[seed]
+        if len(part.members[rep]) == 1:           # (else it joined an earlier row op's group)
+            rep = _grow(part, block, seed, geo, geometry)
+        reps[rep] = None
+    groups = [part.members[r] for r in dict.fromkeys(part.rep[r] for r in reps)]
     new = _rewrite(graph, block, part, sorted(groups, key=lambda g: part.index[g[-1]]))
     if irlog.enabled(TOPIC):
         for node in new:
