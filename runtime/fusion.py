@@ -45,10 +45,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scriptmod.codegen.kernel import KernelSpec
-from scriptmod.codegen.lower import DTYPES, lower_group, plan_layout, static_layout, supported_on
+from scriptmod.codegen.lower import (DTYPES, c_strides, lower_group, plan_layout, static_layout,
+                                     supported_on)
+from scriptmod.codegen.rows import ROW_OPS, has_row_ops, lower_row_group, plan_row_layout, row_shape
 from scriptmod.ir import log as irlog
 from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.graph import Graph, Node
+from scriptmod.ir.types import TensorType
 from . import pycode
 from .arrays import NP_DTYPE
 from .backends import Backend, for_devices
@@ -77,9 +80,9 @@ def supported(node: Node) -> bool:
 
 # ---- the launcher ---------------------------------------------------------------------------
 
-def _release(pools: tuple[tuple[list, np.dtype], ...]) -> None:
+def _release(pools: tuple[tuple[list, np.dtype, tuple], ...]) -> None:
     """A launch died: its pooled bytes no longer count."""
-    _pooled[0] -= sum(b.nbytes for pool, _ in pools for b in pool)
+    _pooled[0] -= sum(b.nbytes for pool, _, _ in pools for b in pool)
 
 
 def pooled_bytes() -> int:
@@ -121,15 +124,20 @@ class Launch:
     holds no element (nothing is launched).
     """
 
-    __slots__ = ("spec", "meta", "n", "out_shape", "pools", "pooled", "empty", "run",
+    __slots__ = ("spec", "meta", "n", "out_shape", "out_shapes", "pools", "pooled", "empty", "run",
                  "__weakref__")
 
     def __init__(self, backend: Backend, kernel: Any, spec: KernelSpec, meta: Sequence[int],
-                 out_shape: tuple[int, ...], device: Any = None) -> None:
+                 out_shape: tuple[int, ...], device: Any = None,
+                 out_shapes: Sequence[tuple[int, ...]] | None = None) -> None:
         self.spec, self.meta, self.out_shape = spec, tuple(meta), tuple(out_shape)
         self.n = int(np.prod(self.out_shape, dtype=np.int64))
-        self.pools: tuple[tuple[list, np.dtype], ...] = tuple(
-            ([], NP_DTYPE[d]) for d in spec.out_dtypes)
+        if spec.is_row:           # a row kernel counts rows; its reduced outputs are smaller
+            self.n = int(np.prod(self.meta[:spec.rank - 1], dtype=np.int64)) if self.n else 0
+        self.out_shapes = tuple(tuple(s) for s in out_shapes) if out_shapes is not None \
+            else (self.out_shape,) * len(spec.out_dtypes)
+        self.pools: tuple[tuple[list, np.dtype, tuple], ...] = tuple(
+            ([], NP_DTYPE[d], s) for d, s in zip(spec.out_dtypes, self.out_shapes))
         self.pooled = backend.pools_outputs
         weakref.finalize(self, _release, self.pools)
         self.empty = backend.empty(device)
@@ -142,20 +150,20 @@ class Launch:
         An output buffer is reused only when its pool holds the only reference to it
         (bind first, then count: two threads can never both take one buffer)."""
         outs = []
-        for pool, dt in self.pools:
+        for pool, dt, shape in self.pools:
             for buf in pool:
                 if _getrefcount(buf) <= _FREE:
                     break
             else:
-                buf = self._fresh(pool, dt)
+                buf = self._fresh(pool, dt, shape)
             outs.append(buf)
         self.run(arrays, outs)
         return outs
 
-    def _fresh(self, pool: list, dtype: np.dtype) -> Any:
+    def _fresh(self, pool: list, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
         """A new output array, kept in ``pool`` while the process-wide pooled bytes stay under
         ``POOL_BYTES`` (so many specializations cannot pin unbounded memory)."""
-        buf = self.empty(self.out_shape, dtype)
+        buf = self.empty(shape, dtype)
         if self.pooled:
             if len(pool) >= POOL:
                 _pooled[0] -= pool.pop(0).nbytes
@@ -220,7 +228,8 @@ class FusedKernel:
     def __init__(self, subgraph: Graph, name: str = "fusion group",
                  backend: Backend | None = None) -> None:
         self.subgraph, self.name = subgraph, name
-        self.lowered = lower_group(subgraph)
+        self.lowered = lower_row_group(subgraph) if has_row_ops(subgraph) \
+            else lower_group(subgraph)
         if backend is None:
             types = self.lowered.in_types + self.lowered.out_types
             backend = for_devices({t.device for t in types})
@@ -280,6 +289,8 @@ class FusedKernel:
 
     def _out_shape(self, arrays: Sequence[Any]) -> tuple[int, ...]:
         t = self.lowered.out_types[0]
+        if self.lowered.is_row:                      # the full shape the row ops read
+            t = TensorType(t.dtype, self._row_type())
         if not arrays:
             if not t.is_concrete:
                 raise NotImplementedError(f"{self.name}: no inputs and a symbolic shape {t!r}")
@@ -296,13 +307,34 @@ class FusedKernel:
         return shape
 
     def _launch_for(self, arrays: Sequence[Any], out_shape: tuple[int, ...]) -> Launch:
-        spec, meta = plan_layout(self.lowered, [a.shape for a in arrays],
-                                 [[s // a.itemsize for s in a.strides] for a in arrays],
-                                 out_shape)
+        shapes = [a.shape for a in arrays]
+        strides = [[s // a.itemsize for s in a.strides] for a in arrays]
+        outs = None
+        if self.lowered.is_row:
+            if self.backend.device_kind != "cpu":
+                raise NotImplementedError(f"{self.name}: row kernels run on the CPU only")
+            spec, meta = plan_row_layout(self.lowered, shapes, strides, out_shape)
+            k = self.lowered.cols
+            lead = out_shape[:len(out_shape) - k]
+            outs = [out_shape if not r else lead + (1,) * k if len(t.shape or ()) == len(out_shape)
+                    else lead for r, t in zip(self.lowered.per_row, self.lowered.out_types)]
+        else:
+            spec, meta = plan_layout(self.lowered, shapes, strides, out_shape)
         empty = 0 in out_shape
         kernel = None if empty else self._compile(spec)
         device = self.backend.device_of(arrays, self.name)
-        return Launch(self.backend, kernel, spec, meta, out_shape, device)
+        return Launch(self.backend, kernel, spec, meta, out_shape, device, outs)
+
+    def _row_type(self) -> tuple:
+        """The full (symbolic) shape a row group's row ops read."""
+        full = row_shape(self.lowered)
+        if full is not None:
+            return full
+        for n in self.subgraph.nodes:
+            if n.is_op and n.op_name in ROW_OPS:
+                t = n.inputs[0].type
+                return tuple(t.shape)                           # type: ignore[union-attr]
+        raise NotImplementedError(f"{self.name}: no row op")
 
     def _compile(self, spec: KernelSpec) -> Any:
         """The backend's kernel for ``spec``, built once per layout."""
@@ -338,6 +370,12 @@ class FusedKernel:
 
     def static_spec(self) -> KernelSpec:
         """The spec for C-contiguous inputs of the subgraph's static shapes."""
+        if self.lowered.is_row:
+            shapes = [tuple(d if isinstance(d, int) else 2 for d in t.shape or ())
+                      for t in self.lowered.in_types]
+            full = tuple(d if isinstance(d, int) else 2 for d in self._row_type())
+            return plan_row_layout(self.lowered, shapes, [c_strides(s) for s in shapes],
+                                   full)[0]
         return static_layout(self.lowered)[0]
 
     def _text(self, what: str) -> str:

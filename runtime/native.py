@@ -325,7 +325,7 @@ class _Planner:
             return "a fusion group reading a value native code does not hold"
         out_shape = tuple(outs[0].shape)                            # type: ignore[union-attr]
         if _has_row_ops(node):
-            return self._row_group(node, ins)
+            return self._row_group(node, ins, out_shape)
         if threads.get_num_threads() > 1 and _numel(out_shape) >= threads.MIN_SPLIT:
             try:                                   # its kernel compiles with the segments
                 self.fused_specs.append(_group_spec(node, ins, out_shape)[0])
@@ -341,13 +341,19 @@ class _Planner:
         self.steps[node] = ("kernel", spec, meta, _numel(out_shape))
         return None
 
-    def _row_group(self, node: Node, ins: list[Layout]) -> str | None:
+    def _row_group(self, node: Node, ins: list[Layout], out_shape: tuple) -> str | None:
         """A fusion group of row ops (``ir.passes.fuse_rows``): one row kernel over all rows,
-        on this thread."""
+        on this thread; from ``MIN_SPLIT`` elements, its ``FusedKernel`` splits the rows over
+        the thread pool (outside the program, as a large elementwise group)."""
         from scriptmod.codegen.rows import lower_row_group, plan_row_layout, row_shape
         try:
             spec = lower_row_group(node.attrs["subgraph"])
             full = row_shape(spec) or _row_full(node)
+            if threads.get_num_threads() > 1 and _numel(full) >= threads.MIN_SPLIT:
+                laid, _ = plan_row_layout(spec, [l.shape for l in ins],
+                                          [l.strides for l in ins], full)
+                self.fused_specs.append(laid)
+                return f"a row group of {_numel(full)} elements: split across threads"
             for lay, s in zip(ins, spec.inputs):
                 if lay.buf.dtype is not s.dtype:
                     raise NotImplementedError(f"input of dtype {lay.buf.dtype.name}, expected "

@@ -88,14 +88,16 @@ class LLVMBackend:
     def caller(self, kernel: CompiledKernel, spec: KernelSpec, meta: Sequence[int], n: int,
                device: None) -> Run:
         """``run(inputs, outputs)``: fill the pointer array, call the kernel over ``[0, n)``
-        (split over ``runtime.threads`` from ``MIN_SPLIT`` elements). Arrays must have passed
+        (elements, or rows of a row kernel; split over ``runtime.threads`` from ``MIN_SPLIT``
+        elements). Arrays must have passed
         the guards: native code checks nothing."""
         meta_array = (ctypes.c_int64 * max(1, len(meta)))(*meta)
         ptr_type = ctypes.c_void_p * (len(spec.inputs) + len(spec.outputs))
         ptrs = ptr_type()
         make = _runner_factory(len(spec.inputs), len(spec.outputs))
+        elements = n * (meta[spec.rank - 1] if spec.is_row else 1)   # a row kernel counts rows
         run = make(kernel.cfunc, n, ctypes.addressof(meta_array), ptrs, ctypes.addressof(ptrs),
-                   ptr_type, _get_ident(), n >= threads.MIN_SPLIT)
+                   ptr_type, _get_ident(), elements >= threads.MIN_SPLIT)
         run.keep = (kernel, meta_array)             # type: ignore[attr-defined]
         return run
 
@@ -130,7 +132,7 @@ def _runner_factory(n_in: int, n_out: int) -> Callable[..., Run]:
         lines += ["        if not split:",
                   "            fn(0, n, addr, meta_addr)",
                   "        elif threads.get_num_threads() > 1:",
-                  "            threads.parallel_for(lambda lo, hi: fn(lo, hi, addr, meta_addr), n)",
+                  "            threads.parallel_for(lambda lo, hi: fn(lo, hi, addr, meta_addr), n, 1)",
                   "        else:",
                   "            fn(0, n, addr, meta_addr)",
                   "    return run"]

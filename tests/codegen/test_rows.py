@@ -259,3 +259,39 @@ def test_several_row_ops_in_one_kernel_do_not_clobber_each_other() -> None:
     np.testing.assert_allclose(rms, a / np.sqrt((a * a).mean(-1, keepdims=True)), rtol=1e-13)
     np.testing.assert_allclose(lp, np.log(_softmax(a)), rtol=1e-13)
     np.testing.assert_allclose(p, _softmax(np.where(mask, -np.inf, a)), rtol=1e-13, atol=1e-300)
+
+
+def test_fused_kernel_runs_a_row_group_at_any_batch_and_splits_rows() -> None:
+    """Outside a native program (a symbolic batch), a row group's ``FusedKernel`` lays the
+    kernel out per call; from ``MIN_SPLIT`` elements its rows are split over the threads."""
+    from scriptmod.runtime import threads
+    from scriptmod.runtime.fusion import FusedKernel
+    sub = parse("""graph(%x : Float(B, 256), %w : Float(256)):
+  %m : Float(B, 1) = sm::mean[dim=[-1], keepdim=1](%x)
+  %d : Float(B, 256) = sm::sub(%x, %m)
+  %y : Float(B, 256) = sm::mul(%d, %w)
+  %s : Float(B) = sm::amax[dim=[-1]](%y)
+  return (%y, %m, %s)
+""")
+    fk = FusedKernel(sub, name="rows")
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal(256).astype(np.float32)
+    before = threads.get_num_threads()
+    threads.set_num_threads(2)
+    try:
+        for batch in (3, 1, threads.MIN_SPLIT // 256 + 5):
+            x = rng.standard_normal((batch, 256)).astype(np.float32)
+            y, m, s = fk([x, w])
+            assert (y.shape, m.shape, s.shape) == ((batch, 256), (batch, 1), (batch,))
+            d = x.astype(np.float64) - x.mean(-1, keepdims=True)
+            np.testing.assert_allclose(m, x.astype(np.float64).mean(-1, keepdims=True),
+                                       rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(y, d * w, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(s, (d * w).max(-1), rtol=1e-5, atol=1e-6)
+        xt = np.ascontiguousarray(rng.standard_normal((256, 7)).astype(np.float32)).T
+        y, m, s = fk([xt, w])                                    # a transposed input
+        np.testing.assert_allclose(m[:, 0], xt.astype(np.float64).mean(-1), rtol=1e-5,
+                                   atol=1e-6)
+    finally:
+        threads.set_num_threads(before)
+    assert fk.spec.is_row and "row" in fk.llvm_ir[:40]
