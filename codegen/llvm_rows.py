@@ -29,6 +29,7 @@ _ONE, _ZERO = ir.Constant(I64, 1), ir.Constant(I64, 0)
 _SUM_FLAGS = ("reassoc", "contract")
 REDUCE_INIT = {"row_sum": 0.0, "row_max": float("-inf"), "row_min": float("inf")}
 REDUCE_INTRINSIC = {"row_max": "maximum", "row_min": "minimum"}
+ROW_FIRST = "row_first"      # a row's element 0 of its operand: known before its pass
 REDUCE_INTERLEAVE = 4        # partial results per lane for loops without long formulas
 
 
@@ -116,7 +117,8 @@ class RowKernelBuilder:
                 continue
             args = [a for a in spec.ops[o - n_in].args if not isinstance(a, Imm)]
             early = [a for a in args if a >= n_in and self.level[a] < self.level[o]
-                     and spec.ops[a - n_in].op not in REDUCE_INIT]
+                     and spec.ops[a - n_in].op not in REDUCE_INIT
+                     and spec.ops[a - n_in].op != ROW_FIRST]
             if len(early) == 1 and spec.out_dtypes[jo] is spec.ops[early[0] - n_in].dtype \
                     and early[0] not in out and spec.out_dtypes[jo].is_floating_point:
                 out[early[0]] = jo
@@ -151,7 +153,15 @@ class RowKernelBuilder:
         full = [(j, o) for j, o in enumerate(spec.outputs) if not spec.per_row[j]]
         passes = sorted({self.level[spec.ops[r - self.n_in].args[0]] for r in reds}
                         | {self.level[o] for _, o in full} | {self.level[e] for e in self.spill})
+        firsts = [self.n_in + i for i, st in enumerate(spec.ops) if st.op == ROW_FIRST]
+        passes = sorted(set(passes) | {self.level[f] for f in firsts})
         for p in passes:
+            for f in firsts:
+                if self.level[f] == p:        # element 0 of its operand, before the pass
+                    step = spec.ops[f - self.n_in]
+                    self.row_vals[f] = to(self.e, _Values(self, _ZERO, p, base)[step.args[0]],
+                                          step.dtype)
+                    self.row_vals[f] = TV(self.row_vals[f], step.dtype)
             now = [r for r in reds if self.level[spec.ops[r - self.n_in].args[0]] == p]
             stores = [(j, o) for j, o in full if self.level[o] == p]
             self._pass(p, now, stores, base)
@@ -219,7 +229,7 @@ class RowKernelBuilder:
             step = self.spec.ops[v - self.n_in]
             if step.op in self.long_ops:
                 return True
-            if step.op not in REDUCE_INIT:
+            if step.op not in REDUCE_INIT and step.op != ROW_FIRST:
                 need.extend(a for a in step.args if not isinstance(a, Imm))
         return False
 
@@ -267,7 +277,7 @@ class _Values:
             got = TV(kb.e.load(kb._out_elem(jo, self.base, self.j), dt), dt)
         else:
             step = kb.spec.ops[v - kb.n_in]
-            if step.op in REDUCE_INIT:
+            if step.op in REDUCE_INIT or step.op == ROW_FIRST:
                 got = kb.row_vals[v]
             else:
                 got = emit_step(kb.e, step, self)

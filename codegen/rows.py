@@ -54,6 +54,7 @@ from scriptmod.ir.dtypes import DType
 from scriptmod.ir.graph import Graph, Prim, Value
 from scriptmod.ir.passes.fuse_rows import row_geometry
 from scriptmod.ir.types import TensorType
+from .emitter import compute_dtype
 from .kernel import UNKNOWN, Imm, InputSpec, KernelSpec, OpStep, broadcast_strides
 from .lower import _arg, _coalesce, _dt, _numel, _tensor, c_strides
 
@@ -129,6 +130,88 @@ ROW_OPS: dict[str, Expand] = {
 }
 
 
+def one_pass_moments(in_dtypes: Sequence[DType], ops: Sequence[OpStep],
+                     outputs: Sequence[int], n: int) -> tuple[list[OpStep], list[int]]:
+    """Variance in the mean's pass. A centred sum of squares ``row_sum((a - m) * (a - m))``
+    whose ``m`` is ``a``'s own row mean (``layer_norm``, ``var``) needs the mean first: a
+    second pass. Shifting by the row's first element ``k`` gives both sums in one pass,
+
+        t1 = sum(a - k),  t2 = sum((a - k)**2)  ->  sum(a) = t1 + n k,
+        sum((a - m)**2) = t2 - 2 (m - k) t1 + n (m - k)**2   (exact, for the m in use),
+
+    the shifted two-moment form (Chan, Golub, LeVeque, 1983): ``a - k`` is exact where ``a``
+    and ``k`` are within a factor of 2 (the cancellation the naive ``sum(a**2) - n m**2``
+    suffers is gone), and the sums and the correction are float64. Welford's update
+    needs a division per element and does not vectorize. Other steps are kept."""
+    f64, n_inputs = D.float64, len(in_dtypes)
+
+    def dtype_of(v: int) -> DType:
+        return ops[v - n_inputs].dtype if v >= n_inputs else in_dtypes[v]
+
+    def step(v: int) -> OpStep | None:
+        return ops[v - n_inputs] if v >= n_inputs else None
+
+    def mean_of(mc: int) -> tuple[int, int] | None:
+        """``(row_sum, a)`` when ``mc`` is ``[cast](row_sum(a) * 1/n)``."""
+        st = step(mc)
+        if st is not None and st.op == "cast":
+            st = step(st.args[0]) if not isinstance(st.args[0], Imm) else None
+        if st is None or st.op != "mul" or not isinstance(st.args[1], Imm) \
+                or isinstance(st.args[0], Imm) or st.args[1].value != 1.0 / n:
+            return None
+        r1 = step(st.args[0])
+        return (st.args[0], r1.args[0]) if r1 is not None and r1.op == "row_sum" else None
+
+    found: dict[int, tuple[int, int, int]] = {}           # r2 -> (r1, a, mc)
+    for i, st in enumerate(ops):
+        q = step(st.args[0]) if st.op == "row_sum" and not isinstance(st.args[0], Imm) else None
+        if q is None or q.op != "mul" or q.args[0] != q.args[1] or isinstance(q.args[0], Imm):
+            continue
+        d = step(q.args[0])
+        if d is None or d.op != "sub" or any(isinstance(x, Imm) for x in d.args):
+            continue
+        m = mean_of(d.args[1])
+        if m is not None and m[1] == d.args[0]:
+            found[n_inputs + i] = (m[0], m[1], d.args[1])
+    if not found:
+        return list(ops), list(outputs)
+    by_r1 = {r1: (a, r2) for r2, (r1, a, _) in found.items()}
+    out = _Steps(n_inputs)
+    remap: dict[int, int] = {}
+    shift: dict[int, tuple[int, int, int]] = {}            # r1 -> (t1, t2, k as float64)
+
+    def arg(x: int | Imm) -> int | Imm:
+        return x if isinstance(x, Imm) else remap.get(x, x)
+
+    def wide(v: int, dt: DType) -> int:
+        return v if dt is f64 else out("cast", (v,), f64, dtype=f64)
+
+    for i, st in enumerate(ops):
+        v = n_inputs + i
+        if v in by_r1:
+            a = remap.get(by_r1[v][0], by_r1[v][0])
+            dt = compute_dtype(dtype_of(by_r1[v][0]))
+            k = out("row_first", (a,), dt)
+            dk = wide(out("sub", (a, k), dt), dt)
+            t1 = out("row_sum", (dk,), f64)
+            t2 = out("row_sum", (out("mul", (dk, dk), f64),), f64)
+            kw = wide(k, dt)
+            shift[v] = (t1, t2, kw)
+            remap[v] = out("add", (t1, out("mul", (kw, Imm(float(n), f64)), f64)), f64)
+        elif v in found and found[v][0] in shift:
+            t1, t2, kw = shift[found[v][0]]
+            mc = remap.get(found[v][2], found[v][2])
+            delta = out("sub", (wide(mc, dtype_of(found[v][2])), kw), f64)
+            c = out("sub", (t2, out("mul", (out("mul", (delta, t1), f64), Imm(2.0, f64)), f64)),
+                    f64)
+            total = out("add", (c, out("mul", (out("mul", (delta, delta), f64),
+                                               Imm(float(n), f64)), f64)), f64)
+            remap[v] = out("maximum", (total, Imm(0.0, f64)), f64)     # never below 0
+        else:
+            remap[v] = out(st.op, tuple(arg(x) for x in st.args), st.dtype, **st.attrs)
+    return out.ops, [remap.get(o, o) for o in outputs]
+
+
 def has_row_ops(subgraph: Graph) -> bool:
     """Whether a fusion subgraph holds row ops (it lowers with ``lower_row_group``)."""
     return any(n.is_op and n.op_name in ROW_OPS for n in subgraph.nodes)
@@ -177,8 +260,10 @@ def lower_row_group(subgraph: Graph) -> KernelSpec:
     in_types = [_tensor(v) for v in subgraph.inputs]
     out_types = [_tensor(v) for v in subgraph.outputs]
     names = [v.debug_name or f"input {i}" for i, v in enumerate(subgraph.inputs)]
-    return KernelSpec([InputSpec(_dt(t), UNKNOWN) for t in in_types], steps.ops,
-                      [index[v] for v in subgraph.outputs], [_dt(t) for t in out_types],
+    ops, outs = one_pass_moments([_dt(t) for t in in_types], steps.ops,
+                                 [index[v] for v in subgraph.outputs], n)
+    return KernelSpec([InputSpec(_dt(t), UNKNOWN) for t in in_types], ops, outs,
+                      [_dt(t) for t in out_types],
                       rank=len(full), in_types=in_types, in_names=names,
                       out_types=out_types, cols=k, per_row=per_row)
 

@@ -295,3 +295,36 @@ def test_fused_kernel_runs_a_row_group_at_any_batch_and_splits_rows() -> None:
     finally:
         threads.set_num_threads(before)
     assert fk.spec.is_row and "row" in fk.llvm_ir[:40]
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4, -3e6])
+def test_layer_norm_moments_in_one_pass_stay_accurate_far_from_zero(offset: float) -> None:
+    """``mean`` then ``mean((x - mean)**2)`` is rewritten into one pass of sums shifted by each
+    row's first element: a large common offset (where the naive ``E[x²] - E[x]²`` loses every
+    digit) costs nothing."""
+    n = 300
+    src = f"""graph(%x : Float(6, {n})):
+  %m : Float(6, 1) = sm::mean[dim=[-1], keepdim=1](%x)
+  %d : Float(6, {n}) = sm::sub(%x, %m)
+  %q : Float(6, {n}) = sm::mul(%d, %d)
+  %v : Float(6, 1) = sm::mean[dim=[-1], keepdim=1](%q)
+  %eps : float = prim::Constant[value=1e-05]()
+  %ve : Float(6, 1) = sm::add(%v, %eps)
+  %r : Float(6, 1) = sm::rsqrt(%ve)
+  %y : Float(6, {n}) = sm::mul(%d, %r)
+  return (%y, %v)
+"""
+    spec = lower_row_group(parse(src))
+    assert [s.op for s in spec.ops].count("row_first") == 1
+    from scriptmod.codegen.llvm_rows import levels
+    lv = levels(spec)
+    assert max(lv[len(spec.inputs):]) == 1          # one pass of sums, one of outputs
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((6, n)) * 3 + offset).astype(np.float32)
+    x[2, 0] = offset + 40.0                          # a first element far from its row's mean
+    y, v = run_rows(src, [x], (6, n))
+    xd = x.astype(np.float64)
+    m32 = xd.mean(-1, keepdims=True).astype(np.float32).astype(np.float64)   # the graph's mean
+    var = ((xd - m32) ** 2).mean(-1, keepdims=True)
+    np.testing.assert_allclose(v, var, rtol=1e-5)
+    np.testing.assert_allclose(y, (xd - m32) / np.sqrt(var + 1e-5), rtol=1e-4, atol=2e-4)
