@@ -198,17 +198,21 @@ class _KernelBuilder:
             self._body(elem, j)
 
     def _carry(self, shape, strides, dvars, offs, header: ir.Block) -> None:
-        """Advance the outer multi-index by one row (odometer with carries)."""
-        b = self.b
-        for d in reversed(range(len(dvars))):
-            v = b.add(b.load(dvars[d], typ=I64), _ONE)
-            b.store(v, dvars[d])
-            for k, st in strides.items():
-                b.store(b.add(b.load(offs[k], typ=I64), st[d]), offs[k])
-            nxt = b.append_basic_block(f"carry{d}")
-            b.cbranch(b.icmp_signed("<", v, shape[d]), header, nxt)
-            b.position_at_end(nxt)
-            b.store(_ZERO, dvars[d])
-            for k, st in strides.items():
-                b.store(b.sub(b.load(offs[k], typ=I64), b.mul(st[d], shape[d])), offs[k])
-        b.branch(header)
+        carry_rows(self.b, shape, strides, dvars, offs, header)
+
+
+def carry_rows(b: ir.IRBuilder, shape, strides, dvars, offs, header: ir.Block) -> None:
+    """Advance the outer multi-index ``dvars`` (over ``shape``) by one row, and each strided
+    input's offset in ``offs`` with it (an odometer with carries); then branch to ``header``."""
+    for d in reversed(range(len(dvars))):
+        v = b.add(b.load(dvars[d], typ=I64), _ONE)
+        b.store(v, dvars[d])
+        for k, st in strides.items():
+            b.store(b.add(b.load(offs[k], typ=I64), st[d]), offs[k])
+        nxt = b.append_basic_block(f"carry{d}")
+        b.cbranch(b.icmp_signed("<", v, shape[d]), header, nxt)
+        b.position_at_end(nxt)
+        b.store(_ZERO, dvars[d])
+        for k, st in strides.items():
+            b.store(b.sub(b.load(offs[k], typ=I64), b.mul(st[d], shape[d])), offs[k])
+    b.branch(header)

@@ -23,6 +23,7 @@ from scriptmod.ir import dtypes as D
 from .emitter import compute_dtype
 from .formulas import TV, emit_step, to
 from .kernel import Imm, KernelSpec
+from .llvm_ir import carry_rows
 from .llvm_emit import I64, LLVMEmitter, for_range, host_vector_bits, ll_type, storage_type
 
 _ONE, _ZERO = ir.Constant(I64, 1), ir.Constant(I64, 0)
@@ -98,7 +99,7 @@ class RowKernelBuilder:
         b.position_at_end(body)
         self._row(row, strides, offs)
         b.store(b.add(row, _ONE), row_var)
-        self._carry(lead, strides, dvars, offs, header)
+        carry_rows(b, lead, strides, dvars, offs, header)
         b.position_at_end(done)
         b.ret_void()
 
@@ -232,23 +233,6 @@ class RowKernelBuilder:
             if step.op not in REDUCE_INIT and step.op != ROW_FIRST:
                 need.extend(a for a in step.args if not isinstance(a, Imm))
         return False
-
-    def _carry(self, lead, strides, dvars, offs, header: ir.Block) -> None:
-        """Advance the leading multi-index by one row (odometer with carries)."""
-        b = self.b
-        for d in reversed(range(len(dvars))):
-            v = b.add(b.load(dvars[d], typ=I64), _ONE)
-            b.store(v, dvars[d])
-            for k, st in strides.items():
-                b.store(b.add(b.load(offs[k], typ=I64), st[d]), offs[k])
-            nxt = b.append_basic_block(f"carry{d}")
-            b.cbranch(b.icmp_signed("<", v, lead[d]), header, nxt)
-            b.position_at_end(nxt)
-            b.store(_ZERO, dvars[d])
-            for k, st in strides.items():
-                b.store(b.sub(b.load(offs[k], typ=I64), b.mul(st[d], lead[d])), offs[k])
-        b.branch(header)
-
 
 class _Values:
     """The values of one loop body at column ``j``, emitted on first use (each step at most

@@ -88,7 +88,6 @@ def lower_group(subgraph: Graph) -> KernelSpec:
     outputs' rank; scalar constants become ``Imm`` arguments typed by the op's promotion rule.
     Raises ``NotImplementedError`` naming what cannot be lowered (see the module docstring)."""
     index: dict[Value, int] = {v: i for i, v in enumerate(subgraph.inputs)}
-    consts: dict[Value, Any] = {}
     ops: list[OpStep] = []
     rows = [n.op_name for n in subgraph.nodes if n.is_op and n.op_name not in FORMULAS
             and S.REGISTRY[n.op_name].has(S.ROW)]
@@ -96,15 +95,7 @@ def lower_group(subgraph: Graph) -> KernelSpec:
         raise NotImplementedError(f"fusion: a row group ({', '.join(rows)}) runs as a row "
                                   f"kernel of a native program (codegen.rows), not as an "
                                   f"elementwise kernel")
-    for node in subgraph.nodes:
-        if node.kind == Prim.CONSTANT:
-            consts[node.output] = node.attrs.get("value")
-            continue
-        if not node.is_op or len(node.outputs) != 1:
-            raise NotImplementedError(f"fusion: cannot lower {node.kind} in a fusion group")
-        args = tuple(_arg(node, v, index, consts) for v in node.inputs)
-        ops.append(OpStep(node.op_name, args, dict(node.attrs), _dt(_tensor(node.output))))
-        index[node.output] = len(subgraph.inputs) + len(ops) - 1
+    lower_nodes(subgraph, index, ops)
     for v in subgraph.outputs:
         if v not in index or index[v] < len(subgraph.inputs):
             raise NotImplementedError("fusion: a group output must be computed by the group")
@@ -118,6 +109,29 @@ def lower_group(subgraph: Graph) -> KernelSpec:
                       [index[v] for v in subgraph.outputs], [_dt(t) for t in out_types],
                       rank=len(out_types[0].shape or ()) if out_types else 1,
                       in_types=in_types, in_names=names, out_types=out_types)
+
+
+Expander = Callable[[Node, dict, list], "int | None"]
+
+
+def lower_nodes(subgraph: Graph, index: dict[Value, int], ops: list[OpStep],
+                expand: Expander | None = None, who: str = "fusion") -> None:
+    """Append the subgraph's ops to ``ops`` as steps, numbering values in ``index`` (inputs
+    first, as ``KernelSpec`` does); scalar constants become ``Imm`` arguments. ``expand(node,
+    index, ops)``: steps of its own for a node (a row op), returning its value, or None."""
+    consts: dict[Value, Any] = {}
+    for node in subgraph.nodes:
+        if node.kind == Prim.CONSTANT:
+            consts[node.output] = node.attrs.get("value")
+            continue
+        if not node.is_op or len(node.outputs) != 1:
+            raise NotImplementedError(f"{who}: cannot lower {node.kind} in a fusion group")
+        got = expand(node, index, ops) if expand is not None else None
+        if got is None:
+            args = tuple(_arg(node, v, index, consts) for v in node.inputs)
+            ops.append(OpStep(node.op_name, args, dict(node.attrs), _dt(_tensor(node.output))))
+            got = len(subgraph.inputs) + len(ops) - 1
+        index[node.output] = got
 
 
 def _dt(t: TensorType) -> DType:
@@ -173,15 +187,24 @@ def plan_layout(spec: KernelSpec, shapes: Sequence[Sequence[int]],
     scalar = [_numel(sh) == 1 for sh in shapes]
     shape, strides = _coalesce([out_shape[d] for d in keep],
                                [[st[d] for d in keep] for st in full], scalar)
+    inputs, kept = classify_inputs(spec, shape, strides, scalar)
+    laid = spec.with_layout(inputs, len(shape))
+    return laid, tuple(laid.meta(shape, kept)) if laid.strided else ()
+
+
+def classify_inputs(spec: KernelSpec, shape: Sequence[int], strides: Sequence[Sequence[int]],
+                    scalar: Sequence[bool]) -> tuple[list[InputSpec], list[Any]]:
+    """Each input's kind over the laid-out ``shape`` (one element: ``scalar``; C order:
+    ``contiguous``; else ``strided``, its inner stride kept when it is 0 or 1), and the
+    strides ``meta`` needs (None for inputs that read none)."""
     c_order = c_strides(shape)
     inputs, kept = [], []
     for s, st, sc in zip(spec.inputs, strides, scalar):
-        kind = "scalar" if sc else "contiguous" if st == c_order else "strided"
+        kind = "scalar" if sc else "contiguous" if list(st) == c_order else "strided"
         inner = st[-1] if kind == "strided" and st[-1] in (0, 1) else None
         inputs.append(InputSpec(s.dtype, kind, inner))
         kept.append(st if kind == "strided" else None)
-    laid = spec.with_layout(inputs, len(shape))
-    return laid, tuple(laid.meta(shape, kept)) if laid.strided else ()
+    return inputs, kept
 
 
 def static_layout(spec: KernelSpec) -> tuple[KernelSpec, tuple[int, ...]]:

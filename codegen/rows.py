@@ -51,12 +51,11 @@ from typing import Any, Callable, Sequence
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
-from scriptmod.ir.graph import Graph, Prim, Value
+from scriptmod.ir.graph import Graph, Node, Value
 from scriptmod.ir.passes.fuse_rows import row_geometry
-from scriptmod.ir.types import TensorType
 from .emitter import compute_dtype
 from .kernel import UNKNOWN, Imm, InputSpec, KernelSpec, OpStep, broadcast_strides
-from .lower import _arg, _coalesce, _dt, _numel, _tensor, c_strides
+from .lower import _coalesce, _dt, _numel, _tensor, classify_inputs, lower_nodes
 
 REDUCE_STEPS = ("row_sum", "row_max", "row_min")   # the primitive per-row reductions
 HALF = (D.float16, D.bfloat16)
@@ -67,7 +66,7 @@ class _Steps:
     ``n_inputs`` inputs."""
 
     def __init__(self, n_inputs: int) -> None:
-        self.n_inputs, self.ops = n_inputs, []
+        self.n_inputs, self.ops = n_inputs, []    # type: int, list[OpStep]
 
     def __call__(self, op: str, args: Sequence[int | Imm], dt: DType, **attrs: Any) -> int:
         self.ops.append(OpStep(op, tuple(args), attrs, dt))
@@ -228,22 +227,15 @@ def lower_row_group(subgraph: Graph) -> KernelSpec:
     (full, k), = geo
     n = _numel(full[len(full) - k:])
     index: dict[Value, int] = {v: i for i, v in enumerate(subgraph.inputs)}
-    consts: dict[Value, Any] = {}
     steps = _Steps(len(subgraph.inputs))
-    for node in subgraph.nodes:
-        if node.kind == Prim.CONSTANT:
-            consts[node.output] = node.attrs.get("value")
-            continue
-        if not node.is_op or len(node.outputs) != 1:
-            raise NotImplementedError(f"rows: cannot lower {node.kind} in a row kernel")
+
+    def expand(node: Node, index: dict, ops: list) -> int | None:
+        if node.op_name not in ROW_OPS:
+            return None
         dt = _dt(_tensor(node.output))
-        if node.op_name in ROW_OPS:
-            cdt = D.float32 if dt in HALF else dt
-            index[node.output] = ROW_OPS[node.op_name](steps, index[node.inputs[0]], n, cdt,
-                                                       dict(node.attrs))
-            continue
-        args = tuple(_arg(node, v, index, consts) for v in node.inputs)
-        index[node.output] = steps(node.op_name, args, dt, **node.attrs)
+        cdt = D.float32 if dt in HALF else dt
+        return ROW_OPS[node.op_name](steps, index[node.inputs[0]], n, cdt, dict(node.attrs))
+    lower_nodes(subgraph, index, steps.ops, expand, who="rows")
     rows = tuple(full[:len(full) - k])
     per_row = []
     for v in subgraph.outputs:
@@ -301,12 +293,6 @@ def plan_row_layout(spec: KernelSpec, shapes: Sequence[Sequence[int]],
                             scalar)
     shape = oshape + [_numel(red)]
     strides = [o + [c] for o, c in zip(ost, inner)]
-    c_order = c_strides(shape)
-    inputs, kept = [], []
-    for s, st, sc in zip(spec.inputs, strides, scalar):
-        kind = "scalar" if sc else "contiguous" if st == c_order else "strided"
-        inner_st = st[-1] if kind == "strided" and st[-1] in (0, 1) else None
-        inputs.append(InputSpec(s.dtype, kind, inner_st))
-        kept.append(st if kind == "strided" else None)
+    inputs, kept = classify_inputs(spec, shape, strides, scalar)
     laid = spec.with_layout(inputs, len(shape), cols=1)
     return laid, tuple(laid.meta(shape, kept))
