@@ -11,12 +11,23 @@ NumPy 2.x wheels bundle scipy-openblas with ILP64 symbol names (``scipy_cblas_sg
     True
     >>> blas is None or len(blas.fns()) == 4      # sgemm, dgemm, sgemm_batch, dgemm_batch
     True
+
+Its thread count is read and set through threadpoolctl (``get_threads``/``set_threads``),
+which knows every BLAS's own setter (OpenBLAS, MKL, BLIS, FlexiBLAS); compiled GEMMs and
+eager matmuls share that setting, since both call the same library.
+
+    >>> before = get_threads()
+    >>> before is None or (set_threads(1), get_threads())[1] == 1
+    True
+    >>> before is None or set_threads(before)
+    True
 """
 from __future__ import annotations
 
 import ctypes
 import os
 from functools import lru_cache
+from typing import Any
 
 from scriptmod.codegen.record import Record
 
@@ -122,6 +133,36 @@ def cblas() -> Blas | None:
         return _probe()[0]
     except Exception:               # a broken install must not break compilation
         return None
+
+
+@lru_cache(maxsize=1)
+def _controllers() -> tuple[Any, ...]:
+    """threadpoolctl's controllers of NumPy's BLAS: the library ``cblas()`` was found in, or
+    every BLAS loaded where that one cannot be told apart (none without threadpoolctl)."""
+    import numpy  # noqa: F401  (its BLAS must be loaded to be found)
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return ()
+    found = ThreadpoolController().select(user_api="blas").lib_controllers
+    blas = cblas()
+    path = blas.source.rsplit(":", 1)[0] if blas is not None else ""
+    mine = [c for c in found if os.path.realpath(c.filepath) == path]
+    return tuple(mine or found)
+
+
+def get_threads() -> int | None:
+    """Threads of NumPy's BLAS (``None``: no BLAS threadpoolctl can control)."""
+    ctl = _controllers()
+    return int(ctl[0].get_num_threads()) if ctl else None
+
+
+def set_threads(n: int) -> bool:
+    """Limit NumPy's BLAS to ``n`` threads; False where no BLAS can be controlled."""
+    ctl = _controllers()
+    for c in ctl:
+        c.set_num_threads(int(n))
+    return bool(ctl)
 
 
 def why_not() -> str:

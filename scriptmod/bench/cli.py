@@ -1,5 +1,5 @@
-"""``scriptmod bench``: eager vs unfused vs fused on W1–W6, against measured floors (W6 is
-scripted with ``jit.script``, the others traced).
+"""``scriptmod bench``: eager vs unfused vs fused on W1–W6 and the attention micro-benchmarks
+A128/A512, against measured floors (W6 is scripted with ``jit.script``, the others traced).
 
     scriptmod bench                          # everything, default threads, float32
     scriptmod bench --quick                  # small sizes, few repetitions (a smoke test)
@@ -7,11 +7,19 @@ scripted with ``jit.script``, the others traced).
     scriptmod bench --compare torch          # adds torch eager, TorchScript, torch.compile
     scriptmod bench --workload W6 --compare torch   # scripted GRU: torch.jit.script column
     scriptmod bench --no-compile-time        # skip the two new-process startup runs
+    scriptmod bench --background-load        # another process keeps one core busy meanwhile
 
 ``--threads N`` sets the threads of scriptmod's compiled kernels and of the BLAS NumPy
-loaded (matmuls, in every variant): through threadpoolctl when installed, else OpenBLAS's
-own setter, else it says "unchanged" in the header. PyTorch's threads (``--compare torch``)
-are set to N too. Without ``--threads`` all of them keep their defaults.
+loaded (matmuls, in every variant; through threadpoolctl, else the header says "unchanged").
+PyTorch's threads (``--compare torch``) are set to N too. Without ``--threads`` all of them
+keep their defaults. Unless ``SCRIPTMOD_DYNAMIC_THREADS=0``, the BLAS uses fewer threads
+while other processes keep cores busy (``scriptmod.runtime.threads``), refreshed before
+every timing sample; the header says how often that happened.
+
+``--background-load`` starts ``python -c "while True: pass"`` (in effect: see
+``scriptmod.bench.background``) before the first floor and kills it after the last one,
+also on Ctrl-C or an error, so every timing, child process included, runs with one core
+taken; the header says so.
 
 Unless ``--no-compile-time``, each workload also runs in two new processes sharing a new
 kernel cache folder: the first measures trace time and the cold compile (first call with
@@ -56,6 +64,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--torch-compile-timeout", type=float, default=300.0, metavar="S",
                    help="cap in seconds on the PyTorch child process per workload "
                    "(eager, TorchScript, then torch.compile's compile and timing; default 300)")
+    p.add_argument("--background-load", action="store_true",
+                   help="keep one core busy with another process (python -c \"while True: "
+                   "pass\") for the whole run: timings under contention")
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few repetitions: a smoke test, not a measurement")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -80,7 +91,8 @@ def options(args: argparse.Namespace) -> BenchOptions:
                         repeat=args.repeat, budget_s=args.budget,
                         compare_torch=args.compare == "torch",
                         torch_compile_timeout_s=args.torch_compile_timeout,
-                        startup=args.compile_time)
+                        startup=args.compile_time,
+                        background_load=args.background_load)
 
 
 def run(args: argparse.Namespace) -> int:

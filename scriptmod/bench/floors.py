@@ -115,7 +115,12 @@ def matmul_flops(model: nn.Module, x_shape: tuple[int, ...]) -> int:
     Counts ``Linear`` layers (2 * tokens * in * out) and ``MultiheadAttention``'s packed
     input projection and its two batched products (scores and weighted sum); elementwise
     work is left out, so the result is a lower bound. Tokens are all rows of the input.
+    A model with a ``matmul_flops(x_shape)`` method of its own (the attention benchmarks'
+    ``scaled_dot_product_attention``: QKᵀ and AV) is asked instead.
     """
+    own = getattr(model, "matmul_flops", None)
+    if callable(own):
+        return int(own(x_shape))
     tokens = 1
     for n in x_shape[:-1]:
         tokens *= n

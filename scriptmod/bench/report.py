@@ -147,11 +147,33 @@ def header(report: BenchReport) -> str:
         f"dtype {o.dtype}; threads: scriptmod {th['scriptmod']}, "
         f"BLAS {th['blas'] or '?'} ({th['blas_set_by']})"
         + ("; quick" if o.quick else ""),
+        *([load_line(th, o.background_load)]
+          if o.background_load or th.get("load", {}).get("contended") else []),
         f"floors (this run): copy {rates.copy_bytes_per_s / 1e9:.1f} GB/s (read + write, "
         f"{rates.copy_threads} thread(s)), "
         f"matmul {rates.matmul_flop_per_s / 1e9:.1f} GFLOP/s ({o.dtype})"
         + (f"; run batch {o.batch} (traced at the workload's batch)" if o.batch else ""),
     ])
+
+
+def load_line(threads: dict[str, Any], background: bool) -> str:
+    """The run's contention: whether ``--background-load`` kept a core busy, how many load
+    samples saw other processes' work, and how often the BLAS threads were capped for it
+    (``runtime.threads.follow_load``).
+
+    >>> print(load_line({"dynamic": True, "load": {"samples": 40, "contended": 38,
+    ...                                            "changes": 1, "others_last": 1.0}}, True))
+    background load: ON (another process kept one core busy the whole run); other processes
+    busy in 38 of 40 load samples (last: 1.0 cores); BLAS threads capped or restored 1 time(s)
+    """
+    load = threads.get("load") or {}
+    head = ("background load: ON (another process kept one core busy the whole run); "
+            if background else "load: ")
+    seen = (f"other processes busy in {load.get('contended', 0)} of {load.get('samples', 0)} "
+            f"load samples (last: {load.get('others_last', 0):.1f} cores)")
+    dyn = (f"BLAS threads capped or restored {load.get('changes', 0)} time(s)"
+           if threads.get("dynamic") else "dynamic BLAS threads off (SCRIPTMOD_DYNAMIC_THREADS=0)")
+    return textwrap.fill(f"{head}{seen}; {dyn}", 100)
 
 
 def problems(report: BenchReport) -> list[str]:

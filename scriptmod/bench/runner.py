@@ -49,6 +49,7 @@ class BenchOptions:
     compare_torch: bool = False
     torch_compile_timeout_s: float = 300.0
     startup: bool = True                   # cold compile and warm start in child processes
+    background_load: bool = False          # another process keeps one core busy meanwhile
 
     @property
     def budget(self) -> float:
@@ -244,9 +245,11 @@ def build(w: Workload, opts: BenchOptions) -> tuple[nn.Module, sm.Tensor, sm.Ten
     dt = getattr(sm, opts.dtype)
     model, x_trace = w.build(quick=opts.quick, dtype=dt)
     x_run = x_trace
-    if opts.batch is not None and opts.batch != x_trace.shape[0]:
+    if opts.batch is not None and opts.batch != x_trace.shape[w.batch_dim]:
         sm.manual_seed(1)
-        x_run = sm.randn(opts.batch, *x_trace.shape[1:], dtype=dt)
+        shape = list(x_trace.shape)
+        shape[w.batch_dim] = opts.batch
+        x_run = sm.randn(*shape, dtype=dt)
     if opts.device != "cpu":
         dev = opts.device
         model, x_trace, x_run = model.to(dev), x_trace.to(dev), x_run.to(dev)
@@ -381,14 +384,17 @@ class BenchReport:
 
 
 def configure_threads(n: int | None) -> dict[str, Any]:
-    """Apply ``--threads`` to scriptmod's kernels and NumPy's BLAS; report what is in effect."""
+    """Apply ``--threads`` to scriptmod's kernels and NumPy's BLAS; report what is in effect
+    (``dynamic``: whether the BLAS threads follow the load of other processes,
+    ``runtime.threads``)."""
     from scriptmod.bench.timing import blas_threads, set_blas_threads
+    from scriptmod.runtime import threads as rt
     how = "default"
     if n is not None:
         set_threads(n)
         how = set_blas_threads(n)
     return {"requested": n, "scriptmod": get_threads(), "blas": blas_threads(),
-            "blas_set_by": how}
+            "blas_set_by": how, "dynamic": rt.get_dynamic()}
 
 
 def machine_info(threads: dict[str, Any], device: str) -> dict[str, Any]:
@@ -412,13 +418,19 @@ def machine_info(threads: dict[str, Any], device: str) -> dict[str, Any]:
 def run_all(opts: BenchOptions, progress: bool | None = None) -> BenchReport:
     """Measure the floors before and after the workloads (keeping the better rate of the
     two), run every selected workload, and set each one's floor. ``progress`` shows a tqdm
-    bar (``None``: only on a terminal)."""
+    bar (``None``: only on a terminal). With ``opts.background_load`` another process keeps
+    one core busy from the first floor to the last (``bench.background``); the machine info
+    counts the load samples that saw it (``threads["load"]``)."""
     from tqdm import tqdm
+
+    from scriptmod.bench.background import maybe_busy
+    from scriptmod.runtime import threads as rt
     xp, sync = device_backend(opts.device)
     threads = configure_threads(opts.threads)
     bar = tqdm(total=len(opts.workloads) + 2, desc="bench", unit="step", leave=False,
                disable=None if progress is None else not progress)
-    with bar:
+    load_before = rt.LOAD.stats()
+    with bar, maybe_busy(opts.background_load):
         bar.set_postfix_str("floors")
         before = floors.measure(xp, opts.dtype, opts.quick, opts.device, sync, get_threads())
         bar.update()
@@ -433,4 +445,7 @@ def run_all(opts: BenchOptions, progress: bool | None = None) -> BenchReport:
         bar.update()
     for r in results:
         r.floor_s = floors.floor_seconds(r.workload.floor, rates, r.floor_work)
+    load = rt.LOAD.stats()
+    threads["load"] = {k: load[k] - load_before[k] if k != "others_last" else load[k]
+                       for k in load}
     return BenchReport(opts, machine_info(threads, opts.device), rates, results)

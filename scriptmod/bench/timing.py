@@ -19,11 +19,12 @@ at the mercy of the timer). Samples continue until the time budget is spent, wit
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager
+
+from scriptmod.runtime import threads
 
 MIN_SAMPLE_S = 2e-3
 MAX_INNER = 2000
@@ -57,7 +58,8 @@ class Variant:
     inner: int = 1
 
     def sample(self, n: int, sync: Callable[[], None]) -> float:
-        with self.context():
+        threads.follow_load()               # every variant runs with the BLAS threads that
+        with self.context():                # fit the machine's load now (runtime.threads)
             t0 = time.perf_counter()
             for _ in range(n):
                 self.fn()
@@ -125,54 +127,16 @@ def time_once(fn: Callable[[], Any], sync: Callable[[], None] = lambda: None) ->
 
 # ---- threads ---------------------------------------------------------------------------------
 
-_OPENBLAS_PREFIXES = ("scipy_openblas_", "openblas_")
-_OPENBLAS_SUFFIXES = ("64_", "")
-
-
 def set_blas_threads(n: int) -> str:
-    """Limit the BLAS that NumPy loaded to ``n`` threads; returns how it was done.
-
-    threadpoolctl when installed (any BLAS); else OpenBLAS's own setter found in the
-    process's loaded libraries; else nothing (``"unchanged"``: set ``OPENBLAS_NUM_THREADS``
-    / ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` before starting Python instead).
-    """
-    try:
-        from threadpoolctl import threadpool_limits  # type: ignore
-    except ImportError:
-        pass
-    else:
-        threadpool_limits(limits=n, user_api="blas")
-        return "threadpoolctl"
-    setter = _openblas("set_num_threads")
-    if setter is None:
-        return "unchanged"
-    setter(ctypes.c_int(n))
-    return "openblas"
+    """Limit the BLAS that NumPy loaded to ``n`` threads; returns how it was done:
+    ``"threadpoolctl"``, or ``"unchanged"`` where it controls no BLAS in this process (set
+    ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` before starting
+    Python instead)."""
+    from scriptmod.runtime import blas
+    return "threadpoolctl" if blas.set_threads(n) else "unchanged"
 
 
 def blas_threads() -> int | None:
-    """Threads of the OpenBLAS NumPy loaded (``None``: another BLAS, or not found)."""
-    getter = _openblas("get_num_threads")
-    return int(getter()) if getter is not None else None
-
-
-def _openblas(what: str) -> Any | None:
-    """OpenBLAS's ``<prefix><what><suffix>`` function from the loaded libraries, if any."""
-    for lib in _loaded_blas_libraries():
-        handle = ctypes.CDLL(lib)
-        for prefix in _OPENBLAS_PREFIXES:
-            for suffix in _OPENBLAS_SUFFIXES:
-                fn = getattr(handle, f"{prefix}{what}{suffix}", None)
-                if fn is not None:
-                    return fn
-    return None
-
-
-def _loaded_blas_libraries() -> list[str]:
-    import numpy  # noqa: F401  (its BLAS must be loaded to be found)
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
-    except OSError:
-        return []
-    return sorted(p for p in paths if p.startswith("/"))
+    """Threads of the BLAS NumPy loaded (``None``: none that threadpoolctl controls)."""
+    from scriptmod.runtime import blas
+    return blas.get_threads()

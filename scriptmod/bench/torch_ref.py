@@ -1,4 +1,5 @@
-"""PyTorch twins of W1–W6 for ``scriptmod bench --compare torch``.
+"""PyTorch twins of W1–W6 and A128/A512 for ``scriptmod bench --compare torch`` (the
+attention twins call ``torch.nn.functional.scaled_dot_product_attention``).
 
 Each twin has the module structure of the scriptmod model, so the scriptmod ``state_dict``
 loads into it key for key: both sides compute with the same weights and the same input,
@@ -99,6 +100,7 @@ def _elementwise_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
 
 @functools.lru_cache(maxsize=None)
 def _block_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
+    import torch
     from torch import nn
 
     class MLP(nn.Module):
@@ -122,6 +124,10 @@ def _block_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
             h = x + self.attn(h, h, h, need_weights=False)[0]
             return h + self.mlp(self.ln2(h))
 
+    class Attention(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.nn.functional.scaled_dot_product_attention(x[0], x[1], x[2])
+
     def tiny(d: dict[str, int]) -> Any:
         layers: list[Any] = []
         for _ in range(4):
@@ -129,7 +135,8 @@ def _block_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
         return nn.Sequential(*layers, nn.Linear(64, 10))
 
     return {"W3": lambda d: MLP(d["d"], d["hidden"]), "W4": tiny,
-            "W5": lambda d: TransformerBlock(d["d"], d["heads"], d["hidden"])}
+            "W5": lambda d: TransformerBlock(d["d"], d["heads"], d["hidden"]),
+            "A128": lambda d: Attention(), "A512": lambda d: Attention()}
 
 
 @functools.lru_cache(maxsize=None)

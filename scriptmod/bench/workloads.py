@@ -1,6 +1,7 @@
 """The benchmark workloads of WORKLOADS.md (W1–W6, and W4G: W4 with grad enabled), built
-from scriptmod's own layers. W1–W5 are traced (``jit.trace``); W6, whose loop exits on the
-data, is scripted (``jit.script``).
+from scriptmod's own layers, and the attention micro-benchmarks A128 and A512. W1–W5 and
+A128/A512 are traced (``jit.trace``); W6, whose loop exits on the data, is scripted
+(``jit.script``).
 
     >>> w = WORKLOADS["W1"]; model, x = w.build(quick=True)
     >>> x.shape
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, ContextManager
 
 import scriptmod as sm
+import scriptmod.nn.functional as F
 from scriptmod import nn
 
 
@@ -85,6 +87,29 @@ class TransformerBlock(nn.Module):
         h = self.ln1(x)
         h = x + self.attn(h, h, h, need_weights=False)[0]
         return h + self.mlp(self.ln2(h))
+
+
+class Attention(nn.Module):
+    """A128 / A512: ``F.scaled_dot_product_attention(q, k, v)`` alone (no mask, no dropout,
+    scale 1/sqrt(d)): QKᵀ, softmax and AV for every batch and head. The one input stacks
+    q, k and v, shape (3, B, H, T, d), so that the bench's one-input protocol applies
+    (``--batch`` sets B, dim 1); ``x[0]``, ``x[1]``, ``x[2]`` are contiguous views.
+
+        >>> model, x = WORKLOADS["A128"].build(quick=True)
+        >>> tuple(x.shape), tuple(model(x).shape)
+        ((3, 2, 2, 16, 16), (2, 2, 16, 16))
+        >>> model.matmul_flops(tuple(x.shape)) == 2 * 2 * (2 * 2) * 16 * 16 * 16
+        True
+    """
+
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        return F.scaled_dot_product_attention(x[0], x[1], x[2])
+
+    @staticmethod
+    def matmul_flops(x_shape: tuple[int, ...]) -> int:
+        """QKᵀ and AV: ``2 * 2*B*H*T*T*d`` (``floors.matmul_flops`` asks the module)."""
+        _, b, h, t, d = x_shape
+        return 2 * 2 * b * h * t * t * d
 
 
 class GRUCell(nn.Module):
@@ -190,6 +215,7 @@ class Workload:
     grad: bool = False    # run with grad enabled (parameters require grad), not no_grad
     script: bool = False  # compiled with jit.script (control flow kept), not jit.trace
     run_note: Callable[[nn.Module, sm.Tensor], str] | None = None   # a line for the report
+    batch_dim: int = 0    # the dim ``--batch`` sets
 
     def grad_mode(self) -> ContextManager[object]:
         """``no_grad()``, or no change for a grad-enabled workload (W4G)."""
@@ -202,7 +228,7 @@ class Workload:
         model = self.make(quick).eval().to(dtype)
         shape = list(self.quick_shape if quick else self.shape)
         if batch is not None:
-            shape[0] = batch
+            shape[self.batch_dim] = batch
         return model, sm.randn(*shape, dtype=dtype)
 
 
@@ -224,4 +250,10 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
              PonderingGRU(64, 128, 48), (32, 64, 64), (4, 32, 16), "none",
              "GRU cell over T = 64 steps, ACT early exit (jit.script)", script=True,
              run_note=_steps_note),
+    Workload("A128", "attention T=128", lambda q: Attention(), (3, 8, 4, 128, 64),
+             (3, 2, 2, 16, 16), "flops", "scaled_dot_product_attention, B 8, 4 heads, T 128, "
+             "d 64 (q, k, v stacked)", batch_dim=1),
+    Workload("A512", "attention T=512", lambda q: Attention(), (3, 8, 4, 512, 64),
+             (3, 2, 2, 32, 16), "flops", "scaled_dot_product_attention, B 8, 4 heads, T 512, "
+             "d 64 (q, k, v stacked)", batch_dim=1),
 )}

@@ -83,3 +83,25 @@ def test_probe_failure_never_raises(monkeypatch):
     finally:
         monkeypatch.undo()
         B._probe.cache_clear()
+
+
+def test_thread_count_goes_through_threadpoolctl_on_numpys_blas():
+    blas = B.cblas()
+    ctl = B._controllers()
+    if blas is None or not ctl:
+        pytest.skip("no BLAS threadpoolctl controls")
+    import os
+    assert [os.path.realpath(c.filepath) for c in ctl] == [blas.source.rsplit(":", 1)[0]]
+    before = B.get_threads()
+    try:
+        assert B.set_threads(1) and B.get_threads() == 1
+        a = np.ones((256, 256), np.float32)
+        assert float((a @ a)[0, 0]) == 256.0          # still computes with one thread
+        assert B.set_threads(2) and B.get_threads() == 2
+    finally:
+        B.set_threads(before)
+
+
+def test_without_a_controllable_blas_thread_calls_do_nothing(monkeypatch):
+    monkeypatch.setattr(B, "_controllers", lambda: ())
+    assert B.get_threads() is None and B.set_threads(2) is False

@@ -35,7 +35,7 @@ def _job(d: Path, wid: str) -> None:
          "dtype": "float32", "budget": 0.001, "repeat": 1, "min_reps": 1}))
 
 
-@pytest.mark.parametrize("wid", ["W3", "W4"])
+@pytest.mark.parametrize("wid", ["W3", "W4", "A128"])
 def test_torchscript_twin_is_frozen_and_matches_eager_scriptmod(wid: str) -> None:
     model, x, ref, weights = _workload(wid)
     twin = torch_ref.build_twin(wid, torch_ref.dims_of(wid, model), weights)
@@ -49,7 +49,7 @@ def test_torchscript_twin_is_frozen_and_matches_eager_scriptmod(wid: str) -> Non
     assert match.ok, match.detail
 
 
-@pytest.mark.parametrize("wid", ["W4", "W4G"])
+@pytest.mark.parametrize("wid", ["W4", "W4G", "A128"])
 def test_child_writes_all_three_columns(wid: str, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     _job(tmp_path, wid)

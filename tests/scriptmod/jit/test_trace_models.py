@@ -13,8 +13,11 @@ from scriptmod.bench.workloads import WORKLOADS
 def test_workload_traced_equals_eager(wid):
     model, x = WORKLOADS[wid].build(quick=True)
     traced = jit.trace(model, x)
-    for batch in (x.shape[0], max(1, x.shape[0] - 1)):   # also a batch it was not traced with
-        xb = sm.randn(batch, *x.shape[1:])
+    dim = WORKLOADS[wid].batch_dim                          # A128/A512: dim 0 stacks q, k, v
+    for batch in (x.shape[dim], max(1, x.shape[dim] - 1)):  # also a batch it was not traced with
+        shape = list(x.shape)
+        shape[dim] = batch
+        xb = sm.randn(*shape)
         with sm.no_grad():
             np.testing.assert_allclose(traced(xb).numpy(), model(xb).numpy(), rtol=1e-5, atol=1e-5)
 
