@@ -268,6 +268,16 @@ def row_shape(spec: KernelSpec) -> tuple[int, ...] | None:
     return None
 
 
+def reduced_stride(red: Sequence[int], strides: Sequence[int]) -> int | None:
+    """The one element stride with which an input walks the reduced dims ``red`` (their
+    strides ``strides``, 0 where broadcast), or None when they do not merge into one dim
+    (a broadcast inside them, a slice with a step)."""
+    dims = [(n, s) for n, s in zip(red, strides) if n != 1]
+    if any(s0 != s1 * n1 for (_, s0), (n1, s1) in zip(dims, dims[1:])):
+        return None
+    return dims[-1][1] if dims else 0
+
+
 def plan_row_layout(spec: KernelSpec, shapes: Sequence[Sequence[int]],
                     elem_strides: Sequence[Sequence[int]],
                     full: Sequence[int]) -> tuple[KernelSpec, tuple[int, ...]]:
@@ -283,11 +293,11 @@ def plan_row_layout(spec: KernelSpec, shapes: Sequence[Sequence[int]],
     scalar = [_numel(sh) == 1 for sh in shapes]
     inner = []
     for i, (st, sc) in enumerate(zip(bst, scalar)):
-        dims = [(n, s) for n, s in zip(red, st[len(lead):]) if n != 1]
-        if not sc and any(s0 != s1 * n1 for (_, s0), (n1, s1) in zip(dims, dims[1:])):
+        step = None if sc else reduced_stride(red, st[len(lead):])
+        if not sc and step is None:
             raise NotImplementedError(f"rows: input {i} does not walk the reduced dims "
                                       f"uniformly (strides {st[len(lead):]})")
-        inner.append(dims[-1][1] if dims and not sc else 0)
+        inner.append(step or 0)
     keep = [d for d, n in enumerate(lead) if n != 1]
     oshape, ost = _coalesce([lead[d] for d in keep], [[st[d] for d in keep] for st in bst],
                             scalar)

@@ -47,7 +47,9 @@ import numpy as np
 from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.codegen.lower import (DTYPES, c_strides, lower_group, plan_layout, static_layout,
                                      supported_on)
-from scriptmod.codegen.rows import ROW_OPS, has_row_ops, lower_row_group, plan_row_layout, row_shape
+from scriptmod.codegen.kernel import broadcast_strides
+from scriptmod.codegen.rows import (ROW_OPS, has_row_ops, lower_row_group, plan_row_layout,
+                                    reduced_stride, row_shape)
 from scriptmod.ir import log as irlog
 from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.graph import Graph, Node
@@ -254,6 +256,8 @@ class FusedKernel:
     def _slow_call(self, args: Sequence[Any]) -> list[Any]:
         arrays = self.check(args)
         out_shape = self._out_shape(arrays)
+        if self.lowered.is_row:
+            arrays = self._rows_walk(arrays, out_shape)
         if all(a is b for a, b in zip(arrays, args)):
             key = self._key(*arrays)
             if len(self._launches) >= MAX_LAYOUTS:
@@ -324,6 +328,20 @@ class FusedKernel:
         kernel = None if empty else self._compile(spec)
         device = self.backend.device_of(arrays, self.name)
         return Launch(self.backend, kernel, spec, meta, out_shape, device, outs)
+
+    def _rows_walk(self, arrays: list[Any], out_shape: tuple[int, ...]) -> list[Any]:
+        """The arrays, each input that does not walk the reduced dims as one (a broadcast
+        inside them, a slice with a step) replaced by a C-ordered copy of its broadcast (a
+        layout with copies is never cached)."""
+        k = self.lowered.cols
+        lead = len(out_shape) - k
+        out = []
+        for a in arrays:
+            st = broadcast_strides(a.shape, [s // a.itemsize for s in a.strides], out_shape)
+            if a.size > 1 and reduced_stride(out_shape[lead:], st[lead:]) is None:
+                a = np.ascontiguousarray(np.broadcast_to(a, out_shape))
+            out.append(a)
+        return out
 
     def _row_type(self) -> tuple:
         """The full (symbolic) shape a row group's row ops read."""

@@ -328,3 +328,23 @@ def test_layer_norm_moments_in_one_pass_stay_accurate_far_from_zero(offset: floa
     var = ((xd - m32) ** 2).mean(-1, keepdims=True)
     np.testing.assert_allclose(v, var, rtol=1e-5)
     np.testing.assert_allclose(y, (xd - m32) / np.sqrt(var + 1e-5), rtol=1e-4, atol=2e-4)
+
+
+def test_an_input_broadcast_inside_the_reduced_dims_runs_on_a_copy() -> None:
+    """``(x * b).sum()`` with ``b`` broadcast along one of the reduced dims cannot walk them
+    as one dim: the FusedKernel gives the kernel a C-ordered copy of its broadcast (the
+    native planner leaves the group to it); a strided slice likewise."""
+    from scriptmod.runtime.fusion import FusedKernel
+    sub = parse("""graph(%x : Float(3, 2, 4), %b : Float(4)):
+  %p : Float(3, 2, 4) = sm::mul(%x, %b)
+  %s : Float(3, 1, 1) = sm::sum[dim=[-2, -1], keepdim=1](%p)
+  return (%s)
+""")
+    fk = FusedKernel(sub, name="broadcast_rows")
+    rng = np.random.default_rng(8)
+    b = rng.standard_normal(4).astype(np.float32)
+    for x in (rng.standard_normal((3, 2, 4)).astype(np.float32),
+              rng.standard_normal((3, 4, 4)).astype(np.float32)[:, ::2]):
+        s, = fk([x, b])
+        np.testing.assert_allclose(s.reshape(3), (x.astype(np.float64) * b).sum((1, 2)),
+                                   rtol=1e-5, atol=1e-6)
