@@ -52,7 +52,7 @@ from scriptmod.ir import schema as S
 from scriptmod.ir.errors import TraceGuardError
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from scriptmod.ir.types import BoolType, FloatType, IntType, TensorType
-from . import pycode
+from . import pycode, threads
 from .fusion import TOPIC, FusedKernel
 from .interpreter import (DISPATCH, Interpreter, InterpreterError, OpHandler, RaisedException,
                           failure, python_error)
@@ -206,6 +206,12 @@ class Executable:
                f"in {len(self.segments)} segment(s)>"
 
 
+def _calls_blas(segment: Any) -> bool:
+    """Whether a native segment's program calls BLAS (a GEMM too large for inline loops)."""
+    from scriptmod.codegen.native import GemmStep
+    return any(isinstance(st, GemmStep) and not st.inline for st in segment.program.steps)
+
+
 def group_name(node: Node) -> str:
     """``FusionGroup(<ops>) at <source>``: how errors and logs name a group."""
     ops = [n.op_name for n in node.attrs["subgraph"].nodes if n.kind != Prim.CONSTANT]
@@ -251,6 +257,11 @@ class _Program:
         self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments])
         args = "".join(f"{self.name[v]}, " for v in graph.inputs)
         self._emit(0, None, f"def program({args}state):")
+        if any(_calls_blas(s) for p in plan_list for s in p.segments):
+            # BLAS threads follow the load of other processes (``threads.follow_load``: a
+            # clock read between samples) before the GEMMs of this call
+            self.ns["follow_load"] = threads.follow_load
+            self._emit(1, None, "follow_load()")
         if plan_list:            # this thread's arenas, the module state bound to each
             self.ns["LOCAL"], self.ns["frames_of"] = ex._local, ex.frames
             for ln in ("try:", "    frames = LOCAL.frames", "except AttributeError:",
