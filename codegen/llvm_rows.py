@@ -7,7 +7,8 @@ laid-out shape (``meta`` holds it; its last dim is the reduced one, ``C`` elemen
   available after ``p`` earlier passes (softmax: pass 0 the max, pass 1 the sum of exps),
   recomputing the elementwise steps it needs (they come from L1: a row of 4096 floats is 16
   KiB), and stores the per-element outputs that are ready in that pass;
-- per-row outputs (a reduced value, its keepdim form) are stored once, after the passes.
+- per-row outputs (a reduced value, its keepdim form) are stored once, after the passes;
+- a ``row_first`` value (the row's element 0 of its operand) is read before its pass.
 
 Accumulators are scalars updated with ``reassoc`` adds (sums, in float64) and
 ``llvm.maximum``/``llvm.minimum`` (NaN-propagating, as torch), which LLVM's loop vectorizer

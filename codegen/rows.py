@@ -1,9 +1,9 @@
 """Row kernels: "reduce along the trailing dims, then an elementwise map that uses the
 reduced values", as one ``KernelSpec`` with ``cols > 0`` (see ``codegen.kernel``).
 
-``ROW_OPS`` is the one table: per op, when it is a row op (``row_geometry``: which trailing
-dims it reduces) and how it expands into three primitive reductions (``row_sum``, ``row_max``,
-``row_min``) and elementwise steps that ``codegen.formulas`` already knows::
+``ROW_OPS`` is the one table: per op, how it expands into three primitive reductions
+(``row_sum``, ``row_max``, ``row_min``) and elementwise steps that ``codegen.formulas``
+already knows (which trailing dims it reduces is ``ir.passes.fuse_rows.row_geometry``)::
 
     softmax(a)    m = row_max(a); e = exp(a - m); y = e * (1 / row_sum(e))
     log_softmax   m = row_max(a); y = a - m - log(row_sum(exp(a - m)))
@@ -13,7 +13,9 @@ dims it reduces) and how it expands into three primitive reductions (``row_sum``
     var           d = a - mean(a); row_sum(d * d) / max(0, n - correction)
 
 Sums accumulate in float64 (also for float32 and half inputs: a row's error is then one
-rounding, below the pairwise summation eager uses); maxima and minima are exact.
+rounding, below the pairwise summation eager uses); maxima and minima are exact. A variance
+of the row's own mean (``var``, a traced ``layer_norm``) is then rewritten to take one pass
+(``one_pass_moments``: sums shifted by the row's first element, ``row_first``).
 
 ``lower_row_group`` lowers a fusion subgraph holding row ops (``ir.passes.fuse_rows`` makes
 them) to a layout-free row spec; ``plan_row_layout`` lays it out for concrete shapes and
