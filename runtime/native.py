@@ -47,6 +47,10 @@ from .kernels import KERNELS
 from .memory_plan import ALIGN, Buffer, PlanError, assign_offsets, check_plan  # noqa: F401
 
 TOPIC = "codegen"
+# A fresh buffer of at least this many bytes comes from a ``fusion.BufferPool`` (reused once
+# nothing outside holds it): NumPy's allocator gives big arrays new pages each call, and the
+# page faults of a 32 MB score matrix cost 5 ms; below it ``np.empty`` is cheaper than a call.
+POOL_MIN_BYTES = 1 << 20
 _i64_at = ctypes.c_int64.from_address
 ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -880,7 +884,11 @@ class Segment:
         for j, buf in enumerate(self.fresh):
             name = fresh[id(buf)] = f"f{j}{t}"
             ns[f"fdt{j}{t}"], ns[f"fsh{j}{t}"] = NP_DTYPE[buf.dtype], buf.shape
-            lines.append(f"{name} = np.empty(fsh{j}{t}, fdt{j}{t})")
+            if buf.nbytes >= POOL_MIN_BYTES:      # reused once nothing else holds it
+                ns[f"take{j}{t}"] = self.pool(j).take
+                lines.append(f"{name} = take{j}{t}()")
+            else:
+                lines.append(f"{name} = np.empty(fsh{j}{t}, fdt{j}{t})")
             lines.append(f"{tbl}[{buf.slot}] = {ptr}({name})")
         lines.append(f"fn{t}({frame}.table_addr)")
         if imports:                               # a converted copy is freed now
@@ -888,6 +896,16 @@ class Segment:
         for out, buf in zip(exports, self.export_bufs):
             lines.append(f"{out} = {fresh[id(buf)]}")
         return lines, ns
+
+    def pool(self, j: int) -> Any:
+        """The ``BufferPool`` of fresh buffer ``j`` (one per segment and buffer, shared by
+        the threads that run the segment)."""
+        from .fusion import BufferPool
+        pools = self.__dict__.setdefault("_pools", {})
+        if j not in pools:
+            buf = self.fresh[j]
+            pools[j] = BufferPool(buf.shape, NP_DTYPE[buf.dtype])
+        return pools[j]
 
     def __call__(self, frame: "Frame", state: tuple, *imports: Any) -> Any:
         """Run the segment on ``frame`` (``run`` skips the state check: the caller binds)."""

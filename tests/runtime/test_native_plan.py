@@ -215,3 +215,32 @@ def test_reshape_of_a_permuted_value_is_a_native_copy() -> None:
     assert [[n.op_name for n in s.nodes] for s in ex.segments] == [["reshape", "matmul"]]
     np.testing.assert_allclose(y, x.transpose(0, 2, 1, 3).reshape(8, 15) @ w, rtol=1e-5,
                                atol=1e-5)
+
+
+def test_large_fresh_buffers_are_reused_only_when_nothing_holds_them() -> None:
+    """A segment's fresh buffer of at least ``POOL_MIN_BYTES`` comes from a pool: the same
+    memory on the next call once the caller dropped the result, new memory while the caller
+    still holds it (a result the caller keeps is never overwritten)."""
+    from scriptmod.ir import parse
+    from scriptmod.runtime import native
+    from scriptmod.runtime.executable import Executable
+    n = native.POOL_MIN_BYTES // 4
+    g = parse(f'''graph(%x : Float({n})):
+      %y : Float({n}) = sm::neg(%x)
+      return (%y)
+    ''')
+    from scriptmod.ir.passes import fuse_elementwise
+    ex = Executable(fuse_elementwise(g), name="pooled")
+    x = np.arange(n, dtype=np.float32)
+    y1, = ex([x])
+    held = y1
+    y2, = ex([x + 1])
+    assert y2.ctypes.data != held.ctypes.data
+    np.testing.assert_array_equal(held, -x)                  # not overwritten
+    np.testing.assert_array_equal(y2, -(x + 1))
+    pooled = {b.ctypes.data for s in ex.segments for p in s._pools.values() for b in p.bufs}
+    assert {y1.ctypes.data, y2.ctypes.data} == pooled
+    del y1, held, y2
+    y3, = ex([x + 2])
+    assert y3.ctypes.data in pooled                          # dropped: reused
+    np.testing.assert_array_equal(y3, -(x + 2))
