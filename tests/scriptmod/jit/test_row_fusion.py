@@ -139,3 +139,27 @@ def torch_sdpa(q, k, v, mask, causal):
     m = None if mask is None else torch.from_numpy(mask.numpy())
     return torch.nn.functional.scaled_dot_product_attention(*t, attn_mask=m,
                                                             is_causal=causal).numpy()
+
+
+def test_special_values_through_traced_row_groups_equal_eager() -> None:
+    """NaN, ±inf and all-masked rows through a traced LayerNorm, softmax, log_softmax,
+    logsumexp, amax and var give eager's numbers (NaN where eager has NaN)."""
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln = nn.LayerNorm(6)
+
+        def forward(self, x: sm.Tensor) -> tuple:
+            return (self.ln(x), F.softmax(x, -1), F.log_softmax(x * 2, -1),
+                    sm.logsumexp(x, -1), x.amax(-1), x.var(-1, keepdim=True))
+
+    inf, nan = float("inf"), float("nan")
+    rows = [[nan, 0, 1, 2, 3, 4], [inf, 0, 1, 2, 3, 4], [-inf] * 6, [inf, -inf, 0, 1, 2, 3],
+            [1e30, 2e30, 3, 4, 5, 6], [0.5] * 6, [-0.0, 0.0, 1, -1, 2, -2]]
+    x = sm.tensor(np.array(rows, np.float32))
+    model = M().eval()
+    with sm.no_grad():
+        traced = sm.jit.trace(model, sm.randn(7, 6))
+        got, want = traced(x), model(x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
