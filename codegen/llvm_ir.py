@@ -139,25 +139,12 @@ class _KernelBuilder:
 
     # ---- n-d iteration: rows outside, innermost dimension inside -----------------------
     def _nd_loops(self) -> None:
-        b, rank = self.b, self.spec.rank
-        shape = [self._meta(d) for d in range(rank)]
-        strides = {k: [self._meta(rank * (1 + j) + d) for d in range(rank)]
-                   for j, k in enumerate(self.spec.strided)}
-        idx, rem = [_ZERO] * rank, self.start
-        for d in reversed(range(rank)):
-            idx[d], rem = b.urem(rem, shape[d]), b.udiv(rem, shape[d])
+        b = self.b
+        shape, strides = read_meta(b, self.meta, self.spec)
+        idx, dvars, offs = start_odometer(b, self.start, shape, strides, len(shape) - 1)
         var = {name: b.alloca(I64, name=name) for name in ("i", "col")}
         b.store(self.start, var["i"])
         b.store(idx[-1], var["col"])
-        dvars = [b.alloca(I64, name=f"idx{d}") for d in range(rank - 1)]
-        offs = {k: b.alloca(I64, name=f"off{k}") for k in strides}
-        for d, dv in enumerate(dvars):
-            b.store(idx[d], dv)
-        for k, st in strides.items():
-            off = _ZERO
-            for d in range(rank - 1):
-                off = b.add(off, b.mul(idx[d], st[d]))
-            b.store(off, offs[k])
         self._row_loop(shape, strides, var, dvars, offs)
 
     def _row_loop(self, shape, strides, var, dvars, offs) -> None:
@@ -199,6 +186,35 @@ class _KernelBuilder:
 
     def _carry(self, shape, strides, dvars, offs, header: ir.Block) -> None:
         carry_rows(self.b, shape, strides, dvars, offs, header)
+
+
+def read_meta(b: ir.IRBuilder, meta: ir.Value, spec: KernelSpec
+              ) -> tuple[list[ir.Value], dict[int, list[ir.Value]]]:
+    """The laid-out shape and each strided input's strides, loaded from ``meta``."""
+    def at(k: int) -> ir.Value:
+        return b.load(b.gep(meta, [ir.Constant(I64, k)], source_etype=I64), typ=I64, align=8)
+    rank = spec.rank
+    return ([at(d) for d in range(rank)],
+            {k: [at(rank * (1 + j) + d) for d in range(rank)] for j, k in enumerate(spec.strided)})
+
+
+def start_odometer(b: ir.IRBuilder, index: ir.Value, shape: list, strides: dict, outer: int
+                   ) -> tuple[list[ir.Value], list[ir.Value], dict[int, ir.Value]]:
+    """``index`` as a multi-index over ``shape``; the first ``outer`` dims of it in stack
+    slots (``carry_rows`` advances them), and each strided input's offset there."""
+    idx, rem = [_ZERO] * len(shape), index
+    for d in reversed(range(len(shape))):
+        idx[d], rem = b.urem(rem, shape[d]), b.udiv(rem, shape[d])
+    dvars = [b.alloca(I64, name=f"idx{d}") for d in range(outer)]
+    offs = {k: b.alloca(I64, name=f"off{k}") for k in strides}
+    for d, dv in enumerate(dvars):
+        b.store(idx[d], dv)
+    for k, st in strides.items():
+        off = _ZERO
+        for d in range(outer):
+            off = b.add(off, b.mul(idx[d], st[d]))
+        b.store(off, offs[k])
+    return idx, dvars, offs
 
 
 def carry_rows(b: ir.IRBuilder, shape, strides, dvars, offs, header: ir.Block) -> None:

@@ -24,7 +24,7 @@ from scriptmod.ir import dtypes as D
 from .emitter import compute_dtype
 from .formulas import TV, emit_step, to
 from .kernel import Imm, KernelSpec
-from .llvm_ir import carry_rows
+from .llvm_ir import carry_rows, read_meta, start_odometer
 from .llvm_emit import I64, LLVMEmitter, for_range, host_vector_bits, ll_type, storage_type
 
 _ONE, _ZERO = ir.Constant(I64, 1), ir.Constant(I64, 0)
@@ -32,6 +32,7 @@ _SUM_FLAGS = ("reassoc", "contract")
 REDUCE_INIT = {"row_sum": 0.0, "row_max": float("-inf"), "row_min": float("inf")}
 REDUCE_INTRINSIC = {"row_max": "maximum", "row_min": "minimum"}
 ROW_FIRST = "row_first"      # a row's element 0 of its operand: known before its pass
+ROW_VALUES = frozenset(REDUCE_INIT) | {ROW_FIRST}     # steps with one value per row
 REDUCE_INTERLEAVE = 4        # partial results per lane for loops without long formulas
 
 
@@ -65,27 +66,12 @@ class RowKernelBuilder:
         b, spec = self.b, self.spec
         with b.if_then(b.icmp_signed(">=", self.start, self.end), likely=False):
             b.ret_void()
-        rank = spec.rank
-        shape = [self._meta(d) for d in range(rank)]
-        self.C = shape[-1]
-        strides = {k: [self._meta(rank * (1 + j) + d) for d in range(rank)]
-                   for j, k in enumerate(spec.strided)}
+        shape, strides = read_meta(b, self.meta, spec)
+        self.C, lead = shape[-1], shape[:-1]
         self.scalars = {k: self.e.load(self.ptrs[k], s.dtype)
                         for k, s in enumerate(spec.inputs) if s.kind == "scalar"}
-        lead = shape[:-1]
         # the leading multi-index of row ``start`` and each strided input's offset there
-        idx, rem = [_ZERO] * len(lead), self.start
-        for d in reversed(range(len(lead))):
-            idx[d], rem = b.urem(rem, lead[d]), b.udiv(rem, lead[d])
-        dvars = [b.alloca(I64, name=f"idx{d}") for d in range(len(lead))]
-        offs = {k: b.alloca(I64, name=f"off{k}") for k in strides}
-        for d, dv in enumerate(dvars):
-            b.store(idx[d], dv)
-        for k, st in strides.items():
-            off = _ZERO
-            for d in range(len(lead)):
-                off = b.add(off, b.mul(idx[d], st[d]))
-            b.store(off, offs[k])
+        _, dvars, offs = start_odometer(b, self.start, lead, strides, len(lead))
         self.accs = {i: b.alloca(ll_type(spec.ops[i - self.n_in].dtype), name=f"acc{i}")
                      for i in self._reductions()}
         row_var = b.alloca(I64, name="row")
@@ -119,8 +105,7 @@ class RowKernelBuilder:
                 continue
             args = [a for a in spec.ops[o - n_in].args if not isinstance(a, Imm)]
             early = [a for a in args if a >= n_in and self.level[a] < self.level[o]
-                     and spec.ops[a - n_in].op not in REDUCE_INIT
-                     and spec.ops[a - n_in].op != ROW_FIRST]
+                     and spec.ops[a - n_in].op not in ROW_VALUES]
             if len(early) == 1 and spec.out_dtypes[jo] is spec.ops[early[0] - n_in].dtype \
                     and early[0] not in out and spec.out_dtypes[jo].is_floating_point:
                 out[early[0]] = jo
@@ -128,10 +113,6 @@ class RowKernelBuilder:
 
     def _reductions(self) -> list[int]:
         return [self.n_in + i for i, s in enumerate(self.spec.ops) if s.op in REDUCE_INIT]
-
-    def _meta(self, k: int) -> ir.Value:
-        slot = self.b.gep(self.meta, [ir.Constant(I64, k)], source_etype=I64)
-        return self.b.load(slot, typ=I64, align=8)
 
     def _st(self, k: int) -> ir.Type:
         dt = self.spec.inputs[k].dtype if k < self.n_in else self.spec.out_dtypes[k - self.n_in]
@@ -153,17 +134,16 @@ class RowKernelBuilder:
         self.row_vals: dict[int, TV] = {}
         reds = self._reductions()
         full = [(j, o) for j, o in enumerate(spec.outputs) if not spec.per_row[j]]
-        passes = sorted({self.level[spec.ops[r - self.n_in].args[0]] for r in reds}
-                        | {self.level[o] for _, o in full} | {self.level[e] for e in self.spill})
         firsts = [self.n_in + i for i, st in enumerate(spec.ops) if st.op == ROW_FIRST]
-        passes = sorted(set(passes) | {self.level[f] for f in firsts})
+        passes = sorted({self.level[spec.ops[r - self.n_in].args[0]] for r in reds}
+                        | {self.level[o] for _, o in full} | {self.level[e] for e in self.spill}
+                        | {self.level[f] for f in firsts})
         for p in passes:
             for f in firsts:
                 if self.level[f] == p:        # element 0 of its operand, before the pass
                     step = spec.ops[f - self.n_in]
-                    self.row_vals[f] = to(self.e, _Values(self, _ZERO, p, base)[step.args[0]],
-                                          step.dtype)
-                    self.row_vals[f] = TV(self.row_vals[f], step.dtype)
+                    first = _Values(self, _ZERO, p, base)[step.args[0]]
+                    self.row_vals[f] = TV(to(self.e, first, step.dtype), step.dtype)
             now = [r for r in reds if self.level[spec.ops[r - self.n_in].args[0]] == p]
             stores = [(j, o) for j, o in full if self.level[o] == p]
             self._pass(p, now, stores, base)
@@ -231,7 +211,7 @@ class RowKernelBuilder:
             step = self.spec.ops[v - self.n_in]
             if step.op in self.long_ops:
                 return True
-            if step.op not in REDUCE_INIT and step.op != ROW_FIRST:
+            if step.op not in ROW_VALUES:
                 need.extend(a for a in step.args if not isinstance(a, Imm))
         return False
 
@@ -262,7 +242,7 @@ class _Values:
             got = TV(kb.e.load(kb._out_elem(jo, self.base, self.j), dt), dt)
         else:
             step = kb.spec.ops[v - kb.n_in]
-            if step.op in REDUCE_INIT or step.op == ROW_FIRST:
+            if step.op in ROW_VALUES:
                 got = kb.row_vals[v]
             else:
                 got = emit_step(kb.e, step, self)

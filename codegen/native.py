@@ -423,29 +423,35 @@ class _EntryBuilder:
         # a BLAS batch: one ``cblas_?gemm_batch`` call where the library has it (its
         # threads take whole GEMMs: the 32 heads of W5's attention ran at ~70 GFLOP/s as 32
         # calls, ~125 as one), else one call per GEMM
+        iN = ir.IntType(self.prog.blas_int_bits)
+        fnty = ir.FunctionType(ir.VoidType(), [I32] + [PTR] * 13 + [iN, PTR])
         slot = FNS_SGEMM_BATCH if g.dtype is D.float32 else FNS_DGEMM_BATCH
-        fp = self._load_ptr(self.fns, slot)
-        with self.b.if_else(self.b.icmp_unsigned("!=", fp, ir.Constant(PTR, None))) \
-                as (have, lack):
+        fp = self._load_ptr(self.fns, slot, fnty.as_pointer())     # typed: an indirect call
+        null = ir.Constant(fnty.as_pointer(), None)
+        with self.b.if_else(self.b.icmp_unsigned("!=", fp, null)) as (have, lack):
             with have:
-                self._blas_batch(g, a, b_, c)
+                self._blas_batch(g, fp, a, b_, c)
             with lack:
                 self._gemm_loop(g, a, b_, c)
 
-    def _gemm_loop(self, g: GemmStep, a: ir.Value, b_: ir.Value, c: ir.Value) -> None:
-        t = _float_type(g.dtype)
-        with for_range(self.b, ir.Constant(I64, 0), ir.Constant(I64, g.batch), "batch") as i:
-            def at(base: ir.Value, stride: int) -> ir.Value:
-                if not stride:
-                    return base
-                off = self.b.mul(i, ir.Constant(I64, stride))
-                return self.b.gep(base, [off], source_etype=t, inbounds=True)
-            self._one_gemm(g, at(a, g.stride_a), at(b_, g.stride_b), at(c, g.stride_c))
+    def _at_batch(self, base: ir.Value, i: ir.Value, stride: int, g: GemmStep) -> ir.Value:
+        """Matrix ``i`` of a batch at ``base`` with ``stride`` elements between matrices."""
+        if not stride:
+            return base
+        return self.b.gep(base, [self.b.mul(i, ir.Constant(I64, stride))],
+                          source_etype=_float_type(g.dtype), inbounds=True)
 
-    def _blas_batch(self, g: GemmStep, a: ir.Value, bm: ir.Value, c: ir.Value) -> None:
-        """``cblas_xgemm_batch(RowMajor, &tA, &tB, &M, &N, &K, &1, As, &lda, Bs, &ldb, &0,
-        Cs, &ldc, 1, &batch)``: one group of ``batch`` GEMMs, its pointer arrays built on the
-        stack."""
+    def _gemm_loop(self, g: GemmStep, a: ir.Value, b_: ir.Value, c: ir.Value) -> None:
+        with for_range(self.b, ir.Constant(I64, 0), ir.Constant(I64, g.batch), "batch") as i:
+            self._one_gemm(g, self._at_batch(a, i, g.stride_a, g),
+                           self._at_batch(b_, i, g.stride_b, g),
+                           self._at_batch(c, i, g.stride_c, g))
+
+    def _blas_batch(self, g: GemmStep, fp: ir.Value, a: ir.Value, bm: ir.Value,
+                    c: ir.Value) -> None:
+        """``fp(RowMajor, &tA, &tB, &M, &N, &K, &1, As, &lda, Bs, &ldb, &0, Cs, &ldc, 1,
+        &batch)`` (``cblas_xgemm_batch``): one group of ``batch`` GEMMs, its pointer arrays
+        built on the stack."""
         b, t = self.b, _float_type(g.dtype)
         iN = ir.IntType(self.prog.blas_int_bits)
         with b.goto_entry_block():
@@ -465,13 +471,8 @@ class _EntryBuilder:
         with for_range(b, ir.Constant(I64, 0), ir.Constant(I64, g.batch), "fill") as i:
             for arr, base, stride in zip(arrays, (a, bm, c), (g.stride_a, g.stride_b,
                                                             g.stride_c)):
-                at = b.gep(base, [b.mul(i, ir.Constant(I64, stride))], source_etype=t,
-                           inbounds=True) if stride else base
-                b.store(at, b.gep(arr, [i], source_etype=PTR))
-        fnty = ir.FunctionType(ir.VoidType(), [I32] + [PTR] * 13 + [iN, PTR])
-        slot = FNS_SGEMM_BATCH if g.dtype is D.float32 else FNS_DGEMM_BATCH
-        typed = self._load_ptr(self.fns, slot, fnty.as_pointer())
-        b.call(typed, [ir.Constant(I32, ROW_MAJOR), cells["ta"], cells["tb"], cells["m"],
+                b.store(self._at_batch(base, i, stride, g), b.gep(arr, [i], source_etype=PTR))
+        b.call(fp, [ir.Constant(I32, ROW_MAJOR), cells["ta"], cells["tb"], cells["m"],
                        cells["n"], cells["k"], cells["alpha"], arrays[0], cells["lda"],
                        arrays[1], cells["ldb"], cells["beta"], arrays[2], cells["ldc"],
                        ir.Constant(iN, 1), cells["size"]])

@@ -218,15 +218,22 @@ def has_row_ops(subgraph: Graph) -> bool:
     return any(n.is_op and n.op_name in ROW_OPS for n in subgraph.nodes)
 
 
-def lower_row_group(subgraph: Graph) -> KernelSpec:
-    """The layout-free row spec of a fusion subgraph of elementwise and row ops (``rank``:
-    the full shape's rank; ``cols``: the reduced trailing dims). Raises
-    ``NotImplementedError`` naming what a row kernel cannot compute."""
+def geometry(subgraph: Graph) -> tuple[tuple, int]:
+    """``(full shape, reduced trailing dims)`` shared by a group's row ops (the full shape
+    may have symbolic leading dims); ``NotImplementedError`` when they disagree."""
     geo = {row_geometry(n) for n in subgraph.nodes if n.is_op and n.op_name in ROW_OPS}
     if None in geo or len(geo) != 1:
         raise NotImplementedError(f"rows: the row ops must reduce the same trailing dims of "
                                   f"one shape, got {sorted(map(str, geo))}")
     (full, k), = geo
+    return tuple(full), k
+
+
+def lower_row_group(subgraph: Graph) -> KernelSpec:
+    """The layout-free row spec of a fusion subgraph of elementwise and row ops (``rank``:
+    the full shape's rank; ``cols``: the reduced trailing dims). Raises
+    ``NotImplementedError`` naming what a row kernel cannot compute."""
+    full, k = geometry(subgraph)
     n = _numel(full[len(full) - k:])
     index: dict[Value, int] = {v: i for i, v in enumerate(subgraph.inputs)}
     steps = _Steps(len(subgraph.inputs))
@@ -262,12 +269,13 @@ def lower_row_group(subgraph: Graph) -> KernelSpec:
                       out_types=out_types, cols=k, per_row=per_row)
 
 
-def row_shape(spec: KernelSpec) -> tuple[int, ...] | None:
-    """The full (unreduced) static shape of a layout-free row spec, from its types."""
-    for t, flag in zip(spec.out_types, spec.per_row):
-        if not flag:
-            return tuple(t.shape)                                   # type: ignore[arg-type]
-    return None
+def output_shapes(spec: KernelSpec, full: Sequence[int]) -> list[tuple[int, ...]]:
+    """Each output's shape for a call whose row ops read ``full``: ``full``, or the reduced
+    shape with its kept dims (as the output's type has them) or without."""
+    full = tuple(full)
+    lead = full[:len(full) - spec.cols]
+    return [full if not r else lead + (1,) * spec.cols if len(t.shape or ()) == len(full)
+            else lead for r, t in zip(spec.per_row, spec.out_types)]
 
 
 def reduced_stride(red: Sequence[int], strides: Sequence[int]) -> int | None:

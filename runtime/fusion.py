@@ -48,8 +48,8 @@ from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.codegen.lower import (DTYPES, c_strides, lower_group, plan_layout, static_layout,
                                      supported_on)
 from scriptmod.codegen.kernel import broadcast_strides
-from scriptmod.codegen.rows import (ROW_OPS, has_row_ops, lower_row_group, plan_row_layout,
-                                    reduced_stride, row_shape)
+from scriptmod.codegen.rows import (geometry, has_row_ops, lower_row_group, output_shapes,
+                                    plan_row_layout, reduced_stride)
 from scriptmod.ir import log as irlog
 from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.graph import Graph, Node
@@ -319,7 +319,7 @@ class FusedKernel:
     def _out_shape(self, arrays: Sequence[Any]) -> tuple[int, ...]:
         t = self.lowered.out_types[0]
         if self.lowered.is_row:                      # the full shape the row ops read
-            t = TensorType(t.dtype, self._row_type())
+            t = TensorType(t.dtype, geometry(self.subgraph)[0])
         if not arrays:
             if not t.is_concrete:
                 raise NotImplementedError(f"{self.name}: no inputs and a symbolic shape {t!r}")
@@ -343,10 +343,7 @@ class FusedKernel:
             if self.backend.device_kind != "cpu":
                 raise NotImplementedError(f"{self.name}: row kernels run on the CPU only")
             spec, meta = plan_row_layout(self.lowered, shapes, strides, out_shape)
-            k = self.lowered.cols
-            lead = out_shape[:len(out_shape) - k]
-            outs = [out_shape if not r else lead + (1,) * k if len(t.shape or ()) == len(out_shape)
-                    else lead for r, t in zip(self.lowered.per_row, self.lowered.out_types)]
+            outs = output_shapes(self.lowered, out_shape)
         else:
             spec, meta = plan_layout(self.lowered, shapes, strides, out_shape)
         empty = 0 in out_shape
@@ -367,17 +364,6 @@ class FusedKernel:
                 a = np.ascontiguousarray(np.broadcast_to(a, out_shape))
             out.append(a)
         return out
-
-    def _row_type(self) -> tuple:
-        """The full (symbolic) shape a row group's row ops read."""
-        full = row_shape(self.lowered)
-        if full is not None:
-            return full
-        for n in self.subgraph.nodes:
-            if n.is_op and n.op_name in ROW_OPS:
-                t = n.inputs[0].type
-                return tuple(t.shape)                           # type: ignore[union-attr]
-        raise NotImplementedError(f"{self.name}: no row op")
 
     def _compile(self, spec: KernelSpec) -> Any:
         """The backend's kernel for ``spec``, built once per layout."""
@@ -416,7 +402,7 @@ class FusedKernel:
         if self.lowered.is_row:
             shapes = [tuple(d if isinstance(d, int) else 2 for d in t.shape or ())
                       for t in self.lowered.in_types]
-            full = tuple(d if isinstance(d, int) else 2 for d in self._row_type())
+            full = tuple(d if isinstance(d, int) else 2 for d in geometry(self.subgraph)[0])
             return plan_row_layout(self.lowered, shapes, [c_strides(s) for s in shapes],
                                    full)[0]
         return static_layout(self.lowered)[0]

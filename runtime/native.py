@@ -349,21 +349,16 @@ class _Planner:
         """A fusion group of row ops (``ir.passes.fuse_rows``): one row kernel over all rows,
         on this thread; from ``MIN_SPLIT`` elements, its ``FusedKernel`` splits the rows over
         the thread pool (outside the program, as a large elementwise group)."""
-        from scriptmod.codegen.rows import lower_row_group, plan_row_layout, row_shape
+        from scriptmod.codegen.rows import geometry, lower_row_group, plan_row_layout
         try:
             spec = lower_row_group(node.attrs["subgraph"])
-            full = row_shape(spec) or _row_full(node)
-            if threads.get_num_threads() > 1 and _numel(full) >= threads.MIN_SPLIT:
-                laid, _ = plan_row_layout(spec, [l.shape for l in ins],
-                                          [l.strides for l in ins], full)
-                self.fused_specs.append(laid)
-                return f"a row group of {_numel(full)} elements: split across threads"
-            for lay, s in zip(ins, spec.inputs):
-                if lay.buf.dtype is not s.dtype:
-                    raise NotImplementedError(f"input of dtype {lay.buf.dtype.name}, expected "
-                                              f"{s.dtype.name}")
+            full = geometry(node.attrs["subgraph"])[0]
+            _check_dtypes(ins, spec)
             spec, meta = plan_row_layout(spec, [l.shape for l in ins], [l.strides for l in ins],
                                          full)
+            if threads.get_num_threads() > 1 and _numel(full) >= threads.MIN_SPLIT:
+                self.fused_specs.append(spec)
+                return f"a row group of {_numel(full)} elements: split across threads"
         except NotImplementedError as e:
             return f"row group cannot be lowered: {e}"
         for v in node.outputs:
@@ -581,24 +576,19 @@ def _has_row_ops(node: Node) -> bool:
     return has_row_ops(node.attrs["subgraph"])
 
 
-def _row_full(node: Node) -> tuple[int, ...]:
-    """The full shape a row group's row ops read (when every output is reduced)."""
-    from scriptmod.ir.passes.fuse_rows import row_geometry
-    for n in node.attrs["subgraph"].nodes:
-        geo = row_geometry(n)
-        if geo is not None:
-            return tuple(geo[0])
-    raise NotImplementedError("no row op in the group")
+def _check_dtypes(ins: list[Layout], spec: Any) -> None:
+    """``NotImplementedError`` unless each input layout holds the dtype the spec reads."""
+    for lay, s in zip(ins, spec.inputs):
+        if lay.buf.dtype is not s.dtype:
+            raise NotImplementedError(f"input of dtype {lay.buf.dtype.name}, expected "
+                                      f"{s.dtype.name}")
 
 
 def _group_spec(node: Node, ins: list[Layout], out_shape: tuple[int, ...]) -> tuple[Any, tuple]:
     """The fusion group's ``KernelSpec`` for these static input layouts, and its meta."""
     from scriptmod.codegen.lower import lower_group, plan_layout
     spec = lower_group(node.attrs["subgraph"])
-    for lay, s in zip(ins, spec.inputs):
-        if lay.buf.dtype is not s.dtype:
-            raise NotImplementedError(f"input of dtype {lay.buf.dtype.name}, expected "
-                                      f"{s.dtype.name}")
+    _check_dtypes(ins, spec)
     return plan_layout(spec, [l.shape for l in ins], [l.strides for l in ins], out_shape)
 
 

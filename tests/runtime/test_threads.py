@@ -136,6 +136,13 @@ class FakeMachine:
     def busy_seconds(self) -> float:
         return self.busy + sum(os.times()[:2])        # plus this process's own CPU time
 
+    def sample(self, others: float) -> None:
+        """Other processes use ``others`` cores for one sampling interval; then the pool
+        looks at the load."""
+        self.others = others
+        self.advance(T.SAMPLE_S)
+        T.follow_load()
+
 
 @pytest.fixture
 def machine(two_threads, monkeypatch: pytest.MonkeyPatch) -> FakeMachine:
@@ -159,14 +166,10 @@ def _blas_threads() -> int:
 def test_a_busy_core_elsewhere_caps_the_blas_threads(machine: FakeMachine) -> None:
     T.follow_load()                                    # first sample: a baseline
     assert _blas_threads() == 2
-    machine.others = 1.0
-    machine.advance(T.SAMPLE_S)
-    T.follow_load()
+    machine.sample(1.0)
     assert _blas_threads() == 1
     assert len(_covered(1 << 12)) == 2 * T.CHUNKS_PER_THREAD   # the kernel pool keeps 2
-    machine.others = 0.0
-    machine.advance(T.SAMPLE_S)
-    T.follow_load()
+    machine.sample(0.0)
     assert _blas_threads() == 2                        # restored
     stats = T.LOAD.stats()
     assert stats["samples"] == 2 and stats["contended"] == 1 and stats["changes"] == 2
@@ -195,35 +198,25 @@ def test_a_lower_blas_setting_of_the_user_is_kept(machine: FakeMachine) -> None:
     _blas_threads()
     T.follow_load()
     blas.set_threads(1)                                # the user's own limit
-    machine.others = 1.0
-    machine.advance(T.SAMPLE_S)
-    T.follow_load()
-    machine.others = 0.0
-    machine.advance(T.SAMPLE_S)
-    T.follow_load()
+    machine.sample(1.0)
+    machine.sample(0.0)
     assert blas.get_threads() == 1
 
 
 def test_set_num_threads_under_load_keeps_the_cap(machine: FakeMachine) -> None:
     _blas_threads()
     T.follow_load()
-    machine.others = 1.0
-    machine.advance(T.SAMPLE_S)
-    T.follow_load()
+    machine.sample(1.0)
     T.set_num_threads(2)
     assert blas.get_threads() == 1 and T.get_num_threads() == 2
-    machine.others = 0.0
-    machine.advance(T.SAMPLE_S)
-    T.follow_load()
+    machine.sample(0.0)
     assert blas.get_threads() == 2
 
 
 def test_dynamic_off_restores_the_configured_count(machine: FakeMachine) -> None:
     _blas_threads()
     T.follow_load()
-    machine.others = 1.0
-    machine.advance(T.SAMPLE_S)
-    T.follow_load()
+    machine.sample(1.0)
     assert blas.get_threads() == 1
     T.set_dynamic(False)
     assert blas.get_threads() == 2
