@@ -15,6 +15,11 @@ pointer arguments are ``noalias``, so LLVM vectorizes without run-time overlap c
 their scalar fallback (10-15% less compile time; W5's segments ran some of those checks'
 scalar paths).
 
+An update in place (an optimizer step writing the parameter it read) names, per output, the
+input it overwrites (``render_llvm(..., in_place=...)``): that output is stored through the
+input's own pointer, so one buffer is read and written through one ``noalias`` pointer and
+the promise above still holds (the output's slot in ``ptrs`` is read and ignored).
+
     >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
     >>> from scriptmod.ir import dtypes as D
     >>> spec = KernelSpec([InputSpec(D.float32, "contiguous")],
@@ -28,6 +33,7 @@ scalar paths).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from llvmlite import ir
 
@@ -62,11 +68,15 @@ def kernel_name(spec: KernelSpec) -> str:
     return f"sm_{'row' if spec.is_row else 'ew'}_{spec.key()[:16]}"
 
 
-def render_llvm(spec: KernelSpec, name: str | None = None) -> LLVMKernel:
+def render_llvm(spec: KernelSpec, name: str | None = None,
+                in_place: Sequence[int | None] = ()) -> LLVMKernel:
     """Render ``spec`` to LLVM IR text (see the module docstring for the ABI: outputs must not
     overlap inputs). ``spec`` needs a layout (``codegen.lower.plan_layout``): a
-    ``ValueError`` says which input lacks one."""
+    ``ValueError`` says which input lacks one. ``in_place[j]``: the contiguous input of the
+    same dtype that output ``j`` overwrites, or None (elementwise kernels only; the caller
+    keys the kernel by it, ``spec.text()`` does not carry it)."""
     spec.require_layout()
+    targets = store_targets(spec, in_place)
     name = name or kernel_name(spec)
     module = ir.Module(name=name)
     n_ptrs = len(spec.inputs) + len(spec.outputs)
@@ -81,7 +91,7 @@ def render_llvm(spec: KernelSpec, name: str | None = None) -> LLVMKernel:
         from .llvm_rows import RowKernelBuilder
         RowKernelBuilder(spec, body, LONG_OPS, INTERLEAVE).build()
     else:
-        _KernelBuilder(spec, body).build()
+        _KernelBuilder(spec, body, targets).build()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR]), name=name)
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -93,11 +103,32 @@ def render_llvm(spec: KernelSpec, name: str | None = None) -> LLVMKernel:
     return LLVMKernel(spec, name, str(module))
 
 
-class _KernelBuilder:
-    """Emits the loop nest of one kernel function; the body comes from ``lower_steps``."""
+def store_targets(spec: KernelSpec, in_place: Sequence[int | None]) -> list[int]:
+    """The pointer each output is stored through: its own slot (``n_inputs + j``), or the
+    input it overwrites; ``ValueError`` when that input cannot take it."""
+    n_in, n_out = len(spec.inputs), len(spec.outputs)
+    if not in_place:
+        return [n_in + j for j in range(n_out)]
+    if spec.is_row or len(in_place) != n_out:
+        raise ValueError(f"render_llvm: in_place needs an elementwise kernel and one entry per "
+                         f"output ({n_out}), got {len(in_place)} for a "
+                         f"{'row' if spec.is_row else 'elementwise'} kernel")
+    for j, k in enumerate(in_place):
+        if k is not None and not (0 <= k < n_in and spec.inputs[k].kind == "contiguous"
+                                  and spec.inputs[k].dtype is spec.out_dtypes[j]
+                                  and list(in_place).count(k) == 1):
+            raise ValueError(f"render_llvm: output {j} ({spec.out_dtypes[j].name}) cannot "
+                             f"overwrite input {k}: expected a contiguous input of that dtype "
+                             f"that no other output overwrites")
+    return [n_in + j if k is None else k for j, k in enumerate(in_place)]
 
-    def __init__(self, spec: KernelSpec, fn: ir.Function) -> None:
-        self.spec, self.fn = spec, fn
+
+class _KernelBuilder:
+    """Emits the loop nest of one kernel function; the body comes from ``lower_steps``.
+    ``targets[j]``: the pointer argument output ``j`` is stored through."""
+
+    def __init__(self, spec: KernelSpec, fn: ir.Function, targets: Sequence[int]) -> None:
+        self.spec, self.fn, self.targets = spec, fn, list(targets)
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.e = LLVMEmitter(self.b)
         self.start, self.end, *self.ptr_args, self.meta = fn.args
@@ -131,11 +162,11 @@ class _KernelBuilder:
 
     def _body(self, elem_ptr, i: ir.Value) -> None:
         """Load every input at this element, run the steps, store the outputs."""
-        spec, n_in = self.spec, len(self.spec.inputs)
+        spec = self.spec
         vals = [self.scalars[k] if k in self.scalars else self.e.load(elem_ptr(k), s.dtype)
                 for k, s in enumerate(spec.inputs)]
         for j, (v, dt) in enumerate(zip(lower_steps(self.e, spec, vals), spec.out_dtypes)):
-            self.e.store(v, elem_ptr(n_in + j), dt)
+            self.e.store(v, elem_ptr(self.targets[j]), dt)
 
     # ---- n-d iteration: rows outside, innermost dimension inside -----------------------
     def _nd_loops(self) -> None:

@@ -8,12 +8,22 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from scriptmod.ir import dtypes as D
 from scriptmod._creation import tensor, zeros_like
+from scriptmod.optim._fused import Plan
 from scriptmod.optim.optimizer import Optimizer, _check_non_negative
 from scriptmod.tensor import Tensor
+
+
+class AdamFlags(NamedTuple):
+    """What shapes the update (and its kernel); numbers are ``Plan.scalars``."""
+
+    maximize: bool
+    weight_decay: bool
+    decoupled: bool          # AdamW: p *= 1 - lr * weight_decay instead of g += wd * p
+    amsgrad: bool
 
 
 def _check_betas(betas: tuple[float, float]) -> None:
@@ -39,7 +49,10 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def _state_for(self, p: Tensor, amsgrad: bool) -> dict[str, Any]:
+    def _prepare(self, p: Tensor, group: dict[str, Any]) -> Plan:
+        if p.is_complex():
+            raise NotImplementedError("Adam: complex parameters are not supported")
+        amsgrad = bool(group["amsgrad"])
         state = self.state[p]
         if not state:
             state["step"] = tensor(0.0, dtype=D.float32)
@@ -47,29 +60,37 @@ class Adam(Optimizer):
             state["exp_avg_sq"] = zeros_like(p)
             if amsgrad:
                 state["max_exp_avg_sq"] = zeros_like(p)
-        return state
-
-    def _update(self, p: Tensor, group: dict[str, Any]) -> None:
-        if p.is_complex():
-            raise NotImplementedError("Adam: complex parameters are not supported")
-        grad = -p.grad if group["maximize"] else p.grad
-        lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
-        state = self._state_for(p, group["amsgrad"])
         state["step"].add_(1)
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                p.mul_(1 - lr * wd)
-            else:
-                grad = grad + p * wd
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        m.add_((grad - m) * (1 - beta1))                 # lerp, as PyTorch
-        v.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
         step = float(state["step"].item())
-        if group["amsgrad"]:
-            state["max_exp_avg_sq"].copy_(state["max_exp_avg_sq"].maximum(v))
-            v = state["max_exp_avg_sq"]
-        denom = v.sqrt() / math.sqrt(1 - beta2 ** step) + group["eps"]
-        p.sub_(m / denom * (lr / (1 - beta1 ** step)))
+        lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
+        flags = AdamFlags(bool(group["maximize"]), wd != 0,
+                          wd != 0 and bool(group["decoupled_weight_decay"]), amsgrad)
+        names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ())
+        scalars = {"weight_decay": wd, "decay": 1 - lr * wd, "one_minus_beta1": 1 - beta1,
+                   "beta2": beta2, "one_minus_beta2": 1 - beta2,
+                   "bias_correction2_sqrt": math.sqrt(1 - beta2 ** step), "eps": group["eps"],
+                   "step_size": lr / (1 - beta1 ** step)}
+        return Plan(flags, {n: state[n] for n in names}, scalars)
+
+    @staticmethod
+    def _writes(f: AdamFlags) -> dict[str, int]:
+        return {"param": 2 if f.decoupled else 1, "exp_avg_sq": 2}   # p.mul_, v.mul_().add_
+
+    @staticmethod
+    def _math(f: AdamFlags, t: Mapping[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:
+        p, g = t["param"], -t["grad"] if f.maximize else t["grad"]
+        if f.weight_decay and f.decoupled:
+            p = p * s["decay"]
+        elif f.weight_decay:
+            g = g + p * s["weight_decay"]
+        m = t["exp_avg"] + (g - t["exp_avg"]) * s["one_minus_beta1"]   # lerp, as PyTorch
+        v = t["exp_avg_sq"] * s["beta2"] + g * g * s["one_minus_beta2"]
+        out = {"exp_avg": m, "exp_avg_sq": v}
+        if f.amsgrad:
+            v = out["max_exp_avg_sq"] = t["max_exp_avg_sq"].maximum(v)
+        denom = v.sqrt() / s["bias_correction2_sqrt"] + s["eps"]
+        out["param"] = p - m / denom * s["step_size"]
+        return out
 
 
 class AdamW(Adam):

@@ -2,15 +2,25 @@
 
 A state dict is ``{"state": {int_id: {...}}, "param_groups": [{..., "params": [int_id]}]}``
 with parameters numbered in group order, so it round-trips with PyTorch's.
+
+An optimizer states its update once: ``_prepare(p, group)`` makes a parameter's state and
+returns a ``Plan`` (flags, state tensors, the step's numbers), and ``_math(flags, tensors,
+scalars)`` computes the new param and state from them. ``step`` runs ``_math`` on Tensors
+(the Python path) or as one native kernel per parameter (``optim._fused``): with
+``fused=True`` or ``foreach=True``, and by default when every parameter of the group is a
+CPU float32/float64 tensor. Both paths keep the same state tensors, so a state dict made on
+one loads into the other.
 """
 from __future__ import annotations
 
 import copy
 import warnings
 from collections import defaultdict
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from scriptmod.autograd.grad_mode import enable_grad, no_grad
+from scriptmod.optim import _fused
+from scriptmod.optim._fused import Plan
 from scriptmod.tensor import Tensor
 
 
@@ -97,6 +107,7 @@ class Optimizer:
                 raise ValueError(f"parameter group didn't specify a value of required "
                                  f"optimization parameter {name}")
             param_group.setdefault(name, default)
+        _fused.check_options(param_group)
         if len({id(p) for p in params}) != len(params):
             warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
                           "future, this will cause an error", stacklevel=3)
@@ -122,14 +133,60 @@ class Optimizer:
         """One update of every parameter that has a gradient; returns ``closure()``."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
+            params = [p for p in group["params"] if p.grad is not None]
+            if self._fusable() and _fused.use_fast_path(group, params):
+                for p in params:
+                    plan = self._prepare(p, group)
+                    fresh = _fused.step(type(self)._math, p, plan, self._writes(plan.flags))
+                    if fresh is None:
+                        self._apply(p, plan)
+                    elif fresh:
+                        self.state[p].update(fresh)
+            else:
+                for p in params:
                     self._update(p, group)
         return loss
 
+    def _fusable(self) -> bool:
+        """Whether the update is ``_prepare`` + ``_math`` (not a subclass's own ``_update``)."""
+        cls = type(self)
+        return cls._update is Optimizer._update and cls._math is not Optimizer._math
+
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
-        """The algorithm: update ``p`` in place from ``p.grad`` (subclasses define it)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement _update()")
+        """The algorithm: update ``p`` in place from ``p.grad`` (subclasses define
+        ``_prepare`` and ``_math``, or override this)."""
+        self._apply(p, self._prepare(p, group))
+
+    def _prepare(self, p: Tensor, group: dict[str, Any]) -> Plan:
+        """Make ``p``'s state for this step; the ``Plan`` that ``_math`` computes from."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _update() (or "
+                                  f"_prepare() and _math())")
+
+    @staticmethod
+    def _math(flags: Any, t: Mapping[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:
+        """The new ``param`` and state from ``t`` (``param``, ``grad`` and the plan's state
+        tensors) and ``s`` (its numbers): Tensors and floats here, traced values in
+        ``optim._fused``, so only Tensor arithmetic, ``.sqrt()`` and ``.maximum()``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _writes(flags: Any) -> dict[str, int]:
+        """How many in-place ops PyTorch's single-tensor step applies to each tensor it
+        updates (1 where not named): what version counters count, on either path."""
+        return {}
+
+    def _apply(self, p: Tensor, plan: Plan) -> None:
+        """The Python path: ``_math`` on Tensors, written back into ``p`` and its state."""
+        out = self._math(plan.flags, {"param": p, "grad": p.grad, **plan.tensors},
+                         plan.scalars)
+        writes = self._writes(plan.flags)
+        for name, value in out.items():
+            target = p if name == "param" else plan.tensors.get(name)
+            if target is None:
+                self.state[p][name] = value.detach().clone()
+                continue
+            target.copy_(value)
+            target._vc[0] += writes.get(name, 1) - 1
 
     def _closure_loss(self, closure: Callable[[], Any] | None) -> Any:
         if closure is None:

@@ -8,10 +8,22 @@
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, NamedTuple
 
+from scriptmod.optim._fused import Plan
 from scriptmod.optim.optimizer import Optimizer, _check_non_negative
 from scriptmod.tensor import Tensor
+
+
+class SGDFlags(NamedTuple):
+    """What shapes the update (and its kernel); numbers are ``Plan.scalars``."""
+
+    maximize: bool
+    weight_decay: bool
+    momentum: bool
+    first: bool              # no momentum buffer yet: it starts as the gradient
+    damped: bool
+    nesterov: bool
 
 
 class SGD(Optimizer):
@@ -30,17 +42,33 @@ class SGD(Optimizer):
                         foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
 
-    def _update(self, p: Tensor, group: dict[str, Any]) -> None:
-        grad = -p.grad if group["maximize"] else p.grad
-        if group["weight_decay"] != 0:
-            grad = grad + p * group["weight_decay"]
+    def _prepare(self, p: Tensor, group: dict[str, Any]) -> Plan:
         mu = group["momentum"]
-        if mu != 0:
-            state = self.state[p]
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = state["momentum_buffer"] = grad.detach().clone()
+        buf = self.state[p].get("momentum_buffer") if mu != 0 else None
+        flags = SGDFlags(bool(group["maximize"]), group["weight_decay"] != 0, mu != 0,
+                         mu != 0 and buf is None, mu != 0 and group["dampening"] != 0,
+                         mu != 0 and bool(group["nesterov"]))
+        scalars = {"weight_decay": group["weight_decay"], "momentum": mu,
+                   "one_minus_dampening": 1 - group["dampening"], "neg_lr": -group["lr"]}
+        return Plan(flags, {} if buf is None else {"momentum_buffer": buf}, scalars)
+
+    @staticmethod
+    def _writes(f: SGDFlags) -> dict[str, int]:
+        return {"momentum_buffer": 2}               # buf.mul_(mu).add_(g)
+
+    @staticmethod
+    def _math(f: SGDFlags, t: Mapping[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:
+        g = -t["grad"] if f.maximize else t["grad"]
+        if f.weight_decay:
+            g = g + t["param"] * s["weight_decay"]
+        out = {}
+        if f.momentum:
+            if f.first:
+                buf = g
             else:
-                buf.mul_(mu).add_(grad, alpha=1 - group["dampening"])
-            grad = grad + buf * mu if group["nesterov"] else buf
-        p.add_(grad, alpha=-group["lr"])
+                buf = t["momentum_buffer"] * s["momentum"] + \
+                    (g * s["one_minus_dampening"] if f.damped else g)
+            out["momentum_buffer"] = buf
+            g = g + buf * s["momentum"] if f.nesterov else buf
+        out["param"] = t["param"] + g * s["neg_lr"]
+        return out
