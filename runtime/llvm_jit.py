@@ -24,10 +24,14 @@ launcher ``runtime.fusion.Launch``); this module only makes the function pointer
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 import llvmlite
 import llvmlite.binding as llvm
 from scriptmod.codegen.kernel import KernelSpec
@@ -99,8 +103,39 @@ def _optimize_module(mod: llvm.ModuleRef) -> llvm.TargetMachine:
     pto.loop_interleaving = False          # forced counts (loop metadata) still apply
     pto.loop_unrolling = False
     pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    with _no_remarks():
+        pb.getModulePassManager().run(mod, pb)
     return tm
+
+
+_STDERR_LOCK = threading.Lock()
+
+
+@contextmanager
+def _no_remarks() -> Iterator[None]:
+    """Drop LLVM's "remark: loop not vectorized" lines, which its default diagnostic handler
+    writes to the process's stderr for a hinted loop (``llvm.loop.vectorize.width``) that one
+    of the vectorizer's attempts refused, even when the loop ends up vectorized (the row
+    kernels' float64 sums, checked in their assembly); anything else LLVM writes passes."""
+    with _STDERR_LOCK:
+        try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError):           # no real fd 2 (embedded interpreters)
+            yield
+            return
+        with tempfile.TemporaryFile() as tmp:
+            os.dup2(tmp.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                tmp.seek(0)
+                rest = [ln for ln in tmp.read().decode(errors="replace").splitlines(True)
+                        if not ln.startswith("remark:")]
+                if rest:
+                    sys.stderr.write("".join(rest))
 
 
 # Part of every cache key: a changed pipeline never reuses objects built by another one.

@@ -13,6 +13,7 @@ allow it (``_rank``). A submodule with hooks keeps its call in the specializatio
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 import numpy as np
@@ -33,6 +34,9 @@ from scriptmod.runtime.interpreter import OpHandler, evaluate_node
 from scriptmod._dispatch import dispatch
 from scriptmod.jit import _fastpath, _fuser, _rank
 from scriptmod.jit._fastpath import MISS
+from scriptmod.jit._autodiff import NotDifferentiable, differentiate
+from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp
+from scriptmod.ir import log as irlog
 from scriptmod.jit._boundary import (HOOK_VERSION, BoundaryError, call_boundary, hooked_paths,
                                      kept_calls, module_path)
 from scriptmod.autograd import grad_mode
@@ -49,7 +53,10 @@ class Specialization:
     executable: Executable
     written: tuple[int, ...] = field(init=False)   # arguments written in place (copy_)
     aliased: bool = field(init=False)   # an output is an input, or one value is output twice
-    fast: tuple | None = field(default=None, init=False)   # (state, hook version, fast path)
+    fast: tuple | None = field(default=None, init=False)   # (state, hook version, fast path,
+    # the grad call it makes)
+    grad_plans: dict = field(default_factory=dict, init=False)  # requires_grad of the module
+    # tensors -> CompiledGrad, OpByOp, or None (no output needs a gradient)
 
     def __post_init__(self) -> None:
         self.written = _written_args(self.graph)
@@ -90,8 +97,10 @@ class Executor:
         owner = self.owner
         head = (owner,) if self.has_self else ()
         try:
-            if grad_mode.is_grad_enabled() and _needs_grad(owner if head else self.module, args):
-                return _run_with_grad(spec, head, args)
+            if grad_mode.is_grad_enabled():
+                plan = self._grad_plan(spec, args)
+                if plan is not None:
+                    return self._run_grad(plan, spec, head, args)
             st = self.__dict__.get("_state")
             outs = spec.executable([*head, *[a._data if type(a) is Tensor else unwrap_tree(a)
                                              for a in args]], st.arrays if st else ())
@@ -109,15 +118,119 @@ class Executor:
             return _same_objects(out, _arrays_of(args)) if spec.aliased else out
         raise err
 
+    # ---- grad enabled ---------------------------------------------------------------------
+    def _grad_plan(self, spec: Specialization, args: Sequence[Any]) -> Any:
+        """The specialization's grad plan for which arguments and module tensors require
+        grad now (built on first use), or None when no gradient is needed."""
+        st = self.__dict__.get("_state")
+        tensors = st.tensors() if st is not None else ()
+        needs = tuple(t._requires_grad for t in tensors)
+        if not any(needs) and not any(isinstance(a, Tensor) and a._requires_grad for a in args):
+            return None
+        plan = spec.grad_plans.get(needs, _UNBUILT)
+        if plan is _UNBUILT:
+            plan = spec.grad_plans[needs] = self._build_grad_plan(spec, args, needs)
+        return plan
+
+    def grad_plan_for(self, args: Sequence[Any]) -> CompiledGrad:
+        """The compiled grad plan a grad-enabled call with ``args`` runs (built if need
+        be); ``RuntimeError`` naming the reason when that call runs op by op or needs no
+        gradient."""
+        spec = self.specialize(args)
+        plan = self._grad_plan(spec, args)
+        if plan is None:
+            raise RuntimeError(f"{self.module.original_name}.{self.method}(): no output needs a "
+                               f"gradient for these inputs (nothing requires grad)")
+        if isinstance(plan, OpByOp):
+            raise RuntimeError(f"{self.module.original_name}.{self.method}(): the gradient runs "
+                               f"op by op: {plan.reason}")
+        return plan
+
+    def _run_grad(self, plan: Any, spec: Specialization, head: tuple,
+                  args: Sequence[Any]) -> Any:
+        if isinstance(plan, OpByOp):
+            return _run_with_grad(spec, head, args)
+        st = self.__dict__.get("_state")
+        state, tensors = (st.arrays, st.tensors()) if st is not None else ((), ())
+        out = plan(head, args, state, tensors, functools.partial(_run_with_grad, spec, head))
+        self._install(spec, args, st)
+        return out
+
+    def _build_grad_plan(self, spec: Specialization, args: Sequence[Any],
+                         needs: tuple[bool, ...]) -> Any:
+        where = f"{self.module.original_name}.{self.method}"
+        plan = self._compile_grad(spec, args, needs, where)
+        if isinstance(plan, OpByOp):
+            irlog.log(TOPIC, f"{where}: the gradient runs op by op: {plan.reason}")
+        elif irlog.enabled(TOPIC):
+            s = plan.split
+            irlog.log(TOPIC, f"{where}: compiled backward, {len(s.backward.inputs) - len(s.grad_outputs)} "
+                             f"saved values, {s.saved_bytes} bytes saved "
+                             f"({s.saved_bytes_unpruned} without recomputation)")
+        return plan
+
+    def _compile_grad(self, spec: Specialization, args: Sequence[Any], needs: tuple[bool, ...],
+                      where: str) -> Any:
+        if spec.written:
+            return OpByOp("it writes an argument in place")
+        if spec.aliased:
+            return OpByOp("it returns an argument, or one value twice")
+        if any(isinstance(a, Tensor) and a._device_str() != "cpu" for a in args):
+            return OpByOp("the compiled backward runs on the CPU only")
+        g = self._optimized(args, spec.key[3], fuse=False)
+        slots = self.__dict__.get("_state")
+        paths = slots.index if slots is not None else {}
+        skip = 1 if self.has_self else 0
+
+        def leaf_key(v: Value) -> tuple[str, int] | None:
+            if v.node.kind == Prim.PARAM:
+                i = v.index - skip
+                a = args[i] if 0 <= i < len(args) else None
+                return ("arg", i) if isinstance(a, Tensor) and a.requires_grad else None
+            j = paths.get(_attr_path(v.node) or "")
+            return ("state", j) if j is not None and needs[j] else None
+        try:
+            split = differentiate(g, leaf_key)
+        except NotDifferentiable as e:
+            return OpByOp(str(e))
+        if split is None:
+            return None
+        fused = spec.key[1] == "fused"
+        compile_passes = _fuser.compile_passes() if fused else []
+        fwd = run_pipeline(split.forward, compile_passes)
+        bwd = run_pipeline(split.backward, _grad_passes() + compile_passes)
+        split.forward, split.backward = fwd, bwd
+        backward = Executable(bwd, ArrayOps(), name=f"{where}.backward", native=fused)
+        return CompiledGrad(split, self._executable(fwd, spec.key), backward, where)
+
     def _install(self, spec: Specialization, args: Sequence[Any], slots: Any) -> None:
         """Make ``spec`` the fast path (built once per specialization and module state)."""
         state = slots.arrays if slots is not None else ()
+        grad = self._fast_grad(spec, slots)
         built = spec.fast
-        if built is None or built[0] is not state or built[1] != HOOK_VERSION[0]:
-            fn = _fastpath.build(spec, args, slots, self.owner, self.has_self, self.stats)
-            built = spec.fast = (state, HOOK_VERSION[0], fn)
+        if built is None or built[0] is not state or built[1] != HOOK_VERSION[0] \
+                or built[3] is not grad[1]:
+            fn = _fastpath.build(spec, args, slots, self.owner, self.has_self, self.stats, grad)
+            built = spec.fast = (state, HOOK_VERSION[0], fn, grad[1])
         self.fast = built[2]
         self.module_fast = built[2] if built[2] is not None and self._module_may_skip() else None
+
+    def _fast_grad(self, spec: Specialization, slots: Any) -> tuple:
+        """(requires_grad of the module tensors, the grad call) for the fast path: the
+        compiled grad plan of the pattern the module has now, if there is one."""
+        if slots is None:
+            return ((), None)
+        needs = tuple(t._requires_grad for t in slots.tensors())
+        plan = spec.grad_plans.get(needs)
+        if not isinstance(plan, CompiledGrad):
+            return (needs, None)
+        head = (self.owner,) if self.has_self else ()
+        state, tensors = slots.arrays, slots.tensors()
+        fallback = functools.partial(_run_with_grad, spec, head)
+
+        def grad_call(args: Sequence[Any]) -> Any:
+            return plan(head, args, state, tensors, fallback)
+        return (needs, grad_call)
 
     def _module_may_skip(self) -> bool:
         """Whether the module's own ``__call__`` may go straight to the fast path: it is the
@@ -205,7 +318,7 @@ class Executor:
                           f"{self.method}", state_index=state_index if self.has_self else None,
                           state=self._state_arrays(), native=key[1] == "fused")
 
-    def _optimized(self, args: Sequence[Any], keep: tuple = ()) -> Graph:
+    def _optimized(self, args: Sequence[Any], keep: tuple = (), fuse: bool = True) -> Graph:
         g = inlined(self.module, self.method, frozenset(keep))
         for call in list(kept_calls(g)):       # typed through the callee's graph
             callee = call.__dict__["callee"] = inlined(submodule_of(self.module, call),
@@ -218,7 +331,8 @@ class Executor:
         types: list[Type | None] = head + [_arg_type(a, d) for a, d in zip(args, declared)]
         self._retype(g, types)
         passes: list[Any] = [("fold_constants", {"evaluate": evaluate_node})] + OPTIMIZE[1:]
-        return run_pipeline(g, passes + list(self.post_passes) + _fuser.compile_passes())
+        return run_pipeline(g, passes + list(self.post_passes)
+                            + (_fuser.compile_passes() if fuse else []))
 
     def _retype(self, g: Graph, types: list[Type | None]) -> None:
         """Shape propagation for the call's types; at another rank than traced, only where
@@ -269,6 +383,7 @@ class _StateSlots:
         self.mods = tuple(map(_getitem, self.m_regs, self.m_names))
         self.index = {p: i for i, p in enumerate(self.t_paths)}   # dotted path -> position
         self.last: tuple | None = None                   # (arrays, key)
+        self._tensors: tuple[tuple, tuple] = ((), ())    # (arrays, the Tensors holding them)
         self.arrays: tuple = ()                          # the arrays the last key() read
 
     def _walk(self, mod: Any, seen: set[int], prefix: str = "") -> bool:
@@ -292,6 +407,15 @@ class _StateSlots:
                 self.m_regs.append(subs)
                 self.m_names.append(name)
                 found = True
+        return found
+
+    def tensors(self) -> tuple:
+        """The module tree's parameters and buffers (the Tensors), in state order."""
+        cached = self._tensors
+        if cached[0] is self.arrays:
+            return cached[1]
+        found = tuple(map(_getitem, self.t_regs, self.t_names))
+        self._tensors = (self.arrays, found)
         return found
 
     def key(self) -> tuple | None:
@@ -400,6 +524,13 @@ def _needs_grad(module: Any, args: Sequence[Any]) -> bool:
         return True
     return any(p.requires_grad for p in module.parameters())
 
+
+
+_UNBUILT = object()
+
+
+def _grad_passes() -> list[Any]:
+    return [("fold_constants", {"evaluate": evaluate_node})] + OPTIMIZE[1:]
 
 
 def _run_with_grad(spec: Specialization, head: tuple, args: Sequence[Any]) -> Any:

@@ -44,10 +44,12 @@ _CODE: dict[tuple, Any] = {}     # structure -> compiled code object (see ``_sou
 
 
 def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool,
-          stats: dict) -> Callable[[Sequence[Any]], Any] | None:
+          stats: dict, grad: tuple = ((), None)) -> Callable[[Sequence[Any]], Any] | None:
     """The fast path of ``spec`` (an ``_executor.Specialization``) for calls like ``args``
     with the module tree read through ``slots`` (``_executor._StateSlots`` or None), or
-    None when the specialization needs the full path on every call."""
+    None when the specialization needs the full path on every call. ``grad`` is
+    (requires_grad of each module tensor, the call that runs the compiled forward and
+    attaches the backward) for calls with grad enabled, or (pattern, None)."""
     if spec.written or spec.aliased or spec.key[3]:
         return None
     kinds = tuple(_kind(a) for a in args)
@@ -68,7 +70,7 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
         "FG": _fuser._global, "ENV": os.environ, "ENVD": env, "ENVK": getattr(_fuser, "_env_key", None),
         "VARIANT": _fuser.variant, "VAR": spec.key[1], "STATS": stats, "FN": fn, "ERR": error,
         "OWNER": owner, "make": Tensor._make, "wrap_tree": wrap_tree,
-        "STATE": slots.arrays if slots is not None else ()}
+        "STATE": slots.arrays if slots is not None else (), "NEEDS": grad[0], "GRAD": grad[1]}
     for i, a in enumerate(args):
         if kinds[i] == "tensor":
             ns[f"DT{i}"], ns[f"SH{i}"] = a._data.dtype, a._data.shape
@@ -126,7 +128,10 @@ def _source(kinds: tuple, has_self: bool, m_names: tuple, t_names: tuple, n_out:
                   "    except KeyError:", "        return MISS"]
     if t_names:
         grads = " or ".join(f"T{i}._requires_grad" for i in range(len(t_names)))
-        lines += [f"    if GS.enabled and ({grads}):", "        return MISS"]
+        pattern = ", ".join(f"T{i}._requires_grad" for i in range(len(t_names)))
+        lines += [f"    if GS.enabled and ({grads}):",
+                  f"        if GRAD is None or ({pattern},) != NEEDS:", "            return MISS",
+                  "        STATS['calls'] += 1", "        return GRAD(args)"]
     lines.append("    STATS['calls'] += 1")
     call_args = (["OWNER"] if has_self else []) + d + ["STATE"]
     lines += ["    try:", f"        outs = FN({', '.join(call_args)})",

@@ -130,10 +130,11 @@ def _fusible(node: Node) -> bool:
     return supported(node) or cuda.supported(node)
 
 
-def kernels_for(script_module: Any, *inputs: Any) -> list[FusedKernel]:
+def kernels_for(script_module: Any, *inputs: Any, backward: bool = False) -> list[FusedKernel]:
     """The compiled fusion-group kernels ``script_module`` runs for ``inputs``, in graph
     order; each has ``.llvm_ir``, ``.asm``, ``.spec`` and ``.kernels`` (one per layout).
     Runs the module once (without autograd) so that kernels match the real input layouts.
+    ``backward=True``: the kernels of the compiled backward (``backward_graph_for``).
 
         >>> x = scriptmod.ones(3, 4)
         >>> traced = scriptmod.jit.trace(lambda x: (x * 2).exp() + 1, x)
@@ -144,6 +145,9 @@ def kernels_for(script_module: Any, *inputs: Any) -> list[FusedKernel]:
     """
     from scriptmod.autograd import grad_mode
     module = getattr(script_module, "_module", script_module)    # ScriptFunction
+    if backward:
+        return module.executor("forward").grad_plan_for(
+            module._graph_args("forward", inputs)).backward.kernels()
     with grad_mode.no_grad():
         module(*inputs)
     return module.executable_for(*inputs).kernels()

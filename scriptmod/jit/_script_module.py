@@ -206,9 +206,28 @@ class ScriptModule(Module):
         """``(code, consts)``: ``consts.c0`` is the Tensor ``CONSTANTS.c0`` in ``code``."""
         return _with_constants(self.graph, self._code_name())
 
-    def graph_for(self, *inputs: Any) -> Graph:
-        """The optimized graph actually run for ``inputs`` (specializing it if needed)."""
+    def graph_for(self, *inputs: Any, backward: bool = False) -> Graph:
+        """The optimized graph actually run for ``inputs`` (specializing it if needed);
+        with ``backward=True``, the compiled backward run for them with grad enabled."""
+        if backward:
+            return self.backward_graph_for(*inputs)
         return self.executor("forward").specialize(self._graph_args("forward", inputs)).graph
+
+    def backward_graph_for(self, *inputs: Any) -> Graph:
+        """The compiled backward of ``forward`` for ``inputs`` and the module's parameters
+        as they require grad now, with its fusion groups: inputs are the values the forward
+        saved, then the outputs' gradients; outputs are the gradients of the arguments and
+        module tensors that require grad. Raises ``RuntimeError`` with the reason when
+        that call's gradient runs op by op.
+
+            >>> lin = nn.Linear(4, 2)
+            >>> traced = scriptmod.jit.trace(lin, scriptmod.ones(3, 4))
+            >>> g = traced.backward_graph_for(scriptmod.ones(3, 4))
+            >>> [v.debug_name for v in g.inputs][-1]
+            'grad_0'
+        """
+        return self.executor("forward").grad_plan_for(
+            self._graph_args("forward", inputs)).backward.graph
 
     def executable_for(self, *inputs: Any) -> Any:
         """The ``runtime.executable.Executable`` that runs ``forward`` for ``inputs``."""
@@ -353,8 +372,11 @@ class ScriptFunction:
     def code_with_constants(self) -> tuple[str, ConstMap]:
         return _with_constants(self.graph, self.name)
 
-    def graph_for(self, *inputs: Any) -> Graph:
-        return self._module.graph_for(*inputs)
+    def graph_for(self, *inputs: Any, backward: bool = False) -> Graph:
+        return self._module.graph_for(*inputs, backward=backward)
+
+    def backward_graph_for(self, *inputs: Any) -> Graph:
+        return self._module.backward_graph_for(*inputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from scriptmod._dispatch import TRACERS

@@ -1,0 +1,484 @@
+"""Autodiff in the IR: split a specialized forward graph into a forward that also returns what
+the backward needs, and a backward ``Graph`` built from the one derivative table.
+
+``differentiate`` walks the forward's nodes in reverse and runs each op's rule from
+``scriptmod.autograd.derivatives`` (the table eager autograd runs) with a ``Recorder`` on
+``TRACERS``: the rule's Tensor ops become nodes of the backward graph, as a traced function's
+do. The rules run on zero-filled stand-ins of the forward values; what a rule reads of a
+forward value becomes a backward input (a *saved* value). A rule that computes outside the op
+registry (convolution and pooling call backward kernels; dropout replays the random draw) or
+reads a tensor's data makes the graph ``NotDifferentiable``, and the caller runs op by op.
+
+Saved values are then trimmed by a greedy recompute rule: a saved value made by an
+elementwise op is recomputed in the backward from that op's inputs whenever this does not
+grow the bytes saved (arguments, module tensors and constants cost nothing: the call holds
+them anyway). A chain like GELU's saves only its input, and its recomputation fuses into the
+backward's kernels. ``Split.saved_bytes`` and ``Split.saved_bytes_unpruned`` measure it.
+
+    >>> import scriptmod as sm
+    >>> lin = sm.nn.Linear(4, 3)
+    >>> traced = sm.jit.trace(lambda x: lin(x).tanh(), sm.ones(2, 4))
+    >>> print(traced.backward_graph_for(sm.ones(2, 4)))      # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from scriptmod.ir import schema as S
+from scriptmod.ir.builder import Builder
+from scriptmod.ir.graph import Graph, Node, Prim, Value, known_value
+from scriptmod.ir.types import IntType, TensorType
+from scriptmod.runtime.arrays import NP_DTYPE
+from scriptmod import _dispatch
+from scriptmod.autograd import grad_mode
+from scriptmod.autograd.derivatives import DERIVATIVES
+from scriptmod.autograd.engine import _fit
+from scriptmod.tensor import Size, Tensor
+from scriptmod.jit._tracer import _schema_args, tensor_type
+
+LeafKey = tuple[str, int]      # ("arg", position) or ("state", index into the module state)
+
+
+class NotDifferentiable(Exception):
+    """The graph has a node whose backward cannot be built in the IR (the reason says which)."""
+
+
+@dataclass
+class Split:
+    """A forward graph and its backward.
+
+    ``forward`` returns the original outputs, then ``saved`` values. ``backward`` takes the
+    saved values, then one gradient per entry of ``grad_outputs`` (positions in the flattened
+    tensor outputs), and returns one gradient per entry of ``leaves``."""
+
+    forward: Graph
+    backward: Graph
+    n_outputs: int                      # the forward's own outputs, before the saved ones
+    grad_outputs: tuple[int, ...]
+    leaves: tuple[LeafKey, ...]
+    saved_bytes: int                    # bytes of computed values saved for the backward
+    saved_bytes_unpruned: int           # the same, had nothing been recomputed
+
+
+def flat_tensor_outputs(g: Graph, n: int | None = None) -> list[Value]:
+    """The tensor outputs among the graph's first ``n`` outputs (default all), depth first
+    through tuple and list constructs (the order its results are walked in at run time)."""
+    out: list[Value] = []
+
+    def walk(v: Value) -> None:
+        if v.node.kind in (Prim.TUPLE_CONSTRUCT, Prim.LIST_CONSTRUCT):
+            for x in v.node.inputs:
+                walk(x)
+        elif isinstance(v.type, TensorType):
+            out.append(v)
+    for v in g.outputs[:n]:
+        walk(v)
+    return out
+
+
+def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None]) -> Split | None:
+    """Split ``g`` (specialized, optimized, not yet fused). ``leaf_key(v)`` names a graph input
+    or ``prim::GetAttr`` value that requires grad. None when no output needs a gradient."""
+    needs = _requires_grad(g, leaf_key)
+    outs = flat_tensor_outputs(g)
+    wanted = tuple(k for k, v in enumerate(outs) if v in needs)
+    if not wanted:
+        return None
+    bw = _Backward(g)
+    grads: dict[Value, Tensor] = {}
+    for k in wanted:
+        g_in = bw.grad_input(outs[k], f"grad_{k}")
+        _accumulate(grads, outs[k], g_in)
+    with grad_mode.no_grad(), np.errstate(all="ignore"), bw.recording():
+        for node in reversed(g.block.nodes):
+            if node.is_op and any(o in grads for o in node.outputs):
+                with bw.b.at_source(node.source):       # backward nodes cite the forward's line
+                    _node_backward(node, grads, needs, bw)
+        leaves = _leaf_grads(g, grads, leaf_key, bw)
+    if not leaves:
+        return None
+    unpruned = bw.saved_bytes()
+    bw.recompute()
+    return bw.split(wanted, leaves, unpruned)
+
+
+def _requires_grad(g: Graph, leaf_key: Callable[[Value], LeafKey | None]) -> set[Value]:
+    """The values a gradient flows to: leaves, and float outputs of differentiable ops with
+    an input among them. A structural node on that path we cannot differentiate raises."""
+    needs = {v for v in g.inputs if leaf_key(v) is not None}
+    returned = set(g.outputs)
+    for n in g.walk():
+        if n.kind in _OPAQUE:
+            raise NotDifferentiable(f"{n.kind} ({n.source or 'no source'}) runs Python code that "
+                                    f"may read module tensors")
+    for node in g.block:
+        if node.kind == Prim.GET_ATTR:
+            if leaf_key(node.output) is not None:
+                needs.add(node.output)
+            continue
+        touched = any(v in needs for n in node.walk() for v in n.inputs)
+        if not touched:
+            continue
+        if node.is_op and not node.blocks:
+            if S.NONDIFF in S.REGISTRY[node.op_name].flags:
+                continue
+            needs.update(o for o in node.outputs if _is_float(o))
+        elif node.kind in (Prim.TUPLE_CONSTRUCT, Prim.LIST_CONSTRUCT) and \
+                all(u.user.kind in (Prim.RETURN, Prim.TUPLE_CONSTRUCT, Prim.LIST_CONSTRUCT)
+                    for u in node.output.uses) and _feeds_return(node.output, returned):
+            continue
+        else:
+            raise NotDifferentiable(f"{node.kind} ({node.source or 'no source'}) takes a value "
+                                    f"that needs a gradient; only op nodes are differentiated")
+    return needs
+
+
+_OPAQUE = frozenset({Prim.CALL_METHOD, Prim.CALL_FUNCTION})
+
+
+def _feeds_return(v: Value, returned: set[Value]) -> bool:
+    return v in returned or any(_feeds_return(u.user.output, returned) for u in v.uses
+                                if u.user.kind != Prim.RETURN)
+
+
+def _is_float(v: Value) -> bool:
+    t = v.type
+    return isinstance(t, TensorType) and t.dtype is not None and t.dtype.category >= 2
+
+
+def _accumulate(grads: dict[Value, Tensor], v: Value, g: Tensor) -> None:
+    prev = grads.get(v)
+    grads[v] = g if prev is None else prev + g
+
+
+def _node_backward(node: Node, grads: dict[Value, Tensor], needs: set[Value],
+                   bw: "_Backward") -> None:
+    name = node.op_name
+    d = DERIVATIVES.get(name)
+    if d is None:
+        raise NotDifferentiable(f"sm::{name} has no derivative rule")
+    ctx = _RuleCtx(node, d, bw)
+    gs = [grads.get(o) if grads.get(o) is not None else _zeros_like(o) for o in node.outputs]
+    try:
+        result = d.rule(ctx, gs if len(gs) > 1 else gs[0])
+    except NotDifferentiable:
+        raise
+    except Exception as e:                   # noqa: BLE001 (a rule that cannot run on stand-ins)
+        raise NotDifferentiable(f"the derivative of sm::{name} ({node.source or 'no source'}) "
+                                f"could not be built: {type(e).__name__}: {e}") from None
+    for v, r, meta in zip(node.inputs, result, ctx.input_meta):
+        if r is None or v not in needs or meta is None:
+            continue
+        _accumulate(grads, v, _fit(r, meta))
+
+
+def _zeros_like(v: Value) -> Tensor:
+    from scriptmod._creation import zeros
+    t = v.type
+    assert isinstance(t, TensorType)
+    return zeros(t.shape, dtype=t.dtype)
+
+
+def _leaf_grads(g: Graph, grads: dict[Value, Tensor], leaf_key: Callable[[Value], LeafKey | None],
+                bw: "_Backward") -> dict[LeafKey, Tensor]:
+    """Gradients per leaf, summed where one module tensor is read by several GetAttr nodes."""
+    out: dict[LeafKey, Tensor] = {}
+    sources = list(g.inputs) + [n.output for n in g.block if n.kind == Prim.GET_ATTR]
+    for v in sources:
+        key = leaf_key(v)
+        r = grads.get(v)
+        if key is None or r is None:
+            continue
+        out[key] = r if key not in out else out[key] + r
+    return out
+
+
+class _RuleCtx:
+    """What a rule reads (``_dispatch.Ctx``'s interface), served from the forward graph:
+    tensor inputs and outputs are stand-ins that become saved values when a rule uses them."""
+
+    def __init__(self, node: Node, d: Any, bw: "_Backward") -> None:
+        self.attrs = dict(node.attrs)
+        self.device = "cpu"
+        self.rng = None
+        self.node = None
+        self._node, self._bw = node, bw
+        self.input_meta = tuple(_meta(v) for v in node.inputs)
+        self.out_meta = [(t.shape, t.dtype, "cpu") for t in (o.type for o in node.outputs)
+                         if isinstance(t, TensorType)]
+
+    @property
+    def inputs(self) -> list[Any]:
+        return [self._bw.stand_in(v) for v in self._node.inputs]
+
+    @property
+    def output(self) -> Any:
+        return self._bw.stand_in(self._node.outputs[0])
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [self._bw.stand_in(o) for o in self._node.outputs]
+
+
+def _meta(v: Value) -> tuple | None:
+    t = v.type
+    if not isinstance(t, TensorType):
+        return None
+    return Size(t.shape), t.dtype
+
+
+class _Backward:
+    """The backward graph under construction, and the ``TRACERS`` recorder that fills it."""
+
+    def __init__(self, fwd: Graph) -> None:
+        self.fwd = fwd
+        self.graph = Graph()
+        self.b = Builder(self.graph)
+        self.saved: dict[Value, Value] = {}       # forward value -> backward input
+        self.grad_inputs: list[Value] = []
+        self._stand_ins: dict[Value, Tensor] = {}
+
+    # ---- inputs -----------------------------------------------------------------------
+    def grad_input(self, v: Value, name: str) -> Tensor:
+        t = v.type
+        assert isinstance(t, TensorType)
+        bv = self.b.input(t.with_(requires_grad=False), name)
+        self.grad_inputs.append(bv)
+        return self._tagged(_zeros(t), bv)
+
+    def stand_in(self, v: Value) -> Any:
+        """A rule's view of forward value ``v``: a tagged stand-in tensor, or a Python value
+        the graph fixes (a constant size, a flag)."""
+        if not isinstance(v.type, TensorType):
+            known = known_value(v)
+            if known is None and v.node.kind != Prim.CONSTANT:
+                raise NotDifferentiable(f"a derivative rule reads {v.node.kind} "
+                                        f"({v.node.source or 'no source'}), known only at run time")
+            return known
+        t = self._stand_ins.get(v)
+        if t is None:
+            t = self._stand_ins[v] = _zeros(v.type)
+            t.__dict__["_fw"] = (self, v)
+        return t
+
+    def _tagged(self, t: Tensor, bv: Value) -> Tensor:
+        t.__dict__["_bw"] = (self, bv)
+        return t
+
+    def value_of(self, x: Any, arg: S.Arg | None = None) -> Value:
+        if isinstance(x, Tensor):
+            tag = x.__dict__.get("_bw")
+            if tag is not None and tag[0] is self:
+                return tag[1]
+            fw = x.__dict__.get("_fw")
+            if fw is not None and fw[0] is self:
+                return self._saved_input(fw[1])
+            raise NotDifferentiable("a derivative rule made a tensor outside the op registry "
+                                    "(it calls a backward kernel or replays a random draw)")
+        if isinstance(x, (list, tuple)) and any(isinstance(i, Tensor) for i in x):
+            items = [self.value_of(i) for i in x]
+            return self.b.list_(items) if isinstance(x, list) else self.b.tuple_(items)
+        return self.b.constant(list(x) if isinstance(x, tuple) and arg is not None else x)
+
+    def _saved_input(self, v: Value) -> Value:
+        bv = self.saved.get(v)
+        if bv is None:
+            t = v.type
+            assert isinstance(t, TensorType)
+            bv = self.saved[v] = self.graph.add_input(t.with_(requires_grad=False),
+                                                      f"saved_{len(self.saved)}")
+        return bv
+
+    # ---- the recorder (``TRACERS``) ---------------------------------------------------
+    def recording(self) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def on() -> Any:
+            _dispatch.TRACERS.append(self)
+            try:
+                yield
+            finally:
+                _dispatch.TRACERS.remove(self)
+        return on()
+
+    def record(self, name: str, inputs: Sequence[Any], attrs: dict[str, Any], outs: tuple) -> None:
+        schema = S.REGISTRY[name]
+        args = _schema_args(schema, len(inputs))
+        vals = [self.value_of(x, a) for x, a in zip(inputs, args)]
+        types = [tensor_type(o) if isinstance(o, Tensor) else IntType for o in outs]
+        _check_shapes(schema, vals, attrs, types)
+        node = self.b.node(schema.kind, vals, types, dict(attrs))
+        for o, v in zip(outs, node.outputs):
+            if isinstance(o, Tensor):
+                self._tagged(o, v)
+
+    def shape_of(self, t: Tensor) -> Size:
+        return Size(t._data.shape)
+
+    def numel_of(self, t: Tensor) -> int:
+        return int(t._data.size)
+
+    def on_len(self, t: Tensor, how: str = "") -> int:
+        return int(t._data.shape[0])
+
+    def on_value_read(self, t: Tensor, what: str) -> None:
+        raise NotDifferentiable(f"a derivative rule reads a tensor's value ({what}())")
+
+    def on_inplace(self, t: Tensor, out: Tensor) -> None:
+        self._tagged(t, self.value_of(out))
+
+    # ---- saved values -----------------------------------------------------------------
+    def _cost(self, v: Value) -> int:
+        """Bytes that saving ``v`` holds: nothing for arguments, module tensors, constants."""
+        if _is_free(v):
+            return 0
+        t = v.type
+        assert isinstance(t, TensorType)
+        return math.prod(t.shape) * NP_DTYPE[t.dtype].itemsize
+
+    def _live(self) -> list[Value]:
+        return [v for v, bv in self.saved.items() if bv.uses]
+
+    def saved_bytes(self) -> int:
+        return sum(self._cost(v) for v in self._live())
+
+    def recompute(self) -> None:
+        """The greedy rule (module docstring), to a fixed point: a saved value whose
+        *frontier* (the values its elementwise and view producers start from) adds no more
+        bytes than it holds is recomputed from that frontier."""
+        self._clones: dict[Value, Value] = {}
+        nodes = self.graph.block.nodes
+        self._anchor = nodes[0] if nodes else None      # clones go before it, in order
+        changed = True
+        while changed:
+            changed = False
+            live = set(self._live())
+            for v in sorted(live, key=self._cost, reverse=True):
+                if not self.saved[v].uses or not _recomputable(v.node):
+                    continue
+                frontier = _frontier(v)
+                if sum(self._cost(f) for f in frontier if f not in live) <= self._cost(v):
+                    self.saved[v].replace_all_uses_with(self._clone(v))
+                    live = set(self._live())
+                    changed = True
+
+    def _clone(self, v: Value) -> Value:
+        """``v`` computed in the backward from saved values (clones memoized, placed first)."""
+        if v in self._clones:
+            return self._clones[v]
+        node = v.node
+        if node.kind != Prim.CONSTANT and not _recomputable(node):
+            return self._saved_input(v)
+        if node.kind == Prim.CONSTANT:
+            clone = self.graph.create(Prim.CONSTANT, [], [v.type], dict(node.attrs))
+        else:
+            ins = [self._clone(x) if isinstance(x.type, TensorType) else self._constant(x)
+                   for x in node.inputs]
+            clone = self.graph.create(node.kind, ins, [o.type for o in node.outputs],
+                                      dict(node.attrs), node.source)
+        out = _place(clone, self._anchor, self.graph).outputs[v.index]
+        self._clones[v] = out
+        return out
+
+    def _constant(self, x: Value) -> Value:
+        value = x.node.attrs.get("value") if x.node.kind == Prim.CONSTANT else known_value(x)
+        c = self.graph.create(Prim.CONSTANT, [], [x.type], {"value": value})
+        return _place(c, self._anchor, self.graph).output
+
+    # ---- the result -------------------------------------------------------------------
+    def split(self, wanted: tuple[int, ...], leaves: dict[LeafKey, Tensor],
+              unpruned: int) -> Split:
+        for t in leaves.values():
+            self.b.ret(self.value_of(t))
+        kept = [(v, bv) for v, bv in self.saved.items() if bv.uses]
+        saved_bytes = self.saved_bytes()
+        _reorder_inputs(self.graph, [bv for _, bv in kept] + self.grad_inputs)
+        fwd = self.fwd
+        n_outputs = len(fwd.outputs)
+        for v, _ in kept:
+            fwd.register_output(v)
+        return Split(fwd, self.graph, n_outputs, wanted, tuple(leaves), saved_bytes, unpruned)
+
+
+def _check_shapes(schema: S.OpSchema, vals: list[Value], attrs: dict[str, Any],
+                  types: list[Any]) -> None:
+    """The stand-ins hold zeros: an op whose result's shape depends on data (a boolean mask
+    index) would be recorded with the shape zeros give, so it cannot be compiled."""
+    try:
+        inferred = schema.infer([v.type for v in vals], attrs, [known_value(v) for v in vals])
+    except Exception as e:                   # noqa: BLE001
+        raise NotDifferentiable(f"sm::{schema.name} in a derivative rule: {e}") from None
+    for got, want in zip(inferred, types):
+        if isinstance(want, TensorType) and (not isinstance(got, TensorType) or got.shape is None
+                                             or tuple(got.shape) != tuple(want.shape)):
+            raise NotDifferentiable(f"sm::{schema.name} in a derivative rule has a result whose "
+                                    f"shape depends on the data")
+
+
+def _recomputable(node: Node) -> bool:
+    """Cheap to compute again in the backward: elementwise (pure) ops and views, each of
+    whose non-tensor inputs the graph fixes."""
+    if not node.is_op or node.blocks:
+        return False
+    flags = S.REGISTRY[node.op_name].flags
+    if S.IMPURE in flags or not (S.ELEMENTWISE in flags or S.VIEW in flags):
+        return False
+    return all(isinstance(x.type, TensorType) or x.node.kind == Prim.CONSTANT
+               or known_value(x) is not None for x in node.inputs)
+
+
+def _frontier(v: Value) -> set[Value]:
+    """The values ``v``'s recomputable producers start from (constants need none)."""
+    out: set[Value] = set()
+    seen: set[Value] = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x.node.kind == Prim.CONSTANT:
+            continue
+        if _recomputable(x.node):
+            stack.extend(i for i in x.node.inputs if isinstance(i.type, TensorType))
+        else:
+            out.add(x)
+    return out
+
+
+def _is_free(v: Value) -> bool:
+    """Held by the call anyway: an argument, a module tensor, a constant, or a view of one."""
+    node = v.node
+    if node.kind in (Prim.PARAM, Prim.GET_ATTR, Prim.CONSTANT):
+        return True
+    if node.is_op and S.VIEW in S.REGISTRY[node.op_name].flags:
+        return all(_is_free(x) for x in node.inputs if isinstance(x.type, TensorType))
+    return False
+
+
+def _place(node: Node, first: Node | None, graph: Graph) -> Node:
+    if first is None:
+        return graph.append(node)
+    return node.insert_before(first)
+
+
+def _reorder_inputs(g: Graph, order: list[Value]) -> None:
+    """Make ``order`` the graph's inputs, in that order (the others had no uses)."""
+    old = list(g.inputs)
+    fresh = [g.add_input(v.type, v.debug_name) for v in order]
+    for v, new in zip(order, fresh):
+        v.replace_all_uses_with(new)
+    for v in reversed(old):
+        g.block.remove_param(v.index)
+
+
+def _zeros(t: TensorType) -> Tensor:
+    """A zero-filled stand-in (``np.zeros`` maps untouched pages lazily)."""
+    if t.shape is None or not all(type(d) is int for d in t.shape):
+        raise NotDifferentiable(f"a value of type {t!r} has a shape known only at run time")
+    return Tensor._make(np.zeros(t.shape, dtype=NP_DTYPE[t.dtype]))

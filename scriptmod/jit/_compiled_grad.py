@@ -1,0 +1,176 @@
+"""The grad-enabled call of a compiled method: the compiled forward, then one autograd node
+(``CompiledFunctionBackward0``) whose backward runs the compiled backward.
+
+The user's code does not change: ``loss.backward()``, ``autograd.grad``, hooks on
+parameters and outputs, ``retain_graph`` and accumulation into ``.grad`` go through the
+engine as for any node. What the IR cannot differentiate (``_autodiff.NotDifferentiable``),
+and calls that write an argument in place or return one, run op by op instead; so does a
+backward with ``create_graph=True``, which re-runs the forward op by op from the same inputs
+to give gradients with history. ``SCRIPTMOD_LOG=autograd`` says which path a call took and
+why.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from scriptmod.ir import log as irlog
+from scriptmod.ir.types import TensorType
+from scriptmod.runtime.arrays import NP_DTYPE
+from scriptmod.runtime.executable import Executable
+from scriptmod.autograd import grad_mode
+from scriptmod.autograd.engine import Node
+from scriptmod.tensor import Tensor, wrap_tree
+from scriptmod.jit._autodiff import Split, flat_tensor_outputs
+
+TOPIC = "autograd"
+
+
+@dataclass
+class OpByOp:
+    """A specialization whose gradient runs op by op, and why (logged once when built)."""
+
+    reason: str
+
+
+@dataclass
+class CompiledGrad:
+    """A specialization's forward with saved values, and its backward, both compiled."""
+
+    split: Split
+    forward: Executable
+    backward: Executable
+    name: str
+
+    def __post_init__(self) -> None:
+        outs = self.split.backward.inputs[-len(self.split.grad_outputs):]
+        self._grad_types = [v.type for v in outs]
+        self._fixed: tuple | None = None   # (leaf metas, saved leaves), found on first call
+        self._held: tuple = (None, {})     # (module tensors, their edges)
+
+    def __call__(self, head: tuple, args: Sequence[Any], state: tuple, tensors: tuple,
+                 fallback: Any) -> Any:
+        """Run the forward; return its outputs, with the backward node attached.
+        ``fallback(args)`` runs the forward op by op (for ``create_graph=True``)."""
+        outs = self.forward([*head, *[a._data if type(a) is Tensor else a for a in args]], state)
+        n = self.split.n_outputs
+        saved = outs[n:]
+        if n == 1:
+            o = outs[0]
+            out = Tensor._make(o) if type(o) is np.ndarray else wrap_tree(o)
+            flat = [out] if type(out) is Tensor else _flat_tensors(out)
+        else:
+            out = wrap_tree(tuple(outs[:n]))
+            flat = _flat_tensors(out)
+        leaves = [args[i] if kind == "arg" else tensors[i] for kind, i in self.split.leaves]
+        fixed = self._fixed or self._fix(saved, args, tensors, leaves)
+        versions = [(t, t._vc[0]) for t in
+                    (args[i] if kind == "arg" else tensors[i] for kind, i in fixed[1])]
+        held = self._held
+        if held[0] is not tensors:      # module tensors' edges: one AccumulateGrad each, held
+            held = self._held = (tensors, {j: (tensors[j]._grad_node(), tensors[j]._output_nr)
+                                           for kind, j in self.split.leaves if kind == "state"})
+        edges = tuple(held[1][i] if kind == "state" else _edge(args[i], self.name)
+                      for kind, i in self.split.leaves)
+        ctx = _Ctx(self, saved, versions, fixed[2], fallback, args, leaves)
+        node = Node("compiled_function", _backward, ctx, edges, fixed[0], len(flat))
+        for k in self.split.grad_outputs:
+            flat[k]._set_grad_fn(node, k)
+        return out
+
+    def _fix(self, saved: list[Any], args: Sequence[Any], tensors: tuple,
+             leaves: list[Tensor]) -> tuple:
+        """What every call of this specialization shares: the leaves' (shape, dtype), which
+        saved values are arguments or module tensors (their versions are checked at
+        backward), and the outputs' metadata."""
+        owners = {id(t._data): ("state", j) for j, t in enumerate(tensors)}
+        owners.update((id(a._data), ("arg", i)) for i, a in enumerate(args)
+                      if isinstance(a, Tensor))
+        watched = tuple(owners[id(a)] for a in saved if id(a) in owners)
+        metas = tuple((t.shape, t.dtype) for t in leaves)
+        out_meta = [(tuple(v.type.shape), v.type.dtype, "cpu")
+                    for v in flat_tensor_outputs(self.split.forward,
+                                                        self.split.n_outputs)]
+        self._fixed = (metas, watched, out_meta)
+        return self._fixed
+
+    def run_backward(self, ctx: "_Ctx", gs: list[Any]) -> list[Tensor]:
+        for t, version in ctx.versions:
+            if t._vc[0] != version:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: [{t.dtype.short}Tensor {list(t.shape)}], which "
+                    f"a compiled {self.name} saved, is at version {t._vc[0]}; expected version "
+                    f"{version} instead.")
+        grads = []
+        for k, t in zip(self.split.grad_outputs, self._grad_types):
+            grads.append(_grad_array(gs[k], t, k, ctx.out_meta[k][0]))
+        res = self.backward([*ctx.saved, *grads])
+        return [Tensor._make(r) for r in res]
+
+
+def _edge(t: Tensor, name: str) -> tuple:
+    if t.grad_fn is not None and t._vc[0] != t._hv:
+        from scriptmod._dispatch import _stale_history
+        raise _stale_history(f"compiled {name}", t)
+    return (t._grad_node(), t._output_nr)
+
+
+class _Ctx:
+    """What the node keeps between forward and backward (freed by ``Node.release``)."""
+
+    __slots__ = ("plan", "saved", "versions", "out_meta", "fallback", "args", "leaves")
+
+    def __init__(self, plan: CompiledGrad, saved: list[Any], versions: list, out_meta: list,
+                 fallback: Any, args: Sequence[Any], leaves: list[Tensor]) -> None:
+        self.plan, self.saved, self.versions, self.out_meta = plan, saved, versions, out_meta
+        self.fallback, self.args, self.leaves = fallback, args, leaves
+
+
+def _backward(ctx: _Ctx, g: Any) -> Sequence[Any]:
+    gs = g if isinstance(g, list) else [g]
+    if grad_mode.is_grad_enabled():             # create_graph=True: gradients with history
+        irlog.log(TOPIC, f"{ctx.plan.name}: create_graph=True, so the backward re-runs the "
+                         f"forward op by op (the compiled backward has no history of its own)")
+        return _with_history(ctx, gs)
+    return ctx.plan.run_backward(ctx, gs)
+
+
+def _with_history(ctx: _Ctx, gs: list[Any]) -> Sequence[Any]:
+    from scriptmod.autograd import grad as autograd_grad
+    out = ctx.fallback(ctx.args)          # the forward again, recorded op by op
+    flat = _flat_tensors(out)
+    keep = [k for k in ctx.plan.split.grad_outputs if gs[k] is not None]
+    return autograd_grad([flat[k] for k in keep], ctx.leaves, [gs[k] for k in keep],
+                         create_graph=True, allow_unused=True)
+
+
+def _grad_array(g: Any, t: TensorType, k: int, shape: Any) -> Any:
+    """The gradient of output ``k`` as the backward was built for: its dtype, C order."""
+    if g is None:
+        return np.zeros(t.shape, dtype=NP_DTYPE[t.dtype])
+    a = g._data
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"compiled backward: the gradient of output {k} is not a CPU tensor")
+    if a.shape != tuple(t.shape):
+        raise RuntimeError(f"compiled backward: the gradient of output {k} has shape "
+                           f"{list(a.shape)}; the output has shape {list(shape)}")
+    dt = NP_DTYPE[t.dtype]
+    if a.dtype != dt or not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a, dtype=dt)
+    return a
+
+
+def _flat_tensors(x: Any) -> list[Tensor]:
+    out: list[Tensor] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, Tensor):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):
+            for i in v:
+                walk(i)
+    walk(x)
+    return out

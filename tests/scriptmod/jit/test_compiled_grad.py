@@ -1,0 +1,264 @@
+"""The compiled backward (``jit._autodiff``, ``jit._compiled_grad``): a traced module called
+with grad enabled runs its compiled forward and attaches one autograd node whose backward is
+a compiled graph. Gradients equal eager autograd on the op table and W1–W5; the engine's
+features (hooks, retain_graph, accumulation, partial requires_grad, inputs that need grad,
+double backward) behave as in eager; the backward graph verifies and round-trips."""
+from __future__ import annotations
+
+import gc
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import scriptmod as sm
+from scriptmod import nn
+from scriptmod.autograd import gradcheck
+from scriptmod.bench.workloads import WORKLOADS
+from scriptmod.ir.parser import parse
+from scriptmod.ir.verify import verify
+
+sys.path.insert(1, __file__.rsplit("/jit/", 1)[0])    # tests/scriptmod: the op table
+import op_cases as OC  # noqa: E402
+from test_ops import GRAD_PARAMS, _grad_fn  # noqa: E402
+
+COMPILED = "CompiledFunctionBackward0"
+# ops whose derivative is not built in the IR (the rule calls a backward kernel, replays a
+# random draw, or indexes by a boolean mask whose size is data): their gradients run op by op
+OP_BY_OP = {"conv2d", "max_pool2d", "avg_pool2d", "dropout", "index", "index_put"}
+
+
+def _flat(x):
+    return list(x) if isinstance(x, tuple) else [x]
+
+
+@pytest.mark.parametrize("op,label", GRAD_PARAMS)
+def test_op_table_gradients_through_the_compiled_path(op: str, label: str) -> None:
+    """float64: the traced op's gradient equals eager autograd's, and passes gradcheck."""
+    sample = next(s for s in OC.grad_samples(OC.CASES[op]) if s.label == label)
+    fn, tensors = _grad_fn(op, sample)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = sm.jit.trace(fn, tuple(t.detach().requires_grad_(True) for t in tensors))
+    outs = [o for o in _flat(traced(*tensors)) if o.requires_grad]
+    if not outs:
+        return
+    if op not in OP_BY_OP and not any(o is t for o in outs for t in tensors):
+        assert outs[0].grad_fn.name() == COMPILED, f"{op}[{label}] ran op by op"
+    if op == "dropout":
+        return        # a traced draw is not replayed by the seed inside fn: no gradcheck
+    rng = np.random.default_rng(0)
+    gs = [sm.tensor(rng.standard_normal(tuple(o.shape)), dtype=o.dtype) for o in outs]
+    got = sm.autograd.grad(outs, tensors, gs, allow_unused=True)
+    want = sm.autograd.grad([o for o in _flat(fn(*tensors)) if o.requires_grad], tensors, gs,
+                            allow_unused=True)
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if g is not None:
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-9, atol=1e-12)
+    assert gradcheck(traced, tensors, eps=OC.CASES[op].fd_eps, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("wid", ["W1", "W2", "W3", "W4", "W5"])
+def test_workload_gradients_equal_eager(wid: str) -> None:
+    model, x = WORKLOADS[wid].build(quick=True)
+    model, x = model.double().train(), x.double()
+    traced = sm.jit.trace(model, x)
+    xe, xc = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    (model(xe) ** 2).sum().backward()
+    want = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    y = traced(xc)
+    assert y.grad_fn.name() == COMPILED
+    (y ** 2).sum().backward()
+    for n, p in model.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), want[n], rtol=1e-9, atol=1e-12, err_msg=n)
+    np.testing.assert_allclose(xc.grad.numpy(), xe.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def _mlp() -> nn.Module:
+    sm.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.GELU(approximate="tanh"), nn.Linear(16, 3))
+
+
+def test_float32_gradients_and_the_default_call_path() -> None:
+    model = _mlp()
+    x = sm.randn(5, 6)
+    traced = sm.jit.trace(model, x)
+    model(x).sum().backward()
+    want = [p.grad.numpy().copy() for p in model.parameters()]
+    model.zero_grad()
+    y = traced(x)                       # no no_grad(): parameters require grad
+    assert y.grad_fn.name() == COMPILED and y.requires_grad and not y.is_leaf
+    y.sum().backward()
+    for p, w in zip(model.parameters(), want):
+        np.testing.assert_allclose(p.grad.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_accumulation_retain_graph_and_the_second_backward_error() -> None:
+    model = _mlp()
+    x = sm.randn(4, 6)
+    traced = sm.jit.trace(model, x)
+    y = traced(x).sum()
+    y.backward(retain_graph=True)
+    once = model[0].weight.grad.numpy().copy()
+    y.backward()                           # the retained graph runs again: grads add up
+    np.testing.assert_allclose(model[0].weight.grad.numpy(), 2 * once, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+    traced(x).sum().backward()             # a fresh call accumulates into .grad as well
+    np.testing.assert_allclose(model[0].weight.grad.numpy(), 3 * once, rtol=1e-6)
+
+
+def test_hooks_on_parameters_and_outputs() -> None:
+    model = _mlp()
+    x = sm.randn(4, 6)
+    traced = sm.jit.trace(model, x)
+    seen = []
+    h = model[2].bias.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 2)
+    y = traced(x)
+    y.register_hook(lambda g: g * 3)
+    y.sum().backward()
+    h.remove()
+    np.testing.assert_allclose(seen[0], np.full(3, 3.0 * 4), rtol=1e-6)   # dL/db = 3 * batch
+    np.testing.assert_allclose(model[2].bias.grad.numpy(), np.full(3, 24.0), rtol=1e-6)
+
+
+def test_only_some_parameters_require_grad_and_inputs_that_need_grad() -> None:
+    model = _mlp()
+    x = sm.randn(4, 6)
+    traced = sm.jit.trace(model, x)
+    model[0].weight.requires_grad_(False)
+    a = sm.randn(4, 6, requires_grad=True)
+    xin = a * 2                            # a non-leaf input: the gradient flows on to a
+    traced(xin).sum().backward()
+    assert model[0].weight.grad is None and model[0].bias.grad is not None
+    got_a, got_b = a.grad.numpy().copy(), model[0].bias.grad.numpy().copy()
+    a.grad = None
+    model.zero_grad(set_to_none=True)
+    model(a * 2).sum().backward()
+    np.testing.assert_allclose(got_a, a.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_b, model[0].bias.grad.numpy(), rtol=1e-5, atol=1e-6)
+    model[0].weight.requires_grad_(True)   # another pattern: another plan, same results
+    traced(x).sum().backward()
+    assert model[0].weight.grad is not None
+
+
+def test_nothing_requires_grad_gives_plain_outputs() -> None:
+    model = _mlp()
+    x = sm.randn(4, 6)
+    traced = sm.jit.trace(model, x)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    y = traced(x)
+    assert not y.requires_grad and y.grad_fn is None
+
+
+def test_other_batch_sizes_get_their_own_backward() -> None:
+    model = _mlp()
+    traced = sm.jit.trace(model, sm.randn(4, 6))
+    for n in (1, 7):
+        x = sm.randn(n, 6)
+        traced(x).pow(2).sum().backward()
+        got = model[0].weight.grad.numpy().copy()
+        model.zero_grad(set_to_none=True)
+        model(x).pow(2).sum().backward()
+        np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+        model.zero_grad(set_to_none=True)
+
+
+def test_double_backward_reruns_op_by_op(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("SCRIPTMOD_LOG", "autograd")
+    sm.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 1)).double()
+    x = sm.randn(4, 3, dtype=sm.float64, requires_grad=True)
+    traced = sm.jit.trace(model, x)
+    (gx,) = sm.autograd.grad(traced(x).sum(), x, create_graph=True)
+    gx.pow(2).sum().backward()
+    got = model[0].weight.grad.numpy().copy()
+    model.zero_grad(set_to_none=True)
+    (ge,) = sm.autograd.grad(model(x).sum(), x, create_graph=True)
+    ge.pow(2).sum().backward()
+    np.testing.assert_allclose(gx.detach().numpy(), ge.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-10)
+    assert "create_graph=True" in capsys.readouterr().err
+
+
+def test_parameter_changed_in_place_before_backward_is_an_error() -> None:
+    model = _mlp()
+    x = sm.randn(4, 6)
+    traced = sm.jit.trace(model, x)
+    y = traced(x).sum()
+    with sm.no_grad():
+        model[2].weight.mul_(2)            # saved for the backward (dL/dh = g W2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_what_cannot_be_compiled_runs_op_by_op_and_says_why(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("SCRIPTMOD_LOG", "autograd")
+    sm.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU())
+    x = sm.randn(1, 2, 5, 5)
+    traced = sm.jit.trace(model, x)
+    y = traced(x)
+    assert y.grad_fn.name() != COMPILED
+    y.sum().backward()
+    got = model[0].weight.grad.numpy().copy()
+    model.zero_grad(set_to_none=True)
+    model(x).sum().backward()
+    np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert "runs op by op" in capsys.readouterr().err
+    with pytest.raises(RuntimeError, match="op by op"):
+        traced.backward_graph_for(x)
+
+
+def test_backward_graph_verifies_round_trips_and_has_kernels() -> None:
+    model = _mlp()
+    x = sm.randn(4, 6)
+    traced = sm.jit.trace(model, x)
+    g = traced.backward_graph_for(x)
+    assert g is traced.graph_for(x, backward=True)
+    verify(g)
+    assert str(parse(str(g))) == str(g)
+    assert g.inputs[-1].debug_name == "grad_0" and len(g.outputs) == 4
+    assert any(n.kind == "prim::FusionGroup" for n in g.nodes)
+    ks = sm.jit.kernels_for(traced, x, backward=True)
+    assert ks and "define void" in ks[0].llvm_ir
+
+
+def test_recomputation_saves_only_the_gemm_output() -> None:
+    """GELU's chain is recomputed in the backward from the first Linear's GEMM output."""
+    model = _mlp()
+    x = sm.randn(32, 6)
+    traced = sm.jit.trace(model, x)
+    plan = traced.executor("forward").grad_plan_for((x,))
+    assert plan.split.saved_bytes == 32 * 16 * 4
+    assert plan.split.saved_bytes_unpruned > 3 * plan.split.saved_bytes
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2 ** 20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_training_steps_hold_rss_flat() -> None:
+    model = _mlp()
+    x, t = sm.randn(64, 6), sm.randn(64, 3)
+    traced = sm.jit.trace(model, x)
+    opt = sm.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        opt.zero_grad()
+        ((traced(x) - t) ** 2).mean().backward()
+        opt.step()
+    for _ in range(200):
+        step()
+    gc.collect()
+    before = _rss_mib()
+    for _ in range(1000):
+        step()
+    gc.collect()
+    assert _rss_mib() - before < 2.0
