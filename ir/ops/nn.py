@@ -5,7 +5,7 @@ from typing import Any, Sequence
 
 from . import rules as R
 from ..errors import ShapeError
-from ..schema import ANY_RANK, IMPURE, UPCAST, op
+from ..schema import ANY_RANK, IMPURE, NONDIFF, UPCAST, op
 from ..types import Dim, Shape
 
 
@@ -76,6 +76,10 @@ op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0
 op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.embedding_dtype, _embedding,
    ANY_RANK)
 op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE, ANY_RANK)
+# dropout's multiplier (kept elements 1/(1-p), dropped 0; ones when not training), from the
+# same draw: the compiled backward splits dropout into x * dropout_mask(x) and saves the mask
+op("dropout_mask(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE,
+   NONDIFF, ANY_RANK)
 # In training with running stats, the kernel also updates them and ``num_batches_tracked``
 # (in place), so the bookkeeping follows the graph's ``training`` value after tracing;
 # ``momentum=None`` is a cumulative average (1 / num_batches_tracked).

@@ -262,6 +262,18 @@ def _dropout(xp: Any, x: Any, train: bool, p: float = 0.5) -> Any:
     return x * dropout_mask(xp, x, p)
 
 
+@kernel("dropout_mask")
+def _dropout_mask(xp: Any, x: Any, train: bool, p: float = 0.5) -> Any:
+    """What ``dropout`` multiplies by, drawn as ``dropout`` draws (nothing when it does not)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
+    if not train or p == 0.0:
+        return xp.ones_like(x)
+    if p == 1.0:
+        return xp.zeros_like(x)
+    return dropout_mask(xp, x, p)
+
+
 def dropout_mask(xp: Any, x: Any, p: float) -> Any:
     """Kept elements scaled by 1/(1-p); draws from the device generator (replayable)."""
     keep = rng.generator(device_of(x)).random(x.shape, dtype=np.float32) >= p

@@ -83,6 +83,7 @@ def flat_tensor_outputs(g: Graph, n: int | None = None) -> list[Value]:
 def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None]) -> Split | None:
     """Split ``g`` (specialized, optimized, not yet fused). ``leaf_key(v)`` names a graph input
     or ``prim::GetAttr`` value that requires grad. None when no output needs a gradient."""
+    _split_dropout(g)
     needs = _requires_grad(g, leaf_key)
     outs = flat_tensor_outputs(g)
     wanted = tuple(k for k, v in enumerate(outs) if v in needs)
@@ -104,6 +105,20 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None]) -> Spli
     unpruned = bw.saved_bytes()
     bw.recompute()
     return bw.split(wanted, leaves, unpruned)
+
+
+def _split_dropout(g: Graph) -> None:
+    """``dropout(x)`` becomes ``x * dropout_mask(x)`` (the same draw): the backward saves the
+    mask, where eager's rule replays the draw from a saved generator state."""
+    for node in list(g.block):
+        if node.kind != "sm::dropout" or node.attrs["p"] == 1.0:
+            continue         # p = 1 gives zeros even for inf inputs: its rule handles it
+        x, train = node.inputs
+        with Builder(g).insert_before(node) as b, b.at_source(node.source):
+            y = b.op("mul", x, b.op("dropout_mask", x, train, p=node.attrs["p"]))
+        y.type = node.output.type
+        node.output.replace_all_uses_with(y)
+        node.destroy()
 
 
 def _requires_grad(g: Graph, leaf_key: Callable[[Value], LeafKey | None]) -> set[Value]:

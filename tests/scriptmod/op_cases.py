@@ -957,6 +957,26 @@ def _dropout_check(s: Sample, got: Any) -> None:
 case("dropout", _dropout_samples, None, FLOATS, check=_dropout_check)
 
 
+def _dropout_mask_check(s: Sample, got: Any) -> None:
+    x, train = s.inputs
+    p = s.attrs["p"]
+    got64 = got.astype(np.float64)
+    assert got.shape == x.shape and got.dtype == x.dtype
+    if not train or p == 0.0:
+        np.testing.assert_array_equal(got64, 1.0)
+        return
+    if p == 1.0:
+        np.testing.assert_array_equal(got64, 0.0)
+        return
+    kept = got64 != 0
+    np.testing.assert_allclose(got64[kept], 1 / (1 - p), rtol=1e-2)
+    if x.size >= 100:
+        assert 0.3 < kept.mean() < 0.7, f"kept fraction {kept.mean()} for p={p}"
+
+
+case("dropout_mask", _dropout_samples, None, FLOATS, check=_dropout_mask_check, grad=False)
+
+
 def _bn_samples(g: Gen) -> list[Sample]:
     c = Gen("float32", 5)
     stats = lambda: (c.arr((3,), -1, 1).astype(g.arr(()).dtype), c.arr((3,), 0.5, 2).astype(g.arr(()).dtype))  # noqa: E731

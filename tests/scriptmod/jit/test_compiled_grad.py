@@ -262,3 +262,25 @@ def test_training_steps_hold_rss_flat() -> None:
         step()
     gc.collect()
     assert _rss_mib() - before < 2.0
+
+
+def test_dropout_saves_its_mask_and_matches_eager_draw_for_draw() -> None:
+    sm.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2)).train()
+    x = sm.randn(5, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = sm.jit.trace(model, x, check_trace=False)
+    sm.manual_seed(3)
+    y = traced(x)
+    assert y.grad_fn.name() == COMPILED
+    y.pow(2).sum().backward()
+    got = model[0].weight.grad.numpy().copy()
+    model.zero_grad(set_to_none=True)
+    sm.manual_seed(3)
+    ye = model(x)
+    ye.pow(2).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), ye.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+    model.eval()                         # the mask is ones: eval's output and gradient
+    traced(x).sum().backward()
