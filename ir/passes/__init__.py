@@ -27,8 +27,9 @@ from .inline import inline_calls
 from .licm import hoist_loop_invariants
 from .pipeline import PASSES, register_pass, run_pipeline
 from .shapes import ShapePropagationError, propagate_shapes
+from .split_reductions import split_reductions
 
 __all__ = ["canonicalize", "eliminate_common_subexpressions", "eliminate_dead_code",
            "fold_constants", "inline_calls", "propagate_shapes", "run_pipeline", "register_pass",
            "PASSES", "ShapePropagationError", "has_side_effects", "is_pure"]
-__all__ += ["fuse_elementwise", "fuse_rows", "hoist_loop_invariants"]
+__all__ += ["fuse_elementwise", "fuse_rows", "hoist_loop_invariants", "split_reductions"]
