@@ -48,13 +48,18 @@ class CompiledGrad:
         outs = self.split.backward.inputs[-len(self.split.grad_outputs):]
         self._grad_types = [v.type for v in outs]
         self._fixed: tuple | None = None   # (leaf metas, saved leaves), found on first call
-        self._held: tuple = (None, {})     # (module tensors, their edges)
+        self._held: tuple = (None,)        # see _hold
+        self._run, self._error = self.forward.direct()
+        self._watched_state: tuple = ()
 
     def __call__(self, head: tuple, args: Sequence[Any], state: tuple, tensors: tuple,
                  fallback: Any) -> Any:
         """Run the forward; return its outputs, with the backward node attached.
         ``fallback(args)`` runs the forward op by op (for ``create_graph=True``)."""
-        outs = self.forward([*head, *[a._data if type(a) is Tensor else a for a in args]], state)
+        try:      # the executor checked the arguments: the program directly
+            outs = self._run(*head, *[a._data if type(a) is Tensor else a for a in args], state)
+        except Exception as e:
+            raise self._error(e) from None
         n = self.split.n_outputs
         saved = outs[n:]
         if n == 1:
@@ -64,40 +69,51 @@ class CompiledGrad:
         else:
             out = wrap_tree(tuple(outs[:n]))
             flat = _flat_tensors(out)
-        leaves = [args[i] if kind == "arg" else tensors[i] for kind, i in self.split.leaves]
-        fixed = self._fixed or self._fix(saved, args, tensors, leaves)
-        versions = [(t, t._vc[0]) for t in
-                    (args[i] if kind == "arg" else tensors[i] for kind, i in fixed[1])]
+        fixed = self._fixed or self._fix(saved, args, tensors)
         held = self._held
-        if held[0] is not tensors:      # module tensors' edges: one AccumulateGrad each, held
-            held = self._held = (tensors, {j: (tensors[j]._grad_node(), tensors[j]._output_nr)
-                                           for kind, j in self.split.leaves if kind == "state"})
-        edges = tuple(held[1][i] if kind == "state" else _edge(args[i], self.name)
-                      for kind, i in self.split.leaves)
-        ctx = _Ctx(self, saved, versions, fixed[2], fallback, args, leaves)
+        if held[0] is not tensors:      # module tensors' edges (one AccumulateGrad each, held)
+            held = self._hold(tensors, fixed)
+        if held[2] is not None:         # every leaf is a module tensor
+            edges = held[2]
+        else:
+            edges = tuple(held[1][i] if kind == "state" else _edge(args[i], self.name)
+                          for kind, i in self.split.leaves)
+        watched = held[3] + [args[i] for i in fixed[1]] if fixed[1] else held[3]
+        ctx = _Ctx(self, saved, watched, [t._vc[0] for t in watched], fixed[2], fallback,
+                   args, tensors)
         node = Node("compiled_function", _backward, ctx, edges, fixed[0], len(flat))
         for k in self.split.grad_outputs:
             flat[k]._set_grad_fn(node, k)
         return out
 
-    def _fix(self, saved: list[Any], args: Sequence[Any], tensors: tuple,
-             leaves: list[Tensor]) -> tuple:
+    def _fix(self, saved: list[Any], args: Sequence[Any], tensors: tuple) -> tuple:
         """What every call of this specialization shares: the leaves' (shape, dtype), which
-        saved values are arguments or module tensors (their versions are checked at
+        saved values are module tensors or arguments (their versions are checked at
         backward), and the outputs' metadata."""
         owners = {id(t._data): ("state", j) for j, t in enumerate(tensors)}
         owners.update((id(a._data), ("arg", i)) for i, a in enumerate(args)
                       if isinstance(a, Tensor))
-        watched = tuple(owners[id(a)] for a in saved if id(a) in owners)
-        metas = tuple((t.shape, t.dtype) for t in leaves)
+        watched = [owners[id(a)] for a in saved if id(a) in owners]
+        metas = tuple((tensors[i].shape, tensors[i].dtype) if kind == "state" else
+                      (args[i].shape, args[i].dtype) for kind, i in self.split.leaves)
         out_meta = [(tuple(v.type.shape), v.type.dtype, "cpu")
-                    for v in flat_tensor_outputs(self.split.forward,
-                                                        self.split.n_outputs)]
-        self._fixed = (metas, watched, out_meta)
+                    for v in flat_tensor_outputs(self.split.forward, self.split.n_outputs)]
+        self._watched_state = tuple(j for kind, j in watched if kind == "state")
+        self._fixed = (metas, tuple(i for kind, i in watched if kind == "arg"), out_meta)
         return self._fixed
 
+    def _hold(self, tensors: tuple, fixed: tuple) -> tuple:
+        """Per module state: the module tensors' edges (all of them, when no argument is a
+        leaf) and the saved module tensors whose versions backward checks."""
+        state = {j: (tensors[j]._grad_node(), tensors[j]._output_nr)
+                 for kind, j in self.split.leaves if kind == "state"}
+        every = None if any(kind == "arg" for kind, _ in self.split.leaves) else \
+            tuple(state[j] for _, j in self.split.leaves)
+        self._held = (tensors, state, every, [tensors[j] for j in self._watched_state])
+        return self._held
+
     def run_backward(self, ctx: "_Ctx", gs: list[Any]) -> list[Tensor]:
-        for t, version in ctx.versions:
+        for t, version in zip(ctx.watched, ctx.versions):
             if t._vc[0] != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified "
@@ -121,12 +137,20 @@ def _edge(t: Tensor, name: str) -> tuple:
 class _Ctx:
     """What the node keeps between forward and backward (freed by ``Node.release``)."""
 
-    __slots__ = ("plan", "saved", "versions", "out_meta", "fallback", "args", "leaves")
+    __slots__ = ("plan", "saved", "watched", "versions", "out_meta", "fallback", "args",
+                 "tensors")
 
-    def __init__(self, plan: CompiledGrad, saved: list[Any], versions: list, out_meta: list,
-                 fallback: Any, args: Sequence[Any], leaves: list[Tensor]) -> None:
-        self.plan, self.saved, self.versions, self.out_meta = plan, saved, versions, out_meta
-        self.fallback, self.args, self.leaves = fallback, args, leaves
+    def __init__(self, plan: CompiledGrad, saved: list[Any], watched: list[Tensor],
+                 versions: list[int], out_meta: list, fallback: Any, args: Sequence[Any],
+                 tensors: tuple) -> None:
+        self.plan, self.saved, self.out_meta = plan, saved, out_meta
+        self.watched, self.versions = watched, versions
+        self.fallback, self.args, self.tensors = fallback, args, tensors
+
+    @property
+    def leaves(self) -> list[Tensor]:
+        return [self.args[i] if kind == "arg" else self.tensors[i]
+                for kind, i in self.plan.split.leaves]
 
 
 def _backward(ctx: _Ctx, g: Any) -> Sequence[Any]:
