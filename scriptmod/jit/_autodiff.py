@@ -104,7 +104,33 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None]) -> Spli
         return None
     unpruned = bw.saved_bytes()
     bw.recompute()
-    return bw.split(wanted, leaves, unpruned)
+    split = bw.split(wanted, leaves, unpruned)
+    _untranspose_products(split.backward)
+    return split
+
+
+def _untranspose_products(g: Graph) -> None:
+    """``transpose(matmul(a, b))`` over the last two dims becomes ``matmul(bᵀ, aᵀ)``: a
+    Linear's weight gradient ``(xᵀ g)ᵀ`` comes out as ``gᵀ x``, a contiguous array, not a
+    transposed view (the optimizer's fused step and ``.grad`` accumulation want contiguous
+    gradients; BLAS takes the transposes as flags). ``canonicalize`` then cancels the
+    transposes of transposes this leaves."""
+    for node in list(g.block):
+        if node.kind != "sm::transpose" or node.inputs[0].node.kind != "sm::matmul":
+            continue
+        mm = node.inputs[0].node
+        a, b = mm.inputs
+        rank = len(node.output.type.shape) if isinstance(node.output.type, TensorType) else 0
+        dims = {d % rank for d in (node.attrs["dim0"], node.attrs["dim1"])} if rank else set()
+        if len(mm.output.uses) != 1 or dims != {rank - 2, rank - 1} or not all(
+                isinstance(v.type, TensorType) and len(v.type.shape) >= 2 for v in (a, b)):
+            continue
+        with Builder(g).insert_before(node) as bld, bld.at_source(mm.source):
+            out = bld.op("matmul", bld.op("transpose", b, dim0=-2, dim1=-1),
+                         bld.op("transpose", a, dim0=-2, dim1=-1))
+        node.output.replace_all_uses_with(out)
+        node.destroy()
+        mm.destroy()
 
 
 def _split_dropout(g: Graph) -> None:

@@ -284,3 +284,14 @@ def test_dropout_saves_its_mask_and_matches_eager_draw_for_draw() -> None:
     np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
     model.eval()                         # the mask is ones: eval's output and gradient
     traced(x).sum().backward()
+
+
+def test_weight_gradients_come_out_contiguous() -> None:
+    """A Linear's weight gradient is computed as gᵀx, not as the transposed view (xᵀg)ᵀ."""
+    model = _mlp()
+    x = sm.randn(4, 6)
+    traced = sm.jit.trace(model, x)
+    traced(x).sum().backward()
+    assert all(p.grad._data.flags.c_contiguous for p in model.parameters())
+    assert "sm::transpose[dim0=0, dim1=1](%" not in str(traced.backward_graph_for(x)).split(
+        "return")[-2].splitlines()[-1]
