@@ -252,3 +252,21 @@ def test_the_update_must_take_its_numbers_as_scalars() -> None:
         return {"param": t["param"] * 0.5}
     with pytest.raises(TypeError, match="numbers go in the plan's scalars"):
         _fused.kernel_for(math, (), sm.float32, ("param", "grad"), ())
+
+
+def test_a_strided_grad_is_read_through_a_copy_inside_a_fused_step() -> None:
+    """Eager's Linear weight gradient is a transposed view: the fused step still runs."""
+    rng = np.random.default_rng(3)
+    start, grad = rng.standard_normal((5, 3)), rng.standard_normal((3, 5))
+    results = []
+    for fused in (True, False):
+        params = [nn.Parameter(sm.tensor(start.copy()))]
+        opt = optim.AdamW(params, lr=0.1, fused=fused)
+        launches = _fused.COUNTERS["launches"]
+        for _ in range(3):
+            params[0].grad = sm.tensor(grad).t()
+            assert not params[0].grad._data.flags.c_contiguous
+            opt.step()
+        assert _fused.COUNTERS["launches"] - launches == (3 if fused else 0)
+        results.append(params)
+    _same(*results)
