@@ -1,11 +1,13 @@
-"""``scriptmod bench``: eager vs unfused vs fused on W1–W6 and the attention micro-benchmarks
-A128/A512, against measured floors (W6 is scripted with ``jit.script``, the others traced).
+"""``scriptmod bench``: eager vs unfused vs fused on W1–W6, the attention micro-benchmarks
+A128/A512 and the training rows T2/T3/T5 (one AdamW step of W2/W3/W5), against measured
+floors (W6 is scripted with ``jit.script``, the others traced).
 
     scriptmod bench                          # everything, default threads, float32
     scriptmod bench --quick                  # small sizes, few repetitions (a smoke test)
     scriptmod bench --workload W1,W3 --threads 1 --json out.json --plot out.png
     scriptmod bench --compare torch          # adds torch eager, TorchScript, torch.compile
     scriptmod bench --workload W6 --compare torch   # scripted GRU: torch.jit.script column
+    scriptmod bench --workload T2,T3,T5 --compare torch   # training steps, torch.compile too
     scriptmod bench --no-compile-time        # skip the two new-process startup runs
     scriptmod bench --background-load        # another process keeps one core busy meanwhile
 
@@ -57,7 +59,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="PATH", help="write a PNG bar chart (needs matplotlib)")
     p.add_argument("--compare", choices=("torch",),
                    help="add PyTorch columns: eager, TorchScript (torch.jit trace+freeze; "
-                   "torch.jit.script for W6) and torch.compile, same weights and input, no grad")
+                   "torch.jit.script for W6) and torch.compile, same weights and input, no grad "
+                   "(training rows T2/T3/T5: torch eager and torch.compile training steps)")
     p.add_argument("--compile-time", action=argparse.BooleanOptionalAction, default=True,
                    help="measure trace, cold compile and warm start in two new processes "
                    "per workload (default: on; --no-compile-time skips them)")

@@ -141,6 +141,40 @@ def _attention_flops(m: nn.MultiheadAttention, x_shape: tuple[int, ...], tokens:
     return in_proj + products
 
 
+def training_work(kind: str, model: nn.Module, x_shape: tuple[int, ...], y_shape: tuple[int, ...],
+                  itemsize: int) -> float:
+    """What a training row's floor divides (T2, T3, T5: one forward, MSE loss, backward and
+    AdamW step), as a lower bound.
+
+    - FLOPs (T3, T5): 3x the forward's matmul FLOPs (``matmul_flops``), the issue's
+      definition: the forward product, and two of its size in the backward (the gradient of
+      the weight and of the layer's input). The first layer's input gradient is not needed
+      (the input takes no grad), so the true count is a little lower; the rest of the
+      step (elementwise work, the optimizer's pass over weights and moments) is left out.
+    - bytes (T2): the least traffic of a step whose forward returns its output, as a module
+      call does: the forward reads x and writes y; the loss and backward, fused, read y,
+      the target (y's shape) and x again (the activations' derivatives and the parameters'
+      gradient reductions are recomputed from x, no saved activation is read back), and
+      write nothing of x's size, since the input takes no grad. That is ``2|x| + 3|y|``
+      bytes; W2's only parameter (PReLU's weight) makes the optimizer's traffic nothing.
+
+        >>> training_work("bytes", nn.Identity(), (2048, 2048), (2048, 2048), 4) / 2**20
+        80.0
+    """
+    if kind == "flops":
+        return 3.0 * matmul_flops(model, x_shape)
+    if kind == "bytes":
+        return float(itemsize * (2 * _numel(x_shape) + 3 * _numel(y_shape)))
+    return 0.0
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def floor_seconds(kind: str, rates: Rates, work: float) -> float | None:
     """The floor in seconds of ``work`` bytes (kind ``"bytes"``) or FLOPs (``"flops"``);
     ``None`` for kind ``"none"``."""

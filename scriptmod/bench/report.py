@@ -202,6 +202,16 @@ STARTUP_NOTE = ("1st call = the first call of a freshly traced module, measured 
                 "one run (bytecode precompiled by an untimed priming process). cold: empty "
                 "SCRIPTMOD_CACHE_DIR; warm: new processes with the folder the cold one filled "
                 "(the median of three).")
+TRAIN_NOTE = ("Training rows ({ids}): one training step each, with grad enabled and the model in "
+              "train mode: zero_grad(set_to_none=True), forward, MSE loss against a fixed random "
+              "target, loss.backward(), AdamW(lr=1e-3).step(). eager steps the nn.Module; "
+              "unfused and fused (the compiled column) step scriptmod.jit.trace(model, x) with "
+              "AdamW(fused=True). Their check compares one step's loss and every parameter's "
+              "gradient with eager's; compile and 1st call are a whole first step. Floors: T2 "
+              "bytes 2|x| + 3|y| (forward reads x and writes y; loss and backward read y, the "
+              "target and x), T3 and T5 3x the forward's matmul FLOPs. torch eager and "
+              "torch.compile train the same weights with torch.optim.AdamW, torch.compile "
+              "compiling the model's forward and backward.")
 IN_PROCESS_NOTE = ("compile (in-process) = first call of a freshly traced module in this process "
                    "(specialize, fuse, generate, LLVM, one run): cold with an empty cache folder, "
                    "warm from the disk cache; rerun without --no-compile-time for new-process "
@@ -220,7 +230,48 @@ def format_report(report: BenchReport) -> str:
     scripted = [r.workload.id for r in report.results if r.workload.script]
     if scripted:
         parts.append(textwrap.fill(SCRIPT_NOTE.format(ids=", ".join(scripted)), 100))
+    trained = [r.workload.id for r in report.results if r.workload.train]
+    if trained:
+        parts.append(textwrap.fill(TRAIN_NOTE.format(ids=", ".join(trained)), 100))
+    parts += [line for line in (grad_ratio_line(report), torch_compile_line(report)) if line]
     return "\n".join(parts)
+
+
+def grad_ratio_line(report: BenchReport, grad: str = "W4G", no_grad: str = "W4") -> str:
+    """Each variant's median with grad enabled over its ``no_grad`` median (W4G / W4; the
+    issue's target is at most 2x), when the run has both rows; else ``""``."""
+    rows = {r.workload.id: r for r in report.results}
+    if grad not in rows or no_grad not in rows:
+        return ""
+    cells = []
+    for v in _variants(report):
+        g, n = _median(rows[grad], v), _median(rows[no_grad], v)
+        if g and n:
+            cells.append(f"{LABELS[v]} {g / n:.2f}x")
+    return fill_cells(f"{grad} / {no_grad} (grad enabled over no_grad, median over median; "
+                      f"target <= 2x): ", cells)
+
+
+def torch_compile_line(report: BenchReport) -> str:
+    """torch.compile's first call per row (its compile, then one call or training step),
+    when the PyTorch columns ran; else ``""``."""
+    cells = [f"{r.workload.id} {fmt_time(r.compile['torch_compile_first_call_s'])}"
+             for r in report.results if "torch_compile_first_call_s" in r.compile]
+    if not cells:
+        return ""
+    return fill_cells("torch.compile first call (cold compile with an empty inductor cache, "
+                      "then one call; a whole step for training rows): ", cells)
+
+
+def fill_cells(head: str, cells: list[str], width: int = 100) -> str:
+    """``head`` and the comma-separated ``cells`` wrapped at ``width``, never inside a cell.
+
+    >>> print(fill_cells("times: ", ["W4 1.25 s", "W4G 2.50 s"], width=20))
+    times: W4 1.25 s,
+    W4G 2.50 s
+    """
+    joined = head + ", ".join(c.replace(" ", "\xa0") for c in cells)   # textwrap keeps \xa0
+    return textwrap.fill(joined, width).replace("\xa0", " ")
 
 
 def write_json(report: BenchReport, path: str | Path) -> None:

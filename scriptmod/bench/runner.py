@@ -5,9 +5,10 @@ batch (W6, whose loop exits on the data, is scripted with ``jit.script`` instead
 fused and the unfused (``jit.fuser(False)``) ScriptModules are checked against eager on
 the run input (dtype tolerance), then eager, unfused and fused are timed back to
 back in this process under ``no_grad`` (with grad enabled for W4G) (``timing``), and the
-result is set against the floor measured in the same run (``floors``). Cold compile and
-warm start are measured in two new processes (``startup``), unless
-``BenchOptions.startup`` is off.
+result is set against the floor measured in the same run (``floors``). A training row
+(T2, T3, T5) checks one step's loss and gradients and times whole training steps
+(``training``). Cold compile and warm start are measured in two new processes
+(``startup``), unless ``BenchOptions.startup`` is off.
 
     >>> opts = BenchOptions(workloads=["W1"], quick=True)
     >>> opts.budget, opts.min_reps                  # seconds of timing per variant, samples
@@ -27,11 +28,11 @@ import numpy as np
 
 import scriptmod as sm
 from scriptmod import jit, nn
-from scriptmod.bench import floors, startup
+from scriptmod.bench import floors, startup, training
+# TOLERANCE, Match, compare and host64 lived here; demo.py and the tests still import them here
+from scriptmod.bench.check import TOLERANCE, Match, compare, compare_all, host64  # noqa: F401
 from scriptmod.bench.timing import Timing, Variant, time_once, time_variants
 from scriptmod.bench.workloads import WORKLOADS, Workload
-
-TOLERANCE = {"float32": 1e-4, "float64": 1e-9}   # max |got - eager| / max(1, max |eager|)
 
 
 @dataclass
@@ -58,20 +59,6 @@ class BenchOptions:
     @property
     def min_reps(self) -> int:
         return 3 if self.quick else 7
-
-
-@dataclass(frozen=True)
-class Match:
-    """How a compiled (or reference) output compares with eager scriptmod's."""
-
-    ok: bool
-    max_abs_diff: float
-    tolerance: float
-    detail: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "max_abs_diff": self.max_abs_diff, "tolerance": self.tolerance,
-                "detail": self.detail}
 
 
 @dataclass
@@ -199,36 +186,6 @@ def device_backend(device: str) -> tuple[Any, Callable[[], None]]:
     return cp, lambda: cp.cuda.Device().synchronize()
 
 
-# ---- checking --------------------------------------------------------------------------------
-
-def host64(x: Any) -> np.ndarray:
-    """A float64 NumPy copy of a scriptmod/torch tensor or array (for comparisons)."""
-    if isinstance(x, (tuple, list)):
-        x = x[0]
-    if isinstance(x, sm.Tensor):
-        x = x.numpy(force=True)
-    elif hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    elif hasattr(x, "get"):
-        x = x.get()
-    return np.asarray(x, dtype=np.float64)
-
-
-def compare(got: Any, ref: np.ndarray, dtype: str) -> Match:
-    """``got`` within ``TOLERANCE[dtype] * max(1, max|ref|)`` of ``ref`` everywhere."""
-    tol = TOLERANCE.get(dtype, 1e-4)
-    g = host64(got)
-    if g.shape != ref.shape:
-        return Match(False, float("inf"), tol, f"shape {g.shape} != eager {ref.shape}")
-    if not np.array_equal(np.isfinite(g), np.isfinite(ref)):
-        return Match(False, float("inf"), tol, "non-finite values differ from eager")
-    fin = np.isfinite(ref)
-    err = float(np.abs(g[fin] - ref[fin]).max()) if fin.any() else 0.0
-    scale = max(1.0, float(np.abs(ref[fin]).max())) if fin.any() else 1.0
-    ok = err <= tol * scale
-    return Match(ok, err, tol * scale, "" if ok else f"max abs diff {err:.3g} > {tol * scale:.3g}")
-
-
 # ---- one workload ----------------------------------------------------------------------------
 
 @dataclass
@@ -257,24 +214,27 @@ def build(w: Workload, opts: BenchOptions) -> tuple[nn.Module, sm.Tensor, sm.Ten
 
 
 def compile_models(w: Workload, model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
-                   sync: Callable[[], None]) -> Compiled:
+                   sync: Callable[[], None],
+                   first: Callable[[Any], Any] | None = None) -> Compiled:
     """Compile three times: cold compile (empty cache folder), warm compile (fresh
-    ScriptModule, kernels from the disk cache only) and unfused. Times are first calls;
+    ScriptModule, kernels from the disk cache only) and unfused. Times are first calls,
+    ``first(module)`` (default ``module(x)``; a training row's is a whole step);
     ``trace_s`` is the trace (or, for a scripted workload, the ``jit.script``)."""
+    call = first or (lambda m: m(x))
     info: dict[str, Any] = {"compiler": "jit.script" if w.script else "jit.trace"}
     with fresh_kernel_cache():
         s0 = _cache_stats()
         box: list[Any] = []
         info["trace_s"] = time_once(lambda: box.append(compile_model(w, model, x_trace)))
-        info["cold_s"] = time_once(lambda: box[0](x), sync)
+        info["cold_s"] = time_once(lambda: call(box[0]), sync)
         s1 = _cache_stats()
         _forget_kernels()
         fused = compile_model(w, model, x_trace)
-        info["warm_s"] = time_once(lambda: fused(x), sync)
+        info["warm_s"] = time_once(lambda: call(fused), sync)
         info["cache_cold"], info["cache_warm"] = _delta(s0, s1), _delta(s1, _cache_stats())
     with fusion(False):
         unfused = compile_model(w, model, x_trace)
-        info["unfused_first_s"] = time_once(lambda: unfused(x), sync)
+        info["unfused_first_s"] = time_once(lambda: call(unfused), sync)
     return Compiled(fused, unfused, info)
 
 
@@ -295,6 +255,18 @@ def check_outputs(res: WorkloadResult, c: Compiled, x: sm.Tensor, ref: np.ndarra
     with fusion(False):
         res.matches["unfused"] = compare(c.unfused(x), ref, res.dtype)
     res.matches["fused"] = compare(c.fused(x), ref, res.dtype)
+    res.kernels = len(fused_kernels(c.fused, x))
+
+
+def check_training(res: WorkloadResult, c: Compiled, model: nn.Module, x: sm.Tensor,
+                   target: sm.Tensor, ref: dict[str, np.ndarray | None]) -> None:
+    """A training row's check: one forward and backward of each compiled module from the
+    weights ``ref`` (eager's loss and gradients) was computed from, compared with it."""
+    with fusion(False):
+        got = training.gradients(c.unfused, model, x, target)
+    res.matches["unfused"] = compare_all(got, ref, res.dtype)
+    res.matches["fused"] = compare_all(training.gradients(c.fused, model, x, target), ref,
+                                        res.dtype)
     res.kernels = len(fused_kernels(c.fused, x))
 
 
@@ -325,6 +297,9 @@ def run_workload(w: Workload, opts: BenchOptions,
 def _measure(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
              opts: BenchOptions, sync: Callable[[], None],
              stage: Callable[[str], None]) -> None:
+    if res.workload.train:
+        _measure_training(res, model, x_trace, x, opts, sync, stage)
+        return
     stage("compile")
     c = compile_models(res.workload, model, x_trace, x, sync)
     res.compile = c.info
@@ -339,6 +314,43 @@ def _measure(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor, x: sm.Te
     stage("time")
     res.times.update(time_variants(variants, opts.budget, opts.repeat, opts.min_reps, sync=sync))
     res.floor_work = floor_work(res.workload, model, x, ref)
+    _startup_and_torch(res, model, x, ref, opts, stage)
+
+
+def _measure_training(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor,
+                      x: sm.Tensor, opts: BenchOptions, sync: Callable[[], None],
+                      stage: Callable[[str], None]) -> None:
+    """A training row (``bench.training``): first calls are whole steps, the check compares
+    one step's loss and gradients, the variants are steps. Compiling and timing train the
+    shared weights, so the check and the PyTorch side start again from the built ones."""
+    target = training.target_for(model, x)
+    start = training.snapshot(model)
+    stage("compile")
+    c = compile_models(res.workload, model, x_trace, x, sync,
+                       first=lambda m: training.compiled_step(m, x, target)())
+    res.compile = c.info
+    stage("check")
+    training.restore(model, start)
+    ref = training.gradients(model, model, x, target)
+    check_training(res, c, model, x, target, ref)
+    eager = training.TrainStep(model, training.adamw(model.parameters())[0], x, target)
+    unfused, fused = (training.compiled_step(m, x, target) for m in (c.unfused, c.fused))
+    if fused.note:
+        res.notes.append(fused.note)
+    variants = {"eager": Variant(eager), "unfused": Variant(unfused, lambda: fusion(False)),
+                "fused": Variant(fused)}
+    stage("time")
+    res.times.update(time_variants(variants, opts.budget, opts.repeat, opts.min_reps, sync=sync))
+    training.restore(model, start)
+    res.floor_work = floors.training_work(res.workload.floor, model, tuple(x.shape),
+                                          tuple(target.shape), x.element_size())
+    _startup_and_torch(res, model, x, ref, opts, stage, target)
+
+
+def _startup_and_torch(res: WorkloadResult, model: nn.Module, x: sm.Tensor, ref: Any,
+                       opts: BenchOptions, stage: Callable[[str], None],
+                       target: sm.Tensor | None = None) -> None:
+    """The startup children and the PyTorch columns, when the options ask for them."""
     if opts.startup:
         stage("startup")
         record_startup(res, startup.measure_startup(startup.StartupSpec.of(res.workload.id,
@@ -346,7 +358,7 @@ def _measure(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor, x: sm.Te
     if opts.compare_torch:
         from scriptmod.bench import torch_ref
         stage("torch")
-        torch_ref.TorchSide.create(res.workload, model, x, ref, opts).finish(res)
+        torch_ref.TorchSide.create(res.workload, model, x, ref, opts, target).finish(res)
 
 
 def record_startup(res: WorkloadResult, measured: dict[str, Any]) -> None:

@@ -13,7 +13,9 @@ What ``first_call_s`` includes: everything the first call of a freshly traced mo
 timed around that one call under ``no_grad`` (grad enabled for W4G): specialization to
 the input, the graph passes, fusion, code generation, LLVM compilation (cold) or loading
 the objects from the disk cache (warm), any lazy import and LLVM initialization the first
-compile needs, and one execution of the model on the run input. It excludes starting
+compile needs, and one execution of the model on the run input. For a training row (T2,
+T3, T5) the first call is a whole training step (forward, loss, backward, AdamW step), and
+its check compares the step's loss and gradients with eager's. It excludes starting
 Python, ``import scriptmod`` (reported as ``import_s``), building the model and the input,
 and the trace (``trace_s``). ``second_call_s`` is the next call, for scale. The first
 call's output is checked against eager on the same input, so a wrong object loaded from
@@ -44,7 +46,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from scriptmod.bench.child import run_child
 
@@ -145,19 +147,50 @@ def _measure(spec: StartupSpec) -> dict[str, Any]:
                                dtype=spec.dtype, device=spec.device, batch=spec.batch)
     runner.configure_threads(spec.threads)
     _, sync = runner.device_backend(spec.device)
-    model, x_trace, x = runner.build(WORKLOADS[spec.wid], opts)
-    traced: list[Any] = []
-    out: list[Any] = []
-    with WORKLOADS[spec.wid].grad_mode():
-        trace_s = time_once(lambda: traced.append(
-            runner.compile_model(WORKLOADS[spec.wid], model, x_trace)), sync)
+    w = WORKLOADS[spec.wid]
+    model, x_trace, x = runner.build(w, opts)
+    with w.grad_mode():
+        calls = _training_calls(model, x) if w.train else _forward_calls(model, x)
+        traced: list[Any] = []
+        trace_s = time_once(lambda: traced.append(runner.compile_model(w, model, x_trace)), sync)
+        call, check = calls(traced[0])
         before = _cache_stats()
-        first_s = time_once(lambda: out.append(traced[0](x)), sync)
+        first_s = time_once(call, sync)
         cache = _delta(before, _cache_stats())
-        second_s = time_once(lambda: traced[0](x), sync)
-        match = runner.compare(out[0], runner.host64(model(x)), spec.dtype)
+        match = check(spec.dtype)
+        second_s = time_once(call, sync)
     return {"trace_s": trace_s, "first_call_s": first_s, "second_call_s": second_s,
             "match": match.as_dict(), "cache": cache, "files_on_disk": _files_on_disk()}
+
+
+Calls = Callable[[Any], tuple[Callable[[], Any], Callable[[str], Any]]]
+
+
+def _forward_calls(model: Any, x: Any) -> Calls:
+    """The call a forward workload times (``compiled(x)``) and its check against eager."""
+    from scriptmod.bench import runner
+    out: list[Any] = []
+
+    def calls(compiled: Any) -> tuple[Callable[[], Any], Callable[[str], Any]]:
+        return (lambda: out.append(compiled(x)),
+                lambda dtype: runner.compare(out[0], runner.host64(model(x)), dtype))
+    return calls
+
+
+def _training_calls(model: Any, x: Any) -> Calls:
+    """A training row's: a whole step (``training.compiled_step``), and the first step's
+    loss and gradients against eager's from the same weights, computed before the trace."""
+    from scriptmod.bench import training
+    from scriptmod.bench.check import compare_all
+    target = training.target_for(model, x)
+    ref = training.gradients(model, model, x, target)
+    losses: list[Any] = []
+
+    def calls(compiled: Any) -> tuple[Callable[[], Any], Callable[[str], Any]]:
+        step = training.compiled_step(compiled, x, target)
+        return (lambda: losses.append(step()),
+                lambda dtype: compare_all(training.collect(model, losses[0]), ref, dtype))
+    return calls
 
 
 def _cache_stats() -> dict[str, int] | None:

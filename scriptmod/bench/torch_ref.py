@@ -1,5 +1,6 @@
 """PyTorch twins of W1–W6 and A128/A512 for ``scriptmod bench --compare torch`` (the
-attention twins call ``torch.nn.functional.scaled_dot_product_attention``).
+attention twins call ``torch.nn.functional.scaled_dot_product_attention``; the training
+rows T2, T3, T5 train the twins of W2, W3, W5: ``torch_train``).
 
 Each twin has the module structure of the scriptmod model, so the scriptmod ``state_dict``
 loads into it key for key: both sides compute with the same weights and the same input,
@@ -46,11 +47,14 @@ from scriptmod.bench.timing import Timing, Variant, time_variants
 TORCH_COMPILE_MODE = "default"
 COLUMNS = ("torch_eager", "torch_jit", "torch_compile")
 SCRIPT_COLUMNS = ("torch_eager", "torch_script", "torch_compile")   # a scripted workload's
-TWIN_OF = {"W4G": "W4"}            # workload variants that run another workload's model
+TRAIN_COLUMNS = ("torch_eager", "torch_compile")                    # a training row's
+TWIN_OF = {"W4G": "W4",            # workload variants that run another workload's model
+           "T2": "W2", "T3": "W3", "T5": "W5"}
 
 
 def dims_of(wid: str, model: Any) -> dict[str, int]:
     """The constructor sizes of a scriptmod workload model."""
+    wid = TWIN_OF.get(wid, wid)
     if wid == "W1":
         return {"n": int(model.a.shape[0])}
     if wid == "W3":
@@ -63,10 +67,10 @@ def dims_of(wid: str, model: Any) -> dict[str, int]:
     return {}
 
 
-def columns(script: bool) -> tuple[str, ...]:
-    """The PyTorch columns of a traced (``COLUMNS``) or scripted (``SCRIPT_COLUMNS``)
-    workload."""
-    return SCRIPT_COLUMNS if script else COLUMNS
+def columns(script: bool, train: bool = False) -> tuple[str, ...]:
+    """The PyTorch columns of a traced (``COLUMNS``), scripted (``SCRIPT_COLUMNS``) or
+    training (``TRAIN_COLUMNS``) workload."""
+    return TRAIN_COLUMNS if train else SCRIPT_COLUMNS if script else COLUMNS
 
 
 @functools.lru_cache(maxsize=None)
@@ -185,7 +189,8 @@ def _recurrent_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
 
 
 def build_twin(wid: str, dims: dict[str, int], weights: dict[str, np.ndarray]) -> Any:
-    """The PyTorch model of workload ``wid`` in eval mode, holding ``weights`` exactly."""
+    """The PyTorch model of workload ``wid`` in eval mode, holding ``weights`` exactly
+    (a training row's caller sets train mode)."""
     import torch
     twins = {**_elementwise_twins(), **_block_twins(), **_recurrent_twins()}
     twin = twins[TWIN_OF.get(wid, wid)](dims)
@@ -205,23 +210,30 @@ class TorchSide:
     own timings: PyTorch's OpenMP workers spin after each parallel region, and would steal
     a core from whatever scriptmod variant ran next if they lived in this process."""
 
-    def __init__(self, wid: str, opts: Any, note: str = "", script: bool = False) -> None:
+    def __init__(self, wid: str, opts: Any, note: str = "", script: bool = False,
+                 train: bool = False) -> None:
         self.wid, self.opts, self.note = wid, opts, note
-        self.columns = columns(script)
+        self.columns = columns(script, train)
         self.job: dict[str, Any] = {}
 
     @classmethod
-    def create(cls, workload: Any, model: Any, x: Any, ref: np.ndarray, opts: Any) -> "TorchSide":
-        script = workload.script
+    def create(cls, workload: Any, model: Any, x: Any, ref: Any, opts: Any,
+               target: Any = None) -> "TorchSide":
+        """``ref``: eager's output, or for a training row (``target`` given) eager's loss
+        and gradients (``training.gradients``) from the model's current weights."""
+        script, train = workload.script, workload.train
         if opts.device != "cpu":
             return cls(workload.id, opts, "the PyTorch columns are measured on the CPU only",
-                       script)
+                       script, train)
         if importlib.util.find_spec("torch") is None:
-            return cls(workload.id, opts, "PyTorch is not importable: pip install torch", script)
-        side = cls(workload.id, opts, script=script)
-        side.job = {"wid": workload.id, "grad": workload.grad, "script": script,
+            return cls(workload.id, opts, "PyTorch is not importable: pip install torch",
+                       script, train)
+        side = cls(workload.id, opts, script=script, train=train)
+        side.job = {"wid": workload.id, "grad": workload.grad, "script": script, "train": train,
                     "dims": dims_of(workload.id, model), "weights": weights_of(model),
                     "x": x.numpy(force=True), "ref": ref}
+        if train:
+            side.job["target"] = target.numpy(force=True)
         return side
 
     def finish(self, res: Any) -> None:
@@ -232,7 +244,10 @@ class TorchSide:
             res.notes.append(self.note)
             return
         result = run_torch_job(self.job, self.opts)
-        if self.job["grad"]:
+        if self.job["train"]:
+            res.notes.append("PyTorch: torch.optim.AdamW(lr=1e-3), default options; the "
+                             "torch.compile column compiles the model (forward and backward)")
+        elif self.job["grad"]:
             res.notes.append("grad enabled: torch.jit is trace only (no freeze), so that the "
                              "weights take grad")
         for name in self.columns:
@@ -244,7 +259,7 @@ class TorchSide:
 
 
 def _record(res: Any, name: str, part: dict[str, Any]) -> None:
-    from scriptmod.bench.runner import Match
+    from scriptmod.bench.check import Match
     res.matches[name] = Match(**part["match"])
     res.times[name] = Timing(**part["timing"])
     for key in ("first_call_s", "build_s"):
@@ -254,23 +269,39 @@ def _record(res: Any, name: str, part: dict[str, Any]) -> None:
 
 def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
     """PyTorch eager, TorchScript, then torch.compile, in a child process killed after the
-    timeout; what finished before a failure or the timeout is kept."""
+    timeout; what finished before a failure or the timeout is kept. The child's inductor
+    cache folder is new and empty, so torch.compile's first call is a cold compile every
+    run (with the user's cache it was 13 s in one run and 2 s in the next for T5)."""
     with tempfile.TemporaryDirectory(prefix="scriptmod-torch-") as d:
-        np.savez(Path(d) / "weights.npz", **job["weights"])
-        np.save(Path(d) / "x.npy", job["x"])
-        np.save(Path(d) / "ref.npy", job["ref"])
-        spec = {"wid": job["wid"], "grad": job["grad"], "script": job.get("script", False),
-                "dims": job["dims"],
-                "threads": opts.threads, "dtype": opts.dtype, "budget": opts.budget,
-                "repeat": opts.repeat, "min_reps": opts.min_reps}
-        (Path(d) / "job.json").write_text(json.dumps(spec))
+        spec = write_job(Path(d), job, opts)
+        env = {"TORCHINDUCTOR_COMPILE_THREADS": "1",
+               "TORCHINDUCTOR_CACHE_DIR": str(Path(d) / "inductor")}
         result = run_child(["-m", "scriptmod.bench.torch_ref", d],
-                           opts.torch_compile_timeout_s, {"TORCHINDUCTOR_COMPILE_THREADS": "1"})
-        for name in columns(spec["script"]):
+                           opts.torch_compile_timeout_s, env)
+        for name in columns(spec["script"], spec["train"]):
             done = Path(d) / f"{name}.json"
             if name not in result and done.exists():
                 result[name] = json.loads(done.read_text())
         return result
+
+
+def write_job(d: Path, job: dict[str, Any], opts: Any) -> dict[str, Any]:
+    """The job folder the child reads: weights, input, reference (a training row's loss
+    and gradients, and its target) and ``job.json``, the spec it returns."""
+    np.savez(d / "weights.npz", **job["weights"])
+    np.save(d / "x.npy", job["x"])
+    train = job.get("train", False)
+    if train:
+        np.save(d / "target.npy", job["target"])
+        np.savez(d / "ref.npz", **{k: v for k, v in job["ref"].items() if v is not None})
+    else:
+        np.save(d / "ref.npy", job["ref"])
+    spec = {"wid": job["wid"], "grad": job["grad"], "script": job.get("script", False),
+            "train": train, "dims": job["dims"],
+            "threads": opts.threads, "dtype": opts.dtype, "budget": opts.budget,
+            "repeat": opts.repeat, "min_reps": opts.min_reps}
+    (d / "job.json").write_text(json.dumps(spec))
+    return spec
 
 
 def torchscript(twin: Any, x: Any, freeze: bool = True) -> Any:
@@ -301,7 +332,7 @@ def torchscript_scripted(twin: Any) -> Any:
 
 def _timed_part(model: Any, x: Any, ref: np.ndarray, spec: dict[str, Any]) -> dict[str, Any]:
     """First call, check against eager scriptmod, then timing, like the parent's variants."""
-    from scriptmod.bench.runner import compare
+    from scriptmod.bench.check import compare
     from scriptmod.bench.timing import time_once
     first = time_once(lambda: model(x))
     match = compare(model(x), ref, spec["dtype"])
@@ -316,6 +347,9 @@ def _child_main(job_dir: str) -> dict[str, Any]:
     spec = json.loads((d / "job.json").read_text())
     if spec["threads"]:
         torch.set_num_threads(spec["threads"])
+    if spec.get("train"):
+        from scriptmod.bench.torch_train import train_columns
+        return train_columns(d, spec)
     twin = build_twin(spec["wid"], spec["dims"], dict(np.load(d / "weights.npz")))
     x, ref = torch.from_numpy(np.load(d / "x.npy")), np.load(d / "ref.npy")
     builders: dict[str, Callable[[], Any]] = {"torch_eager": lambda: twin}

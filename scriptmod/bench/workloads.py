@@ -1,7 +1,8 @@
 """The benchmark workloads of WORKLOADS.md (W1–W6, and W4G: W4 with grad enabled), built
-from scriptmod's own layers, and the attention micro-benchmarks A128 and A512. W1–W5 and
-A128/A512 are traced (``jit.trace``); W6, whose loop exits on the data, is scripted
-(``jit.script``).
+from scriptmod's own layers, the attention micro-benchmarks A128 and A512, and the training
+rows T2, T3, T5 (one AdamW step of W2, W3, W5 in train mode; ``bench.training``). W1–W5,
+A128/A512 and the T rows are traced (``jit.trace``); W6, whose loop exits on the data, is
+scripted (``jit.script``).
 
     >>> w = WORKLOADS["W1"]; model, x = w.build(quick=True)
     >>> x.shape
@@ -10,6 +11,7 @@ A128/A512 are traced (``jit.trace``); W6, whose loop exits on the data, is scrip
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable, ContextManager
@@ -216,6 +218,7 @@ class Workload:
     script: bool = False  # compiled with jit.script (control flow kept), not jit.trace
     run_note: Callable[[nn.Module, sm.Tensor], str] | None = None   # a line for the report
     batch_dim: int = 0    # the dim ``--batch`` sets
+    train: bool = False   # a training row: the model in train mode, timed per AdamW step
 
     def grad_mode(self) -> ContextManager[object]:
         """``no_grad()``, or no change for a grad-enabled workload (W4G)."""
@@ -223,16 +226,30 @@ class Workload:
 
     def build(self, quick: bool = False, seed: int = 0, batch: int | None = None,
               dtype: sm.dtype = sm.float32) -> tuple[nn.Module, sm.Tensor]:
-        """The model in eval mode and a fresh random-normal input (fixed seed)."""
+        """The model in eval mode (train mode for a training row) and a fresh random-normal
+        input (fixed seed)."""
         sm.manual_seed(seed)
-        model = self.make(quick).eval().to(dtype)
+        model = self.make(quick).train(self.train).to(dtype)
         shape = list(self.quick_shape if quick else self.shape)
         if batch is not None:
             shape[self.batch_dim] = batch
         return model, sm.randn(*shape, dtype=dtype)
 
 
-WORKLOADS: dict[str, Workload] = {w.id: w for w in (
+def training_row(w: Workload, tid: str) -> Workload:
+    """The training row of forward workload ``w``: same model, input and floor kind, in train
+    mode with grad enabled (what each step does: ``bench.training``; its floor:
+    ``floors.training_work``).
+
+        >>> t = training_row(WORKLOADS["W3"], "T3"); t.train, t.grad, t.shape
+        (True, True, (256, 1024))
+    """
+    return dataclasses.replace(w, id=tid, name=f"train {w.name}", grad=True, train=True,
+                               description=f"one training step of {w.id} (forward, MSE loss, "
+                               f"backward, AdamW)")
+
+
+_FORWARD: tuple[Workload, ...] = (
     Workload("W1", "ew-chain", lambda q: EwChain(256 if q else 4096), (4096, 4096), (256, 256),
              "bytes", "gelu_tanh(x * a + b) + x"),
     Workload("W2", "activation-zoo", lambda q: ActivationZoo(), (2048, 2048), (256, 256),
@@ -241,11 +258,11 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
              (32, 128), "flops", "Linear -> GELU(tanh) -> Linear + x"),
     Workload("W4", "tiny-latency", lambda q: tiny_latency(), (1, 64), (1, 64), "none",
              "4 x (Linear(64, 64) -> ReLU) -> Linear(64, 10)"),
+    Workload("W4G", "tiny-latency (grad enabled)", lambda q: tiny_latency(), (1, 64), (1, 64),
+             "none", "W4 called with grad enabled: its parameters require grad", grad=True),
     Workload("W5", "transformer-block", lambda q: TransformerBlock(64, 4, 256) if q else
              TransformerBlock(256, 4, 1024), (8, 128, 256), (2, 16, 64), "flops",
              "pre-norm MHA(4 heads) + MLP(GELU) block"),
-    Workload("W4G", "tiny-latency (grad enabled)", lambda q: tiny_latency(), (1, 64), (1, 64),
-             "none", "W4 called with grad enabled: its parameters require grad", grad=True),
     Workload("W6", "scripted-gru", lambda q: PonderingGRU(16, 32, 24) if q else
              PonderingGRU(64, 128, 48), (32, 64, 64), (4, 32, 16), "none",
              "GRU cell over T = 64 steps, ACT early exit (jit.script)", script=True,
@@ -256,4 +273,9 @@ WORKLOADS: dict[str, Workload] = {w.id: w for w in (
     Workload("A512", "attention T=512", lambda q: Attention(), (3, 8, 4, 512, 64),
              (3, 2, 2, 32, 16), "flops", "scaled_dot_product_attention, B 8, 4 heads, T 512, "
              "d 64 (q, k, v stacked)", batch_dim=1),
-)}
+)
+_BY_ID = {w.id: w for w in _FORWARD}
+
+WORKLOADS: dict[str, Workload] = {**_BY_ID, **{t.id: t for t in (
+    training_row(_BY_ID["W2"], "T2"), training_row(_BY_ID["W3"], "T3"),
+    training_row(_BY_ID["W5"], "T5"))}}

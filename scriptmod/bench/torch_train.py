@@ -1,0 +1,91 @@
+"""The PyTorch columns of the training rows T2, T3, T5, in ``torch_ref``'s child process.
+
+Each column trains its own twin (the scriptmod weights, train mode) with the step the
+scriptmod side times (``bench.training``): ``opt.zero_grad()`` (PyTorch's default sets
+the gradients to None), ``mse_loss(model(x), target)``, ``loss.backward()`` and
+``torch.optim.AdamW(lr=1e-3)`` with default options:
+
+- ``torch_eager``: the twin itself;
+- ``torch_compile``: ``torch.compile(twin)`` in ``torch_ref``'s mode; the backward runs
+  through the graph it compiles (AOT autograd), the optimizer step is eager.
+
+The first step is timed apart (``first_call_s``: torch.compile compiles the forward and
+backward graphs there); its loss and gradients, computed from the scriptmod weights, are
+checked against eager scriptmod's (``check.compare_all``) before the steps are timed.
+
+    >>> train_columns(job_dir, spec)["torch_eager"]["match"]["ok"]   # doctest: +SKIP
+    True
+
+(Not run as a doctest: it needs torch and a job folder that ``torch_ref`` writes.)
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from scriptmod.bench.check import compare_all
+from scriptmod.bench.timing import Variant, time_once, time_variants
+from scriptmod.bench.training import LR
+
+BUILDERS: dict[str, Callable[[Any], Any]] = {
+    "torch_eager": lambda twin: twin,
+    "torch_compile": lambda twin: _compile(twin),
+}
+
+
+def _compile(twin: Any) -> Any:
+    import torch
+
+    from scriptmod.bench.torch_ref import TORCH_COMPILE_MODE
+    return torch.compile(twin, mode=TORCH_COMPILE_MODE)
+
+
+def train_columns(d: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Every column of ``BUILDERS`` in turn, each written to ``d/NAME.json`` when done; a
+    column that fails is left out and named under ``"error"``."""
+    import torch
+
+    from scriptmod.bench.torch_ref import LABELS, build_twin
+    weights = dict(np.load(d / "weights.npz"))
+    x, target = (torch.from_numpy(np.load(d / f"{k}.npy")) for k in ("x", "target"))
+    ref = dict(np.load(d / "ref.npz"))
+    out: dict[str, Any] = {}
+    errors = []
+    for name, make in BUILDERS.items():
+        try:
+            twin = build_twin(spec["wid"], spec["dims"], weights).train()
+            out[name] = _trained_and_timed(twin, make, x, target, ref, spec)
+        except Exception as exc:  # noqa: BLE001  (reported to the parent as n/a)
+            errors.append(f"{LABELS[name]}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        (d / f"{name}.json").write_text(json.dumps(out[name]))
+    if errors:
+        out["error"] = "; ".join(errors)
+    return out
+
+
+def _trained_and_timed(twin: Any, make: Callable[[Any], Any], x: Any, target: Any,
+                       ref: dict[str, np.ndarray], spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    model: list[Any] = []
+    build_s = time_once(lambda: model.append(make(twin)))
+    opt = torch.optim.AdamW(twin.parameters(), lr=LR)
+
+    def step() -> Any:
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model[0](x), target)
+        loss.backward()
+        opt.step()
+        return loss
+
+    loss: list[Any] = []
+    first = time_once(lambda: loss.append(step()))
+    got = {"loss": loss[0], **{f"grad {n}": p.grad for n, p in twin.named_parameters()}}
+    match = compare_all(got, ref, spec["dtype"])
+    timing = time_variants({"v": Variant(step)}, spec["budget"], spec["repeat"],
+                           spec["min_reps"])["v"]
+    return {"match": match.as_dict(), "timing": timing.as_dict(), "first_call_s": first,
+            "build_s": build_s}
