@@ -353,7 +353,12 @@ def _matmul(ctx: Any, g: Tensor) -> tuple:
     if b.ndim == 1:
         g2 = g2.unsqueeze(-1)
     ga = g2 @ b2.transpose(-1, -2)
-    gb = a2.transpose(-1, -2) @ g2
+    if b.ndim == 2 and a.ndim > 2:
+        # a batch of rows times one matrix (a Linear on (T, B, E)): one GEMM over all the
+        # rows, not a batch of small GEMMs whose results the engine then sums
+        gb = a.reshape(-1, a.shape[-1]).transpose(0, 1) @ g2.reshape(-1, g2.shape[-1])
+    else:
+        gb = a2.transpose(-1, -2) @ g2
     if a.ndim == 1:
         ga = ga.squeeze(-2)
     if b.ndim == 1:
