@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from ..builder import Builder
-from ..graph import Graph, Node
+from ..graph import Graph, Node, Value
 from ..ops.rules import reduce_dims
 from ..types import TensorType
 from .pipeline import register_pass
@@ -45,32 +45,38 @@ def split_reductions(graph: Graph) -> Graph:
 
 
 def _worth_splitting(node: Node) -> bool:
-    t = node.inputs[0].type
-    if not isinstance(t, TensorType) or t.shape is None or node.attrs.get("dtype") is not None \
-            or not all(type(d) is int for d in t.shape) or len(t.shape) < 2:
+    shape = _static_shape(node.inputs[0])
+    if shape is None or len(shape) < 2 or node.attrs.get("dtype") is not None:
         return False
-    dims = reduce_dims(node.attrs, len(t.shape))
-    last = len(t.shape) - 1
+    dims = reduce_dims(node.attrs, len(shape))
+    last = len(shape) - 1
     if len(dims) < 2 or last not in dims:
         return False
-    rows = math.prod(t.shape[d] for d in range(len(t.shape)) if d not in dims)
-    n = math.prod(t.shape[d] for d in dims)
-    return rows < MAX_ROWS and n >= MIN_ELEMENTS and t.shape[last] >= MIN_LAST \
-        and n // t.shape[last] >= 2
+    rows = math.prod(shape[d] for d in range(len(shape)) if d not in dims)
+    n = math.prod(shape[d] for d in dims)
+    return rows < MAX_ROWS and n >= MIN_ELEMENTS and shape[last] >= MIN_LAST \
+        and n // shape[last] >= 2
+
+
+def _static_shape(v: Value) -> tuple[int, ...] | None:
+    t = v.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        return None
+    dims = [d for d in t.shape if type(d) is int]
+    return tuple(dims) if len(dims) == len(t.shape) else None   # type: ignore[arg-type]
 
 
 def _split(graph: Graph, node: Node) -> None:
     x, (out,) = node.inputs[0], node.outputs
-    assert isinstance(x.type, TensorType)
-    rank = len(x.type.shape)
+    rank = len(_static_shape(x) or ())
     dims = reduce_dims(node.attrs, rank)
     name = node.op_name
+    out_shape = _static_shape(out)
     with Builder(graph).insert_before(node) as b, b.at_source(node.source):
         part = b.op(name, x, dim=[rank - 1], keepdim=True)
         whole = b.op(name, part, dim=sorted(d for d in dims if d != rank - 1), keepdim=True)
-        assert isinstance(out.type, TensorType) and out.type.shape is not None
-        result = whole if node.attrs.get("keepdim") else b.op("reshape", whole,
-                                                                 list(out.type.shape))
+        result = whole if node.attrs.get("keepdim") or out_shape is None else \
+            b.op("reshape", whole, list(out_shape))
     result.debug_name, out.debug_name = out.debug_name, None
     out.replace_all_uses_with(result)
     node.destroy()
