@@ -206,8 +206,9 @@ def _node_backward(node: Node, grads: dict[Value, Tensor], needs: set[Value],
     gs = [grads.get(o) if grads.get(o) is not None else _zeros_like(o) for o in node.outputs]
     try:
         result = d.rule(ctx, gs if len(gs) > 1 else gs[0])
-    except NotDifferentiable:
-        raise
+    except NotDifferentiable as e:
+        raise NotDifferentiable(f"the derivative of sm::{name} ({node.source or 'no source'}): "
+                                f"{e}") from None
     except Exception as e:                   # noqa: BLE001 (a rule that cannot run on stand-ins)
         raise NotDifferentiable(f"the derivative of sm::{name} ({node.source or 'no source'}) "
                                 f"could not be built: {type(e).__name__}: {e}") from None

@@ -20,6 +20,7 @@ from typing import Any, Callable, TypeVar
 
 from scriptmod.ir.graph import Graph
 from scriptmod.nn.module import Module
+from scriptmod.tensor import Tensor
 from .compiler import Context, FunctionCompiler
 from .errors import FrontendError
 from . import library
@@ -142,6 +143,8 @@ class _ModuleScripter:
         if g is not None:
             return g
         fn = getattr(type(mod), name, None)
+        if name == "forward" and library.is_container(mod) and type(mod).__name__ == "Sequential":
+            fn = _sequential_forward            # its own forward takes ``Any``
         if fn is None or not callable(fn):
             raise FrontendError(f"{type(mod).__name__} has no method {name!r}")
         if getattr(fn, "_script_unused", False):
@@ -155,3 +158,11 @@ class _ModuleScripter:
         if name != "forward" and _installable(sm, name):
             sm.__dict__[name] = ScriptMethod(sm, name)
         return g
+
+
+def _sequential_forward(self, input: Tensor) -> Tensor:  # type: ignore[no-untyped-def]
+    """What a scripted ``nn.Sequential`` runs (``torch.jit.script(nn.Sequential(...))``):
+    each child on the previous one's result, unrolled."""
+    for module in self:
+        input = module(input)
+    return input

@@ -295,3 +295,23 @@ def test_weight_gradients_come_out_contiguous() -> None:
     assert all(p.grad._data.flags.c_contiguous for p in model.parameters())
     assert "sm::transpose[dim0=0, dim1=1](%" not in str(traced.backward_graph_for(x)).split(
         "return")[-2].splitlines()[-1]
+
+
+def test_a_scripted_sequential_trains_through_the_compiled_backward(tmp_path) -> None:
+    """``jit.script(nn.Sequential(...))`` (its own forward takes ``Any``) scripts, saves,
+    loads, and its gradient is compiled; a scripted loop on the gradient's path is not."""
+    model = _mlp()
+    x = sm.randn(4, 6)
+    scripted = sm.jit.script(model)
+    scripted.save(str(tmp_path / "seq.smod"))
+    loaded = sm.jit.load(str(tmp_path / "seq.smod"))
+    for compiled in (scripted, loaded):
+        y = compiled(x)
+        assert y.grad_fn.name() == COMPILED
+        y.sum().backward()
+    model.zero_grad(set_to_none=True)
+    scripted(x).sum().backward()
+    got = model[0].weight.grad.numpy().copy()
+    model.zero_grad(set_to_none=True)
+    model(x).sum().backward()
+    np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
