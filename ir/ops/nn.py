@@ -80,6 +80,18 @@ op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_
 # same draw: the compiled backward splits dropout into x * dropout_mask(x) and saves the mask
 op("dropout_mask(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE,
    NONDIFF, ANY_RANK)
+
+
+def _mse_shape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    if attrs["reduction"] not in ("none", "mean", "sum"):
+        raise ValueError(f"{attrs['reduction']} is not a valid value for reduction")
+    return R.broadcast(ops, attrs, values) if attrs["reduction"] == "none" else ()
+
+
+# (x - t)**2 reduced: one op, so eager runs it in two passes (and its gradient in two) where
+# the composite took a dozen over fresh arrays
+op('mse_loss(Tensor self, Tensor target, *, str reduction="mean") -> Tensor', R.promote_float,
+   _mse_shape)
 # In training with running stats, the kernel also updates them and ``num_batches_tracked``
 # (in place), so the bookkeeping follows the graph's ``training`` value after tracing;
 # ``momentum=None`` is a cumulative average (1 / num_batches_tracked).

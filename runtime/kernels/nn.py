@@ -262,6 +262,18 @@ def _dropout(xp: Any, x: Any, train: bool, p: float = 0.5) -> Any:
     return x * dropout_mask(xp, x, p)
 
 
+@kernel("mse_loss")
+def _mse_loss(xp: Any, x: Any, target: Any, reduction: str = "mean") -> Any:
+    d = xp.subtract(x, target)
+    if d.dtype.kind != "f":
+        d = d.astype(np.float32)
+    d *= d                                       # in place: one fresh array in all
+    if reduction == "none":
+        return d
+    total = d.sum()
+    return total / d.size if reduction == "mean" else total
+
+
 @kernel("dropout_mask")
 def _dropout_mask(xp: Any, x: Any, train: bool, p: float = 0.5) -> Any:
     """What ``dropout`` multiplies by, drawn as ``dropout`` draws (nothing when it does not)."""

@@ -412,6 +412,26 @@ def _embedding(ctx: Any, g: Tensor) -> tuple:
     return T.index_put(base, g, idx, spec=(("tensor", 0),), accumulate=True), None
 
 
+@derivative("mse_loss", saves=(0, 1))
+def _mse_loss(ctx: Any, g: Tensor) -> tuple:
+    """Two passes: (x - t), then its product with the scalar 2g/n (2g for "none", per
+    element); the target's gradient only when it requires one."""
+    x, t = ctx.inputs
+    reduction = ctx.attrs["reduction"]
+    if reduction == "mean":
+        n = math.prod(_broadcast(ctx.input_meta[0][0], ctx.input_meta[1][0]))
+        scale = g * (2 / max(n, 1))
+    else:
+        scale = g * 2
+    d = (x - t) * scale
+    return d, (-d if isinstance(t, Tensor) and t.requires_grad else None)
+
+
+def _broadcast(a: Any, b: Any) -> tuple:
+    from scriptmod.ir.ops.rules import broadcast_shapes
+    return tuple(broadcast_shapes(tuple(a), tuple(b)) or ())
+
+
 @derivative("dropout", saves=(0, 1))
 def _dropout(ctx: Any, g: Tensor) -> tuple:
     """Replays the forward's random draw to rebuild the exact mask."""

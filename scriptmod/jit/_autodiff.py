@@ -89,7 +89,7 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None]) -> Spli
     wanted = tuple(k for k, v in enumerate(outs) if v in needs)
     if not wanted:
         return None
-    bw = _Backward(g)
+    bw = _Backward(g, needs)
     grads: dict[Value, Tensor] = {}
     for k in wanted:
         g_in = bw.grad_input(outs[k], f"grad_{k}")
@@ -276,8 +276,8 @@ def _meta(v: Value) -> tuple | None:
 class _Backward:
     """The backward graph under construction, and the ``TRACERS`` recorder that fills it."""
 
-    def __init__(self, fwd: Graph) -> None:
-        self.fwd = fwd
+    def __init__(self, fwd: Graph, needs: set[Value]) -> None:
+        self.fwd, self.needs = fwd, needs
         self.graph = Graph()
         self.b = Builder(self.graph)
         self.saved: dict[Value, Value] = {}       # forward value -> backward input
@@ -305,6 +305,7 @@ class _Backward:
         if t is None:
             t = self._stand_ins[v] = _zeros(v.type)
             t.__dict__["_fw"] = (self, v)
+            t._requires_grad = v in self.needs    # a rule may skip a gradient nobody wants
         return t
 
     def _tagged(self, t: Tensor, bv: Value) -> Tensor:

@@ -8,6 +8,7 @@ import warnings
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 from scriptmod.tensor import Tensor
+from scriptmod._dispatch import dispatch
 from scriptmod.nn.functional import _softplus, _tracing
 
 
@@ -46,9 +47,10 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     """Mean squared error: reduce((x - y)^2)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_same_size(input, target, "mse_loss")
+    if weight is None:
+        return dispatch("mse_loss", (input, target), {"reduction": reduction})
     diff = input - target
-    loss = diff * diff
-    return _reduce(loss if weight is None else loss * weight, reduction)
+    return _reduce(diff * diff * weight, reduction)
 
 
 def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,

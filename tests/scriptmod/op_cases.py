@@ -957,6 +957,22 @@ def _dropout_check(s: Sample, got: Any) -> None:
 case("dropout", _dropout_samples, None, FLOATS, check=_dropout_check)
 
 
+def _mse_samples(g: Gen) -> list[Sample]:
+    return [Sample(f"{r}", (g.arr((3, 4)), g.arr((3, 4))), {"reduction": r}, g.grad_of(0, 1))
+            for r in ("mean", "sum", "none")] + [
+        Sample("bcast-target", (g.arr((2, 3, 4)), g.arr((4,))), {"reduction": "mean"},
+               g.grad_of(0, 1)),
+        Sample("default", (g.arr((5,)), g.arr((5,))), {}, g.grad_of(0))]
+
+
+def _mse_ref(x: Any, t: Any, reduction: str = "mean") -> Any:
+    d = (x - t) ** 2
+    return d if reduction == "none" else (d.mean() if reduction == "mean" else d.sum())
+
+
+case("mse_loss", _mse_samples, _mse_ref, FLOATS)
+
+
 def _dropout_mask_check(s: Sample, got: Any) -> None:
     x, train = s.inputs
     p = s.attrs["p"]
