@@ -80,16 +80,19 @@ def flat_tensor_outputs(g: Graph, n: int | None = None) -> list[Value]:
     return out
 
 
-def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None]) -> Split | None:
+def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
+                  flags: Callable[[Value], bool | None] = lambda v: None) -> Split | None:
     """Split ``g`` (specialized, optimized, not yet fused). ``leaf_key(v)`` names a graph input
-    or ``prim::GetAttr`` value that requires grad. None when no output needs a gradient."""
+    or ``prim::GetAttr`` value that requires grad; ``flags(v)`` gives the value of a module's
+    bool attribute (``training``) read by a ``prim::GetAttr`` that a rule needs, which the
+    caller then keys the split on. None when no output needs a gradient."""
     _split_dropout(g)
     needs = _requires_grad(g, leaf_key)
     outs = flat_tensor_outputs(g)
     wanted = tuple(k for k, v in enumerate(outs) if v in needs)
     if not wanted:
         return None
-    bw = _Backward(g, needs)
+    bw = _Backward(g, needs, flags)
     grads: dict[Value, Tensor] = {}
     for k in wanted:
         g_in = bw.grad_input(outs[k], f"grad_{k}")
@@ -276,8 +279,9 @@ def _meta(v: Value) -> tuple | None:
 class _Backward:
     """The backward graph under construction, and the ``TRACERS`` recorder that fills it."""
 
-    def __init__(self, fwd: Graph, needs: set[Value]) -> None:
-        self.fwd, self.needs = fwd, needs
+    def __init__(self, fwd: Graph, needs: set[Value],
+                 flags: Callable[[Value], bool | None]) -> None:
+        self.fwd, self.needs, self.flags = fwd, needs, flags
         self.graph = Graph()
         self.b = Builder(self.graph)
         self.saved: dict[Value, Value] = {}       # forward value -> backward input
@@ -297,6 +301,8 @@ class _Backward:
         the graph fixes (a constant size, a flag)."""
         if not isinstance(v.type, TensorType):
             known = known_value(v)
+            if known is None and v.node.kind == Prim.GET_ATTR:
+                known = self.flags(v)
             if known is None and v.node.kind != Prim.CONSTANT:
                 raise NotDifferentiable(f"a derivative rule reads {v.node.kind} "
                                         f"({v.node.source or 'no source'}), known only at run time")

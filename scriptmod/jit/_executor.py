@@ -127,10 +127,22 @@ class Executor:
         needs = tuple(t._requires_grad for t in tensors)
         if not any(needs) and not any(isinstance(a, Tensor) and a._requires_grad for a in args):
             return None
-        plan = spec.grad_plans.get(needs, _UNBUILT)
+        key = (needs, self._flags(spec))
+        plan = spec.grad_plans.get(key, _UNBUILT)
         if plan is _UNBUILT:
-            plan = spec.grad_plans[needs] = self._build_grad_plan(spec, args, needs)
+            plan = spec.grad_plans[key] = self._build_grad_plan(spec, args, needs)
         return plan
+
+    def _flags(self, spec: Specialization) -> tuple:
+        """The module bools the graph reads (``training``), as they are now: the backward of
+        ``batch_norm`` differs between them, so grad plans are keyed by them."""
+        reads = spec.__dict__.get("_flag_reads")
+        if reads is None:
+            reads = spec.__dict__["_flag_reads"] = tuple(
+                (submodule_of_value(self.owner, n.inputs[0]), n.attrs["name"])
+                for n in spec.graph.walk() if n.kind == Prim.GET_ATTR
+                and n.output.type == BoolType) if self.has_self else ()
+        return tuple(getattr(m, name) for m, name in reads)
 
     def grad_plan_for(self, args: Sequence[Any]) -> CompiledGrad:
         """The compiled grad plan a grad-enabled call with ``args`` runs (built if need
@@ -189,8 +201,11 @@ class Executor:
                 return ("arg", i) if isinstance(a, Tensor) and a.requires_grad else None
             j = paths.get(_attr_path(v.node) or "")
             return ("state", j) if j is not None and needs[j] else None
+        def flag(v: Value) -> bool | None:
+            value = getattr(submodule_of_value(self.owner, v.node.inputs[0]), v.node.attrs["name"])
+            return value if type(value) is bool else None
         try:
-            split = differentiate(g, leaf_key)
+            split = differentiate(g, leaf_key, flag if self.has_self else lambda v: None)
         except NotDifferentiable as e:
             return OpByOp(str(e))
         if split is None:
@@ -221,14 +236,18 @@ class Executor:
         if slots is None:
             return ((), None)
         needs = tuple(t._requires_grad for t in slots.tensors())
-        plan = spec.grad_plans.get(needs)
+        flags = self._flags(spec)
+        plan = spec.grad_plans.get((needs, flags))
         if not isinstance(plan, CompiledGrad):
             return (needs, None)
         head = (self.owner,) if self.has_self else ()
         state, tensors = slots.arrays, slots.tensors()
         fallback = functools.partial(_run_with_grad, spec, head)
+        reads = spec.__dict__["_flag_reads"]
 
         def grad_call(args: Sequence[Any]) -> Any:
+            if reads and tuple(getattr(m, name) for m, name in reads) != flags:
+                return MISS                     # .train()/.eval() since: the full path
             return plan(head, args, state, tensors, fallback)
         return (needs, grad_call)
 

@@ -315,3 +315,29 @@ def test_a_scripted_sequential_trains_through_the_compiled_backward(tmp_path) ->
     model.zero_grad(set_to_none=True)
     model(x).sum().backward()
     np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_norm_trains_compiled_in_both_modes() -> None:
+    """batch_norm's backward differs between training and eval: grad plans are keyed by the
+    module flags the graph reads, and the fast path notices a .train()/.eval() switch."""
+    sm.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    model = model.double().train()
+    x = sm.randn(6, 4, dtype=sm.float64)
+    traced = sm.jit.trace(model, x)
+    for mode in ("train", "eval", "train", "eval"):
+        getattr(model, mode)()
+        getattr(traced, mode)()
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        model.zero_grad(set_to_none=True)
+        y = traced(x)
+        assert y.grad_fn.name() == COMPILED
+        (y ** 2).sum().backward()
+        got = [p.grad.numpy().copy() for p in model.parameters()]
+        stats = model[1].running_mean.numpy().copy()
+        model.load_state_dict(state)
+        model.zero_grad(set_to_none=True)
+        (model(x) ** 2).sum().backward()
+        for g, p in zip(got, model.parameters()):
+            np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(stats, model[1].running_mean.numpy(), rtol=1e-12)
