@@ -73,6 +73,20 @@ op("max_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0
    "int[] dilation=(1, 1), bool ceil_mode=False) -> Tensor", R.same, _pool2d)
 op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
    "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d, UPCAST)
+# The first-order backward kernels of convolution and pooling, as ops so that a compiled
+# backward can record them (their own derivative is not defined: double backward through
+# them runs op by op, which raises, as before)
+_CONV = "int[] stride, int[] padding, int[] dilation, int groups"
+op(f"conv2d_grad_input(Tensor grad, Tensor weight, *, int[] input_size, {_CONV}) -> Tensor",
+   R.same, lambda ops, attrs, values: tuple(attrs["input_size"]), NONDIFF)
+op(f"conv2d_grad_weight(Tensor grad, Tensor input, *, int[] weight_size, {_CONV}) -> Tensor",
+   R.same, lambda ops, attrs, values: tuple(attrs["weight_size"]), NONDIFF)
+op("max_pool2d_grad(Tensor grad, Tensor self, *, int[] kernel_size, int[] stride, "
+   "int[] padding, int[] dilation, bool ceil_mode) -> Tensor", R.same,
+   lambda ops, attrs, values: ops[1][1], NONDIFF)
+op("avg_pool2d_grad(Tensor grad, *, int[] input_size, int[] kernel_size, int[] stride, "
+   "int[] padding, bool ceil_mode, bool count_include_pad) -> Tensor", R.same,
+   lambda ops, attrs, values: tuple(attrs["input_size"]), NONDIFF)
 op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.embedding_dtype, _embedding,
    ANY_RANK)
 op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE, ANY_RANK)

@@ -262,6 +262,36 @@ def _dropout(xp: Any, x: Any, train: bool, p: float = 0.5) -> Any:
     return x * dropout_mask(xp, x, p)
 
 
+@kernel("conv2d_grad_input")
+def _conv2d_grad_input(xp: Any, gy: Any, w: Any, input_size: Sequence[int],
+                       stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                       groups: int) -> Any:
+    return conv2d_grad_input(xp, gy, w.astype(gy.dtype, copy=False), tuple(input_size), stride,
+                             padding, dilation, groups)
+
+
+@kernel("conv2d_grad_weight")
+def _conv2d_grad_weight(xp: Any, gy: Any, x: Any, weight_size: Sequence[int],
+                        stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                        groups: int) -> Any:
+    return conv2d_grad_weight(xp, gy, x.astype(gy.dtype, copy=False), tuple(weight_size), stride,
+                              padding, dilation, groups)
+
+
+@kernel("max_pool2d_grad")
+def _max_pool2d_grad(xp: Any, gy: Any, x: Any, kernel_size: Sequence[int], stride: Sequence[int],
+                     padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool) -> Any:
+    return max_pool2d_grad(xp, gy, x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@kernel("avg_pool2d_grad")
+def _avg_pool2d_grad(xp: Any, gy: Any, input_size: Sequence[int], kernel_size: Sequence[int],
+                     stride: Sequence[int], padding: Sequence[int], ceil_mode: bool,
+                     count_include_pad: bool) -> Any:
+    return avg_pool2d_grad(xp, gy, tuple(input_size), kernel_size, stride, padding, ceil_mode,
+                           count_include_pad)
+
+
 @kernel("mse_loss")
 def _mse_loss(xp: Any, x: Any, target: Any, reduction: str = "mean") -> Any:
     d = xp.subtract(x, target)

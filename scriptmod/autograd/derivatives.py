@@ -4,8 +4,9 @@ A rule gets ``ctx`` (the inputs and outputs it asked to save, the op's attribute
 output gradient ``g``, and returns one gradient per input (``None`` where there is none).
 Rules are written with Tensor ops, so they are differentiable themselves
 (``create_graph=True``); the engine reduces results over broadcast dims and casts them to
-the input's dtype. The few rules that call backward kernels directly (convolution, pooling,
-batch norm, dropout) are first-order only, and say so.
+the input's dtype. Convolution and pooling go through registry ops of their own
+(``conv2d_grad_input``, ``max_pool2d_grad``, ...) which have no derivative, and dropout
+replays its draw: those are first-order only, and say so.
 """
 from __future__ import annotations
 
@@ -366,39 +367,43 @@ def _matmul(ctx: Any, g: Tensor) -> tuple:
     return ga, gb
 
 
-def _arr(t: Any) -> Any:
-    return t._data
+def _op(name: str, *inputs: Any, **attrs: Any) -> Tensor:
+    from scriptmod._dispatch import dispatch
+    return dispatch(name, inputs, attrs)
 
 
 @derivative("conv2d", saves=(0, 1))
 def _conv2d(ctx: Any, g: Tensor) -> tuple:
-    """First-order only: calls the col2im/im2col backward kernels directly."""
+    """Through the registry's backward kernels (``conv2d_grad_input``/``_weight``), which
+    have no derivative of their own: first order only."""
     x, w = ctx.inputs[0], ctx.inputs[1]
-    a, xp = ctx.attrs, g._xp()
-    args = (a["stride"], a["padding"], a["dilation"], a["groups"])
-    gy = _arr(g).astype(_arr(x).dtype, copy=False)
-    gx = knn.conv2d_grad_input(xp, gy, _arr(w).astype(gy.dtype, copy=False), x.shape, *args)
-    gw = knn.conv2d_grad_weight(xp, gy, _arr(x), w.shape, *args)
+    a = ctx.attrs
+    conv = dict(stride=list(a["stride"]), padding=list(a["padding"]),
+                dilation=list(a["dilation"]), groups=a["groups"])
+    gy = g if g.dtype is x.dtype else g.to(x.dtype)
+    gx = _op("conv2d_grad_input", gy, w, input_size=list(x.shape), **conv)
+    gw = _op("conv2d_grad_weight", gy, x, weight_size=list(w.shape), **conv)
     gb = g.sum(dim=(0, 2, 3)) if ctx.input_meta[2] is not None else None
-    return T.wrap(gx), T.wrap(gw), gb
+    return gx, gw, gb
 
 
 @derivative("max_pool2d", saves=(0,))
 def _max_pool2d(ctx: Any, g: Tensor) -> tuple:
-    """First-order only."""
+    """First-order only (``max_pool2d_grad`` has no derivative)."""
     a = ctx.attrs
-    out = knn.max_pool2d_grad(g._xp(), _arr(g), _arr(ctx.inputs[0]), a["kernel_size"], a["stride"],
-                              a["padding"], a["dilation"], a["ceil_mode"])
-    return (T.wrap(out),)
+    return (_op("max_pool2d_grad", g, ctx.inputs[0], kernel_size=list(a["kernel_size"]),
+                stride=list(a["stride"]), padding=list(a["padding"]),
+                dilation=list(a["dilation"]), ceil_mode=a["ceil_mode"]),)
 
 
 @derivative("avg_pool2d")
 def _avg_pool2d(ctx: Any, g: Tensor) -> tuple:
-    """First-order only."""
+    """First-order only (``avg_pool2d_grad`` has no derivative)."""
     a = ctx.attrs
-    out = knn.avg_pool2d_grad(g._xp(), _arr(g), ctx.input_meta[0][0], a["kernel_size"], a["stride"],
-                              a["padding"], a["ceil_mode"], a["count_include_pad"])
-    return (T.wrap(out),)
+    return (_op("avg_pool2d_grad", g, input_size=list(ctx.input_meta[0][0]),
+                kernel_size=list(a["kernel_size"]), stride=list(a["stride"]),
+                padding=list(a["padding"]), ceil_mode=a["ceil_mode"],
+                count_include_pad=a["count_include_pad"]),)
 
 
 @derivative("embedding", saves=(1,))
@@ -443,7 +448,7 @@ def _dropout(ctx: Any, g: Tensor) -> tuple:
         return _zero(g), None
     from scriptmod.runtime import random as rng
     with rng.replay(ctx.device, ctx.rng):
-        mask = knn.dropout_mask(x._xp(), _arr(x), p)
+        mask = knn.dropout_mask(x._xp(), x._data, p)
     return g * T.wrap(mask).to(g.dtype), None
 
 

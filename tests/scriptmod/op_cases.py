@@ -921,6 +921,90 @@ case("max_pool2d", _pool_samples(True), _max_pool_ref, FLOATS)
 case("avg_pool2d", _pool_samples(False), _avg_pool_ref, FLOATS)
 
 
+# ---- the first-order backward kernels: references are vector-Jacobian products of the
+# forward references above, built column by column (the forwards are linear in the input,
+# max pooling piecewise so with well-separated random values)
+def _vjp(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, gy: np.ndarray,
+         h: float = 1e-3) -> np.ndarray:
+    base, out = f(x), np.zeros(x.shape)
+    for i in np.ndindex(x.shape):
+        moved = x.copy()
+        moved[i] += h
+        out[i] = np.sum((f(moved) - base) / h * gy)
+    return out
+
+
+_CONV_KW = ("stride", "padding", "dilation", "groups")
+
+
+def _conv_grad_samples(wrt_input: bool) -> SampleFn:
+    def make(g: Gen) -> list[Sample]:
+        out = []
+        for s in _conv_samples(Gen("float64", 7)):
+            x, w = s.inputs[0], s.inputs[1]
+            conv = {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1}
+            conv.update(s.attrs)
+            gy = g.arr(_conv_ref(x, w, None, **conv).shape)
+            if wrt_input:
+                out.append(Sample(s.label, (gy, w.astype(gy.dtype)),
+                                  dict(conv, input_size=list(x.shape))))
+            else:
+                out.append(Sample(s.label, (gy, x.astype(gy.dtype)),
+                                  dict(conv, weight_size=list(w.shape))))
+        return out
+    return make
+
+
+def _conv_grad_input_ref(gy: np.ndarray, w: np.ndarray, input_size: Sequence[int],
+                         **conv: Any) -> np.ndarray:
+    return _vjp(lambda x: _conv_ref(x, w, None, **conv), np.zeros(input_size), gy)
+
+
+def _conv_grad_weight_ref(gy: np.ndarray, x: np.ndarray, weight_size: Sequence[int],
+                          **conv: Any) -> np.ndarray:
+    return _vjp(lambda w: _conv_ref(x, w, None, **conv), np.zeros(weight_size), gy)
+
+
+case("conv2d_grad_input", _conv_grad_samples(True), _conv_grad_input_ref,
+     ("float32", "float64"), grad=False)
+case("conv2d_grad_weight", _conv_grad_samples(False), _conv_grad_weight_ref,
+     ("float32", "float64"), grad=False)
+
+
+def _pool_grad_samples(dilation: bool) -> SampleFn:
+    def make(g: Gen) -> list[Sample]:
+        out = []
+        ref = _max_pool_ref if dilation else _avg_pool_ref
+        for s in _pool_samples(dilation)(Gen("float64", 9)):
+            x = s.inputs[0]
+            attrs = {"padding": [0, 0], "ceil_mode": False, **s.attrs}
+            if dilation:
+                attrs.setdefault("dilation", [1, 1])
+            else:
+                attrs.setdefault("count_include_pad", True)
+            gy = g.arr(ref(x, **attrs).shape)
+            if dilation:
+                out.append(Sample(s.label, (gy, x.astype(gy.dtype)), attrs))
+            else:
+                out.append(Sample(s.label, (gy,), dict(attrs, input_size=list(x.shape))))
+        return out
+    return make
+
+
+def _max_pool_grad_ref(gy: np.ndarray, x: np.ndarray, **attrs: Any) -> np.ndarray:
+    return _vjp(lambda v: _max_pool_ref(v, **attrs), x, gy)
+
+
+def _avg_pool_grad_ref(gy: np.ndarray, input_size: Sequence[int], **attrs: Any) -> np.ndarray:
+    return _vjp(lambda v: _avg_pool_ref(v, **attrs), np.zeros(input_size), gy)
+
+
+case("max_pool2d_grad", _pool_grad_samples(True), _max_pool_grad_ref, ("float32", "float64"),
+     grad=False)
+case("avg_pool2d_grad", _pool_grad_samples(False), _avg_pool_grad_ref, ("float32", "float64"),
+     grad=False)
+
+
 def _embedding_samples(g: Gen) -> list[Sample]:
     w = g.arr((5, 3))
     return [Sample("1d", (w, np.array([0, 4, 2, 2])), {}, g.grad_of(0)),

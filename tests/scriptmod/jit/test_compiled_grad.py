@@ -24,9 +24,9 @@ import op_cases as OC  # noqa: E402
 from test_ops import GRAD_PARAMS, _grad_fn  # noqa: E402
 
 COMPILED = "CompiledFunctionBackward0"
-# ops whose derivative is not built in the IR (the rule calls a backward kernel, replays a
-# random draw, or indexes by a boolean mask whose size is data): their gradients run op by op
-OP_BY_OP = {"conv2d", "max_pool2d", "avg_pool2d", "dropout", "index", "index_put"}
+# ops whose derivative may not be built in the IR (dropout with p = 1 replays its rule's
+# special case, a boolean mask's size is data): some samples' gradients run op by op
+OP_BY_OP = {"dropout", "index", "index_put"}
 
 
 def _flat(x):
@@ -199,19 +199,44 @@ def test_parameter_changed_in_place_before_backward_is_an_error() -> None:
 def test_what_cannot_be_compiled_runs_op_by_op_and_says_why(monkeypatch, capsys) -> None:
     monkeypatch.setenv("SCRIPTMOD_LOG", "autograd")
     sm.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU())
-    x = sm.randn(1, 2, 5, 5)
-    traced = sm.jit.trace(model, x)
-    y = traced(x)
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU())
+    x = sm.randn(3, 4)
+    traced = sm.jit.trace(lambda x: model(x[x > 0].reshape(1, -1)[:, :4]).sum(), x,
+                          check_trace=False, strict=False)
+    xs = sm.tensor(np.abs(x.numpy()) + 0.1, requires_grad=True)   # every element kept
+    y = traced(xs)
     assert y.grad_fn.name() != COMPILED
-    y.sum().backward()
-    got = model[0].weight.grad.numpy().copy()
-    model.zero_grad(set_to_none=True)
-    model(x).sum().backward()
-    np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+    y.backward()
+    got = xs.grad.numpy().copy()
+    xs.grad = None
+    model(xs[xs > 0].reshape(1, -1)[:, :4]).sum().backward()
+    np.testing.assert_allclose(got, xs.grad.numpy(), rtol=1e-6)
     assert "runs op by op" in capsys.readouterr().err
     with pytest.raises(RuntimeError, match="op by op"):
-        traced.backward_graph_for(x)
+        traced.backward_graph_for(xs)
+
+
+def test_a_convolutional_net_trains_compiled() -> None:
+    """conv2d, BatchNorm2d, max and average pooling: their backward kernels are registry ops,
+    so the compiled backward records them."""
+    sm.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, stride=2, groups=2),
+                          nn.AvgPool2d(2), nn.Flatten(), nn.Linear(8, 4)).double().train()
+    x = sm.randn(2, 3, 12, 12, dtype=sm.float64, requires_grad=True)
+    traced = sm.jit.trace(model, x)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    y = traced(x)
+    assert y.grad_fn.name() == COMPILED
+    (y ** 2).sum().backward()
+    got = [p.grad.numpy().copy() for p in model.parameters()] + [x.grad.numpy().copy()]
+    model.load_state_dict(state)
+    model.zero_grad(set_to_none=True)
+    x.grad = None
+    (model(x) ** 2).sum().backward()
+    want = [p.grad.numpy() for p in model.parameters()] + [x.grad.numpy()]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
 
 
 def test_backward_graph_verifies_round_trips_and_has_kernels() -> None:
