@@ -31,6 +31,7 @@ import numpy as np
 from scriptmod.ir import schema as S
 from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Node, Prim, Value, known_value
+from scriptmod.ir.passes import eliminate_dead_code
 from scriptmod.ir.types import IntType, TensorType
 from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod import _dispatch
@@ -105,8 +106,12 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
         leaves = _leaf_grads(g, grads, leaf_key, bw)
     if not leaves:
         return None
+    for t in leaves.values():
+        bw.b.ret(bw.value_of(t))
+    eliminate_dead_code(bw.graph)     # a rule's gradient for an input nobody differentiates
     unpruned = bw.saved_bytes()
     bw.recompute()
+    eliminate_dead_code(bw.graph)
     split = bw.split(wanted, leaves, unpruned)
     _untranspose_products(split.backward)
     return split
@@ -442,8 +447,6 @@ class _Backward:
     # ---- the result -------------------------------------------------------------------
     def split(self, wanted: tuple[int, ...], leaves: dict[LeafKey, Tensor],
               unpruned: int) -> Split:
-        for t in leaves.values():
-            self.b.ret(self.value_of(t))
         kept = [(v, bv) for v, bv in self.saved.items() if bv.uses]
         saved_bytes = self.saved_bytes()
         _reorder_inputs(self.graph, [bv for _, bv in kept] + self.grad_inputs)

@@ -93,7 +93,12 @@ class CompiledGrad:
         owners = {id(t._data): ("state", j) for j, t in enumerate(tensors)}
         owners.update((id(a._data), ("arg", i)) for i, a in enumerate(args)
                       if isinstance(a, Tensor))
-        watched = [owners[id(a)] for a in saved if id(a) in owners]
+        watched = []
+        for a in saved:                  # a saved transpose of a weight watches the weight
+            while a is not None and id(a) not in owners:
+                a = getattr(a, "base", None)
+            if a is not None and owners[id(a)] not in watched:
+                watched.append(owners[id(a)])
         metas = tuple((tensors[i].shape, tensors[i].dtype) if kind == "state" else
                       (args[i].shape, args[i].dtype) for kind, i in self.split.leaves)
         out_meta = [(tuple(v.type.shape), v.type.dtype, "cpu")

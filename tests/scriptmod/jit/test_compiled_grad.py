@@ -194,6 +194,16 @@ def test_parameter_changed_in_place_before_backward_is_an_error() -> None:
         model[2].weight.mul_(2)            # saved for the backward (dL/dh = g W2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+    y = traced(x).sum()
+    with sm.no_grad():
+        model[0].weight.add_(1)            # not saved (x needs no gradient): no error, and
+    y.backward()                           # the gradients are those of the forward that ran
+    got = model[0].weight.grad.numpy().copy()
+    with sm.no_grad():
+        model[0].weight.sub_(1)
+    model.zero_grad(set_to_none=True)
+    model(x).sum().backward()             # (w + 1 - 1 rounds: float32 tolerance)
+    np.testing.assert_allclose(got, model[0].weight.grad.numpy(), rtol=1e-4, atol=1e-6)
 
 
 def test_what_cannot_be_compiled_runs_op_by_op_and_says_why(monkeypatch, capsys) -> None:
