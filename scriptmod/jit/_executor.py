@@ -429,11 +429,13 @@ class _StateSlots:
         return found
 
     def tensors(self) -> tuple:
-        """The module tree's parameters and buffers (the Tensors), in state order."""
-        cached = self._tensors
-        if cached[0] is self.arrays:
-            return cached[1]
+        """The module tree's parameters and buffers (the Tensors), in state order: the same
+        tuple object while every slot holds the same Tensor (a Parameter re-wrapped around
+        the same array is another Tensor, with its own ``.grad``)."""
         found = tuple(map(_getitem, self.t_regs, self.t_names))
+        cached = self._tensors[1]
+        if len(cached) == len(found) and all(map(_is, found, cached)):
+            return cached
         self._tensors = (self.arrays, found)
         return found
 

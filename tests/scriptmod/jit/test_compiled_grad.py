@@ -376,3 +376,17 @@ def test_batch_norm_trains_compiled_in_both_modes() -> None:
         for g, p in zip(got, model.parameters()):
             np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(stats, model[1].running_mean.numpy(), rtol=1e-12)
+
+
+def test_a_parameter_rewrapped_around_the_same_array_gets_the_gradient() -> None:
+    sm.manual_seed(0)
+    traced = sm.jit.trace(nn.Sequential(nn.Linear(4, 3)), sm.randn(2, 4))
+    x = sm.randn(2, 4)
+    traced(x).sum().backward()
+    layer = getattr(traced, "0")
+    old = layer.weight
+    before = old.grad.numpy().copy()
+    layer.weight = nn.Parameter(old.detach())        # same array, another Parameter
+    traced(x).sum().backward()
+    assert layer.weight.grad is not None
+    np.testing.assert_array_equal(old.grad.numpy(), before)
