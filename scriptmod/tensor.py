@@ -172,6 +172,8 @@ class Tensor:
     def data(self) -> "Tensor":
         """The same storage with no history and its own version counter (PyTorch's
         ``.data``: writes through it are invisible to autograd's version checks)."""
+        if TRACERS:      # recorded as a detach: a trace must not bake the value in
+            return dispatch("detach", (self,))
         return Tensor._make(self._data)
 
     @data.setter
@@ -291,6 +293,8 @@ class Tensor:
                 t.grad = g if t.grad is None else t.grad + g
 
     def detach(self) -> "Tensor":
+        if TRACERS:      # recorded, so the trace reads the value and cuts the gradient
+            return dispatch("detach", (self,))
         return self._alias()
 
     def detach_(self) -> "Tensor":

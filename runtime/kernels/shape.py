@@ -73,6 +73,7 @@ def _narrow(xp: Any, x: Any, start: int, length: int, dim: int) -> Any:
 
 kernel("contiguous")(lambda xp, x: xp.ascontiguousarray(x) if x.ndim else x.copy())  # keeps 0-d
 kernel("clone")(lambda xp, x: x.copy())
+kernel("detach")(lambda xp, x: x)
 
 
 def _common(xp: Any, tensors: Sequence[Any]) -> list[Any]:

@@ -491,6 +491,7 @@ _COPY_ROWS = lambda g: [("2d", (2, 3), (), {}), ("0d", (), (), {}), ("empty", (0
                         ("noncontig", (2, 3), (), {})]
 case("contiguous", _shaped(_COPY_ROWS), lambda x: x, ALL)
 case("clone", _shaped(_COPY_ROWS), lambda x: x, ALL)
+case("detach", _shaped(_COPY_ROWS), lambda x: x, ALL, grad=False)
 case("to_device", _shaped(lambda g: [(r[0], r[1], (), {"device": "cpu"}) for r in _COPY_ROWS(g)]),
      lambda x, device: x, ALL)
 case("size", _shaped(lambda g: [("dim0", (2, 3), (), {"dim": 0}), ("neg", (2, 3), (), {"dim": -1}),

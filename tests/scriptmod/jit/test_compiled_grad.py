@@ -390,3 +390,16 @@ def test_a_parameter_rewrapped_around_the_same_array_gets_the_gradient() -> None
     traced(x).sum().backward()
     assert layer.weight.grad is not None
     np.testing.assert_array_equal(old.grad.numpy(), before)
+
+
+def test_detach_and_data_are_recorded_and_cut_the_gradient() -> None:
+    """``x.detach()``/``x.data`` in traced code read the value at run time (they used to be
+    baked in as constants) and stop the gradient, compiled or not."""
+    traced = sm.jit.trace(lambda x: x.data * 2 + x.detach().exp() + x * x, sm.randn(3))
+    x = sm.tensor([0.5, 1.0, -2.0], requires_grad=True)
+    y = traced(x)
+    want = 2 * x.detach().numpy() + np.exp(x.detach().numpy()) + x.detach().numpy() ** 2
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-6)
+    assert y.grad_fn.name() == COMPILED
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy(), rtol=1e-6)
