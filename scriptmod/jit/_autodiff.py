@@ -82,11 +82,14 @@ def flat_tensor_outputs(g: Graph, n: int | None = None) -> list[Value]:
 
 
 def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
-                  flags: Callable[[Value], bool | None] = lambda v: None) -> Split | None:
+                  flags: Callable[[Value], bool | None] = lambda v: None,
+                  recompute: bool = True) -> Split | None:
     """Split ``g`` (specialized, optimized, not yet fused). ``leaf_key(v)`` names a graph input
     or ``prim::GetAttr`` value that requires grad; ``flags(v)`` gives the value of a module's
     bool attribute (``training``) read by a ``prim::GetAttr`` that a rule needs, which the
-    caller then keys the split on. None when no output needs a gradient."""
+    caller then keys the split on. ``recompute``: apply the recompute rule (it pays where
+    the recomputation fuses; unfused, every recomputed op is a pass of its own). None when
+    no output needs a gradient."""
     _split_dropout(g)
     needs = _requires_grad(g, leaf_key)
     outs = flat_tensor_outputs(g)
@@ -110,8 +113,9 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
         bw.b.ret(bw.value_of(t))
     eliminate_dead_code(bw.graph)     # a rule's gradient for an input nobody differentiates
     unpruned = bw.saved_bytes()
-    bw.recompute()
-    eliminate_dead_code(bw.graph)
+    if recompute:
+        bw.recompute()
+        eliminate_dead_code(bw.graph)
     split = bw.split(wanted, leaves, unpruned)
     _untranspose_products(split.backward)
     return split

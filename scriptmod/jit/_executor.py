@@ -204,13 +204,14 @@ class Executor:
         def flag(v: Value) -> bool | None:
             value = getattr(submodule_of_value(self.owner, v.node.inputs[0]), v.node.attrs["name"])
             return value if type(value) is bool else None
+        fused = spec.key[1] == "fused"
         try:
-            split = differentiate(g, leaf_key, flag if self.has_self else lambda v: None)
+            split = differentiate(g, leaf_key, flag if self.has_self else lambda v: None,
+                                  recompute=fused)
         except NotDifferentiable as e:
             return OpByOp(str(e))
         if split is None:
             return None
-        fused = spec.key[1] == "fused"
         compile_passes = _fuser.compile_passes() if fused else []
         fwd = run_pipeline(split.forward, compile_passes)
         bwd = run_pipeline(split.backward, _grad_passes() + compile_passes)

@@ -403,3 +403,22 @@ def test_detach_and_data_are_recorded_and_cut_the_gradient() -> None:
     assert y.grad_fn.name() == COMPILED
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy(), rtol=1e-6)
+
+
+def test_unfused_specializations_compile_their_backward_too() -> None:
+    """With fusion off the backward is compiled unfused, without recomputation (each
+    recomputed op would be a pass of its own)."""
+    model = _mlp()
+    x = sm.randn(5, 6)
+    traced = sm.jit.trace(model, x)
+    with sm.jit.fuser(False):
+        y = traced(x)
+        assert y.grad_fn.name() == COMPILED
+        y.pow(2).sum().backward()
+        plan = traced.executor("forward").grad_plan_for((x,))
+    assert plan.split.saved_bytes == plan.split.saved_bytes_unpruned
+    got = [p.grad.numpy().copy() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    model(x).pow(2).sum().backward()
+    for g, p in zip(got, model.parameters()):
+        np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-5, atol=1e-6)
