@@ -267,7 +267,7 @@ def ops_with(*flags: str, without: tuple[str, ...] = ()) -> frozenset[str]:
 
     >>> import scriptmod.ir.ops
     >>> sorted(ops_with(VIEW, without=(IMPURE,)))[:3]
-    ['expand', 'narrow', 'permute']
+    ['detach', 'expand', 'narrow']
     """
     want, refuse = frozenset(flags), frozenset(without)
     return frozenset(n for n, s in REGISTRY.items()
