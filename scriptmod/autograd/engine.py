@@ -59,9 +59,9 @@ class Node:
         self.next_functions = next_functions
         self.input_meta = input_meta      # (shape, dtype) per input, None for non-tensors
         self.n_outputs = n_outputs
-        self.pre_hooks: list[Callable] = []     # fn(grad_outputs) -> grad_outputs | None
-        self.post_hooks: list[Callable] = []    # fn(grad_inputs, grad_outputs) -> grad_inputs | None
-        self._freed = False
+        self.pre_hooks: list[Callable] | tuple = ()    # fn(grad_outputs) -> grad_outputs | None
+        self.post_hooks: list[Callable] | tuple = ()   # fn(grad_inputs, grad_outputs) -> ...
+        self._freed = False                            # (lists once a hook is registered)
 
     def name(self) -> str:
         return "".join(p.capitalize() for p in self.op.split("_")) + "Backward0"
@@ -70,10 +70,14 @@ class Node:
         return f"<{self.name()} object>"
 
     def register_hook(self, fn: Callable) -> "RemovableHandle":
+        if type(self.post_hooks) is tuple:
+            self.post_hooks = []
         self.post_hooks.append(fn)
         return RemovableHandle(self.post_hooks, fn)
 
     def register_prehook(self, fn: Callable) -> "RemovableHandle":
+        if type(self.pre_hooks) is tuple:
+            self.pre_hooks = []
         self.pre_hooks.append(fn)
         return RemovableHandle(self.pre_hooks, fn)
 

@@ -70,7 +70,7 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
         "FG": _fuser._global, "ENV": os.environ, "ENVD": env, "ENVK": getattr(_fuser, "_env_key", None),
         "VARIANT": _fuser.variant, "VAR": spec.key[1], "STATS": stats, "FN": fn, "ERR": error,
         "OWNER": owner, "make": Tensor._make, "wrap_tree": wrap_tree,
-        "STATE": slots.arrays if slots is not None else (), "NEEDS": grad[0], "GRAD": grad[1]}
+        "STATE": slots.arrays if slots is not None else (), "GRAD": grad[1]}
     for i, a in enumerate(args):
         if kinds[i] == "tensor":
             ns[f"DT{i}"], ns[f"SH{i}"] = a._data.dtype, a._data.shape
@@ -81,6 +81,7 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
             ns[f"M{i}"], ns[f"MO{i}"] = reg, mod
         for i, (reg, name, arr) in enumerate(zip(slots.t_regs, slots.t_names, slots.arrays)):
             ns[f"R{i}"], ns[f"T{i}"], ns[f"A{i}"] = reg, reg[name], arr
+            ns[f"RG{i}"] = grad[0][i] if i < len(grad[0]) else None   # the plan's pattern
     exec(code, ns)
     return ns["fast"]
 
@@ -128,9 +129,9 @@ def _source(kinds: tuple, has_self: bool, m_names: tuple, t_names: tuple, n_out:
                   "    except KeyError:", "        return MISS"]
     if t_names:
         grads = " or ".join(f"T{i}._requires_grad" for i in range(len(t_names)))
-        pattern = ", ".join(f"T{i}._requires_grad" for i in range(len(t_names)))
+        same = " and ".join(f"T{i}._requires_grad is RG{i}" for i in range(len(t_names)))
         lines += [f"    if GS.enabled and ({grads}):",
-                  f"        if GRAD is None or ({pattern},) != NEEDS:", "            return MISS",
+                  f"        if GRAD is None or not ({same}):", "            return MISS",
                   "        STATS['calls'] += 1", "        return GRAD(args)"]
     lines.append("    STATS['calls'] += 1")
     call_args = (["OWNER"] if has_self else []) + d + ["STATE"]
