@@ -186,6 +186,7 @@ def _lowest(dt: Any) -> Any:
     return np.iinfo(dt).min if dt.kind in "iu" else -np.inf
 
 
+@kernel("max_pool2d_grad")
 def max_pool2d_grad(xp: Any, gy: Any, x: Any, kernel_size: Sequence[int], stride: Sequence[int],
                     padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool) -> Any:
     x4, g4 = _as4d(x), _as4d(gy)
@@ -253,8 +254,7 @@ def _embedding(xp: Any, weight: Any, indices: Any, padding_idx: int | None = Non
 
 @kernel("dropout")
 def _dropout(xp: Any, x: Any, train: bool, p: float = 0.5) -> Any:
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
+    _check_p(p)
     if not train or p == 0.0:
         return x
     if p == 1.0:
@@ -276,12 +276,6 @@ def _conv2d_grad_weight(xp: Any, gy: Any, x: Any, weight_size: Sequence[int],
                         groups: int) -> Any:
     return conv2d_grad_weight(xp, gy, x.astype(gy.dtype, copy=False), tuple(weight_size), stride,
                               padding, dilation, groups)
-
-
-@kernel("max_pool2d_grad")
-def _max_pool2d_grad(xp: Any, gy: Any, x: Any, kernel_size: Sequence[int], stride: Sequence[int],
-                     padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool) -> Any:
-    return max_pool2d_grad(xp, gy, x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 @kernel("avg_pool2d_grad")
@@ -307,13 +301,17 @@ def _mse_loss(xp: Any, x: Any, target: Any, reduction: str = "mean") -> Any:
 @kernel("dropout_mask")
 def _dropout_mask(xp: Any, x: Any, train: bool, p: float = 0.5) -> Any:
     """What ``dropout`` multiplies by, drawn as ``dropout`` draws (nothing when it does not)."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
+    _check_p(p)
     if not train or p == 0.0:
         return xp.ones_like(x)
     if p == 1.0:
         return xp.zeros_like(x)
     return dropout_mask(xp, x, p)
+
+
+def _check_p(p: float) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
 
 
 def dropout_mask(xp: Any, x: Any, p: float) -> Any:

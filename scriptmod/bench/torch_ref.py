@@ -358,16 +358,23 @@ def _child_main(job_dir: str) -> dict[str, Any]:
     else:
         builders["torch_jit"] = lambda: torchscript(twin, x, freeze=not spec.get("grad", False))
     builders["torch_compile"] = lambda: torch.compile(twin, mode=TORCH_COMPILE_MODE)
+    with torch.enable_grad() if spec.get("grad") else torch.no_grad():
+        return run_columns(d, {name: (lambda make=make: _built_and_timed(make, x, ref, spec))
+                               for name, make in builders.items()})
+
+
+def run_columns(d: Path, columns: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, Any]:
+    """Each column in turn, its result written to ``d/NAME.json`` when done; a column that
+    fails is left out and named under ``"error"``."""
     out: dict[str, Any] = {}
     errors = []
-    with torch.enable_grad() if spec.get("grad") else torch.no_grad():
-        for name, make in builders.items():
-            try:
-                out[name] = _built_and_timed(make, x, ref, spec)
-            except Exception as exc:  # noqa: BLE001  (reported to the parent as n/a)
-                errors.append(f"{LABELS[name]}: {type(exc).__name__}: {str(exc)[:300]}")
-                continue
-            (d / f"{name}.json").write_text(json.dumps(out[name]))
+    for name, run in columns.items():
+        try:
+            out[name] = run()
+        except Exception as exc:  # noqa: BLE001  (reported to the parent as n/a)
+            errors.append(f"{LABELS[name]}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        (d / f"{name}.json").write_text(json.dumps(out[name]))
     if errors:
         out["error"] = "; ".join(errors)
     return out

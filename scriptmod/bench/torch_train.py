@@ -48,23 +48,16 @@ def train_columns(d: Path, spec: dict[str, Any]) -> dict[str, Any]:
     column that fails is left out and named under ``"error"``."""
     import torch
 
-    from scriptmod.bench.torch_ref import LABELS, build_twin
+    from scriptmod.bench.torch_ref import build_twin, run_columns
     weights = dict(np.load(d / "weights.npz"))
     x, target = (torch.from_numpy(np.load(d / f"{k}.npy")) for k in ("x", "target"))
     ref = dict(np.load(d / "ref.npz"))
-    out: dict[str, Any] = {}
-    errors = []
-    for name, make in BUILDERS.items():
-        try:
-            twin = build_twin(spec["wid"], spec["dims"], weights).train()
-            out[name] = _trained_and_timed(twin, make, x, target, ref, spec)
-        except Exception as exc:  # noqa: BLE001  (reported to the parent as n/a)
-            errors.append(f"{LABELS[name]}: {type(exc).__name__}: {str(exc)[:300]}")
-            continue
-        (d / f"{name}.json").write_text(json.dumps(out[name]))
-    if errors:
-        out["error"] = "; ".join(errors)
-    return out
+
+    def column(make: Callable[[Any], Any]) -> dict[str, Any]:
+        twin = build_twin(spec["wid"], spec["dims"], weights).train()
+        return _trained_and_timed(twin, make, x, target, ref, spec)
+    return run_columns(d, {name: (lambda make=make: column(make))
+                           for name, make in BUILDERS.items()})
 
 
 def _trained_and_timed(twin: Any, make: Callable[[Any], Any], x: Any, target: Any,

@@ -22,9 +22,10 @@ backward's kernels. ``Split.saved_bytes`` and ``Split.saved_bytes_unpruned`` mea
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
             if node.is_op and any(o in grads for o in node.outputs):
                 with bw.b.at_source(node.source):       # backward nodes cite the forward's line
                     _node_backward(node, grads, needs, bw)
-        leaves = _leaf_grads(g, grads, leaf_key, bw)
+        leaves = _leaf_grads(g, grads, leaf_key)
     if not leaves:
         return None
     for t in leaves.values():
@@ -214,7 +215,7 @@ def _node_backward(node: Node, grads: dict[Value, Tensor], needs: set[Value],
     d = DERIVATIVES.get(name)
     if d is None:
         raise NotDifferentiable(f"sm::{name} has no derivative rule")
-    ctx = _RuleCtx(node, d, bw)
+    ctx = _RuleCtx(node, bw)
     gs = [grads.get(o) if grads.get(o) is not None else _zeros_like(o) for o in node.outputs]
     try:
         result = d.rule(ctx, gs if len(gs) > 1 else gs[0])
@@ -237,8 +238,8 @@ def _zeros_like(v: Value) -> Tensor:
     return zeros(t.shape, dtype=t.dtype)
 
 
-def _leaf_grads(g: Graph, grads: dict[Value, Tensor], leaf_key: Callable[[Value], LeafKey | None],
-                bw: "_Backward") -> dict[LeafKey, Tensor]:
+def _leaf_grads(g: Graph, grads: dict[Value, Tensor],
+                leaf_key: Callable[[Value], LeafKey | None]) -> dict[LeafKey, Tensor]:
     """Gradients per leaf, summed where one module tensor is read by several GetAttr nodes."""
     out: dict[LeafKey, Tensor] = {}
     sources = list(g.inputs) + [n.output for n in g.block if n.kind == Prim.GET_ATTR]
@@ -255,11 +256,10 @@ class _RuleCtx:
     """What a rule reads (``_dispatch.Ctx``'s interface), served from the forward graph:
     tensor inputs and outputs are stand-ins that become saved values when a rule uses them."""
 
-    def __init__(self, node: Node, d: Any, bw: "_Backward") -> None:
+    def __init__(self, node: Node, bw: "_Backward") -> None:
         self.attrs = dict(node.attrs)
         self.device = "cpu"
         self.rng = None
-        self.node = None
         self._node, self._bw = node, bw
         self.input_meta = tuple(_meta(v) for v in node.inputs)
         self.out_meta = [(t.shape, t.dtype, "cpu") for t in (o.type for o in node.outputs)
@@ -352,17 +352,13 @@ class _Backward:
         return bv
 
     # ---- the recorder (``TRACERS``) ---------------------------------------------------
-    def recording(self) -> Any:
-        import contextlib
-
-        @contextlib.contextmanager
-        def on() -> Any:
-            _dispatch.TRACERS.append(self)
-            try:
-                yield
-            finally:
-                _dispatch.TRACERS.remove(self)
-        return on()
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        _dispatch.TRACERS.append(self)
+        try:
+            yield
+        finally:
+            _dispatch.TRACERS.remove(self)
 
     def record(self, name: str, inputs: Sequence[Any], attrs: dict[str, Any], outs: tuple) -> None:
         schema = S.REGISTRY[name]

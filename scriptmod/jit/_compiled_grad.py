@@ -127,7 +127,7 @@ class CompiledGrad:
                     f"{version} instead.")
         grads = []
         for k, t in zip(self.split.grad_outputs, self._grad_types):
-            grads.append(_grad_array(gs[k], t, k, ctx.out_meta[k][0]))
+            grads.append(_grad_array(gs[k], t, k))
         res = self.backward([*ctx.saved, *grads])
         return [Tensor._make(r) for r in res]
 
@@ -176,7 +176,7 @@ def _with_history(ctx: _Ctx, gs: list[Any]) -> Sequence[Any]:
                          create_graph=True, allow_unused=True)
 
 
-def _grad_array(g: Any, t: TensorType, k: int, shape: Any) -> Any:
+def _grad_array(g: Any, t: TensorType, k: int) -> Any:
     """The gradient of output ``k`` as the backward was built for: its dtype, C order."""
     if g is None:
         return np.zeros(t.shape, dtype=NP_DTYPE[t.dtype])
@@ -185,7 +185,7 @@ def _grad_array(g: Any, t: TensorType, k: int, shape: Any) -> Any:
         raise TypeError(f"compiled backward: the gradient of output {k} is not a CPU tensor")
     if a.shape != tuple(t.shape):
         raise RuntimeError(f"compiled backward: the gradient of output {k} has shape "
-                           f"{list(a.shape)}; the output has shape {list(shape)}")
+                           f"{list(a.shape)}; the output has shape {list(t.shape)}")
     dt = NP_DTYPE[t.dtype]
     if a.dtype != dt or not a.flags.c_contiguous:
         a = np.ascontiguousarray(a, dtype=dt)

@@ -541,12 +541,6 @@ def _arg_type(a: Any, declared: Type | None = None) -> Type | None:
     return IntType if isinstance(a, int) else None
 
 
-def _needs_grad(module: Any, args: Sequence[Any]) -> bool:
-    if any(isinstance(a, Tensor) and a.requires_grad for a in args):
-        return True
-    return any(p.requires_grad for p in module.parameters())
-
-
 
 _UNBUILT = object()
 
