@@ -20,7 +20,6 @@ checked against eager scriptmod's (``check.compare_all``) before the steps are t
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
