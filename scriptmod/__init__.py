@@ -75,3 +75,17 @@ def can_cast(from_: dtype, to: dtype) -> "_builtins.bool":
 from scriptmod import func, jit, nn, optim  # noqa: E402,F401
 from scriptmod.serialization import load, save  # noqa: E402,F401
 from scriptmod.jit._fuser import get_num_threads, set_num_threads  # noqa: E402,F401
+
+# Submodules a user reaches as attributes (``sm.utils.data``, ``sm.onnx``, ``sm.profiler``...)
+# are imported on first use: they are not needed to run a model, and ``import scriptmod``
+# stays fast.
+_LAZY_SUBMODULES = frozenset({"linalg", "onnx", "profiler", "testing", "utils"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY_SUBMODULES:
+        import importlib
+        module = importlib.import_module(f"scriptmod.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'scriptmod' has no attribute {name!r}")
