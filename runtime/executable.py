@@ -52,7 +52,7 @@ from scriptmod.ir import schema as S
 from scriptmod.ir.errors import TraceGuardError
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from scriptmod.ir.types import BoolType, FloatType, IntType, TensorType
-from . import pycode, threads
+from . import profiling, pycode, threads
 from .fusion import TOPIC, FusedKernel
 from .interpreter import (DISPATCH, Interpreter, InterpreterError, OpHandler, RaisedException,
                           failure, python_error)
@@ -128,19 +128,41 @@ class Executable:
         self.plan: Any = self.plans.get(graph.block)     # the top block's plan, or None
         self.segments: list[Any] = [s for p in self.plans.values() for s in p.segments]
         self._program = _Program(graph, self, self.plans)
+        self._profiled: _Program | None = None   # built on the first call under a profiler
         if irlog.enabled(CODEGEN):
             self._log_code()
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, args: Sequence[Any], state: tuple = ()) -> list[Any]:
-        """The graph's outputs (a list) for inputs ``args`` and module ``state``."""
+        """The graph's outputs (a list) for inputs ``args`` and module ``state``; under a
+        profiler (``runtime.profiling``), through the profiled program."""
+        if profiling.ACTIVE:
+            return self.profiled_program().run(args, state)
         return self._program.run(args, state)
 
-    def direct(self) -> tuple[Callable[..., list], Callable[[Exception], Exception]]:
+    def direct(self, profiled: bool = False) -> tuple[Callable[..., list],
+                                                      Callable[[Exception], Exception]]:
         """``(fn, error)``, for a caller that checked the arguments itself: ``fn(*args,
-        state)`` runs the program (no count check) and ``error(e)`` is the exception to
-        raise for one ``fn`` raised (naming the failing node)."""
-        return self._program.fn, self._program.error
+        state)`` runs the program (no count check; ``profiled``: the profiled program) and
+        ``error(e)`` is the exception to raise for one ``fn`` raised (naming the failing
+        node)."""
+        prog = self.profiled_program() if profiled else self._program
+        return prog.fn, prog.error
+
+    def profiled_program(self) -> "_Program":
+        """The program again, each step between clock reads that record an event (its
+        node, source line, input shapes, kernel) and every step of a native segment a
+        call of its own: the same compiled kernels, on the same arena, timed apart. Built
+        (and its per-step programs compiled) on the first call under a profiler; the
+        plain program never pays for it."""
+        prog = self._profiled
+        if prog is None:
+            from .native import compile_steps
+            start = profiling.clock()
+            compile_steps(self.segments)
+            prog = self._profiled = _Program(self.graph, self, self.plans, profiled=True)
+            profiling.emit(f"{self.name}: build the profiled program", profiling.COMPILE, start)
+        return prog
 
     def run(self, *args: Any) -> Any:
         """``Interpreter.run``'s convention: one output, or a tuple of several."""
@@ -214,8 +236,7 @@ def _calls_blas(segment: Any) -> bool:
 
 def group_name(node: Node) -> str:
     """``FusionGroup(<ops>) at <source>``: how errors and logs name a group."""
-    ops = [n.op_name for n in node.attrs["subgraph"].nodes if n.kind != Prim.CONSTANT]
-    head = f"FusionGroup({', '.join(ops[:4])}{', ...' if len(ops) > 4 else ''})"
+    head = profiling.node_label(node)
     return f"{head} at {node.source}" if node.source else head
 
 
@@ -238,10 +259,12 @@ class _Program:
     (``runtime.native``), ``if``/``else`` for a ``prim::If`` and a ``while`` loop over locals
     for a ``prim::Loop`` (carried values rebound per iteration), nested to any depth. Values
     live in locals, dropped at their last use; a failing line is mapped back to its node for
-    the error message."""
+    the error message. ``profiled``: every step and native step timed (see
+    ``Executable.profiled_program``), the whole call an event of its own too."""
 
-    def __init__(self, graph: Graph, ex: Executable, plans: dict[Block, Any]) -> None:
-        self.ex = ex
+    def __init__(self, graph: Graph, ex: Executable, plans: dict[Block, Any],
+                 profiled: bool = False) -> None:
+        self.ex, self.profiled = ex, profiled
         self.ns: dict[str, Any] = {}
         self.lines: list[str] = []
         self.line_nodes: list[Node | None] = []
@@ -257,6 +280,10 @@ class _Program:
         self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments])
         args = "".join(f"{self.name[v]}, " for v in graph.inputs)
         self._emit(0, None, f"def program({args}state):")
+        if profiled:
+            self.ns["clock"] = profiling.clock
+            self.ns["call_event"] = profiling.event(ex.name, profiling.CALL)
+            self._emit(1, None, "t_call = clock()")
         if any(_calls_blas(s) for p in plan_list for s in p.segments):
             # BLAS threads follow the load of other processes (``threads.follow_load``: a
             # clock read between samples) before the GEMMs of this call
@@ -272,7 +299,12 @@ class _Program:
                            f"    frame{j}.bind_state(state)", f"tbl{j} = frame{j}.table"):
                     self._emit(1, None, ln)
         self._block(graph.block, 1)
-        self._emit(1, None, f"return [{', '.join(self.name[v] for v in graph.outputs)}]")
+        outs = f"[{', '.join(self.name[v] for v in graph.outputs)}]"
+        if profiled:
+            for ln in (f"outs_ = {outs}", "call_event(t_call)", "return outs_"):
+                self._emit(1, None, ln)
+        else:
+            self._emit(1, None, f"return {outs}")
         self.n_inputs = len(graph.inputs)
         self.source = "\n".join(self.lines) + "\n"
         exec(pycode.code(self.source, "<scriptmod program>"), self.ns)
@@ -320,7 +352,8 @@ class _Program:
     def _segment(self, seg: Any, j: int, k: int, depth: int) -> None:
         """A native segment of plan ``j``, pasted in; its imports that die in it, dropped."""
         body, seg_ns = seg.source(f"_{k}", [self.name[v] for v in seg.imports],
-                                  [self.name[v] for v in seg.exports], f"frame{j}", f"tbl{j}")
+                                  [self.name[v] for v in seg.exports], f"frame{j}", f"tbl{j}",
+                                  self.profiled)
         self.ns.update(seg_ns)
         imported = set(seg.imports)
         dead = [self.name[v] for n in seg.nodes for v in self.dying.get(n, ()) if v in imported]
@@ -342,9 +375,15 @@ class _Program:
         target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
         line = f"{target} = {call}" if outs else call
         dead = [self.name[v] for v in self.dying.get(node, ())]
+        if self.profiled:
+            fk = self.ex.fused_kernel(node) if node.kind == Prim.FUSION_GROUP else None
+            self.ns[f"ev{k}"] = profiling.python_step_event(node, fk)
+            self._emit(depth, node, "t_ = clock()")
         # drop values at their last use, so a large intermediate is freed (and its
         # memory reused) as soon as eager would
         self._emit(depth, node, line + (f"; del {', '.join(dead)}" if dead else ""))
+        if self.profiled:
+            self._emit(depth, node, f"ev{k}(t_)")
 
     def _if(self, node: Node, depth: int) -> None:
         """``if cond:`` / ``else:``, each branch assigning its outputs to the node's."""

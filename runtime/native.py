@@ -519,7 +519,8 @@ class _Planner:
             elif n in self.python:
                 if cur is not None and n.kind != Prim.CONSTANT:
                     irlog.log(TOPIC, f"{self.name}: native segment {cur.index} ends at "
-                                     f"{n.kind}{' (' + n.source + ')' if n.source else ''}: "
+                                     f"{n.kind}{' in ' + n.scope if n.scope else ''}"
+                                     f"{' (' + n.source + ')' if n.source else ''}: "
                                      f"{self.why.get(n, 'a Python view of a native value')}")
                     cur = None
         return segs
@@ -760,6 +761,7 @@ class Segment:
         self.nodes: list[Node] = []
         self.imports: list[Value] = []
         self.exports: list[Value] = []
+        self.step_fns: list[Any] | None = None    # each step alone (``compile_steps``)
 
     def prepare(self, p: _Planner) -> tuple[str, Callable[[], str], str]:
         """Build the segment's ``NativeProgram`` from the plan; returns its compile unit
@@ -768,6 +770,7 @@ class Segment:
             program_name, render_program, step_refs as _step_refs
         from .blas import cblas
         steps: list[Any] = []
+        step_nodes: list[Node] = []                # the node of each step
         imports: dict[Value, Buffer] = {}
         fresh: list[Buffer] = []
         for n in self.nodes:
@@ -786,6 +789,7 @@ class Segment:
                     steps.append(KernelStep(spec, tuple(p.ref(v) for v in n.inputs
                                                         if v in p.lay),
                                             tuple(p.ref(v) for v in n.outputs), count, meta))
+                    step_nodes.append(n)
             else:
                 g, dt = info
                 a, b = n.inputs
@@ -793,6 +797,7 @@ class Segment:
                 if g["m"] * g["n"]:
                     steps.append(GemmStep(dt, a=p.ref(a), b=p.ref(b), c=p.ref(n.output),
                                           **fields))
+                    step_nodes.append(n)
             for v in n.outputs:
                 if p.lay[v].buf.kind == "fresh":
                     fresh.append(p.lay[v].buf)
@@ -813,7 +818,7 @@ class Segment:
         prog = NativeProgram(tuple(steps), max(1, p.n_slots),
                              blas.int_bits if blas is not None else 64, tuple(objects),
                              ARRAY_DATA_OFFSET)
-        self.program = prog
+        self.program, self.step_nodes = prog, step_nodes
         self._blas = blas
         return prog.text(), lambda: render_program(prog).text, program_name(prog)
 
@@ -849,12 +854,14 @@ class Segment:
         return ns["run"]
 
     def source(self, tag: str, imports: Sequence[str], exports: Sequence[str],
-               frame: str = "frame", tbl: str = "tbl") -> tuple[list[str], dict[str, Any]]:
+               frame: str = "frame", tbl: str = "tbl",
+               profiled: bool = False) -> tuple[list[str], dict[str, Any]]:
         """The per-call Python of this segment, to be pasted into a generated function
         where ``frame`` and ``tbl = frame.table`` are bound: check and bind the imports
         (local names ``imports``), allocate the fresh outputs, call, and bind the exports
         to the local names ``exports``. Names it adds end in ``tag``; returns (lines,
-        namespace to merge)."""
+        namespace to merge). ``profiled``: call the steps one by one, each timed
+        (``compile_steps`` first)."""
         t = tag
         ptr = "id" if self.program.objects else "ptr"      # see ``NativeProgram.objects``
         ns: dict[str, Any] = {"np": np, "ptr": data_ptr, "convert": _convert, f"fn{t}": self.fn}
@@ -880,12 +887,40 @@ class Segment:
             else:
                 lines.append(f"{name} = np.empty(fsh{j}{t}, fdt{j}{t})")
             lines.append(f"{tbl}[{buf.slot}] = {ptr}({name})")
-        lines.append(f"fn{t}({frame}.table_addr)")
+        if profiled:
+            lines += self._profiled_calls(t, frame, ns)
+        else:
+            lines.append(f"fn{t}({frame}.table_addr)")
         if imports:                               # a converted copy is freed now
             lines.append(f"del {', '.join(f'x{i}{t}' for i in range(len(imports)))}")
         for out, buf in zip(exports, self.export_bufs):
             lines.append(f"{out} = {fresh[id(buf)]}")
         return lines, ns
+
+    def _profiled_calls(self, t: str, frame: str, ns: dict[str, Any]) -> list[str]:
+        """Each step's own program on the same table and arena, between clock reads."""
+        from .profiling import clock, native_step_event
+        ns["clock"] = clock
+        lines = []
+        assert self.step_fns is not None, "compile_steps first"
+        for j, (fn, node, step) in enumerate(zip(self.step_fns, self.step_nodes,
+                                                 self.program.steps)):
+            ns[f"sfn{j}{t}"], ns[f"sev{j}{t}"] = fn, native_step_event(node, step)
+            lines += ["t_ = clock()", f"sfn{j}{t}({frame}.table_addr)", f"sev{j}{t}(t_)"]
+        return lines
+
+    def step_programs(self) -> list[Any]:
+        """One ``NativeProgram`` per step, with the segment's table layout (the profiler
+        runs them one at a time: the same kernels, timed apart)."""
+        from scriptmod.codegen.native import NativeProgram, step_refs
+        prog = self.program
+        out = []
+        for step in prog.steps:
+            used = {r.index for r in step_refs(step) if r.space == "arg"}
+            out.append(NativeProgram((step,), prog.n_args, prog.blas_int_bits,
+                                     tuple(i for i in prog.objects if i in used),
+                                     prog.object_data_offset))
+        return out
 
     def pool(self, j: int) -> Any:
         """The ``BufferPool`` of fresh buffer ``j`` (one per segment and buffer, shared by
@@ -912,6 +947,22 @@ class Segment:
     def __repr__(self) -> str:
         return f"<Segment {self.index}: {len(self.nodes)} node(s), {len(self.program.steps)} " \
                f"step(s)>"
+
+
+def compile_steps(segments: Sequence[Segment]) -> None:
+    """Compile every step of ``segments`` as a program of its own (``Segment.step_fns``),
+    all as one LLVM module; once per segment (the profiler's first call)."""
+    todo = [s for s in segments if s.step_fns is None]
+    if not todo:
+        return
+    from scriptmod.codegen.native import program_name, render_program
+    from .llvm_jit import compile_together
+    progs = [p for s in todo for p in s.step_programs()]
+    units = [(p.text(), (lambda p=p: render_program(p).text), program_name(p)) for p in progs]
+    kernels = iter(compile_together(units))
+    for s in todo:
+        s.step_kernels = [next(kernels) for _ in s.program.steps]   # keeps the engines alive
+        s.step_fns = [ENTRY_TYPE(k.address) for k in s.step_kernels]
 
 
 def _convert(a: Any, dt: np.dtype, shape: tuple, v: Value) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.ir.ops.rules import broadcast_shapes
 from scriptmod.ir.schema import IMPURE, NONDIFF, REGISTRY, VIEW, OpSchema
+from scriptmod.runtime import profiling
 from scriptmod.runtime import random as rng
 from scriptmod.runtime.kernels import run_kernel
 from scriptmod.autograd import grad_mode
@@ -23,6 +24,8 @@ from scriptmod.autograd.engine import Node, SavedTensor
 TRACERS: list[Any] = []
 
 _gstate = grad_mode._state
+_PROFILING = profiling.ACTIVE        # a running ``scriptmod.profiler``: ops are timed
+_clock = profiling.clock
 
 
 class Ctx:
@@ -86,6 +89,7 @@ def _bind(info: _OpInfo, attrs: dict[str, Any] | None) -> dict[str, Any]:
 def dispatch(name: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = None,
              inplace: bool = False) -> Any:
     """Run op ``name`` on ``inputs`` (Tensors, numbers, int lists, None) with ``attrs``."""
+    start = _PROFILING and _clock()      # a falsy [] while no profiler runs
     info = _INFO[name]
     defaults = info.defaults
     attrs = dict(defaults) if not attrs and defaults is not None else _bind(info, attrs)
@@ -117,7 +121,19 @@ def dispatch(name: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = No
         _record(name, info, inputs, attrs, outs, snapshot, inplace)
     if TRACERS:
         TRACERS[-1].record(name, inputs, attrs, outs)
+    if start:
+        _op_event(name, start, inputs)
     return result
+
+
+def _op_event(name: str, start: int, inputs: Sequence[Any]) -> None:
+    """The profiler's event of one eager op: its input shapes, and the user's line when
+    the profiler records stacks."""
+    rec = _PROFILING[-1]
+    shapes = [list(x.shape) if isinstance(x, _Tensor) else [] for x in inputs] \
+        if rec.record_shapes else None
+    profiling.emit(f"sm::{name}", profiling.OP, start, rec.stack() if rec.stack else None,
+                   shapes)
 
 
 def _wrap(arr: Any, info: _OpInfo, inputs: Sequence[Any]) -> Any:

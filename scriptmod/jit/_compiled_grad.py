@@ -53,13 +53,15 @@ class CompiledGrad:
         self._watched_state: tuple = ()
 
     def __call__(self, head: tuple, args: Sequence[Any], state: tuple, tensors: tuple,
-                 fallback: Any) -> Any:
+                 fallback: Any, profiled: bool = False) -> Any:
         """Run the forward; return its outputs, with the backward node attached.
-        ``fallback(args)`` runs the forward op by op (for ``create_graph=True``)."""
+        ``fallback(args)`` runs the forward op by op (for ``create_graph=True``);
+        ``profiled``: through the forward's profiled program (a profiler runs)."""
+        run, error = self.forward.direct(profiled=True) if profiled else (self._run, self._error)
         try:      # the executor checked the arguments: the program directly
-            outs = self._run(*head, *[a._data if type(a) is Tensor else a for a in args], state)
+            outs = run(*head, *[a._data if type(a) is Tensor else a for a in args], state)
         except Exception as e:
-            raise self._error(e) from None
+            raise error(e) from None
         n = self.split.n_outputs
         saved = outs[n:]
         if n == 1:

@@ -28,6 +28,7 @@ from scriptmod.ir.passes.inplace import elide_unobserved_copies
 from scriptmod.ir.passes.shapes import ShapePropagationError, extra_handlers
 from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, ModuleType,
                                 OptionalType, TensorType, TupleType, Type)
+from scriptmod.runtime import profiling
 from scriptmod.runtime.executable import ArrayOps, Executable
 from scriptmod.runtime.kernels import KERNELS
 from scriptmod.runtime.interpreter import OpHandler, evaluate_node
@@ -164,7 +165,8 @@ class Executor:
             return _run_with_grad(spec, head, args)
         st = self.__dict__.get("_state")
         state, tensors = (st.arrays, st.tensors()) if st is not None else ((), ())
-        out = plan(head, args, state, tensors, functools.partial(_run_with_grad, spec, head))
+        out = plan(head, args, state, tensors, functools.partial(_run_with_grad, spec, head),
+                   profiled=bool(profiling.ACTIVE))
         self._install(spec, args, st)
         return out
 
@@ -220,7 +222,11 @@ class Executor:
         return CompiledGrad(split, self._executable(fwd, spec.key), backward, where)
 
     def _install(self, spec: Specialization, args: Sequence[Any], slots: Any) -> None:
-        """Make ``spec`` the fast path (built once per specialization and module state)."""
+        """Make ``spec`` the fast path (built once per specialization and module state);
+        none while a profiler runs (calls take this full path, which profiles them)."""
+        if profiling.ACTIVE:
+            self.fast = self.module_fast = None
+            return
         state = slots.arrays if slots is not None else ()
         grad = self._fast_grad(spec, slots)
         built = spec.fast
