@@ -1,5 +1,7 @@
 """``scriptmod.save`` / ``scriptmod.load``: tensors and nested containers of them, without
-pickle. Loading never runs code from the file.
+pickle. Loading never runs code from the file. ``load`` also reads ``torch.save`` checkpoints
+(``scriptmod._torch_checkpoint``, like ``torch.load(weights_only=True)``) and safetensors files
+from any producer; any other file is named for what it is (``scriptmod._formats``).
 
     >>> model = nn.Linear(4, 2); opt = scriptmod.optim.SGD(model.parameters(), lr=0.1)
     >>> scriptmod.save(model.state_dict(), "model.pt")
@@ -12,7 +14,8 @@ pickle. Loading never runs code from the file.
 File format: a standard safetensors file (any safetensors reader opens it).
 
 - Header: 8-byte little-endian length, then JSON ``{name: {"dtype", "shape",
-  "data_offsets"}, "__metadata__": {...}}``; data follow, 8-byte aligned, in header order.
+  "data_offsets"}, "__metadata__": {...}}``; data follow, widest dtype first so that each
+  tensor is aligned to its item size (``scriptmod._safetensors``, shared with ``jit.save``).
 - Tensor names are the dotted paths of the tensors in the saved object (``"fc.weight"`` for a
   state dict; ``"optim.state.0.exp_avg"`` when nested), made unique if needed. A tensor object
   that occurs several times is stored once and comes back as one object.
@@ -30,89 +33,34 @@ bfloat16 is stored as safetensors' ``BF16``.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-import math
+import mmap as _mmap
 import os
-import struct
+import zipfile
 from collections import OrderedDict
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
-from scriptmod.runtime.arrays import NP_DTYPE, cuda_available
-from scriptmod import _device
+from scriptmod.runtime.arrays import cuda_available
+from scriptmod import _device, _formats, _safetensors
+from scriptmod._formats import SerializationError
+from scriptmod._safetensors import SafetensorsError
 from scriptmod.tensor import Size, Tensor
 
-__all__ = ["save", "load", "save_safetensors", "load_safetensors"]
+__all__ = ["save", "load", "save_safetensors", "load_safetensors", "SerializationError"]
 
 FORMAT_VERSION = "1"
-_MAX_HEADER = 100 * 1024 * 1024
-_ST_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
-              "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
-              "bool": "BOOL", "complex64": "C64", "complex128": "C128"}
-_FROM_ST = {v: k for k, v in _ST_DTYPES.items()}
 
 
-class SerializationError(RuntimeError):
-    """A file that is not a valid scriptmod / safetensors file."""
-
-
-# ---- the raw safetensors layer ---------------------------------------------------------------
-def _np_dtype(name: str) -> np.dtype:
-    from scriptmod.ir import dtypes as D
-    return NP_DTYPE[D.BY_NAME[name]]
-
-
-def _encode_safetensors(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> list[bytes]:
-    header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
-    chunks, offset = [], 0
-    for name, arr in arrays.items():
-        dt = _ST_DTYPES.get(str(arr.dtype))
-        if dt is None:
-            raise TypeError(f"save: tensor {name!r} has dtype {arr.dtype}, which safetensors "
-                            "cannot store")
-        data = np.ascontiguousarray(arr).tobytes()
-        header[name] = {"dtype": dt, "shape": list(arr.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    return [struct.pack("<Q", len(text)), text, *chunks]
-
-
-def _decode_safetensors(buf: bytes) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    if len(buf) < 8:
-        raise SerializationError("load: file too short to be a safetensors file")
-    (n,) = struct.unpack("<Q", buf[:8])
-    if n > _MAX_HEADER or 8 + n > len(buf):
-        raise SerializationError(f"load: invalid safetensors header length {n}")
+# ---- the raw safetensors layer (the codec is scriptmod._safetensors) -------------------------
+def _decode_safetensors(buf: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     try:
-        header = json.loads(buf[8:8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SerializationError(f"load: the safetensors header is not valid JSON: {e}") from None
-    if not isinstance(header, dict):
-        raise SerializationError("load: the safetensors header is not a JSON object")
-    metadata = header.pop("__metadata__", None) or {}
-    data = memoryview(buf)[8 + n:]
-    arrays = {name: _decode_entry(name, info, data) for name, info in header.items()}
-    return arrays, metadata
-
-
-def _decode_entry(name: str, info: Any, data: memoryview) -> np.ndarray:
-    try:
-        dtype = _np_dtype(_FROM_ST[info["dtype"]])
-        shape = tuple(int(s) for s in info["shape"])
-        begin, end = (int(o) for o in info["data_offsets"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise SerializationError(f"load: bad header entry for tensor {name!r}: {e!r}") from None
-    count = math.prod(shape)
-    if any(s < 0 for s in shape) or not 0 <= begin <= end <= len(data) \
-            or end - begin != count * dtype.itemsize:
-        raise SerializationError(f"load: tensor {name!r} has offsets {[begin, end]} that do not "
-                                 f"match its shape {list(shape)} and the file size")
-    return np.frombuffer(data[begin:end], dtype=dtype).reshape(shape).copy()
+        return _safetensors.decode(buf)
+    except SafetensorsError as e:
+        raise SerializationError(f"load: {e}") from None
 
 
 def _write(chunks: list[bytes], f: Any) -> None:
@@ -125,13 +73,40 @@ def _write(chunks: list[bytes], f: Any) -> None:
             f.write(c)
 
 
-def _read(f: Any) -> bytes:
+@contextlib.contextmanager
+def _opened(f: Any) -> Iterator[tuple[BinaryIO, str]]:
+    """A seekable binary file over a path, bytes or any binary file; and a name for errors."""
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
-            return fh.read()
-    if isinstance(f, (bytes, bytearray)):
-        return bytes(f)
-    return f.read()
+            yield fh, os.fspath(f)
+    elif isinstance(f, (bytes, bytearray, memoryview)):
+        yield io.BytesIO(f), "<bytes>"
+    elif hasattr(f, "seekable") and f.seekable():
+        yield f, str(getattr(f, "name", "<file>"))
+    else:
+        yield io.BytesIO(f.read()), "<stream>"
+
+
+def _read_safetensors(fh: BinaryIO, name: str, mmap: bool = False) -> Any:
+    """The file's bytes, once its header length is checked against the cap and the file size;
+    writable, so tensors are views of it. ``mmap`` maps a file copy-on-write instead."""
+    start = fh.tell()
+    size = fh.seek(0, os.SEEK_END) - start
+    fh.seek(start)
+    try:
+        _safetensors.header_length(fh.read(8), size)
+    except SafetensorsError as e:
+        fh.seek(start)
+        kind = _formats.sniff(fh)
+        where = "" if kind == _formats.SAFETENSORS else f"{name} is {_formats.describe(kind)}: "
+        raise SerializationError(f"load: {where}{e}") from None
+    fh.seek(start)
+    if mmap and start == 0 and not isinstance(fh, io.BytesIO):
+        return memoryview(_mmap.mmap(fh.fileno(), 0, access=_mmap.ACCESS_COPY))
+    buf = bytearray(size)
+    if fh.readinto(buf) != size:
+        raise SerializationError(f"load: {name} ended before its {size} bytes were read")
+    return buf
 
 
 def _host(t: Tensor) -> np.ndarray:
@@ -146,12 +121,13 @@ def save_safetensors(tensors: dict[str, Tensor], f: str | os.PathLike | BinaryIO
         if not isinstance(v, Tensor):
             raise TypeError(f"save_safetensors: value of {k!r} is {type(v).__name__}, not a Tensor")
         arrays[k] = _host(v)
-    _write(_encode_safetensors(arrays, metadata or {}), f)
+    _write(_safetensors.encode(arrays, metadata), f)
 
 
 def load_safetensors(f: str | os.PathLike | BinaryIO, device: Any = None) -> "OrderedDict[str, Tensor]":
     """Read a safetensors file (from any producer) as an ordered ``{name: Tensor}`` dict."""
-    arrays, _ = _decode_safetensors(_read(f))
+    with _opened(f) as (fh, name):
+        arrays, _ = _decode_safetensors(_read_safetensors(fh, name))
     dev = _device.canonical(device)
     return OrderedDict((k, _to_tensor(a, dev)) for k, a in arrays.items())
 
@@ -308,15 +284,41 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, **kwargs: Any) -> None:
     structure = enc.encode(obj, "")
     meta = {"format": "scriptmod", "scriptmod_format_version": FORMAT_VERSION,
             "structure": json.dumps(structure, separators=(",", ":"))}
-    _write(_encode_safetensors(enc.arrays, meta), f)
+    _write(_safetensors.encode(enc.arrays, meta), f)
 
 
-def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
-         weights_only: bool = True, mmap: Any = None, **kwargs: Any) -> Any:
-    """Load what :func:`save` wrote. ``map_location``: a device ('cpu', 'cuda:0'), a dict
-    ``{'cuda:0': 'cpu'}`` or ``fn(tensor, saved_location) -> tensor``. Loading is always
-    ``weights_only``-safe: the file holds no code."""
-    arrays, meta = _decode_safetensors(_read(f))
+def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, pickle_module: Any = None,
+         *, weights_only: bool | None = None, mmap: bool | None = None,
+         **pickle_load_args: Any) -> Any:
+    """Load tensors saved by :func:`save`, by ``torch.save`` or as safetensors (from any
+    producer: a flat ``{name: Tensor}`` dict). ``map_location``: a device ('cpu', 'cuda:0'),
+    a dict ``{'cuda:0': 'cpu'}`` or ``fn(tensor, saved_location) -> tensor``.
+
+        >>> scriptmod.save({"w": scriptmod.ones(2)}, "w.st")
+        >>> scriptmod.load("w.st", map_location="cpu", weights_only=True)["w"]
+        tensor([1., 1.])
+
+    A ``torch.save`` checkpoint is read like ``torch.load(weights_only=True)``: only tensors,
+    containers, numbers, strings, dtypes, devices and sizes; anything else is refused by name
+    and never imported or run. ``weights_only=False`` is accepted and changes nothing: scriptmod
+    never runs code from a file. ``mmap=True`` maps a safetensors file instead of reading it
+    (tensors are copy-on-write views of the file); a torch checkpoint is always read.
+    ``pickle_module`` and ``encoding`` are accepted for torch compatibility and unused.
+    """
+    unknown = set(pickle_load_args) - {"encoding", "errors", "fix_imports"}
+    if unknown:
+        raise TypeError(f"load() got unexpected keyword arguments {sorted(unknown)}")
+    with _opened(f) as (fh, name):
+        kind = _formats.sniff(fh)
+        if kind == _formats.TORCH_ZIP:
+            from scriptmod import _torch_checkpoint
+            with zipfile.ZipFile(fh) as zf:
+                return _torch_checkpoint.load(zf, lambda t, saved: _map_device(t, saved,
+                                                                               map_location))
+        if kind not in (_formats.SAFETENSORS, _formats.UNKNOWN, _formats.EMPTY):
+            raise SerializationError(f"load: {name} is {_formats.describe(kind)}")
+        buf = _read_safetensors(fh, name, bool(mmap) and isinstance(f, (str, os.PathLike)))
+    arrays, meta = _decode_safetensors(buf)
     structure = meta.get("structure")
     if structure is None:
         return OrderedDict((k, _map_device(Tensor._make(a), "cpu", map_location))

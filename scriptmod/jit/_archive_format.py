@@ -11,27 +11,25 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import math
 import os
 import re
-import struct
 import zipfile
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
+from scriptmod import _formats, _safetensors
+from scriptmod._safetensors import SafetensorsError
+
 FORMAT = "scriptmod.archive"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 DATA = "data.safetensors"
 # safetensors dtype names, allow-listed; the key is scriptmod's (and NumPy's) dtype name
-ST_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
-             "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8",
-             "bool": "BOOL", "complex64": "C64", "complex128": "C128"}
-ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
-            "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
+ST_DTYPES = _safetensors.DTYPES
+ITEMSIZE = {name: _safetensors.np_dtype(name).itemsize for name in ST_DTYPES}
 _ENTRY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*")
 _DEVICE_RE = re.compile(r"cpu|cuda(?::\d{1,3})?")
 
@@ -90,6 +88,7 @@ class Container:
     def __init__(self, zf: zipfile.ZipFile) -> None:
         self.zf = zf
         infos = zf.infolist()
+        check_not_torch([i.filename for i in infos])
         if len(infos) > LIMITS.max_entries:
             raise ArchiveError(f"archive has {len(infos)} entries, more than the limit "
                                f"{LIMITS.max_entries}")
@@ -143,49 +142,55 @@ class Container:
 
 def open_zip(f: str | os.PathLike | BinaryIO | bytes) -> zipfile.ZipFile:
     """A ``ZipFile`` over a path, bytes or a binary file (read, bounded, if not seekable)."""
+    src: Any = f
     try:
         if isinstance(f, (bytes, bytearray, memoryview)):
-            return zipfile.ZipFile(io.BytesIO(bytes(f)))
-        if isinstance(f, (str, os.PathLike)):
-            return zipfile.ZipFile(os.fspath(f))
-        if not (hasattr(f, "seekable") and f.seekable()):
+            src = io.BytesIO(bytes(f))
+        elif isinstance(f, (str, os.PathLike)):
+            src = os.fspath(f)
+        elif not (hasattr(f, "seekable") and f.seekable()):
             cap = LIMITS.max_total_bytes + 2**20
             data = f.read(cap + 1)
             if len(data) > cap:
                 raise ArchiveError(f"archive stream is larger than the limit {cap} bytes")
-            return zipfile.ZipFile(io.BytesIO(data))
-        return zipfile.ZipFile(f)
+            src = io.BytesIO(data)
+        return zipfile.ZipFile(src)
     except ArchiveError:
         raise
     except FileNotFoundError:
         raise
     except Exception as e:
-        raise ArchiveError(f"not a ScriptModule archive (not a readable zip file): "
+        raise ArchiveError(f"not a ScriptModule archive: {_found(src)}"
                            f"{type(e).__name__}: {e}") from None
 
 
+def _found(src: Any) -> str:
+    """'it is <the format sniffed>; ' for a file of a format we know, else that it is no zip."""
+    try:
+        if not isinstance(src, str):
+            src.seek(0)
+        kind = _formats.sniff(src)
+    except Exception:   # an unreadable file: the caller's message says so
+        kind = _formats.UNKNOWN
+    if kind in (_formats.UNKNOWN, _formats.ZIP, _formats.EMPTY):
+        return "not a readable zip file: "
+    return f"it is {_formats.describe(kind)}. "
+
+
+def check_not_torch(names: list[str]) -> None:
+    """A TorchScript archive or torch checkpoint is named as such, with the call to use."""
+    kind = _formats.zip_kind(names)
+    if kind in (_formats.TORCHSCRIPT, _formats.TORCH_ZIP):
+        raise ArchiveError(f"not a ScriptModule archive: it is {_formats.describe(kind)}")
+
+
 # ---- JSON ----------------------------------------------------------------------------------
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ArchiveError(f"manifest: key {k!r} occurs twice in one object")
-        out[k] = v
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ArchiveError(f"manifest: {name} is not allowed in the manifest")
-
-
 def parse_json(text: str, what: str) -> Any:
     """Strict JSON: no duplicate keys, no NaN/Infinity, bounded nesting."""
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-    except ArchiveError:
-        raise
-    except (ValueError, RecursionError) as e:
-        raise ArchiveError(f"{what} is not valid JSON: {e}") from None
+        return _safetensors.strict_json(text, what)
+    except SafetensorsError as e:
+        raise ArchiveError(str(e).replace("the safetensors header", what)) from None
 
 
 # ---- manifest schema -----------------------------------------------------------------------
@@ -288,7 +293,6 @@ def tensor_nbytes(entry: dict[str, Any], where: str) -> int:
 def decode_tensors(buf: bytes, table: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """Arrays of ``data.safetensors``; its header must agree exactly with the manifest."""
     header, data = _st_header(buf)
-    header.pop("__metadata__", None)
     declared = {t["key"]: t for t in table}
     if set(header) != set(declared):
         missing, extra = sorted(set(declared) - set(header)), sorted(set(header) - set(declared))
@@ -298,19 +302,11 @@ def decode_tensors(buf: bytes, table: list[dict[str, Any]]) -> dict[str, np.ndar
 
 
 def _st_header(buf: bytes) -> tuple[dict[str, Any], memoryview]:
-    if len(buf) < 8:
-        raise ArchiveError(f"{DATA}: too short to be a safetensors file ({len(buf)} bytes)")
-    (n,) = struct.unpack("<Q", buf[:8])
-    if 8 + n > len(buf) or n > LIMITS.max_text_bytes:
-        raise ArchiveError(f"{DATA}: header length {n} does not fit the {len(buf)}-byte entry")
     try:
-        text = bytes(buf[8:8 + n]).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ArchiveError(f"{DATA}: header is not UTF-8: {e}") from None
-    header = parse_json(text, f"{DATA} header")
-    if not isinstance(header, dict):
-        raise ArchiveError(f"{DATA}: header is not a JSON object")
-    return header, memoryview(buf)[8 + n:]
+        header, _, data = _safetensors.parse_header(buf, LIMITS.max_text_bytes)
+    except SafetensorsError as e:
+        raise ArchiveError(f"{DATA}: {e}") from None
+    return header, data
 
 
 def _st_array(key: str, info: Any, entry: dict[str, Any], data: memoryview) -> np.ndarray:
@@ -327,11 +323,7 @@ def _st_array(key: str, info: Any, entry: dict[str, Any], data: memoryview) -> n
     if offsets[1] - offsets[0] != nbytes:
         raise ArchiveError(f"{where}: holds {offsets[1] - offsets[0]} bytes, but shape "
                            f"{entry['shape']} x {ITEMSIZE[entry['dtype']]} bytes needs {nbytes}")
-    from scriptmod.runtime.arrays import NP_DTYPE
-    from scriptmod.ir import dtypes as D
-    dtype = NP_DTYPE[D.BY_NAME[entry["dtype"]]]
-    arr = np.frombuffer(data[offsets[0]:offsets[1]], dtype=dtype)
-    return arr.reshape(tuple(entry["shape"])).copy()
+    return _safetensors.view(data, entry["dtype"], tuple(entry["shape"]), *offsets)
 
 
 def iter_methods(manifest: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -35,7 +35,8 @@ from scriptmod.jit import _structure as S
 from scriptmod.jit._archive_format import ArchiveError
 from scriptmod.jit._script_module import RecursiveScriptModule, ScriptFunction, ScriptModule
 from scriptmod.nn.parameter import Parameter
-from scriptmod.serialization import _encode_safetensors, _map_device
+from scriptmod import _safetensors
+from scriptmod.serialization import _map_device
 from scriptmod.tensor import Tensor, wrap
 
 __all__ = ["save", "load", "ArchiveError"]
@@ -82,7 +83,7 @@ def archive_bytes(m: ScriptModule | ScriptFunction,
                 "tensors": w.table, "ops": sorted(w.ops), "extra_files": sorted(extras)}
     text = json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False) + "\n"
     entries = [(A.MANIFEST, text.encode(), True)] + w.entries
-    data = b"".join(_encode_safetensors(w.arrays, {}))
+    data = b"".join(_safetensors.encode(w.arrays))
     entries.append((A.DATA, data, False))
     entries += [(A.extra_entry(k), extras[k], True) for k in sorted(extras)]
     return _zip(entries)

@@ -2,8 +2,10 @@
 
     $ scriptmod inspect block.smod            # module tree, attributes, methods, ops, extras
     $ scriptmod inspect block.smod --code     # each method's readable code
+    $ scriptmod inspect model.pt              # a torch.save or safetensors file: its tensors
 
-The archive is fully validated first (as ``jit.load`` does); nothing in it is executed.
+The archive is fully validated first (as ``jit.load`` does); nothing in it is executed. A
+weights file is read as ``scriptmod.load`` reads it; any other file is named for what it is.
 """
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ from typing import Any
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.code import python_code
 from scriptmod.ir.types import TensorType
+from scriptmod import _formats
 from scriptmod.jit.archive import ArchiveError, read
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a ScriptModule archive written by jit.save")
+    parser.add_argument("file", help="a ScriptModule archive (jit.save), a torch.save checkpoint "
+                        "or a safetensors file")
     show = parser.add_mutually_exclusive_group()
     show.add_argument("--graph", action="store_true", help="every method's IR graph")
     show.add_argument("--inlined", action="store_true", help="forward with calls inlined")
@@ -29,8 +33,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        kind = _formats.sniff(args.file)
+        if kind in (_formats.TORCH_ZIP, _formats.SAFETENSORS):
+            print("\n".join(weights_summary(args.file, kind)))
+            return 0
+        if kind in (_formats.TORCHSCRIPT, _formats.TORCH_LEGACY, _formats.PICKLE):
+            raise ArchiveError(_formats.describe(kind))
         module, manifest = read(args.file)
-    except (ArchiveError, OSError) as e:
+    except (ArchiveError, _formats.SerializationError, OSError) as e:
         print(f"scriptmod inspect: {args.file}: {e}", file=sys.stderr)
         return 1
     if args.manifest:
@@ -45,6 +55,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(summary(manifest, args.file)))
     return 0
+
+
+def weights_summary(path: str, kind: str) -> list[str]:
+    """One line per tensor (dotted path in the saved object, dtype, shape) of a weights file."""
+    from scriptmod.serialization import load
+    what = "PyTorch checkpoint (torch.save)" if kind == _formats.TORCH_ZIP else "safetensors file"
+    rows = list(_tensors(load(path, map_location="cpu"), ""))
+    nbytes = sum(t.numel() * t.dtype.itemsize for _, t in rows)
+    lines = [f"{path}: {what}; load it with scriptmod.load", "tensors:"]
+    lines += [f"  {name or '<root>'}: {t.dtype.name}{list(t.shape)}" for name, t in rows]
+    return lines + [f"{len(rows)} tensors, {nbytes} bytes"]
+
+
+def _tensors(obj: Any, path: str) -> Any:
+    from scriptmod.tensor import Tensor
+    if isinstance(obj, Tensor):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _tensors(v, _join(path, str(k)))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _tensors(v, _join(path, str(i)))
 
 
 def _tree(manifest: dict[str, Any], root: Any) -> list[tuple[str, Any, str | None]]:
