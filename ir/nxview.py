@@ -24,12 +24,13 @@
 """
 from __future__ import annotations
 
-from typing import Iterable
-
-import networkx as nx
+from typing import TYPE_CHECKING, Iterable
 
 from .graph import Block, Graph, Node
 from .printer import Namer, format_attr
+
+if TYPE_CHECKING:       # networkx is imported on first use: ``import scriptmod`` never loads it
+    import networkx as nx
 
 
 def _top_level(node: Node, block: Block) -> Node | None:
@@ -47,6 +48,7 @@ def to_networkx(graph: Graph, block: Block | None = None) -> nx.DiGraph:
     An edge ``u -> v`` means ``v`` (or a node nested in it) uses an output of ``u``. Node
     attributes: ``kind`` and ``index`` (position in the block).
     """
+    import networkx as nx
     block = block or graph.block
     dg = nx.DiGraph()
     for i, n in enumerate(block):

@@ -6,11 +6,15 @@
     scriptmod inspect FILE         # what is inside a saved archive
 
 Each subcommand lives in its own module exposing ``configure(parser)`` and ``run(args)``.
+Without a subcommand the help goes to stderr and the exit status is 2 (a usage error). Output
+piped into a reader that stops early (``scriptmod bench --help | head -1``) ends quietly.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from typing import Sequence
 
@@ -28,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"scriptmod {scriptmod.__version__}")
     sub = p.add_subparsers(dest="command")
     for name, (module, help_text) in SUBCOMMANDS.items():
-        sp = sub.add_parser(name, help=help_text)
+        sp = sub.add_parser(name, help=help_text, description=help_text,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         sp.set_defaults(module=module)
         try:
             importlib.import_module(module).configure(sp)
@@ -40,11 +45,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()          # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        _discard_stdout()
+        return 128 + signal.SIGPIPE     # what a shell reports for a program killed by SIGPIPE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's own flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # stdout replaced by one without a file
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "module", None):
-        parser.print_help()
-        return 0
+        parser.print_help(sys.stderr)
+        return 2
     if getattr(args, "missing", False):
         print(f"scriptmod {args.command}: not available in this build", file=sys.stderr)
         return 2

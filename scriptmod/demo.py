@@ -99,6 +99,8 @@ def save_and_reload(traced: Any, model: Any, x: Any, out: str | None) -> bool:
         Path(out).mkdir(parents=True, exist_ok=True)
         return _roundtrip(traced, model, x, Path(out))
     with tempfile.TemporaryDirectory(prefix="scriptmod-demo-") as d:
+        print(f"writing to the temporary folder {d} (removed at the end; --out DIR keeps "
+              f"the files)")
         return _roundtrip(traced, model, x, Path(d))
 
 

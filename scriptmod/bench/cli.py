@@ -34,15 +34,38 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
+from scriptmod.bench.timing import WIDE_MARK, WIDE_SPREAD
 from scriptmod.bench.workloads import WORKLOADS
 
 if TYPE_CHECKING:
     from scriptmod.bench.runner import BenchOptions
 
 
+def workloads_help() -> str:
+    """The workloads, one entry each, for ``scriptmod bench --help``.
+
+    >>> print(workloads_help().splitlines()[1])
+      W1    ew-chain: gelu_tanh(x * a + b) + x; input 4096x4096; floor: bytes moved
+    """
+    floor = {"bytes": "bytes moved", "flops": "matmul FLOPs", "none": "none (latency)"}
+    lines = ["workloads (--workload; W6 is scripted with jit.script, the others traced):"]
+    for w in WORKLOADS.values():
+        lines += textwrap.wrap(f"{w.id:<5} {w.name}: {w.description}; input "
+                               f"{'x'.join(map(str, w.shape))}; "
+                               f"floor: {floor[w.floor]}", 96, initial_indent="  ",
+                               subsequent_indent=" " * 8)
+    lines += textwrap.wrap(f"A median marked {WIDE_MARK} in the results table is too noisy "
+                           f"to trust: its samples' (p90 - p10) / median is over "
+                           f"{WIDE_SPREAD:.0%}.", 96)
+    return "\n".join(lines)
+
+
 def configure(p: argparse.ArgumentParser) -> None:
+    p.description = (__doc__ or "").split("\n\n")[0]
+    p.epilog = workloads_help()
     p.add_argument("--workload", default=",".join(WORKLOADS), metavar="W1,W3",
                    help=f"comma-separated workload ids (default: all of {','.join(WORKLOADS)})")
     p.add_argument("--threads", type=int, metavar="N",
@@ -55,8 +78,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="exactly N timed samples per variant (default: adaptive, by time budget)")
     p.add_argument("--budget", type=float, metavar="S",
                    help="seconds of timing per variant (default 2, 0.15 with --quick)")
-    p.add_argument("--json", metavar="PATH", help="write the full results as JSON")
-    p.add_argument("--plot", metavar="PATH", help="write a PNG bar chart (needs matplotlib)")
+    p.add_argument("--json", metavar="PATH", help="write the full results as JSON "
+                   "('-': to stdout, the table then goes to stderr)")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG bar chart (needs matplotlib; "
+                   "'-': to stdout, the table then goes to stderr)")
     p.add_argument("--compare", choices=("torch",),
                    help="add PyTorch columns: eager, TorchScript (torch.jit trace+freeze; "
                    "torch.jit.script for W6) and torch.compile, same weights and input, no grad "
@@ -87,6 +112,8 @@ def options(args: argparse.Namespace) -> BenchOptions:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name}: expected a positive integer, got {value}")
+    if args.json == "-" and args.plot == "-":
+        raise ValueError("--json - and --plot -: only one of them can write to stdout")
     if args.device != "cpu" and not args.device.startswith("cuda"):
         raise ValueError(f"--device: expected cpu or cuda, got {args.device!r}")
     return BenchOptions(workloads=ids, quick=args.quick, threads=args.threads,
@@ -109,13 +136,17 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, DeviceError, rep.PlotUnavailable) as exc:
         print(f"scriptmod bench: {exc}", file=sys.stderr)
         return 2
-    print(rep.format_report(result))
+    text = sys.stderr if "-" in (args.json, args.plot) else sys.stdout   # stdout: the file
+    print(rep.format_report(result), file=text)
     for line in rep.problems(result):
-        print(line, file=sys.stderr if line.startswith("MISMATCH") else sys.stdout)
-    if args.json:
+        print(line, file=sys.stderr if line.startswith("MISMATCH") else text)
+    if args.json == "-":
+        sys.stdout.write(rep.json_text(result))
+    elif args.json:
         rep.write_json(result, args.json)
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=text)
     if args.plot:
-        rep.plot(result, args.plot)
-        print(f"wrote {args.plot}")
+        rep.plot(result, sys.stdout.buffer if args.plot == "-" else args.plot)
+        if args.plot != "-":
+            print(f"wrote {args.plot}", file=text)
     return 0 if result.ok else 1

@@ -14,9 +14,10 @@ import json
 import math
 import textwrap
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, BinaryIO, Sequence
 
 from scriptmod.bench.runner import BenchReport, WorkloadResult
+from scriptmod.bench.timing import WIDE_MARK, WIDE_SPREAD
 
 VARIANTS = ("eager", "unfused", "fused", "torch_eager", "torch_jit", "torch_script",
             "torch_compile")
@@ -79,8 +80,14 @@ def _compile_cells(r: WorkloadResult, separate: bool) -> list[str]:
     return [f"{fmt_time(c.get('cold_s'))} / {fmt_time(c.get('warm_s'))}" if c else "n/a"]
 
 
+def _median_cell(r: WorkloadResult, variant: str) -> str:
+    """The median, marked ``WIDE_MARK`` when its samples spread too wide to trust it."""
+    t = r.times.get(variant)
+    return fmt_time(t.median_s if t else None) + (WIDE_MARK if t and t.noisy else "")
+
+
 def _row(r: WorkloadResult, variants: list[str], separate: bool) -> list[str]:
-    times = [fmt_time(_median(r, v)) for v in variants]
+    times = [_median_cell(r, v) for v in variants]
     return ([f"{r.workload.id} {r.workload.name}"] + times +
             [_x(r.speedup), fmt_time(r.floor_s) if r.floor_s else "—", _x(r.x_floor("fused"))] +
             _compile_cells(r, separate) + [r.status])
@@ -91,8 +98,9 @@ def _separate_processes(report: BenchReport) -> bool:
 
 
 def results_table(report: BenchReport) -> str:
-    """Medians per variant, fused/eager speedup, floor, fused's multiple of it, then trace
-    time and first call cold / warm (new processes; in-process when those were skipped)."""
+    """Medians per variant (``WIDE_MARK`` after one too noisy to trust), fused/eager speedup,
+    floor, fused's multiple of it, then trace time and first call cold / warm (new
+    processes; in-process when those were skipped)."""
     variants, separate = _variants(report), _separate_processes(report)
     compile_head = (["trace", "1st call cold / warm"] if separate
                     else ["compile cold / warm (in-process)"])
@@ -192,6 +200,9 @@ def problems(report: BenchReport) -> list[str]:
 FOOTNOTE = ("medians, no grad; fused/eager = eager median / fused median; floor = bytes (read x "
             "+ write y) over copy bandwidth, or matmul FLOPs over matmul peak; x-floor = fused / "
             "floor; torch.jit trace+freeze = torch.jit.freeze(torch.jit.trace(model, x)).")
+NOISY_NOTE = (f"{WIDE_MARK} after a median: too noisy to trust, its samples spread wide "
+              f"((p90 - p10) / median > {WIDE_SPREAD:.0%}; min - max in the table below); "
+              f"rerun, with a larger --budget or on a quieter machine.")
 SCRIPT_NOTE = ("Scripted workloads ({ids}): unfused and fused are scriptmod.jit.script(model), "
                "control flow kept, the trace column is the jit.script time; torch.jit.script = "
                "torch.jit.script(model), not frozen.")
@@ -225,8 +236,10 @@ def format_report(report: BenchReport) -> str:
     parts = [header(report), "", results_table(report), "", spread_table(report), ""]
     if separate:
         parts += [startup_table(report), ""]
-    parts += [textwrap.fill(FOOTNOTE, 100),
-              textwrap.fill(STARTUP_NOTE if separate else IN_PROCESS_NOTE, 100)]
+    parts += [textwrap.fill(FOOTNOTE, 100)]
+    if any(t and t.noisy for r in report.results for t in r.times.values()):
+        parts.append(textwrap.fill(NOISY_NOTE, 100))
+    parts.append(textwrap.fill(STARTUP_NOTE if separate else IN_PROCESS_NOTE, 100))
     scripted = [r.workload.id for r in report.results if r.workload.script]
     if scripted:
         parts.append(textwrap.fill(SCRIPT_NOTE.format(ids=", ".join(scripted)), 100))
@@ -274,10 +287,15 @@ def fill_cells(head: str, cells: list[str], width: int = 100) -> str:
     return textwrap.fill(joined, width).replace("\xa0", " ")
 
 
+def json_text(report: BenchReport) -> str:
+    """The run as JSON text (non-finite numbers become null, so any JSON reader accepts it)."""
+    return json.dumps(_clean(report.as_dict()), indent=2, default=str) + "\n"
+
+
 def write_json(report: BenchReport, path: str | Path) -> None:
-    """The run as JSON (non-finite numbers become null, so any JSON reader accepts it)."""
+    """``json_text(report)`` written to ``path`` (its folder made if missing)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(_clean(report.as_dict()), indent=2, default=str) + "\n")
+    Path(path).write_text(json_text(report))
 
 
 def _clean(o: Any) -> Any:
@@ -303,9 +321,10 @@ def require_matplotlib() -> Any:
     return plt
 
 
-def plot(report: BenchReport, path: str | Path) -> None:
+def plot(report: BenchReport, path: str | Path | BinaryIO) -> None:
     """One panel per workload: a bar per variant (median, interquartile whisker; min and max
-    are in the table and the JSON), the floor dashed."""
+    are in the table and the JSON), the floor dashed. ``path`` may be a binary file object
+    (``sys.stdout.buffer``)."""
     plt = require_matplotlib()
     results = [r for r in report.results if r.times]
     fig, axes = plt.subplots(1, max(1, len(results)), figsize=(3.2 * max(1, len(results)), 3.8),
@@ -315,8 +334,9 @@ def plot(report: BenchReport, path: str | Path) -> None:
     fig.suptitle(f"scriptmod bench — {report.machine['cpu']}, "
                  f"{report.machine['threads']['scriptmod']} thread(s), {report.options.dtype}")
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    if isinstance(path, (str, Path)):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, format="png")
     plt.close(fig)
 
 

@@ -30,10 +30,18 @@ MIN_SAMPLE_S = 2e-3
 MAX_INNER = 2000
 
 
+WIDE_SPREAD = 0.25    # (p90 - p10) / median above which a median is flagged as untrustworthy
+WIDE_MARK = "~"       # the flag, after the median in the results table
+
+
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call: median, min, max and quartiles over ``reps`` samples of ``inner``
-    calls each."""
+    """Seconds per call: median, min, max, quartiles and 10th/90th percentiles over ``reps``
+    samples of ``inner`` calls each.
+
+    >>> Timing(1.0, 0.8, 1.6, 10, 1, p10_s=0.9, p90_s=1.4).noisy      # spread 50% > 25%
+    True
+    """
 
     median_s: float
     min_s: float
@@ -42,10 +50,24 @@ class Timing:
     inner: int
     q1_s: float = 0.0
     q3_s: float = 0.0
+    p10_s: float = 0.0
+    p90_s: float = 0.0
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median: how far apart the middle 80% of the samples lie."""
+        return (self.p90_s - self.p10_s) / self.median_s if self.median_s > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the samples spread too wide for the median to be trusted (``spread`` over
+        ``WIDE_SPREAD``; never with fewer than 3 samples, which have no spread to speak of)."""
+        return self.reps >= 3 and self.spread > WIDE_SPREAD
 
     def as_dict(self) -> dict[str, Any]:
         return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s,
-                "q1_s": self.q1_s, "q3_s": self.q3_s, "reps": self.reps, "inner": self.inner}
+                "q1_s": self.q1_s, "q3_s": self.q3_s, "p10_s": self.p10_s,
+                "p90_s": self.p90_s, "reps": self.reps, "inner": self.inner}
 
 
 @dataclass
@@ -87,7 +109,7 @@ def time_variants(variants: dict[str, Variant], budget_s: float, repeat: int | N
             if repeat is None and _done(v.samples, time.perf_counter() - start, budget_s,
                                         min_reps, max_reps):
                 break
-        out[name] = _summary(v)
+        out[name] = summarize(v.samples, v.inner)
     return out
 
 
@@ -111,10 +133,18 @@ def _relative_iqr(samples: list[float]) -> float:
     return (q3 - q1) / statistics.median(samples)
 
 
-def _summary(v: Variant) -> Timing:
-    s = v.samples
+def summarize(samples: list[float], inner: int = 1) -> Timing:
+    """The ``Timing`` of ``samples`` (seconds per call, each the mean of ``inner`` calls).
+
+    >>> t = summarize([1.0, 1.0, 1.0, 1.0, 2.0])
+    >>> t.median_s, t.max_s, t.noisy
+    (1.0, 2.0, True)
+    """
+    s = samples
     q1, _, q3 = statistics.quantiles(s, n=4) if len(s) >= 2 else (s[0], s[0], s[0])
-    return Timing(statistics.median(s), min(s), max(s), len(s), v.inner, q1, q3)
+    deciles = statistics.quantiles(s, n=10, method="inclusive") if len(s) >= 2 else [s[0]] * 9
+    return Timing(statistics.median(s), min(s), max(s), len(s), inner, q1, q3,
+                  deciles[0], deciles[-1])
 
 
 def time_once(fn: Callable[[], Any], sync: Callable[[], None] = lambda: None) -> float:

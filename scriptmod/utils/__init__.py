@@ -1,1 +1,8 @@
-"""(placeholder: filled in by issue 16)"""
+"""Utilities, as ``torch.utils``: ``scriptmod.utils.data`` (datasets, samplers,
+``DataLoader``).
+
+    >>> import scriptmod as sm
+    >>> sm.utils.data.DataLoader.__name__
+    'DataLoader'
+"""
+from scriptmod.utils import data  # noqa: F401
