@@ -102,9 +102,10 @@ def _check_arity(schema: S.OpSchema, n: int) -> None:
 class Builder:
     """Creates nodes at an insertion point (the end of the graph's block by default)."""
 
-    def __init__(self, graph: Graph, source: str | None = None) -> None:
+    def __init__(self, graph: Graph, source: str | None = None, scope: str | None = None) -> None:
         self.graph = graph
         self.source = source
+        self.scope = scope              # module path stamped on new nodes (a rewrite's node's)
         self._anchor: Node = graph.block.return_node   # new nodes go before this one
 
     # ---- insertion point ----------------------------------------------------------------
@@ -136,6 +137,17 @@ class Builder:
         finally:
             self.source = saved
 
+    @contextlib.contextmanager
+    def like(self, node: Node) -> Iterator[Builder]:
+        """``with b.like(node):`` stamps new nodes with ``node``'s source and module path
+        (the nodes a rewrite or a derivative makes from it)."""
+        saved = self.source, self.scope
+        self.source, self.scope = node.source, node.scope
+        try:
+            yield self
+        finally:
+            self.source, self.scope = saved
+
     @property
     def block(self) -> Block:
         assert self._anchor.owning_block is not None
@@ -144,6 +156,8 @@ class Builder:
     def insert(self, node: Node) -> Node:
         if node.source is None:
             node.source = self.source
+        if node.scope is None:
+            node.scope = self.scope
         return node.insert_before(self._anchor)
 
     def node(self, kind: str, inputs: Sequence[Value] = (), output_types: Sequence[Type] = (),

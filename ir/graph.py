@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .dtypes import DType
 from .types import Type
@@ -132,6 +132,7 @@ class Node:
         self.prev: Node | None = None
         self.next: Node | None = None
         self.source = source
+        self.scope: str | None = None   # module path it came from ("fc1", "layers.0.attn")
         for k, v in (attrs or {}).items():
             self.set_attr(k, v)
 
@@ -457,6 +458,7 @@ def clone_node(node: Node, graph: Graph, env: dict[Value, Value]) -> Node:
     """
     attrs = {k: (v.copy() if isinstance(v, Graph) else v) for k, v in node.attrs.items()}
     new = Node(graph, node.kind, None, node.source)
+    new.scope = node.scope
     new.attrs = attrs
     for v in node.inputs:
         new.add_input(env.get(v, v))
@@ -468,6 +470,36 @@ def clone_node(node: Node, graph: Graph, env: dict[Value, Value]) -> Node:
             env[p] = nb.add_param(p.type, p.debug_name)
         clone_block_body(b, nb, env)
     return new
+
+
+def module_path(v: Value) -> tuple[Value, str]:
+    """(root value, dotted path) of a module value built by a ``prim::GetAttr`` chain:
+    ``(%self, "encoder.layers.0")``."""
+    names: list[str] = []
+    while v.node.kind == Prim.GET_ATTR:
+        names.append(v.node.attrs["name"])
+        v = v.node.inputs[0]
+    return v, ".".join(reversed(names))
+
+
+def join_scope(outer: str | None, inner: str | None) -> str | None:
+    """The module path of a node with path ``inner`` inside a callee called from ``outer``."""
+    return ".".join(p for p in (outer, inner) if p) or None
+
+
+def common_scope(scopes: Iterable[str | None]) -> str | None:
+    """The innermost module path that contains all of ``scopes`` (a fusion group's)."""
+    common: list[str] | None = None
+    for scope in scopes:
+        parts = scope.split(".") if scope else []
+        if common is None:
+            common = parts
+            continue
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    return ".".join(common) if common else None
 
 
 def clone_block_body(src: Block, dst: Block, env: dict[Value, Value]) -> None:

@@ -21,7 +21,7 @@ from . import dtypes as D
 from . import schema as S
 from . import types as T
 from .graph import Block, Graph, IRError, Node, Prim, Value
-from .printer import TENSOR_TEXT
+from .printer import TENSOR_TEXT, split_comment
 from .types import (BoolType, DictType, ListType, ModuleType, OptionalType, TensorType, TupleType,
                     Type)
 
@@ -355,7 +355,7 @@ class Parser:
         node = self.make_node(line, kind_tok, block.graph, attrs, [t for _, t in outs])
         for v in inputs:
             node.add_input(v)
-        node.source = line.comment
+        node.source, node.scope = split_comment(line.comment)
         block.append(node)
         for (tok, _), v in zip(outs, node.outputs):
             self.define(line, tok, v)

@@ -23,6 +23,8 @@ from .graph import Block, Graph, Node, Prim, Value
 INDENT = "  "
 TENSOR_TEXT = "<Tensor>"
 _SUFFIX_RE = re.compile(r"\.\d+$")
+SCOPE_TAG = "scope: "
+_SCOPE_RE = re.compile(r"^(?:(?P<source>.*), )?scope: (?P<scope>.+)$")
 
 
 class Namer:
@@ -115,6 +117,23 @@ def format_attr(value: Any, nested: bool = False) -> str:
     return TENSOR_TEXT
 
 
+def node_comment(node: Node) -> str | None:
+    """``model.py:12, scope: fc1``: where the user wrote the node, and the module path it
+    came from (as TorchScript's ``scope:``); ``split_comment`` reads it back."""
+    parts = [] if node.source is None else [node.source.replace("\n", " ")]
+    if node.scope:
+        parts.append(SCOPE_TAG + node.scope)
+    return ", ".join(parts) if parts else None
+
+
+def split_comment(comment: str | None) -> tuple[str | None, str | None]:
+    """(source, scope) of a node line's comment."""
+    m = _SCOPE_RE.match(comment or "")
+    if m is None:
+        return comment, None
+    return m.group("source"), m.group("scope")
+
+
 def _shown_attrs(node: Node) -> list[tuple[str, Any]]:
     items = [(k, v) for k, v in node.attrs.items() if not isinstance(v, Graph)]
     if node.is_op and node.op_name in S.REGISTRY:   # None-valued defaults are implied
@@ -145,9 +164,8 @@ class Printer:
         attrs = f"[{attrs}]" if attrs else ""
         args = ", ".join(f"%{names[v]}" for v in node.inputs)
         line = f"{outs + ' ' if outs else ''}= {self.kind_text(node)}{attrs}({args})"
-        if node.source is not None:
-            line += "  # " + node.source.replace("\n", " ")
-        return line
+        comment = node_comment(node)
+        return line if comment is None else f"{line}  # {comment}"
 
     def print_block_body(self, block: Block, names: Namer, depth: int) -> None:
         pad = INDENT * depth
@@ -177,6 +195,19 @@ class Printer:
 def print_graph(graph: Graph) -> str:
     """The graph's text, fusion subgraphs after it; ``str(graph)`` calls this."""
     return Printer(graph).text()
+
+
+def node_label(node: Node, names: Namer | None = None, value: Value | None = None) -> str:
+    """How logs name a node: its module path and op, then the printed name of ``value``
+    (default: its first output; the user's variable where the frontend knew it):
+    ``fc1.matmul (%3)``, ``mul (%h)``. ``names``: the namer of ``value``'s graph."""
+    op = node.kind.partition("::")[2]
+    head = f"{node.scope}.{op}" if node.scope else op
+    value = value or (node.outputs[0] if node.outputs else None)
+    if value is None:
+        return head
+    names = names or Namer.for_graph(value.node.graph)
+    return f"{head} (%{names[value]})"
 
 
 def describe(node: Node) -> str:

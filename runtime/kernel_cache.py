@@ -107,7 +107,7 @@ class KernelCache:
 
     def discard(self, key: str, why: str) -> None:
         """Delete a bad entry so that it is rebuilt."""
-        irlog.log("codegen", f"cache entry {key[:16]} is unusable ({why}): rebuilding")
+        irlog.log("cache", f"cache entry {key[:16]} is unusable ({why}): rebuilding")
         self.count("corrupt")
         try:
             self.path(key).unlink()
@@ -124,7 +124,7 @@ class KernelCache:
                 f.write(_encode(key, data))
             os.replace(tmp, path)
         except OSError as exc:
-            irlog.log("codegen", f"cannot write cache entry {path}: {exc}")
+            irlog.log("cache", f"cannot write cache entry {path}: {exc}")
 
 
 def _encode(key: str, data: bytes) -> bytes:

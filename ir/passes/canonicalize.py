@@ -145,7 +145,7 @@ def _double_permute(node: Node) -> Value | None:
     x = inner.inputs[0]
     if composed == list(range(rank)):
         return x if _same_type(node.output, x) else None
-    with Builder(node.graph, node.source).insert_before(node) as b:
+    with Builder(node.graph, node.source, node.scope).insert_before(node) as b:
         out = b.op("permute", x, dims=composed)
     out.type = node.output.type
     return out

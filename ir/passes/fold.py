@@ -86,7 +86,7 @@ def _is_constant(v: Value) -> bool:
 
 
 def _constants(node: Node, *values: Any) -> list[Value]:
-    with Builder(node.graph, node.source).insert_before(node) as b:
+    with Builder(node.graph, node.source, node.scope).insert_before(node) as b:
         return [b.constant(x, type=v.type, name=v.debug_name) for x, v in zip(values, node.outputs)]
 
 

@@ -46,10 +46,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .. import log as irlog
 from .. import schema as S
-from ..graph import Block, Graph, Node, Prim, Value, clone_node
+from ..graph import Block, Graph, Node, Prim, Value, clone_node, common_scope
 from .effects import has_side_effects, mutates_modules
 from .pipeline import register_pass
-from ..printer import Namer, describe
+from ..printer import Namer, node_label
 from ..types import TensorType
 
 Supported = Callable[[Node], bool]
@@ -113,7 +113,7 @@ def _candidates(block: Block, supported: Supported) -> list[Node]:
         if why is None:
             out.append(node)
         elif node.is_op and why != "not elementwise" and irlog.enabled(TOPIC):
-            irlog.log(TOPIC, f"not fused: {why}: {describe(node)}")
+            irlog.log(TOPIC, f"not fused: {why}: {node_label(node)}{_at(node)}")
     return out
 
 
@@ -362,6 +362,7 @@ def _build_group(graph: Graph, block: Block, members: list[Node]) -> Node:
     source = next((m.source for m in members if m.source is not None), None)
     node = graph.create(Prim.FUSION_GROUP, inputs, [v.type for v in outputs],
                         {"subgraph": sub}, source)
+    node.scope = common_scope(m.scope for m in members)
     block.append(node)
     inside = set(members)
     for old, out in zip(outputs, node.outputs):
@@ -401,25 +402,40 @@ def extract_subgraph(members: Sequence[Node]) -> tuple[Graph, list[Value], list[
 # ---- SCRIPTMOD_LOG=fusion --------------------------------------------------------------------
 
 def _log_groups(graph: Graph, nodes: Iterable[Node]) -> None:
+    names = Namer.for_graph(graph)
     for node in nodes:
-        sub = node.attrs["subgraph"]
-        ops = [n.kind for n in sub.nodes if n.kind != Prim.CONSTANT]
-        irlog.log(TOPIC, f"fused {len(ops)} op(s) over {node.outputs[0].type!r} "
-                         f"({', '.join(ops)}): {describe(node)}")
+        irlog.log(TOPIC, f"fused {group_summary(node, names)}")
+
+
+def group_summary(node: Node, names: Namer) -> str:
+    """``3 op(s) over Float(4, 32) (sm::add, sm::mul, sm::sigmoid) from fc1, act: act.mul
+    (%5) at model.py:12``: a fusion group's ops, the module paths they came from, and the
+    values it computes, named by the nodes that computed them."""
+    sub: Graph = node.attrs["subgraph"]
+    ops = [n for n in sub.nodes if n.is_op]
+    scopes = ", ".join(dict.fromkeys(n.scope or "(top level)" for n in ops))
+    outs = ", ".join(node_label(v.node, names, out) for v, out in zip(sub.outputs, node.outputs))
+    return (f"{len(ops)} op(s) over {node.outputs[0].type!r} "
+            f"({', '.join(n.kind for n in ops)}) from {scopes}: {outs}{_at(node)}")
+
+
+def _at(node: Node) -> str:
+    return f" at {node.source}" if node.source else ""
 
 
 def _log_refusals(graph: Graph, part: _Partition, refused: dict[tuple[Node, Node], str]) -> None:
     names = Namer.for_graph(graph)
     for (p, c), why in refused.items():
         if part.find(p) is not part.find(c):
-            edge = f"%{names[p.outputs[0]]} ({p.kind}) -> %{names[c.outputs[0]]} ({c.kind})"
+            edge = f"{node_label(p, names)} -> {node_label(c, names)}"
             irlog.log(TOPIC, f"kept apart: {edge}: {why}")
 
 
 def _log_small(graph: Graph, groups: list[list[Node]], min_size: int) -> None:
+    names = Namer.for_graph(graph)
     for g in groups:
         irlog.log(TOPIC, f"not fused: group of {len(g)} op(s) is below min_size={min_size}: "
-                         f"{describe(g[-1])}")
+                         f"{node_label(g[-1], names)}{_at(g[-1])}")
 
 
 def leaves_and_returns(group: set, successors: Callable[[Any], Iterable[Any]]) -> bool:

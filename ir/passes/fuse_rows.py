@@ -39,10 +39,10 @@ from __future__ import annotations
 from .. import log as irlog
 from .. import schema as S
 from ..graph import Block, Graph, Node, Value
-from ..printer import describe
+from ..printer import Namer
 from ..types import TensorType
 from ..dtypes import bfloat16, float16, float32, float64
-from .fuse import Supported, _Partition, _rewrite, _top_level, why_not_fusible
+from .fuse import Supported, _Partition, _rewrite, _top_level, group_summary, why_not_fusible
 from .pipeline import register_pass
 
 TOPIC = "fusion"
@@ -121,10 +121,9 @@ def _fuse_block(graph: Graph, block: Block, supported: Supported) -> None:
     groups = [part.members[r] for r in dict.fromkeys(part.rep[r] for r in reps)]
     new = _rewrite(graph, block, part, sorted(groups, key=lambda g: part.index[g[-1]]))
     if irlog.enabled(TOPIC):
+        names = Namer.for_graph(graph)
         for node in new:
-            ops = [n.kind for n in node.attrs["subgraph"].nodes if n.is_op]
-            irlog.log(TOPIC, f"row group of {len(ops)} op(s) over {node.outputs[0].type!r} "
-                             f"({', '.join(ops)}): {describe(node)}")
+            irlog.log(TOPIC, f"row group of {group_summary(node, names)}")
 
 
 def _grow(part: _Partition, block: Block, seed: Node, geo: Geometry,

@@ -72,7 +72,7 @@ def _split(graph: Graph, node: Node) -> None:
     dims = reduce_dims(node.attrs, rank)
     name = node.op_name
     out_shape = _static_shape(out)
-    with Builder(graph).insert_before(node) as b, b.at_source(node.source):
+    with Builder(graph, node.source, node.scope).insert_before(node) as b:
         part = b.op(name, x, dim=[rank - 1], keepdim=True)
         whole = b.op(name, part, dim=sorted(d for d in dims if d != rank - 1), keepdim=True)
         result = whole if node.attrs.get("keepdim") or out_shape is None else \

@@ -105,7 +105,7 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
     with grad_mode.no_grad(), np.errstate(all="ignore"), bw.recording():
         for node in reversed(g.block.nodes):
             if node.is_op and any(o in grads for o in node.outputs):
-                with bw.b.at_source(node.source):       # backward nodes cite the forward's line
+                with bw.b.like(node):       # backward nodes cite the forward's line and path
                     _node_backward(node, grads, needs, bw)
         leaves = _leaf_grads(g, grads, leaf_key)
     if not leaves:
@@ -435,6 +435,7 @@ class _Backward:
                    for x in node.inputs]
             clone = self.graph.create(node.kind, ins, [o.type for o in node.outputs],
                                       dict(node.attrs), node.source)
+            clone.scope = node.scope
         out = _place(clone, self._anchor, self.graph).outputs[v.index]
         self._clones[v] = out
         return out

@@ -157,7 +157,7 @@ def test_cycle_through_a_reduction_keeps_groups_apart(monkeypatch, capsys):
     g = _fused(_graph(build, t(2, 3)))
     assert _top(g) == [Prim.FUSION_GROUP, "sm::sum", Prim.FUSION_GROUP]
     err = capsys.readouterr().err
-    assert "kept apart: %0 (sm::exp) -> %2 (sm::div): would create a cycle" in err
+    assert "kept apart: exp (%0) -> div (%2): would create a cycle" in err
     assert "fused 1 op(s) over Float(2, 3) (sm::div)" in err
     _same_numbers(_graph(build, t(2, 3)), g, _x(2, 3))
 

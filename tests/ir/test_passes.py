@@ -177,12 +177,12 @@ def test_inline_calls():
     assert_golden(str(g), """
         graph(%self : __module__.Top, %x : Float(B, 4)):
           %0 : __module__.Block = prim::GetAttr[name="block"](%self)  # top.py:1
-          %1 : Float(4, 8) = prim::GetAttr[name="w"](%0)  # model.py:10
-          %2 : Float(8) = prim::GetAttr[name="b"](%0)  # model.py:10
-          %3 : Float(B, 8) = sm::matmul(%x, %1)  # model.py:11
-          %h : Float(B, 8) = sm::add(%3, %2)  # model.py:11
-          %4 : Float(B, 8) = sm::relu(%h)  # model.py:12
-          %5 : Float(B) = sm::sum[dim=[1], keepdim=0](%4)  # model.py:12
+          %1 : Float(4, 8) = prim::GetAttr[name="w"](%0)  # model.py:10, scope: block
+          %2 : Float(8) = prim::GetAttr[name="b"](%0)  # model.py:10, scope: block
+          %3 : Float(B, 8) = sm::matmul(%x, %1)  # model.py:11, scope: block
+          %h : Float(B, 8) = sm::add(%3, %2)  # model.py:11, scope: block
+          %4 : Float(B, 8) = sm::relu(%h)  # model.py:12, scope: block
+          %5 : Float(B) = sm::sum[dim=[1], keepdim=0](%4)  # model.py:12, scope: block
           %6 : Float(B) = sm::neg(%5)  # top.py:1
           return (%6)
         """)

@@ -397,6 +397,7 @@ class FunctionCompiler:
                 if isinstance(old, Value) and not _compatible(old.type, v.type):
                     raise self.error(f"variable '{target.id}' changes type: it was "
                                      f"{old.type!r}, it is assigned {v.type!r}", node)
+                _name_after(v, target.id)
             self.env[target.id] = v
             return
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -1025,6 +1026,8 @@ class FunctionCompiler:
             if name in ("requires_grad", "grad", "is_leaf", "grad_fn"):
                 raise self.error(f"Tensor.{name} is not supported in scripted code (autograd "
                                  f"state is not visible to scripted code)", e)
+        if name in _PAIR_FIELDS and isinstance(val.type, TupleType) and len(val.type.elements) == 2:
+            return self.b.tuple_index(val, _PAIR_FIELDS[name])   # ``x.sort(1).values``
         return Method(val, name)
 
     def module_attr(self, ref: ModuleRef, name: str, e: ast.AST) -> Sugared:
@@ -1795,7 +1798,15 @@ def _retyped(fc: FunctionCompiler, v: Value, t: Type) -> Value:
 
 _FRESH = frozenset({"matmul", "clone", "cat", "stack", "full", "softmax", "log_softmax", "sum",
                     "mean", "amax", "amin", "prod", "var", "cumsum", "logsumexp", "where",
-                    "index_put", "arange", "rand", "randn", "randint", "eye", "linspace"})
+                    "index_put", "arange", "rand", "randn", "randint", "eye", "linspace",
+                    "sort", "topk", "randperm"})
+
+
+def _name_after(v: Value, variable: str) -> None:
+    """The first variable a value is assigned to names it in printouts and logs (``%h``)."""
+    if v.debug_name is None and v.node.kind not in (Prim.PARAM, Prim.CONSTANT) \
+            and variable.isascii() and not variable.startswith("_"):
+        v.debug_name = variable
 
 
 def _storage(v: Value) -> str:
@@ -1976,6 +1987,7 @@ _PY_DEFAULTS = {"reverse": False, "sep": None, "maxsplit": -1}
 _PAIR_RESULTS = frozenset({"sort", "topk", "kthvalue", "mode", "var_mean", "std_mean",
                            "aminmax", "cummax", "cummin", "frexp", "slogdet"})
 _PAIR_WITH_DIM = frozenset({"max", "min", "median", "nanmedian"})
+_PAIR_FIELDS = {"values": 0, "indices": 1}     # torch.return_types' (values, indices)
 _LIST_RESULTS = frozenset({"chunk", "split", "unbind", "tensor_split", "split_with_sizes"})
 _INT_RESULTS = frozenset({"dim", "numel", "ndimension", "nelement", "element_size",
                           "get_device"})

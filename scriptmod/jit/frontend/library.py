@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_node, known_value
+from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_node, join_scope, known_value
+from scriptmod.ir.passes.inline import callee_scope
 from scriptmod.ir.types import BoolType, ListType, ModuleType, TensorType, TupleType, Type
 from scriptmod.tensor import Tensor
 from .errors import FrontendError
@@ -126,7 +127,7 @@ def _split_on(node: Node, cond: Value) -> list[Node]:
     """``f(..., flag)`` -> ``f(..., True) if flag else f(..., False)``: each branch holds a
     copy of the call with the flag a constant, expanded when typing reaches it."""
     from scriptmod.ir.builder import Builder           # noqa: PLC0415
-    b = Builder(node.graph, source=node.source)
+    b = Builder(node.graph, node.source, node.scope)
 
     def branch(flag: bool) -> Any:
         def build() -> list[Value]:
@@ -155,7 +156,7 @@ class _Refused(Exception):
 
 def _raise_instead(node: Node, err: BaseException) -> list[Node]:
     from scriptmod.ir.builder import Builder           # noqa: PLC0415
-    b = Builder(node.graph, source=node.source)
+    b = Builder(node.graph, node.source, node.scope)
     kind = type(err).__name__
     import builtins                                    # noqa: PLC0415
     if not isinstance(getattr(builtins, kind, None), type):
@@ -311,14 +312,18 @@ def _splice(node: Node, g: Graph, inputs: list[Value], where: str) -> list[Node]
                             f"{len(g.inputs)} input(s), the scripted call passes {len(inputs)}")
     env = dict(zip(g.inputs, inputs))
     made: list[Node] = []
+    scope = callee_scope(node) if node.attrs.get("method") else node.scope   # a layer's path
     for n in g.block:
         c = clone_node(n, node.graph, env)
         c.insert_before(node)
-        if node.source and not c.source:
-            c.source = node.source
+        for inner in c.walk():        # the scripted line that called it, not the trace's
+            inner.source = node.source or inner.source
+            inner.scope = join_scope(scope, inner.scope)
         made.append(c)
     outs = [env[v] for v in g.outputs]
     result = _packed(node, outs, made)
+    if result.debug_name is None and result.node in made:
+        result.debug_name = node.output.debug_name      # the user's variable (``h = ...``)
     node.output.replace_all_uses_with(result)
     node.destroy()
     return made
@@ -336,7 +341,7 @@ def _packed(node: Node, outs: list[Value], made: list[Node]) -> Value:
                 outs = list(src.inputs)
             else:
                 from scriptmod.ir.builder import Builder   # noqa: PLC0415
-                b = Builder(node.graph, source=node.source)
+                b = Builder(node.graph, node.source, node.scope)
                 with b.insert_before(node):
                     unpack = b.node(Prim.TUPLE_UNPACK, [outs[0]], list(outs[0].type.elements))
                 made.append(unpack)
@@ -353,7 +358,7 @@ def _packed(node: Node, outs: list[Value], made: list[Node]) -> Value:
     else:
         t = TupleType(tuple(o.type for o in outs))
     from scriptmod.ir.builder import Builder           # noqa: PLC0415
-    b = Builder(node.graph, source=node.source)
+    b = Builder(node.graph, node.source, node.scope)
     with b.insert_before(node):
         pack = b.node(kind, outs, [t])
     made.append(pack)
