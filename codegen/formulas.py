@@ -307,6 +307,23 @@ def _isclass(kind: str) -> Formula:
     return formula
 
 
+def _isclose(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    """PyTorch's: equal, or both NaN with ``equal_nan``, or a finite |a - b| within
+    atol + |rtol * b|; integers compare exactly, their distance is taken in float64."""
+    dt = _common(args)
+    close = e.cmp("eq", *_all(e, args, dt), compute_dtype(dt))
+    m = Num(e, dt if dt.is_floating_point else D.float64)
+    a, b = (to(e, x, m.dt) for x in args)
+    if attrs["equal_nan"] and dt.is_floating_point:
+        close = m.either(close, m.both(m.isnan(a), m.isnan(b)))
+    if attrs["rtol"] == 0 and attrs["atol"] == 0:
+        return close
+    err = m.call("fabs", m.sub(a, b))
+    allowed = m.add(m.c(attrs["atol"]), m.call("fabs", m.mul(m.c(attrs["rtol"]), b)))
+    within = m.both(m.cmp("lt", err, m.c(math.inf)), m.cmp("le", err, allowed))
+    return m.either(close, within)
+
+
 def _bitwise(op: str) -> Formula:
     def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
         _need(not out.is_floating_point, f"bitwise_{op}", out)
@@ -364,7 +381,7 @@ FORMULAS: dict[str, Formula] = {
     "gt": _compare("gt"), "ge": _compare("ge"),
     "logical_and": _logical("and"), "logical_or": _logical("or"),
     "logical_xor": _logical("xor"), "logical_not": _logical("not"),
-    "isnan": _isclass("nan"), "isinf": _isclass("inf"),
+    "isnan": _isclass("nan"), "isinf": _isclass("inf"), "isclose": _isclose,
     "bitwise_and": _bitwise("and"), "bitwise_or": _bitwise("or"),
     "bitwise_xor": _bitwise("xor"), "bitwise_not": _bitwise("not"),
     "where": _where, "clamp": _clamp, "cast": _cast,

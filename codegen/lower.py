@@ -42,7 +42,7 @@ from .kernel import UNKNOWN, Imm, InputSpec, KernelSpec, OpStep, broadcast_strid
 
 DTYPES = frozenset({D.bool_, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16,
                     D.bfloat16, D.float32, D.float64})
-_ATTRS = {"clamp": {"min", "max"}, "cast": {"dtype"}}
+_ATTRS = {"clamp": {"min", "max"}, "cast": {"dtype"}, "isclose": {"rtol", "atol", "equal_nan"}}
 # Integer division by zero raises in PyTorch and in the reference kernel; a native kernel
 # cannot raise, so these stay unfused on integers (their formula maps b == 0 to (a, 0)).
 _RAISING_ON_INTS = frozenset({"floor_divide", "remainder"})

@@ -11,6 +11,7 @@ already knows (which trailing dims it reduces is ``ir.passes.fuse_rows.row_geome
     sum / mean    row_sum(a) (times 1/n)
     amax / amin   row_max(a) / row_min(a)          (NaN-propagating, as torch)
     var           d = a - mean(a); row_sum(d * d) / max(0, n - correction)
+    vector norm   sqrt(row_sum(a * a)); row_sum(|a|); row_max/min(|a|); row_sum(|a| ** p) ** (1/p)
 
 Sums accumulate in float64 (also for float32 and half inputs: a row's error is then one
 rounding, below the pairwise summation eager uses); maxima and minima are exact. A variance
@@ -115,6 +116,22 @@ def _var(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
     return var if dt is D.float64 else s("cast", (var,), dt, dtype=dt)
 
 
+def _vector_norm(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
+    p = float(attrs.get("ord", 2.0))
+    if p == 2:        # no abs: a * a is |a| ** 2 for the real inputs a row kernel takes
+        return s("sqrt", (_sum(s, s("mul", (a, a), dt), dt),), dt)
+    mag = s("abs", (a,), dt)
+    if math.isinf(p):
+        return s("row_max" if p > 0 else "row_min", (mag,), dt)
+    if p == 0:
+        nonzero = s("ne", (a, Imm(0.0, dt)), D.bool_)
+        return _sum(s, s("where", (nonzero, Imm(1.0, dt), Imm(0.0, dt)), dt), dt)
+    if p == 1:
+        return _sum(s, mag, dt)
+    total = _sum(s, s("pow", (mag, Imm(p, dt)), dt), dt)
+    return s("pow", (total, Imm(1.0 / p, dt)), dt)
+
+
 Expand = Callable[[_Steps, int, int, DType, dict], int]
 # op -> its expansion ``(steps, operand, n reduced elements, compute dtype, attrs) -> value``:
 # one row per ``ROW``-flagged op of the registry (``tests/test_registry.py`` checks both agree;
@@ -128,6 +145,7 @@ ROW_OPS: dict[str, Expand] = {
     "logsumexp": _logsumexp,
     "softmax": _softmax,
     "log_softmax": _log_softmax,
+    "linalg_vector_norm": _vector_norm,
 }
 
 

@@ -29,14 +29,17 @@ def initial_seed() -> int:
 def generator(device: str = "cpu") -> Any:
     g = _generators.get(device)
     if g is None:
-        if device == "cpu":
-            g = np.random.Generator(np.random.PCG64(_seed[0]))
-        else:
-            xp = arrays.module_for_device(device)
-            with xp.cuda.Device(int(device.split(":")[1]) if ":" in device else 0):
-                g = xp.random.default_rng(_seed[0])
-        _generators[device] = g
+        g = _generators[device] = seeded(device, _seed[0])
     return g
+
+
+def seeded(device: str, seed: int) -> Any:
+    """A new generator for ``device`` started from ``seed``."""
+    if device == "cpu":
+        return np.random.Generator(np.random.PCG64(seed))
+    xp = arrays.module_for_device(device)
+    with xp.cuda.Device(int(device.split(":")[1]) if ":" in device else 0):
+        return xp.random.default_rng(seed)
 
 
 def get_state(device: str = "cpu") -> Any:
@@ -45,10 +48,10 @@ def get_state(device: str = "cpu") -> Any:
 
 
 @contextmanager
-def replay(device: str, snapshot: Any) -> Iterator[None]:
-    """Draws inside the block repeat the draws made right after ``snapshot`` was taken."""
+def drawing_from(device: str, gen: Any) -> Iterator[None]:
+    """Draws inside the block come from ``gen`` (a user's ``Generator``), which they advance."""
     saved = _generators.get(device)
-    _generators[device] = copy.deepcopy(snapshot)
+    _generators[device] = gen
     try:
         yield
     finally:
@@ -56,3 +59,10 @@ def replay(device: str, snapshot: Any) -> Iterator[None]:
             _generators.pop(device, None)
         else:
             _generators[device] = saved
+
+
+@contextmanager
+def replay(device: str, snapshot: Any) -> Iterator[None]:
+    """Draws inside the block repeat the draws made right after ``snapshot`` was taken."""
+    with drawing_from(device, copy.deepcopy(snapshot)):
+        yield

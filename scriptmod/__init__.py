@@ -23,7 +23,10 @@ from scriptmod._creation import (Generator, arange, as_tensor, empty, empty_like
                                  from_dlpack, from_numpy, full, full_like, initial_seed,
                                  linspace, manual_seed, ones, ones_like, rand, rand_like, randint,
                                  randint_like, randn, randn_like, seed, tensor, zeros, zeros_like)
+from scriptmod._creation import default_generator, randperm  # noqa: F401
 from scriptmod._shape_ops import cat, concat, concatenate, stack  # noqa: F401
+from scriptmod._memory_format import (channels_last, channels_last_3d,  # noqa: F401
+                                      contiguous_format, memory_format, preserve_format)
 from scriptmod._tensor_ops import floor_divide, where  # noqa: F401
 from scriptmod import autograd  # noqa: F401
 from scriptmod.autograd import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
@@ -75,6 +78,7 @@ def can_cast(from_: dtype, to: dtype) -> "_builtins.bool":
 from scriptmod import func, jit, nn, optim  # noqa: E402,F401
 from scriptmod.serialization import load, save  # noqa: E402,F401
 from scriptmod.jit._fuser import get_num_threads, set_num_threads  # noqa: E402,F401
+from scriptmod.ir.log import set_logs  # noqa: E402,F401  (SCRIPTMOD_LOG from Python)
 
 # Submodules a user reaches as attributes (``sm.utils.data``, ``sm.onnx``, ``sm.profiler``...)
 # are imported on first use: they are not needed to run a model, and ``import scriptmod``

@@ -8,6 +8,8 @@ may follow an input's symbolic batch size); ``tensor(data)`` makes a constant.
 """
 from __future__ import annotations
 
+import contextlib
+import operator
 from typing import Any, Sequence
 
 import numpy as np
@@ -18,6 +20,7 @@ from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.runtime import arrays
 from scriptmod.runtime import random as rng
 from scriptmod import _device
+from scriptmod import _memory_format as _mf
 from scriptmod._dispatch import dispatch
 from scriptmod.tensor import Tensor, _dtype_arg, wrap
 
@@ -158,9 +161,17 @@ def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool 
     return _finish(dispatch("full", (_size_args(size), 1), _attrs(dtype, device)), requires_grad)
 
 
-def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Contents are unspecified (here: zeros, so results never depend on stale memory)."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+          memory_format: Any = _mf.contiguous_format) -> Tensor:
+    """Contents are unspecified (here: zeros, so results never depend on stale memory);
+    ``memory_format``: the storage order (``scriptmod.channels_last``: NHWC)."""
+    fmt = _mf.check(memory_format, "empty()")
+    if fmt is _mf.preserve_format:
+        raise ArgumentValueError("empty(): memory_format=preserve_format needs an input to "
+                                 "preserve; use empty_like")
+    out = _mf.created(lambda s: zeros(*s, dtype=dtype, device=device), _size_args(size), fmt,
+                      "empty()")
+    return _finish(out, requires_grad)
 
 
 def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
@@ -220,10 +231,13 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
 
 def _like(fn: Any) -> Any:
     def like(input: Tensor, *args: Any, dtype: Any = None, device: Any = None,
-             requires_grad: bool = False) -> Tensor:
-        kw = dict(dtype=dtype or input.dtype, device=device or input.device,
-                  requires_grad=requires_grad)
-        return fn(list(input.shape), *args, **kw)
+             requires_grad: bool = False, memory_format: Any = _mf.preserve_format) -> Tensor:
+        fmt = _mf.check(memory_format, like.__name__ + "()")
+        if fmt is _mf.preserve_format:
+            fmt = _mf.suggest(input)
+        kw = dict(dtype=dtype or input.dtype, device=device or input.device)
+        out = _mf.created(lambda s: fn(s, *args, **kw), list(input.shape), fmt, like.__name__)
+        return _finish(out, requires_grad)
     like.__name__ = fn.__name__ + "_like"
     return like
 
@@ -241,19 +255,87 @@ def randint_like(input: Tensor, low: int, high: Any = None, *, dtype: Any = None
 
 
 class Generator:
-    """The default generator's handle, as ``manual_seed`` returns it."""
+    """A random number generator of its own, for the ``generator=`` of ``randperm`` (and of
+    ``scriptmod.utils.data``): the same seed gives the same draws, whatever else is drawn.
 
-    def __init__(self, seed: int) -> None:
-        self._seed = seed
+        >>> a = randperm(6, generator=Generator().manual_seed(1))
+        >>> bool((a == randperm(6, generator=Generator().manual_seed(1))).all())
+        True
+    """
+
+    _FRESH_SEED = 67280421310721    # PyTorch's seed of a new generator
+
+    def __init__(self, device: Any = "cpu") -> None:
+        self.device = _device.canonical(device)
+        self.manual_seed(self._FRESH_SEED)
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self._seed = int(seed) % (2 ** 63)
+        self._draws = rng.seeded(self.device, self._seed)
+        return self
 
     def initial_seed(self) -> int:
         return self._seed
 
+    def seed(self) -> int:
+        """Reseed from fresh entropy; returns the new seed."""
+        s = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self.manual_seed(s)
+        return s
+
+    def _drawing(self, device: str) -> Any:
+        if device != self.device:
+            raise ValueError(f"expected a generator on device {device!r}, got one on "
+                             f"{self.device!r}")
+        return rng.drawing_from(self.device, self._draws)
+
+
+class _DefaultGenerator(Generator):
+    """The default generator, as ``manual_seed`` returns it: seeding it seeds every device."""
+
+    def __init__(self) -> None:
+        self.device = "cpu"
+
+    def manual_seed(self, seed: int) -> Generator:
+        rng.manual_seed(int(seed))
+        return self
+
+    def initial_seed(self) -> int:
+        return rng.initial_seed()
+
+    def _drawing(self, device: str) -> Any:
+        return contextlib.nullcontext()
+
+
+default_generator = _DefaultGenerator()
+
+
+def randperm(n: Any, *, generator: Generator | None = None, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype`` says otherwise).
+
+    Traced, it draws anew on every call, from the default generator (a ``generator=`` given
+    while tracing is not part of the graph).
+
+        >>> sorted(randperm(4).tolist())
+        [0, 1, 2, 3]
+    """
+    if not isinstance(n, int):
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise TypeError(f"randperm(): argument 'n' must be int, got {type(n).__name__}") from None
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"randperm(): argument 'generator' must be a scriptmod.Generator, got "
+                        f"{type(generator).__name__}")
+    attrs = _attrs(dtype, device, D.int64)
+    with (generator or default_generator)._drawing(attrs["device"]):
+        return _finish(dispatch("randperm", (n,), attrs), requires_grad)
+
 
 def manual_seed(seed: int) -> Generator:
     """Seed every device's generator: the same seed gives the same numbers."""
-    rng.manual_seed(int(seed))
-    return Generator(int(seed))
+    return default_generator.manual_seed(seed)
 
 
 def seed() -> int:

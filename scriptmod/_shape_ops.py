@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from scriptmod.ir import dtypes as D
+from scriptmod import _memory_format as _mf
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import DTypeError, ShapeError
@@ -134,12 +135,30 @@ def tile(self: Tensor, *dims: Any) -> Tensor:
     return repeat(self, [1] * (self.dim() - len(reps)) + reps)
 
 
-def contiguous(self: Tensor) -> Tensor:
-    return self if self.is_contiguous() else dispatch("contiguous", (self,))
+def contiguous(self: Tensor, memory_format: Any = _mf.contiguous_format) -> Tensor:
+    """``self`` if its elements lie densely in ``memory_format``'s order, else such a copy
+    (``scriptmod.channels_last``: NHWC storage of an NCHW tensor)."""
+    if memory_format is _mf.contiguous_format:
+        return self if self.is_contiguous() else dispatch("contiguous", (self,))
+    fmt = _mf.check(memory_format, "contiguous()")
+    if fmt is _mf.preserve_format:
+        fmt = _mf.suggest(self)
+    if self.is_contiguous(memory_format=fmt):
+        return self
+    return _mf.relayout(self, fmt, contiguous, "contiguous()")
 
 
-def clone(self: Tensor) -> Tensor:
-    return dispatch("clone", (self,))
+def clone(self: Tensor, *, memory_format: Any = _mf.preserve_format) -> Tensor:
+    """A copy; by default laid out as ``self`` when that is channels-last (torch's
+    ``preserve_format``), else C-contiguous."""
+    if memory_format is _mf.preserve_format and self._data.flags.c_contiguous:
+        return dispatch("clone", (self,))
+    fmt = _mf.check(memory_format, "clone()")
+    if fmt is _mf.preserve_format:
+        fmt = _mf.suggest(self)
+    if fmt is _mf.contiguous_format:
+        return dispatch("clone", (self,))
+    return _mf.relayout(self, fmt, lambda t: dispatch("clone", (t,)), "clone()")
 
 
 def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:

@@ -6,6 +6,8 @@ The elementwise vocabulary comes from the registry's flags: an attribute-free op
 """
 from __future__ import annotations
 
+import operator
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,7 @@ import numpy as np
 import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import schema as S
-from scriptmod.ir.errors import DTypeError
+from scriptmod.ir.errors import ArgumentError, ArgumentValueError, DTypeError
 from scriptmod.ir.ops.rules import to_bool
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod.autograd import grad_mode
@@ -322,6 +324,82 @@ Tensor.any, Tensor.all = _bool_reduce("any"), _bool_reduce("all")
 Tensor.logsumexp = _logsumexp
 Tensor.softmax, Tensor.log_softmax, Tensor.cumsum = _along("softmax"), _along("log_softmax"), _along("cumsum")
 
+
+def _norm(self: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
+          dtype: Any = None) -> Tensor:
+    """torch.norm's dispatch to ``scriptmod.linalg``: a number (None: 2) is a vector norm
+    over ``dim``; ``'fro'`` over at most two dims the 2-norm; another string a matrix norm."""
+    from scriptmod import linalg
+    dims = None if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    if not isinstance(p, str):
+        return linalg.vector_norm(self, 2 if p is None else p, dims, keepdim, dtype=dtype)
+    if p == "fro" and (dims is None or len(dims) <= 2):
+        return linalg.vector_norm(self, 2, dims, keepdim, dtype=dtype)
+    return linalg.matrix_norm(self, p, list(range(self.ndim)) if dims is None else dims,
+                              keepdim, dtype=dtype)
+
+
+Tensor.norm = _norm
+
+# ---- sorting and closeness -------------------------------------------------------------
+# torch.return_types.sort / topk: (values, indices), indexable and unpackable
+SortResult = namedtuple("sort", ["values", "indices"])
+TopKResult = namedtuple("topk", ["values", "indices"])
+
+
+def _int_arg(op: str, name: str, v: Any) -> int:
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{op}(): argument '{name}' must be int, got {type(v).__name__}") from None
+
+
+def _sort(self: Tensor, dim: Any = -1, descending: bool = False, stable: bool = False) -> Any:
+    """Always stable: equal values keep their order, so ``stable`` changes nothing."""
+    values, indices = dispatch("sort", (self,), {"dim": _int_arg("sort", "dim", dim),
+                                                 "descending": bool(descending)})
+    return SortResult(values, indices)
+
+
+def _argsort(self: Tensor, dim: Any = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    return _sort(self, dim, descending, stable).indices
+
+
+def _topk(self: Tensor, k: Any, dim: Any = -1, largest: bool = True, sorted: bool = True) -> Any:
+    """The values come sorted whatever ``sorted`` says (PyTorch leaves the order open)."""
+    values, indices = dispatch("topk", (self,), {
+        "k": _int_arg("topk", "k", k), "dim": _int_arg("topk", "dim", dim),
+        "largest": bool(largest), "sorted": bool(sorted)})
+    return TopKResult(values, indices)
+
+
+def _isclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> Tensor:
+    # As torch: ``other`` is a Tensor of the input's dtype (no promotion; torch raises
+    # "Float did not match Double").
+    if not isinstance(other, Tensor):
+        raise ArgumentError(f"isclose(): argument 'other' (position 2) must be Tensor, not "
+                            f"{type(other).__name__}")
+    if other.dtype != self.dtype:
+        raise DTypeError(f"isclose(): expected both inputs to have the same dtype, but input "
+                         f"is {self.dtype} and other is {other.dtype}")
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not tol >= 0:
+            raise ArgumentValueError(f"isclose(): {name} must be greater than or equal to "
+                                     f"zero, but got {tol}")
+    return dispatch("isclose", (self, _operand(other)), {
+        "rtol": float(rtol), "atol": float(atol), "equal_nan": bool(equal_nan)})
+
+
+def _allclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
+              equal_nan: bool = False) -> bool:
+    """``isclose(...).all()`` as a Python bool."""
+    return bool(_isclose(self, other, rtol, atol, equal_nan).all())
+
+
+Tensor.sort, Tensor.argsort, Tensor.topk = _sort, _argsort, _topk
+Tensor.isclose, Tensor.allclose = _isclose, _allclose
+
 # ---- elementwise with attributes ------------------------------------------------------
 
 
@@ -409,10 +487,11 @@ def _function(name: str) -> Any:
 FUNCTIONS = (UNARY + BINARY + tuple(_ALIASES) +
              ("add", "div", "true_divide", "divide", "clamp", "clip", "sum", "mean", "prod",
               "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "any", "all",
-              "logsumexp", "softmax", "log_softmax", "cumsum", "masked_fill", "square",
+              "logsumexp", "softmax", "log_softmax", "cumsum", "masked_fill", "square", "norm",
               "reshape", "permute", "transpose", "t", "unsqueeze", "squeeze", "flatten",
               "narrow", "split", "chunk", "gather", "index_select", "matmul", "mm", "bmm",
               "clone", "numel", "select", "movedim", "unflatten", "tile", "flip",
               "tril", "triu", "outer", "dot", "addmm", "unbind", "detach",
               "relu_", "sigmoid_", "tanh_", "exp_", "zero_", "fill_", "abs_", "neg_"))
 _FN_TABLE = {n: _function(n) for n in FUNCTIONS}
+_FN_TABLE.update({n: _function(n) for n in ("sort", "argsort", "topk", "isclose", "allclose")})

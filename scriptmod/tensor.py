@@ -18,6 +18,7 @@ from scriptmod.ir.dtypes import DType
 from scriptmod.ir.errors import ShapeError
 from scriptmod.runtime import arrays
 from scriptmod import _device
+from scriptmod import _memory_format as _mf
 from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import AccumulateGrad, RemovableHandle, run_backward
@@ -132,8 +133,13 @@ class Tensor:
         s = tuple(st // self._data.dtype.itemsize for st in self._data.strides)
         return s if dim is None else s[dim]
 
-    def is_contiguous(self) -> bool:
-        return bool(self._data.flags.c_contiguous)
+    def is_contiguous(self, memory_format: Any = _mf.contiguous_format) -> bool:
+        """Whether the elements lie densely in C order (or in ``memory_format``'s order:
+        NHWC for ``scriptmod.channels_last``)."""
+        if memory_format is _mf.contiguous_format:
+            return bool(self._data.flags.c_contiguous)
+        fmt = _mf.check(memory_format, "is_contiguous()")
+        return _mf.is_in(self, fmt)
 
     def data_ptr(self) -> int:
         return int(self._data.data.ptr) if arrays.is_cupy(self._data) else int(self._data.ctypes.data)
@@ -281,16 +287,12 @@ class Tensor:
         if tuple(gradient.shape) != tuple(self.shape):
             raise RuntimeError(f"backward: gradient has shape {tuple(gradient.shape)} but the "
                                f"tensor has shape {tuple(self.shape)}")
-        retain = create_graph if retain_graph is None else retain_graph
         if inputs is None:
+            retain = create_graph if retain_graph is None else retain_graph
             run_backward([self], [gradient], retain, create_graph)
             return
-        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-        grads = run_backward([self], [gradient], retain, create_graph, inputs=inputs,
-                             allow_unused=True, accumulate=False)
-        for t, g in zip(inputs, grads):
-            if g is not None:
-                t.grad = g if t.grad is None else t.grad + g
+        from scriptmod.autograd import backward
+        backward([self], [gradient], retain_graph, create_graph, inputs)
 
     def detach(self) -> "Tensor":
         if TRACERS:      # recorded, so the trace reads the value and cuts the gradient
@@ -387,13 +389,17 @@ class Tensor:
 
     # ---- device and dtype -----------------------------------------------------------
     def to(self, *args: Any, **kwargs: Any) -> "Tensor":
-        """``to(dtype)``, ``to(device, dtype=None)``, ``to(other_tensor)``; ``copy=`` forces a copy."""
+        """``to(dtype)``, ``to(device, dtype=None)``, ``to(other_tensor)``; ``copy=`` forces a
+        copy; ``memory_format=`` lays the result out so (``preserve_format``: as ``self``)."""
+        fmt = _mf.check(kwargs.pop("memory_format", _mf.preserve_format), "to()")
         dev, dt, copy = _parse_to(args, kwargs)
         out = self
         if dev is not None and _device.canonical(dev) != self._device_str():
             out = dispatch("to_device", (out,), {"device": _device.canonical(dev)})
         if dt is not None and dt is not out.dtype:
             out = dispatch("cast", (out,), {"dtype": dt})
+        if fmt is not _mf.preserve_format:
+            out = out.contiguous(memory_format=fmt)
         if copy and out is self:
             out = self.clone()
         return out
@@ -492,8 +498,7 @@ def _dtype_arg(d: Any) -> DType:
 def _parse_to(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, DType | None, bool]:
     dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
     copy = bool(kwargs.pop("copy", False))
-    kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
+    kwargs.pop("non_blocking", None)   # a hint: copies here are synchronous, same result
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:

@@ -65,6 +65,9 @@ op("isinf(Tensor self) -> Tensor", R.to_bool, R.same_shape, EW, UN, NONDIFF, OWN
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     op(f"{_name}(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF, COMMUTATIVE)
 op("bitwise_not(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN, NONDIFF)
+# |self - other| <= atol + rtol * |other| in the operands' promoted dtype (ints: in float64)
+op("isclose(Tensor|Scalar self, Tensor|Scalar other, *, float rtol=1e-05, float atol=1e-08, "
+   "bool equal_nan=False) -> Tensor", R.to_bool, R.broadcast, EW, NONDIFF)
 
 # selection
 op("where(Tensor condition, Tensor|Scalar self, Tensor|Scalar other) -> Tensor",

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import rules as R
-from ..errors import ShapeError
+from .. import dtypes as D
+from ..errors import DTypeError, ShapeError
 from ..schema import ANY_RANK, IMPURE, NONDIFF, UPCAST, op
 from ..types import Dim, Shape
 
@@ -113,3 +114,40 @@ op("batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? 
    "Tensor? bias, bool training, Tensor? num_batches_tracked, *, float? momentum=0.1, "
    "float eps=1e-05) -> Tensor",
    R.norm_params_dtype("batch_norm"), R.same_shape, IMPURE)
+
+
+# ---- singular values (the matrix 2-norms and the nuclear norm) ------------------------------
+def _svd_dtype(ops: Sequence[Any], attrs: dict) -> D.DType:
+    a = R.same(ops, attrs)
+    if a.category < D.FLOAT:
+        raise DTypeError(f"linalg.svd: Expected a floating point or complex tensor as input. "
+                         f"Got {a.name}")
+    if a in (D.float16, D.bfloat16):     # as torch's CPU kernels: LAPACK has no half types
+        raise DTypeError(f"linalg.svd: {a.name} is not supported (LAPACK computes in float32 "
+                         f"or float64); convert with .float()")
+    return D.to_real(a)
+
+
+def check_matrices(shape: Sequence[Dim]) -> None:
+    """A stack of matrices: at least 2 dims (the eager kernels check it too)."""
+    if len(shape) < 2:
+        raise ShapeError(f"linalg.svd: The input tensor A must have at least 2 dimensions, got "
+                         f"shape {tuple(shape)}")
+
+
+def _svdvals(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    """(..., m, n) -> (..., min(m, n))."""
+    a = ops[0][1]
+    if a is None:
+        return None
+    check_matrices(a)
+    m, n = a[-2], a[-1]
+    k: Dim = min(m, n) if isinstance(m, int) and isinstance(n, int) else None
+    return tuple(a[:-2]) + (k,)
+
+
+op("linalg_svdvals(Tensor A) -> Tensor", _svd_dtype, _svdvals, ANY_RANK,
+   doc="The singular values of the matrices in the last two dims, in descending order.")
+# U diag(grad) Vh: the first-order derivative of the singular values (no derivative itself)
+op("linalg_svdvals_grad(Tensor A, Tensor grad) -> Tensor", R.same, R.same_shape, ANY_RANK,
+   NONDIFF)

@@ -260,6 +260,9 @@ op(f"rand(int[] size, *, {_F}) -> Tensor", R.from_attr(), _factory, FACTORY, NON
 op(f"randn(int[] size, *, {_F}) -> Tensor", R.from_attr(), _factory, FACTORY, NONDIFF, IMPURE)
 op(f"randint(int[] size, *, int low, int high, {_F}) -> Tensor",
    lambda ops, attrs: attrs.get("dtype") or R.to_int64(ops, attrs), _factory, FACTORY, NONDIFF, IMPURE)
+op(f"randperm(int n, *, {_F}) -> Tensor",
+   lambda ops, attrs: attrs.get("dtype") or R.to_int64(ops, attrs), lambda o, a, v: (v[0],),
+   FACTORY, NONDIFF, IMPURE)
 op(f"arange(Scalar start, Scalar end, Scalar step=1, *, {_F}) -> Tensor",
    R.from_attr(), _arange, FACTORY, NONDIFF)
 op(f"linspace(*, float start, float end, int steps, {_F}) -> Tensor",

@@ -178,6 +178,24 @@ kernel("isnan")(lambda xp, x: xp.isnan(x))
 kernel("isinf")(lambda xp, x: xp.isinf(x))
 
 
+@kernel("isclose")
+def _isclose(xp: Any, a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> Any:
+    """PyTorch's: equal, or both NaN with ``equal_nan``, or a finite |a - b| within
+    atol + |rtol * b|; integers compare exactly, their distance is taken in float64."""
+    a, b = xp.asarray(a), xp.asarray(b)
+    close = a == b
+    if equal_nan and a.dtype.kind in "fc":
+        close = close | (xp.isnan(a) & xp.isnan(b))
+    if rtol == 0 and atol == 0:
+        return close
+    if a.dtype.kind not in "fc":
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(all="ignore"):
+        err = xp.abs(a - b)
+        return close | (xp.isfinite(err) & (err <= atol + xp.abs(rtol * b)))
+
+
 @kernel("bitwise_not")
 def _bitwise_not(xp: Any, x: Any) -> Any:
     if x.dtype.kind == "f":

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from scriptmod.ir.ops.nn import _out_size
+from scriptmod.ir.ops.nn import _out_size, check_matrices
 from .. import random as rng
 from ..arrays import device_of
 from . import kernel
@@ -362,3 +362,16 @@ def _batch_norm(xp: Any, x: Any, running_mean: Any, running_var: Any, weight: An
     if bias is not None:
         out = out + bias.reshape(shape)
     return out.astype(x.dtype, copy=False)
+
+
+@kernel("linalg_svdvals")
+def _svdvals(xp: Any, a: Any) -> Any:
+    check_matrices(a.shape)
+    return xp.linalg.svd(a, compute_uv=False)
+
+
+@kernel("linalg_svdvals_grad")
+def _svdvals_grad(xp: Any, a: Any, grad: Any) -> Any:
+    check_matrices(a.shape)
+    u, _, vh = xp.linalg.svd(a, full_matrices=False)
+    return (u * grad.astype(u.dtype)[..., None, :]) @ vh

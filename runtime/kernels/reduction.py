@@ -1,12 +1,15 @@
 """Reference kernels of reductions and normalizations along a dim."""
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import numpy as np
 
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import ArgumentValueError
+from scriptmod.ir.ops.reduction import check_k
 from scriptmod.ir.ops.rules import norm_dim, reduce_dims
 from .. import threads
 from ..arrays import NP_DTYPE
@@ -245,3 +248,90 @@ def _cumsum(xp: Any, x: Any, dim: int, dtype: Any = None) -> Any:
     if x.ndim == 0:
         return x.astype(np.int64) if x.dtype.kind in "biu" else x.copy()
     return xp.cumsum(x, axis=d, dtype=np.int64 if x.dtype.kind in "biu" else None)
+
+
+@kernel("linalg_vector_norm")
+def _vector_norm(xp: Any, x: Any, ord: float = 2.0, dim: Any = None, keepdim: bool = False,
+                 dtype: Any = None) -> Any:
+    x = _cast_for(x, dtype)
+    axes = _axes(x, dim)
+    p = float(ord)
+    if p < 0 or p == math.inf:   # min/max-like: no identity, so no norm of nothing
+        _norm_nonempty(x, axes, p, dim)
+    with np.errstate(all="ignore"):   # overflow to inf, 0 ** -1 = inf: as in torch
+        return _p_norm(xp, x, p, axes, keepdim)
+
+
+def _p_norm(xp: Any, x: Any, p: float, axes: tuple[int, ...], keepdim: bool) -> Any:
+    over = {"axis": axes, "keepdims": keepdim}
+    if p == 2 and x.dtype.kind == "f":   # no |x| pass: x * x is |x| ** 2
+        if xp is np and len(axes) == x.ndim and x.flags.c_contiguous:
+            flat = x.reshape(-1)             # a whole tensor (clip_grad_norm_): BLAS's dot,
+            total = np.sqrt(np.dot(flat, flat))   # one pass with no temporary
+            return total.reshape((1,) * x.ndim) if keepdim else total
+        inner = _trailing(xp, x, axes)
+        if inner:                            # short rows: einsum's lane sums, no temporary
+            rows = x.reshape(-1, inner)
+            total = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+            kept = tuple(1 if a in axes else n for a, n in enumerate(x.shape))
+            return total.reshape(kept if keepdim else tuple(n for a, n in enumerate(x.shape)
+                                                            if a not in axes))
+        return xp.sqrt(xp.sum(x * x, **over))
+    a = xp.abs(x)
+    if p == math.inf:
+        return xp.max(a, **over)
+    if p == -math.inf:
+        return xp.min(a, **over)
+    if p == 0:
+        return xp.sum(a != 0, **over).astype(a.dtype)
+    if p == 1:
+        return xp.sum(a, **over)
+    if p == 2:
+        return xp.sqrt(xp.sum(a * a, **over))
+    return xp.sum(a ** p, **over) ** (1.0 / p)
+
+
+def _norm_nonempty(x: Any, axes: tuple[int, ...], p: float, dim: Any) -> None:
+    order = int(p) if p.is_integer() else p
+    if dim is None and x.size == 0:
+        raise ArgumentValueError(f"linalg.vector_norm cannot compute the {order} norm on an "
+                                 f"empty tensor because the operation does not have an identity")
+    empty = next((d for d in axes if x.shape[d] == 0), None)
+    if empty is not None:
+        raise ArgumentValueError(f"linalg.vector_norm cannot compute the {order} norm on the "
+                                 f"dimension {empty} because this dimension is empty and the "
+                                 f"operation does not have an identity")
+
+
+def _sort_order(xp: Any, x: Any, d: int, descending: bool) -> Any:
+    """Stable sort indices along axis ``d``: NaN is the largest value, and equal values keep
+    their order, descending too (a stable sort of the reversed row, read backwards)."""
+    key = x.astype(np.float32) if x.dtype in _HALF_KEYS else x   # NumPy misorders bfloat16
+    if not descending:
+        return xp.argsort(key, axis=d, kind="stable")
+    n = x.shape[d]
+    back = xp.flip(xp.argsort(xp.flip(key, axis=d), axis=d, kind="stable"), axis=d)
+    return (n - 1) - back
+
+
+_HALF_KEYS = {NP_DTYPE[D.float16], NP_DTYPE[D.bfloat16]}
+
+
+@kernel("sort")
+def _sort(xp: Any, x: Any, dim: int = -1, descending: bool = False) -> tuple[Any, Any]:
+    d = norm_dim(dim, x.ndim, "sort")
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype=np.int64)
+    idx = _sort_order(xp, x, d, descending)
+    return xp.take_along_axis(x, idx, axis=d), idx
+
+
+@kernel("topk")
+def _topk(xp: Any, x: Any, k: int, dim: int = -1, largest: bool = True,
+          sorted: bool = True) -> tuple[Any, Any]:
+    d = norm_dim(dim, x.ndim, "topk")
+    check_k(k, x.shape[d] if x.ndim else 1, dim)
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype=np.int64)
+    idx = xp.take(_sort_order(xp, x, d, largest), xp.arange(k), axis=d)
+    return xp.take_along_axis(x, idx, axis=d), idx

@@ -237,6 +237,15 @@ def _randint(xp: Any, size: Sequence[int], low: int, high: int, dtype: Any = Non
     return out.astype(NP_DTYPE[dtype or D.int64])
 
 
+@kernel("randperm")
+def _randperm(xp: Any, n: int, dtype: Any = None, device: str = "cpu") -> Any:
+    if n < 0:
+        raise ArgumentValueError(f"randperm(): argument 'n' must be non-negative, got {n}")
+    g = rng.generator(device)
+    perm = g.permutation(n) if hasattr(g, "permutation") else xp.argsort(g.random(n))
+    return perm.astype(NP_DTYPE[dtype or D.int64])
+
+
 @kernel("arange")
 def _arange(xp: Any, start: float, end: float, step: float = 1, dtype: Any = None,
             device: str = "cpu") -> Any:

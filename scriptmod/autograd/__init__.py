@@ -46,11 +46,20 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
 
 def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
              create_graph: bool = False, inputs: Any = None) -> None:
-    """Accumulate gradients of ``tensors`` into the leaves' ``.grad``."""
+    """Accumulate gradients of ``tensors`` into the leaves' ``.grad`` (only into those of
+    ``inputs``, when given)."""
     outs = _seq(tensors)
     gos = _seq(grad_tensors) if grad_tensors is not None else [None] * len(outs)
     retain = create_graph if retain_graph is None else retain_graph
-    run_backward(outs, _default_grads(outs, gos), retain, create_graph)
+    if inputs is None:
+        run_backward(outs, _default_grads(outs, gos), retain, create_graph)
+        return
+    ins = _seq(inputs)
+    grads = run_backward(outs, _default_grads(outs, gos), retain, create_graph, inputs=ins,
+                         allow_unused=True, accumulate=False)
+    for t, g in zip(ins, grads):
+        if g is not None:
+            t.grad = g if t.grad is None else t.grad + g
 
 
 from scriptmod.autograd.function import Function, FunctionCtx  # noqa: E402

@@ -205,6 +205,36 @@ derivative("logsumexp", saves=(0,), output=True)(
     lambda ctx, g: (_unreduce(ctx, g) * (ctx.inputs[0] - _unreduce(ctx, ctx.output)).exp(),))
 
 
+def _sgn(x: Tensor) -> Tensor:
+    """x / |x| (0 at 0): ``sign`` of a real tensor, the unit phase of a complex one."""
+    if not x.is_complex():
+        return x.sign()
+    mag = x.abs()
+    return T.where(mag == 0, 0.0, x / mag)
+
+
+@derivative("linalg_vector_norm", saves=(0,), output=True)
+def _vector_norm(ctx: Any, g: Tensor) -> tuple:
+    """torch's ``norm_backward``: 0 where the norm is 0 (a zero vector's 2-norm has no
+    gradient; sqrt(sum(x * x)) would give NaN there), ties of the inf-norm share theirs."""
+    x, p = ctx.inputs[0], ctx.attrs["ord"]
+    norm, g = _unreduce(ctx, ctx.output), _unreduce(ctx, g)
+    if p == 0:                    # piecewise constant: no gradient at all, as in torch
+        return (None,)
+    if p == 1:
+        return (_sgn(x) * g,)
+    if p == 2:
+        return (g * T.where(norm == 0, 0.0, x / norm),)
+    mag = x.abs()
+    if math.isinf(p):
+        mask = ((mag == norm) | mag.isnan()).to(g.dtype)
+        return (_sgn(x) * (g / mask.sum(dim=_dims(ctx), keepdim=True) * mask),)
+    if p < 1:
+        return (_sgn(x) * T.where(x == 0, 0.0, mag ** (p - 1)) * g * norm ** (1 - p),)
+    scale = T.where(norm == 0, 0.0, g / norm ** (p - 1))
+    return ((_sgn(x) * mag ** (p - 1) if p < 2 else x * mag ** (p - 2)) * scale,)
+
+
 def _select_back(ctx: Any, gs: list) -> tuple:
     g, idx = gs[0], ctx.outputs[1]
     shape, dim = ctx.input_meta[0][0], ctx.attrs["dim"]
@@ -314,13 +344,28 @@ def _grid_index(index: Tensor, dim: int) -> list[Tensor]:
     return out
 
 
+def _scatter_add(shape: Any, g: Tensor, index: Tensor, dim: int) -> Tensor:
+    """Zeros of ``shape`` with ``g`` added at ``index`` along ``dim`` (gather's transpose)."""
+    base = T.zeros(shape, dtype=g.dtype, device=g.device)
+    spec = tuple(("tensor", k) for k in range(index.ndim))
+    return T.index_put(base, g, *_grid_index(index, dim), spec=spec, accumulate=True)
+
+
 @derivative("gather", saves=(1,))
 def _gather(ctx: Any, g: Tensor) -> tuple:
-    idx = ctx.inputs[1]
-    shape, dtype = ctx.input_meta[0]
-    base = T.zeros(shape, dtype=g.dtype, device=g.device)
-    spec = tuple(("tensor", k) for k in range(idx.ndim))
-    return T.index_put(base, g, *_grid_index(idx, ctx.attrs["dim"]), spec=spec, accumulate=True), None
+    return _scatter_add(ctx.input_meta[0][0], g, ctx.inputs[1], ctx.attrs["dim"]), None
+
+
+def _sorted_back(ctx: Any, gs: list) -> tuple:
+    """sort/topk: each value's gradient goes back to where it came from (``indices``)."""
+    shape = ctx.input_meta[0][0]
+    if len(shape) == 0:
+        return (gs[0],)
+    return (_scatter_add(shape, gs[0], ctx.outputs[1], ctx.attrs["dim"]),)
+
+
+derivative("sort", output=True)(_sorted_back)
+derivative("topk", output=True)(_sorted_back)
 
 
 @derivative("index", saves="all")
@@ -385,6 +430,12 @@ def _conv2d(ctx: Any, g: Tensor) -> tuple:
     gw = _op("conv2d_grad_weight", gy, x, weight_size=list(w.shape), **conv)
     gb = g.sum(dim=(0, 2, 3)) if ctx.input_meta[2] is not None else None
     return gx, gw, gb
+
+
+@derivative("linalg_svdvals", saves=(0,))
+def _svdvals(ctx: Any, g: Tensor) -> tuple:
+    """First-order only (``linalg_svdvals_grad`` has no derivative)."""
+    return (_op("linalg_svdvals_grad", ctx.inputs[0], g),)
 
 
 @derivative("max_pool2d", saves=(0,))

@@ -14,4 +14,4 @@ from scriptmod.nn.module import Module  # noqa: F401
 from scriptmod.nn.containers import (ModuleDict, ModuleList, ParameterDict,  # noqa: F401
                                      ParameterList, Sequential)
 from scriptmod.nn.modules import *  # noqa: F401,F403
-from scriptmod.nn import functional, init  # noqa: F401
+from scriptmod.nn import functional, init, utils  # noqa: F401

@@ -14,7 +14,7 @@ import math
 import warnings
 from typing import Any
 
-from scriptmod._creation import rand, randn
+from scriptmod._creation import Generator, default_generator, rand, randn
 from scriptmod._tensor_ops import where
 from scriptmod.autograd.grad_mode import no_grad
 from scriptmod.tensor import Tensor
@@ -71,35 +71,42 @@ def _write(tensor: Tensor, values: Tensor) -> Tensor:
         return tensor.copy_(values)
 
 
-def _draw(kind: Any, tensor: Tensor) -> Tensor:
+def _draw(kind: Any, tensor: Tensor, generator: Generator | None) -> Tensor:
+    """``kind`` (rand or randn) of ``tensor``'s shape, drawn from ``generator`` if given."""
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"nn.init: argument 'generator' must be a scriptmod.Generator, got "
+                        f"{type(generator).__name__}")
     dtype = tensor.dtype if tensor.is_floating_point() else None
-    return kind(*tensor.shape, dtype=dtype, device=tensor.device)
+    with (generator or default_generator)._drawing(tensor._device_str()):
+        return kind(*tensor.shape, dtype=dtype, device=tensor.device)
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
-    """Fill with U(a, b)."""
-    return _write(tensor, _draw(rand, tensor) * (b - a) + a)
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0,
+             generator: Generator | None = None) -> Tensor:
+    """Fill with U(a, b) (drawn from ``generator`` when given)."""
+    return _write(tensor, _draw(rand, tensor, generator) * (b - a) + a)
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
-    """Fill with N(mean, std^2)."""
-    return _write(tensor, _draw(randn, tensor) * std + mean)
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
+            generator: Generator | None = None) -> Tensor:
+    """Fill with N(mean, std^2) (drawn from ``generator`` when given)."""
+    return _write(tensor, _draw(randn, tensor, generator) * std + mean)
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
-                  b: float = 2.0, generator: Any = None) -> Tensor:
+                  b: float = 2.0, generator: Generator | None = None) -> Tensor:
     """Fill with N(mean, std^2) restricted to [a, b] (rejection sampling: the same
     distribution as PyTorch's inverse-CDF method)."""
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
                       "distribution of values may be incorrect.", stacklevel=2)
     with no_grad():
-        values = _draw(randn, tensor) * std + mean
+        values = _draw(randn, tensor, generator) * std + mean
         for _ in range(100):
             outside = (values < a) | (values > b)
             if not outside.any().item():
                 break
-            values = where(outside, _draw(randn, tensor) * std + mean, values)
+            values = where(outside, _draw(randn, tensor, generator) * std + mean, values)
         return tensor.copy_(values.clamp(a, b))
 
 
@@ -124,17 +131,19 @@ def eye_(tensor: Tensor) -> Tensor:
     return _write(tensor, eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
 
 
-def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0,
+                    generator: Generator | None = None) -> Tensor:
     """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010)."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+def xavier_normal_(tensor: Tensor, gain: float = 1.0,
+                   generator: Generator | None = None) -> Tensor:
     """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> float | None:
@@ -146,17 +155,17 @@ def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> floa
 
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
-                     nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:
+                     nonlinearity: str = "leaky_relu", generator: Generator | None = None) -> Tensor:
     """U(-b, b) with b = gain * sqrt(3 / fan) (He et al., 2015)."""
     std = _kaiming_std(tensor, a, mode, nonlinearity)
     if std is None:
         return tensor
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
-                    nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:
+                    nonlinearity: str = "leaky_relu", generator: Generator | None = None) -> Tensor:
     """N(0, std^2) with std = gain / sqrt(fan)."""
     std = _kaiming_std(tensor, a, mode, nonlinearity)
-    return tensor if std is None else normal_(tensor, 0.0, std)
+    return tensor if std is None else normal_(tensor, 0.0, std, generator)

@@ -26,7 +26,7 @@ import copy
 import warnings
 from typing import Any, Callable, Iterator, TypeVar
 
-from scriptmod import _device
+from scriptmod import _device, _memory_format
 from scriptmod.autograd import grad_mode
 from scriptmod.nn._compiler import compiler
 from scriptmod.nn._module_hooks import (HooksMixin, register_module_forward_hook,  # noqa: F401
@@ -461,11 +461,16 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         return self
 
     def to(self: T, *args: Any, **kwargs: Any) -> T:
-        """``to(device=None, dtype=None, non_blocking=False)``, ``to(dtype)``, ``to(tensor)``.
-        Only floating and complex parameters and buffers change dtype; the module is changed
-        in place and returned."""
+        """``to(device=None, dtype=None, non_blocking=False)``, ``to(dtype)``, ``to(tensor)``,
+        ``to(memory_format=scriptmod.channels_last)``. Only floating and complex parameters
+        and buffers change dtype, only 4-d and 5-d ones memory format (as in torch); the
+        module is changed in place and returned."""
         from scriptmod.tensor import _parse_to
-        device, dtype, _ = _parse_to(args, dict(kwargs))
+        kwargs = dict(kwargs)
+        fmt = kwargs.pop("memory_format", None)
+        if fmt is not None:
+            _memory_format.check(fmt, "Module.to()")
+        device, dtype, _ = _parse_to(args, kwargs)
         if dtype is not None:
             if not (dtype.is_floating_point or dtype.is_complex):
                 raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
@@ -479,6 +484,8 @@ class Module(StateMixin, HooksMixin, IvyMixin):
 
         def convert(t: Tensor) -> Tensor:
             keep = t.is_floating_point() or t.is_complex()
+            if fmt is not None and t.dim() in (4, 5):
+                return t.to(device, dtype if keep else None, memory_format=fmt)
             return t.to(device, dtype if keep else None)
         return self._apply(convert)
 

@@ -59,6 +59,7 @@ class UninitializedBuffer(Tensor):
     def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None) -> None:
         from scriptmod._creation import empty
         Tensor._init(self, empty(0)._data)
+        self.requires_grad_(requires_grad)
         self._lazy_device, self._lazy_dtype = device, dtype
 
     def materialize(self, shape: tuple, device: Any = None, dtype: Any = None) -> None:

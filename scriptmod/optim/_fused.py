@@ -63,13 +63,19 @@ Math = Callable[[Any, Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
 # ---- which path ----------------------------------------------------------------------------
 
 def check_options(group: dict[str, Any]) -> None:
-    """PyTorch's refusals of a group's ``fused``/``foreach``/``differentiable`` options."""
+    """PyTorch's refusals of a group's ``fused``/``foreach``/``differentiable`` options, and
+    ours of ``differentiable=True``: ``step`` is not recorded by autograd here, and a flag
+    that changed nothing would hand back gradients that silently miss the update."""
+    if group.get("fused") and group.get("foreach"):
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+    if group.get("fused") and group.get("differentiable"):
+        raise RuntimeError("`fused` does not support `differentiable`")
+    if group.get("differentiable"):
+        raise NotImplementedError("differentiable=True (autograd through optimizer.step()) is "
+                                  "not supported by scriptmod's optimizers; pass "
+                                  "differentiable=False")
     if not group.get("fused"):
         return
-    if group.get("foreach"):
-        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
-    if group.get("differentiable"):
-        raise RuntimeError("`fused` does not support `differentiable`")
     reason = _unsupported(group["params"])
     if reason is not None:
         raise RuntimeError(f"{FUSED_ERROR}, but {reason}")

@@ -352,6 +352,73 @@ for _n in ("any", "all"):
         x, axis=_ax(x, dim), keepdims=keepdim), REAL, grad=False)
 
 
+# every ord on every reduce() shape would be 60 samples: ord 2 takes them all, the others a few
+_NORM_ORDS = (2.0, 1.0, math.inf, -math.inf, 0.0, 3.0, 1.5, 0.5, -1.0)
+_NORM_SHAPES = {"all", "0d", "dims02", "dim-1-keep", "empty-dim"}
+
+
+def _away_from_zero(x: np.ndarray) -> np.ndarray:
+    """|x| >= 0.25: the p < 1 norms' gradients are steep near 0 (finite differences fail)."""
+    return np.asarray(x + np.where(x.real >= 0, 0.25, -0.25).astype(x.dtype))
+
+
+def _vector_norm_samples(g: Gen) -> list[Sample]:
+    out = []
+    for p in _NORM_ORDS:
+        no_identity = p < 0 or p == math.inf    # an empty reduction raises (torch's error)
+        for s in reduce(empty_ok=not no_identity, ord=p)(g):
+            if p == 2.0 or s.label in _NORM_SHAPES:
+                out.append(Sample(f"{s.label}-ord{p:g}", (_away_from_zero(s.inputs[0]),),
+                                  s.attrs, s.grad if p != 0 else ()))
+    zero = np.zeros((2, 3), np_dtype(g.dtype))
+    zero[1] = g.arr((3,))
+    out.append(Sample("zero-row", (zero,), {"dim": [1]}, g.grad_of(0)))   # grad 0 there
+    return out
+
+
+def _vector_norm_ref(x: np.ndarray, ord: float = 2.0, dim: Any = None, keepdim: bool = False,
+                     dtype: Any = None) -> np.ndarray:
+    a = np.abs(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64))
+    over = {"axis": _ax(x, dim), "keepdims": keepdim}
+    if math.isinf(ord):
+        return (np.max if ord > 0 else np.min)(a, **over)
+    if ord == 0:
+        return np.sum(a != 0, **over).astype(np.float64)
+    return np.sum(a ** ord, **over) ** (1 / ord)
+
+
+case("linalg_vector_norm", _vector_norm_samples, _vector_norm_ref, FLOATS + COMPLEX)
+
+
+def _matrices(g: Gen, *extra: Any) -> list[Sample]:
+    """Wide, tall, batched, non-contiguous and empty matrices (``extra(g, a)``: more inputs)."""
+    shapes = [("wide", (3, 4)), ("tall", (4, 3)), ("batched", (2, 3, 3)), ("empty", (0, 3))]
+    out = [Sample(label, (g.arr(shape),) + tuple(f(g, g.arr(shape)) for f in extra), {},
+                  g.grad_of(0) if label != "empty" else ())
+           for label, shape in shapes]
+    a = g.arr((2, 5, 3), noncontig=True)
+    return out + [Sample("noncontig", (a,) + tuple(f(g, a) for f in extra), {}, g.grad_of(0))]
+
+
+def _real_of(g: Gen) -> str:
+    return {"complex64": "float32", "complex128": "float64"}.get(g.dtype, g.dtype)
+
+
+def _svdvals_grad_ref(a: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    u, _, vh = np.linalg.svd(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64),
+                             full_matrices=False)
+    return (u * grad.astype(np.float64)[..., None, :]) @ vh
+
+
+case("linalg_svdvals", _matrices, lambda a: np.linalg.svd(
+    a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), compute_uv=False),
+    ("float32", "float64") + COMPLEX)
+case("linalg_svdvals_grad",
+     lambda g: _matrices(g, lambda g, a: g.arr(a.shape[:-2] + (min(a.shape[-2:]),),
+                                               dtype=_real_of(g))),
+     _svdvals_grad_ref, ("float32", "float64") + COMPLEX, grad=False)
+
+
 def _select_samples(g: Gen) -> list[Sample]:
     X = lambda s, **k: g.arr(s, -3, 3, **k)   # noqa: E731
     gr = g.grad_of(0)
@@ -417,6 +484,119 @@ def _cumsum_ref(x: np.ndarray, dim: int, dtype: Any = None) -> np.ndarray:
 case("softmax", along(), _softmax_ref, FLOATS)
 case("log_softmax", along(), _log_softmax_ref, FLOATS)
 case("cumsum", along(), _cumsum_ref, FLOATS + ("int32", "int64", "bool") + COMPLEX)
+
+
+# ---- sorting (stable; NaN is the largest value) ----------------------------------------
+def _with_ties(g: Gen, shape: tuple[int, ...]) -> np.ndarray:
+    """Few distinct values, so that most of them repeat (and NaN where floating)."""
+    x = g.arr(shape, -2, 2)
+    x = x.astype(np.float64).round().astype(x.dtype) if g.floating else x
+    if g.floating:
+        x.reshape(-1)[::5] = np.nan
+    return x
+
+
+def _sort_samples(g: Gen) -> list[Sample]:
+    X = lambda s, **k: g.arr(s, -3, 3, **k)   # noqa: E731
+    gr = g.grad_of(0)
+    return [Sample("dim-1", (X((3, 5)),), {}, gr),
+            Sample("dim0-desc", (X((4, 3)),), {"dim": 0, "descending": True}, gr),
+            Sample("3d-dim1", (X((2, 4, 3)),), {"dim": 1}, gr),
+            Sample("0d", (X(()),), {"dim": 0}, gr),
+            Sample("empty", (X((0, 3)),), {"dim": 0}),
+            Sample("noncontig", (X((3, 4), noncontig=True),), {"descending": True}, gr),
+            Sample("ties", (_with_ties(g, (3, 10)),), {}),
+            Sample("ties-desc", (_with_ties(g, (10, 3)),), {"dim": 0, "descending": True})]
+
+
+def _sort_order_ref(row: np.ndarray, descending: bool) -> list[int]:
+    """Python's sort is stable, reversed too: equal values keep their order."""
+    key = lambda i: (1, 0.0) if row[i] != row[i] else (0, row[i])   # noqa: E731  (NaN last)
+    return sorted(range(len(row)), key=key, reverse=descending)
+
+
+def _sort_ref(x: np.ndarray, dim: int = -1, descending: bool = False) -> tuple:
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), np.int64)
+    idx = np.apply_along_axis(lambda r: np.array(_sort_order_ref(r, descending), np.int64), dim, x)
+    return np.take_along_axis(x, idx, dim), idx
+
+
+def _topk_samples(g: Gen) -> list[Sample]:
+    X = lambda s, **k: g.arr(s, -3, 3, **k)   # noqa: E731
+    gr = g.grad_of(0)
+    return [Sample("k2", (X((3, 5)),), {"k": 2}, gr),
+            Sample("k3-dim0-smallest", (X((4, 3)),), {"k": 3, "dim": 0, "largest": False}, gr),
+            Sample("k-all", (X((2, 3, 4)),), {"k": 3, "dim": 1}, gr),
+            Sample("k0", (X((3, 4)),), {"k": 0}),
+            Sample("0d", (X(()),), {"k": 1, "dim": 0}, gr),
+            Sample("noncontig", (X((3, 4), noncontig=True),), {"k": 2, "sorted": False}, gr),
+            Sample("ties", (_with_ties(g, (3, 10)),), {"k": 4}),
+            Sample("ties-smallest", (_with_ties(g, (3, 10)),), {"k": 4, "largest": False})]
+
+
+def _topk_ref(x: np.ndarray, k: int, dim: int = -1, largest: bool = True,
+              sorted: bool = True) -> tuple:
+    values, idx = _sort_ref(x, dim, descending=largest)
+    if x.ndim == 0:
+        return values, idx
+    return np.take(values, range(k), dim), np.take(idx, range(k), dim)
+
+
+case("sort", _sort_samples, _sort_ref, REAL)
+case("topk", _topk_samples, _topk_ref, REAL)
+
+
+def _isclose_samples(g: Gen) -> list[Sample]:
+    """Pairs equal, near (relative change 1e-3) or far apart (1 step, 0.5) in thirds, so
+    that no element sits on a tolerance's edge."""
+    a = g.arr((3, 6), 0.5, 2)
+    b = a.copy()
+    if g.dtype == "bool":
+        b[:, ::3] = ~b[:, ::3]
+    elif g.floating:
+        b[:, 1::3] = (b[:, 1::3].astype(np.float64) * 1.001).astype(b.dtype)
+        b[:, ::3] += np.asarray(0.5, b.dtype)
+    else:
+        b[:, ::3] += np.asarray(1, b.dtype)
+    out = [Sample("default", (a, b)), Sample("rtol", (a, b), {"rtol": 0.05, "atol": 0.0}),
+           Sample("atol", (a, b), {"rtol": 0.0, "atol": 1.5}),
+           Sample("exact", (a, b), {"rtol": 0.0, "atol": 0.0}),
+           Sample("broadcast", (a, b[0]), {"rtol": 0.05}),
+           Sample("scalar", (a, g.scalar(0.5, 2)), {"atol": 0.5}),
+           Sample("0d-self", (np.array(a[0, 0]), b[0]), {"rtol": 0.05}),
+           Sample("empty", (a[:0], b[:0]))]
+    if g.floating:
+        n = a.copy()
+        n[0] = np.nan
+        m = n.copy()
+        m[0, ::2] = 1
+        out += [Sample("nan", (n, m)), Sample("equal-nan", (n, m), {"equal_nan": True})]
+    return out
+
+
+def _isclose_ref(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> np.ndarray:
+    wide = lambda x: np.asarray(x, np.complex128 if np.iscomplexobj(x) else np.float64)  # noqa: E731
+    return np.isclose(wide(a), wide(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+case("isclose", _isclose_samples, _isclose_ref, REAL + COMPLEX, grad=False)
+
+
+def _randperm_check(s: Sample, got: Any) -> None:
+    n = s.inputs[0]
+    assert got.dtype == np_dtype(s.attrs["dtype"].name), (got.dtype, s.attrs["dtype"])
+    np.testing.assert_array_equal(np.sort(got.astype(np.int64)), np.arange(n))
+
+
+def _randperm_samples(g: Gen) -> list[Sample]:
+    attrs = {"dtype": D.BY_NAME[g.dtype], "device": "cpu"}
+    return [Sample(label, (n,), attrs) for label, n in (("ten", 10), ("one", 1), ("empty", 0))]
+
+
+case("randperm", _randperm_samples, None, FLOATS + ("int32", "int64"), grad=False,
+     check=_randperm_check)
 
 
 # ---- shape and data movement ---------------------------------------------------------

@@ -129,8 +129,7 @@ def test_params_without_grad_are_skipped() -> None:
 
 @pytest.mark.parametrize("options,fast", [({}, True), ({"foreach": True}, True),
                                           ({"fused": True}, True), ({"fused": False}, False),
-                                          ({"foreach": False}, False),
-                                          ({"differentiable": True}, False)])
+                                          ({"foreach": False}, False)])
 def test_which_path_runs(options: dict, fast: bool) -> None:
     params = _params(np.float32)
     opt = optim.AdamW(params, **options)
