@@ -21,10 +21,13 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .effects import has_side_effects, is_pure
 from .fold import fold_constants
+from .fold_batchnorm import fold_batchnorm
+from .freeze import freeze_attributes
 from .fuse import fuse_elementwise
 from .fuse_rows import fuse_rows
 from .inline import inline_calls
 from .licm import hoist_loop_invariants
+from .remove_dropout import remove_dropout
 from .pipeline import PASSES, register_pass, run_pipeline
 from .shapes import ShapePropagationError, propagate_shapes
 from .split_reductions import split_reductions
@@ -33,3 +36,4 @@ __all__ = ["canonicalize", "eliminate_common_subexpressions", "eliminate_dead_co
            "fold_constants", "inline_calls", "propagate_shapes", "run_pipeline", "register_pass",
            "PASSES", "ShapePropagationError", "has_side_effects", "is_pure"]
 __all__ += ["fuse_elementwise", "fuse_rows", "hoist_loop_invariants", "split_reductions"]
+__all__ += ["fold_batchnorm", "freeze_attributes", "remove_dropout"]

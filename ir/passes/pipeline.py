@@ -11,7 +11,9 @@ from .canonicalize import canonicalize
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold import fold_constants
+from .fold_batchnorm import fold_batchnorm
 from .inline import inline_calls
+from .remove_dropout import remove_dropout
 from .shapes import propagate_shapes
 from ..verify import IRVerifyError, verify as verify_graph
 
@@ -25,6 +27,8 @@ PASSES: dict[str, Pass] = {
     "eliminate_common_subexpressions": eliminate_common_subexpressions,
     "canonicalize": canonicalize,
     "propagate_shapes": propagate_shapes,
+    "fold_batchnorm": fold_batchnorm,
+    "remove_dropout": remove_dropout,
 }
 
 
@@ -69,7 +73,7 @@ def run_pipeline(graph: Graph, passes: Sequence[PassEntry], verify: bool = False
         >>> print(run_pipeline(g, ["inline_calls", "canonicalize", "eliminate_dead_code"],
         ...                    verify=True, options={"inline_calls": {"resolve": r}}))
         graph(%self : __module__.Net, %x : Float(4)):
-          %y : Float(4) = sm::relu(%x)
+          %y : Float(4) = sm::relu(%x)  # scope: act
           return (%y)
     """
     for entry in passes:

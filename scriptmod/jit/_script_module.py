@@ -92,7 +92,7 @@ class ScriptModule(Module):
 
     # ---- container protocol of a traced Sequential / ModuleList / ModuleDict --------------
     def _container(self, op: str) -> str:
-        kind = _CONTAINERS.get(self._qualified_name)
+        kind = self._container_kind()
         if kind is None:
             raise TypeError(f"'{self.original_name}' ScriptModule does not support {op} (only "
                             f"traced Sequential, ModuleList and ModuleDict do)")
@@ -110,7 +110,12 @@ class ScriptModule(Module):
     def __bool__(self) -> bool:
         """A module is truthy (defining ``__len__`` must not make ``if traced:`` raise);
         a traced container is truthy when it holds something, like its eager original."""
-        return _CONTAINERS.get(self._qualified_name) is None or len(self._modules) > 0
+        return self._container_kind() is None or len(self._modules) > 0
+
+    def _container_kind(self) -> str | None:
+        """The kind of a traced container (list or dict); None for a frozen module, whose
+        members are constants of its graph now."""
+        return None if self.__dict__.get("_frozen") else _CONTAINERS.get(self._qualified_name)
 
     def __iter__(self) -> Any:
         if self._container("iteration") == "dict":
@@ -177,6 +182,7 @@ class ScriptModule(Module):
         ex = self._executors.get(method)
         if ex is None:
             ex = self._executors[method] = Executor(self, method, self._arg_names.get(method, []))
+            ex.post_passes.extend(self.__dict__.get("_specialized_passes", ()))   # (freeze)
         return ex
 
     # ---- inspection -------------------------------------------------------------------
