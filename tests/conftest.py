@@ -3,6 +3,7 @@
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _HERE = Path(__file__).resolve().parent
@@ -21,3 +22,9 @@ def pytest_pycollect_makeitem(collector, name, obj):
     if name == "DOCSTRING_EXAMPLES" and collector.path.name == "test_doctests.py":
         return obj(collector)
     return None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # here, not in tests/fuzz/conftest.py: ``pytest tests --long`` must know the option too
+    parser.addoption("--long", action="store_true", default=False,
+                     help="run the long fuzz campaigns (tests/fuzz) and print their figures")

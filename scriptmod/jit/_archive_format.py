@@ -1,15 +1,18 @@
 """The archive format (names, limits, manifest schema) and its safe reader: every byte is
 checked before it is used. ``archive`` holds the user API (``save``, ``load``) on top of it.
 
-The order is container (entry names, declared sizes, compression) -> manifest (JSON, format
-version, schema, references, ops) -> method IR (parse, verify, allowed kinds, attribute and
-method references) -> tensor data (safetensors header against the manifest, then copy).
-Nothing here imports a class, evaluates text or unpickles; every failure is ``ArchiveError``.
-The format is described in ``scriptmod/jit/ARCHIVE.md``.
+The order is container (entry names, declared sizes, compression) -> manifest (its digest,
+JSON, format version, schema, references, ops) -> entries (declared sizes against the
+manifest's, then read through a bounded reader that checks each entry's sha256) -> method IR
+(parse, verify, allowed kinds, attribute and method references) -> tensor data (safetensors
+header against the manifest, then copy). Nothing here imports a class, evaluates text or
+unpickles; every failure is ``ArchiveError``. The format is described in
+``scriptmod/jit/ARCHIVE.md``.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import math
 import os
@@ -24,8 +27,9 @@ from scriptmod import _formats, _safetensors
 from scriptmod._safetensors import SafetensorsError
 
 FORMAT = "scriptmod.archive"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2                # 2: entry sizes and sha256 digests (version 1 still loads)
 MANIFEST = "manifest.json"
+DIGEST = "manifest.sha256"        # the manifest's own sha256 (hex), from version 2 on
 DATA = "data.safetensors"
 # safetensors dtype names, allow-listed; the key is scriptmod's (and NumPy's) dtype name
 ST_DTYPES = _safetensors.DTYPES
@@ -43,11 +47,14 @@ class Limits:
     """Caps applied before anything is read or allocated (tests lower them)."""
 
     max_entries: int = 100_000
-    max_text_bytes: int = 256 * 2**20          # manifest, IR, code, one extra file
+    max_text_bytes: int = 32 * 2**20           # manifest, IR, code, one extra file
+    max_text_total: int = 256 * 2**20          # every entry but the tensor data, together
+    max_ir_bytes: int = 2 * 2**20              # the IR text of all methods (~25,000 nodes)
     max_data_bytes: int = 64 * 2**30           # data.safetensors
     max_total_bytes: int = 64 * 2**30          # all entries, uncompressed
     max_elements: int = 2**36                  # one tensor
     max_name: int = 255
+    max_trip_count: int = 2**24                # a loop with a constant trip count
 
 
 LIMITS = Limits()
@@ -83,7 +90,9 @@ def check_entry_name(name: str, what: str = "entry") -> None:
 # ---- the zip container ---------------------------------------------------------------------
 class Container:
     """A zip whose entries were checked (names, duplicates, encryption, compression, declared
-    sizes against the caps) before any is read; ``read`` never returns more than declared."""
+    sizes against the caps) before any is read. ``read`` streams an entry through a running
+    limit, never past its declared size nor the caller's cap, and checks its CRC and, once the
+    manifest gave them (``expect``), its size and sha256."""
 
     def __init__(self, zf: zipfile.ZipFile) -> None:
         self.zf = zf
@@ -95,10 +104,8 @@ class Container:
         self.infos: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
             self._admit(info)
-        total = sum(i.file_size for i in infos)
-        if total > LIMITS.max_total_bytes:
-            raise ArchiveError(f"archive entries declare {total} bytes uncompressed, more than the "
-                               f"limit {LIMITS.max_total_bytes} (zip bomb?)")
+        _check_totals(infos)
+        self.digests: dict[str, str] = {}
 
     def _admit(self, info: zipfile.ZipInfo) -> None:
         name = info.filename
@@ -119,25 +126,100 @@ class Container:
     def names(self) -> list[str]:
         return list(self.infos)
 
-    def read(self, name: str) -> bytes:
+    def expect(self, entries: list[dict[str, Any]]) -> None:
+        """The manifest's size and sha256 of each entry: every zip header must declare the
+        manifest's size (checked now, before anything is decompressed), and every entry read
+        later must hash to its digest."""
+        for e in entries:
+            info = self.infos.get(e["name"])
+            if info is not None and info.file_size != e["size"]:
+                raise ArchiveError(f"entry {e['name']!r}: its zip header declares "
+                                   f"{info.file_size} bytes, the manifest {e['size']}")
+            self.digests[e["name"]] = e["sha256"]
+
+    def read(self, name: str, cap: int | None = None) -> bytearray:
+        """The entry's bytes, at most ``cap`` of them (the caller's bound from the manifest),
+        read in chunks so that a lying header or a decompression bomb stops at the limit."""
         info = self.infos.get(name)
         if info is None:
             raise ArchiveError(f"archive is missing the entry {name!r}")
+        size = info.file_size
+        if cap is not None and size > cap:
+            raise ArchiveError(f"entry {name!r} declares {size} bytes uncompressed, more than the "
+                               f"{cap} the manifest allows for it (zip bomb?)")
+        out, h = bytearray(size), hashlib.sha256()
+        view, got = memoryview(out), 0
         try:
             with self.zf.open(info) as fh:
-                data = fh.read(info.file_size + 1)
+                while got < size:
+                    chunk = fh.read(min(_CHUNK, size - got))
+                    if not chunk:
+                        break
+                    view[got:got + len(chunk)] = chunk
+                    h.update(chunk)
+                    got += len(chunk)
+                more = len(fh.read(1)) if got == size else 0   # EOF (and its CRC check) next
         except Exception as e:   # zipfile/zlib raise many types on corrupt data: all mean "corrupt"
             raise ArchiveError(f"entry {name!r} is corrupt: {type(e).__name__}: {e}") from None
-        if len(data) != info.file_size:
-            raise ArchiveError(f"entry {name!r} holds {len(data)} bytes, its header declares "
-                               f"{info.file_size}")
-        return data
+        finally:
+            view.release()
+        if got != size or more:
+            raise ArchiveError(f"entry {name!r} holds {'more than ' if more else ''}{got} bytes, "
+                               f"its header declares {size}")
+        digest = self.digests.get(name)
+        if digest is not None and h.hexdigest() != digest:
+            raise ArchiveError(f"entry {name!r} fails its sha256 check: the file was corrupted "
+                               "or modified after it was saved")
+        return out
 
-    def text(self, name: str) -> str:
-        try:
-            return self.read(name).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ArchiveError(f"entry {name!r} is not UTF-8 text: {e}") from None
+    def text(self, name: str, cap: int | None = None) -> str:
+        return _utf8(self.read(name, cap), name)
+
+
+def _utf8(raw: bytearray, name: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ArchiveError(f"entry {name!r} is not UTF-8 text: {e}") from None
+
+
+_CHUNK = 2**20
+
+
+def _check_totals(infos: list[zipfile.ZipInfo]) -> None:
+    """Declared sizes, summed: all entries, all but the tensor data, the IR text."""
+    for what, size, limit in (
+            ("", sum(i.file_size for i in infos), "max_total_bytes"),
+            (f" outside {DATA}", sum(i.file_size for i in infos if i.filename != DATA),
+             "max_text_total"),
+            (" of IR text", sum(i.file_size for i in infos if i.filename.endswith(".ir")),
+             "max_ir_bytes")):
+        if size > getattr(LIMITS, limit):
+            raise ArchiveError(f"archive entries declare {size} bytes{what} uncompressed, more "
+                               f"than the limit {getattr(LIMITS, limit)} (a zip bomb? "
+                               f"LIMITS.{limit} in scriptmod.jit._archive_format)")
+
+
+def digest_entries(entries: list[tuple[str, bytes]]) -> list[dict[str, Any]]:
+    """The manifest's ``entries`` field: name, size and sha256 of each entry, in order."""
+    return [{"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            for name, data in entries]
+
+
+def read_manifest(box: Container) -> Any:
+    """The manifest, its digest checked (version 2) before a byte of it is parsed."""
+    raw = box.read(MANIFEST)
+    if DIGEST in box.infos:
+        recorded = box.read(DIGEST, 65).decode("ascii", "replace").strip()
+        if hashlib.sha256(raw).hexdigest() != recorded:
+            raise ArchiveError(f"{MANIFEST} fails its sha256 check ({DIGEST}): the file was "
+                               "corrupted or modified after it was saved")
+    manifest = parse_json(_utf8(raw, MANIFEST), MANIFEST)
+    check_version(manifest)
+    if manifest["format_version"] >= 2 and DIGEST not in box.infos:
+        raise ArchiveError(f"archive format version {manifest['format_version']} needs the entry "
+                           f"{DIGEST!r} (the manifest's digest), which is missing")
+    return manifest
 
 
 def open_zip(f: str | os.PathLike | BinaryIO | bytes) -> zipfile.ZipFile:
@@ -206,9 +288,11 @@ _MODULE = {"path": str, "original_name": str, "qualified_name": str, "training":
            "methods": [_METHOD], "layer?": {"class": str, "config": ANY}}
 _TENSOR = {"key": str, "dtype": str, "shape": [int], "device": str, "parameter": bool,
            "requires_grad": bool}
+_ENTRY = {"name": str, "size": int, "sha256": str}
 MANIFEST_SCHEMA = {"format": str, "format_version": int, "producer": str, "root": int,
                    "modules": [_MODULE], "tensors": [_TENSOR], "ops": [str],
-                   "extra_files": [str]}
+                   "extra_files": [str], "entries?": [_ENTRY]}    # entries: version 2 on
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", None: "null"}
 
 
@@ -292,24 +376,41 @@ def tensor_nbytes(entry: dict[str, Any], where: str) -> int:
 
 def decode_tensors(buf: bytes, table: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """Arrays of ``data.safetensors``; its header must agree exactly with the manifest."""
-    header, data = _st_header(buf)
+    header, data = _st_header(buf, table)
     declared = {t["key"]: t for t in table}
     if set(header) != set(declared):
         missing, extra = sorted(set(declared) - set(header)), sorted(set(header) - set(declared))
         raise ArchiveError(f"{DATA}: tensors do not match the manifest (missing {missing[:5]}, "
                            f"unexpected {extra[:5]})")
-    return {key: _st_array(key, header[key], declared[key], data) for key in declared}
+    spans = {key: _st_span(key, header[key], declared[key], len(data)) for key in declared}
+    _check_tiling(list(spans.values()), len(data))
+    return {key: _safetensors.view(data, declared[key]["dtype"], tuple(declared[key]["shape"]),
+                                   *spans[key]) for key in declared}
 
 
-def _st_header(buf: bytes) -> tuple[dict[str, Any], memoryview]:
+def _check_tiling(spans: list[tuple[int, int]], size: int) -> None:
+    """The byte ranges cover the data section exactly, each byte once (as the safetensors
+    format requires): a header length or offset that shifts the data is an error."""
+    end = 0
+    for begin, stop in sorted(spans):
+        if begin != end:
+            raise ArchiveError(f"{DATA}: the tensors' byte ranges "
+                               f"{'overlap' if begin < end else 'leave a gap'} at byte {end}")
+        end = stop
+    if end != size:
+        raise ArchiveError(f"{DATA}: the data section has {size} bytes, its tensors {end}")
+
+
+def _st_header(buf: bytes, table: list[dict[str, Any]]) -> tuple[dict[str, Any], memoryview]:
     try:
-        header, _, data = _safetensors.parse_header(buf, LIMITS.max_text_bytes)
+        header, _, data = _safetensors.parse_header(buf, header_cap(table))
     except SafetensorsError as e:
         raise ArchiveError(f"{DATA}: {e}") from None
     return header, data
 
 
-def _st_array(key: str, info: Any, entry: dict[str, Any], data: memoryview) -> np.ndarray:
+def _st_span(key: str, info: Any, entry: dict[str, Any], size: int) -> tuple[int, int]:
+    """The tensor's byte range, checked against the manifest's dtype and shape."""
     where = f"{DATA}: tensor {key!r}"
     check_schema(info, {"dtype": str, "shape": [int], "data_offsets": [int]}, where)
     if info["dtype"] != ST_DTYPES[entry["dtype"]] or info["shape"] != entry["shape"]:
@@ -317,13 +418,13 @@ def _st_array(key: str, info: Any, entry: dict[str, Any], data: memoryview) -> n
                            f"{entry['dtype']}{entry['shape']}")
     nbytes = tensor_nbytes(entry, where)
     offsets = info["data_offsets"]
-    if len(offsets) != 2 or not 0 <= offsets[0] <= offsets[1] <= len(data):
+    if len(offsets) != 2 or not 0 <= offsets[0] <= offsets[1] <= size:
         raise ArchiveError(f"{where}: data_offsets {offsets} are outside the data section "
-                           f"({len(data)} bytes)")
+                           f"({size} bytes)")
     if offsets[1] - offsets[0] != nbytes:
         raise ArchiveError(f"{where}: holds {offsets[1] - offsets[0]} bytes, but shape "
                            f"{entry['shape']} x {ITEMSIZE[entry['dtype']]} bytes needs {nbytes}")
-    return _safetensors.view(data, entry["dtype"], tuple(entry["shape"]), *offsets)
+    return offsets[0], offsets[1]
 
 
 def iter_methods(manifest: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -367,6 +468,34 @@ def check_manifest(m: Any) -> None:
         raise ArchiveError("manifest.extra_files: a name occurs twice")
     for name in m["extra_files"]:
         check_entry_name(name, "extra file")
+    _check_digests(m)
+
+
+def _check_digests(m: dict[str, Any]) -> None:
+    """Version 2 lists every entry but the manifest's own with its size and sha256; version 1
+    has no digests."""
+    if ("entries" in m) != (m["format_version"] >= 2):
+        state = "required" if "entries" not in m else "not allowed"
+        raise ArchiveError(f"manifest.entries: {state} in format version {m['format_version']}")
+    for i, e in enumerate(m.get("entries", [])):
+        if e["size"] < 0 or not _SHA256_RE.fullmatch(e["sha256"]):
+            raise ArchiveError(f"manifest.entries[{i}]: size {e['size']} or sha256 "
+                               f"{e['sha256'][:80]!r} is not valid (64 lowercase hex digits)")
+    names = [e["name"] for e in m.get("entries", [])]
+    if len(set(names)) != len(names):
+        raise ArchiveError("manifest.entries: an entry is listed twice")
+
+
+def header_cap(table: list[dict[str, Any]]) -> int:
+    """The most bytes a safetensors header of these tensors takes (names of at most
+    ``max_name`` characters, escaped; shapes of at most 64 dims), so a larger one is a lie."""
+    return min(_safetensors.MAX_HEADER, 8192 + 4096 * len(table))
+
+
+def data_cap(table: list[dict[str, Any]]) -> int:
+    """The size of ``data.safetensors`` for the manifest's tensors: their bytes plus the
+    header (the cap its zip entry is read under)."""
+    return 8 + header_cap(table) + sum(tensor_nbytes(t, "manifest.tensors") for t in table)
 
 
 def check_kind(kind: str, where: str) -> None:

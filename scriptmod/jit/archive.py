@@ -15,6 +15,7 @@ module tree is rebuilt from ScriptModules, so the original classes are not neede
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -30,6 +31,7 @@ from scriptmod.ir.parser import TensorPlaceholder, parse
 from scriptmod.ir.printer import is_payload, tensor_constants
 from scriptmod.ir.types import BoolType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type
 from scriptmod.ir.verify import verify
+from scriptmod.jit import _archive_checks as C
 from scriptmod.jit import _archive_format as A
 from scriptmod.jit import _structure as S
 from scriptmod.jit._archive_format import ArchiveError
@@ -81,8 +83,7 @@ def archive_bytes(m: ScriptModule | ScriptFunction,
     manifest = {"format": A.FORMAT, "format_version": A.FORMAT_VERSION,
                 "producer": f"scriptmod {scriptmod.__version__}", "root": 0, "modules": modules,
                 "tensors": w.table, "ops": sorted(w.ops), "extra_files": sorted(extras)}
-    text = json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False) + "\n"
-    entries = [(A.MANIFEST, text.encode(), True)] + w.entries
+    entries = [(A.MANIFEST, _manifest_bytes(manifest), True)] + w.entries
     data = b"".join(_safetensors.encode(w.arrays))
     entries.append((A.DATA, data, False))
     entries += [(A.extra_entry(k), extras[k], True) for k in sorted(extras)]
@@ -102,17 +103,43 @@ def _extra_entries(extra: Mapping[str, str | bytes]) -> dict[str, bytes]:
     return out
 
 
-def _zip(entries: list[tuple[str, bytes, bool]]) -> bytes:
-    """Fixed timestamps, permissions and order: the same entries give the same bytes."""
+def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+
+
+def _zip(entries: list[tuple[str, bytes, bool]], seal: bool = True) -> bytes:
+    """Fixed timestamps, permissions and order: the same entries give the same bytes. With
+    ``seal``, a version-2 manifest (the first entry) gets the size and sha256 of every other
+    entry, and ``manifest.sha256`` its own digest (``_sealed``)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        for name, data, deflate in entries:
+        for name, data, deflate in (_sealed(entries) if seal else entries):
             info = zipfile.ZipInfo(name, date_time=_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
             info.create_system = 3
             info.external_attr = 0o100644 << 16
             zf.writestr(info, data, compresslevel=6)
     return buf.getvalue()
+
+
+def _sealed(entries: list[tuple[str, bytes, bool]]) -> list[tuple[str, bytes, bool]]:
+    """The entries with the manifest's ``entries`` field (re)computed from the others and
+    its digest entry after it. A first entry that is no version-2 manifest (a version-1 or
+    hand-broken one, as tests write) is written as it is, without a digest entry."""
+    if not entries or entries[0][0] != A.MANIFEST:
+        return entries
+    rest = [e for e in entries[1:] if e[0] != A.DIGEST]
+    try:
+        manifest = json.loads(entries[0][1])
+        version = manifest["format_version"]
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return entries[:1] + rest
+    if not (type(version) is int and version >= 2):
+        return entries[:1] + rest
+    manifest["entries"] = A.digest_entries([(name, data) for name, data, _ in rest])
+    text = _manifest_bytes(manifest)
+    digest = hashlib.sha256(text).hexdigest().encode() + b"\n"
+    return [(A.MANIFEST, text, True), (A.DIGEST, digest, True)] + rest
 
 
 def _safe_class_name(name: str) -> str:
@@ -278,33 +305,44 @@ def read(f: Any, map_location: Any = None,
     """``load``, also returning the validated manifest (for ``scriptmod inspect``)."""
     with A.open_zip(f) as zf:
         box = A.Container(zf)
-        manifest = A.parse_json(box.text(A.MANIFEST), A.MANIFEST)
+        manifest = A.read_manifest(box)
         A.check_manifest(manifest)
         _check_entries(box, manifest)
-        arrays = A.decode_tensors(box.read(A.DATA), manifest["tensors"])
+        box.expect(manifest.get("entries", []))
+        arrays = A.decode_tensors(box.read(A.DATA, A.data_cap(manifest["tensors"])),
+                                  manifest["tensors"])
         tensors = _tensors(manifest["tensors"], arrays, map_location)
         graphs = {(i, meth["name"]): _load_graph(box, manifest, i, meth, tensors)
                   for i, meth in A.iter_methods(manifest)}
         _check_references(manifest, graphs)
         for (i, name), g in graphs.items():
             _check_code(box, i, name, g)
-        if _extra_files is not None:
-            for name in list(_extra_files):
-                if name in manifest["extra_files"]:
-                    _extra_files[name] = box.read(A.extra_entry(name))
-    return _rebuild(manifest, graphs, tensors), manifest
+        for name in manifest["extra_files"]:              # read all: each has its digest
+            content = box.read(A.extra_entry(name))
+            if _extra_files is not None and name in _extra_files:
+                _extra_files[name] = bytes(content)
+    module = _rebuild(manifest, graphs, tensors)
+    C.check_types(module, manifest)
+    return module, manifest
 
 
 def _check_entries(box: A.Container, manifest: dict[str, Any]) -> None:
-    expected = {A.MANIFEST, A.DATA} | {A.extra_entry(n) for n in manifest["extra_files"]}
+    """Exactly the entries the manifest implies; version 2 lists each (but the manifest and
+    its digest) with its size and sha256."""
+    contents = {A.DATA} | {A.extra_entry(n) for n in manifest["extra_files"]}
     for i, meth in A.iter_methods(manifest):
-        expected |= {A.graph_entry(i, meth["name"]), A.code_entry(i, meth["name"])}
+        contents |= {A.graph_entry(i, meth["name"]), A.code_entry(i, meth["name"])}
+    expected = contents | {A.MANIFEST} | ({A.DIGEST} if "entries" in manifest else set())
     names = set(box.names())
     if expected - names:
         raise ArchiveError(f"archive is missing entries {sorted(expected - names)[:5]}")
     if names - expected:
         raise ArchiveError(f"archive has entries the manifest does not explain: "
                            f"{sorted(names - expected)[:5]}")
+    listed = {e["name"] for e in manifest.get("entries", [])}
+    if "entries" in manifest and listed != contents:
+        raise ArchiveError(f"manifest.entries: lists {sorted(listed ^ contents)[:5]} wrongly "
+                           f"(it lists every entry but {A.MANIFEST} and {A.DIGEST})")
 
 
 def _tensors(table: list[dict[str, Any]], arrays: dict[str, np.ndarray],
@@ -613,6 +651,9 @@ def _rebuild(manifest: dict[str, Any], graphs: dict[tuple[int, str], Graph],
                         meth["defaults"], meth["arg_names"], "manifest: defaults")
             if e.get("layer") is not None:
                 m.__dict__["_layer"] = _layer_ref(e["layer"])
+                C.check_layer_members(m.__dict__["_layer"], e)
+    except ArchiveError:
+        raise
     except (KeyError, TypeError, ValueError) as e:
         raise ArchiveError(f"manifest: cannot rebuild the module tree: {e}") from None
     return objs[manifest["root"]]

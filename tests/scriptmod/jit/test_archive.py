@@ -164,7 +164,7 @@ def test_source_locations_keep_no_directories():
 def test_manifest_describes_the_module():
     traced = jit.trace(_shared_model(), sm.randn(3, 4))
     man = json.loads(zipfile.ZipFile(io.BytesIO(_bytes(traced))).read("manifest.json"))
-    assert man["format_version"] == 1 and man["producer"].startswith("scriptmod ")
+    assert man["format_version"] == 2 and man["producer"].startswith("scriptmod ")
     root = man["modules"][man["root"]]
     assert root["original_name"] == "Shared"
     assert {"sm::matmul", "prim::CallMethod"} <= set(man["ops"])
@@ -308,7 +308,7 @@ def saved_file(tmp_path_factory):
 
 
 @pytest.mark.parametrize("flag,expect", [
-    (None, ["format version 1", "Shared", "fc.weight", "Float(4, 4)", "sm::matmul",
+    (None, ["format version 2", "Shared", "fc.weight", "Float(4, 4)", "sm::matmul",
             "notes.txt", "again -> fc"]),
     ("--graph", ["graph(%self : __module__.", "prim::CallMethod"]),
     ("--inlined", ["sm::matmul"]),
