@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections import OrderedDict
 
 import numpy as np
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from scriptmod.jit._boundary import (HOOK_VERSION, BoundaryError, call_boundary,
                                      kept_calls, module_path)
 from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor, unwrap_tree, wrap, wrap_tree
+
+MAX_SPECIALIZATIONS = 64   # per method: the least recently used one beyond goes, engines and all
 
 OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
             "eliminate_dead_code", elide_unobserved_copies, "hoist_loop_invariants"]
@@ -71,7 +74,7 @@ class Executor:
     module: Any
     method: str
     arg_names: list[str]
-    specs: dict[tuple, Specialization] = field(default_factory=dict)
+    specs: OrderedDict[tuple, Specialization] = field(default_factory=OrderedDict)  # LRU
     stats: dict[str, int] = field(default_factory=lambda: {"specializations": 0, "calls": 0})
     post_passes: list[Any] = field(default_factory=list)   # e.g. fusion, added by the compiler
     runtime_self: Any = None    # the module the graphs read at run time (default: ``module``)
@@ -323,12 +326,16 @@ class Executor:
         # fused and unfused are cached apart, and so are module states of other dtypes
         hooked = self._hooked if self._hook_version == HOOK_VERSION[0] else self.hooked()
         key = (signature(args), _fuser.variant(), self._state_key(), hooked)
-        spec = self.specs.get(key)
+        specs = self.specs
+        spec = specs.get(key)
         if spec is None:
             self.check(args)
             graph = self._optimized(args, key[3])
-            spec = self.specs[key] = Specialization(graph, key, self._executable(graph, key))
+            spec = specs[key] = Specialization(graph, key, self._executable(graph, key))
             self.stats["specializations"] += 1
+            _drop_oldest(specs, MAX_SPECIALIZATIONS)
+        else:
+            _touch(specs, key)
         return spec
 
     def _executable(self, graph: Graph, key: tuple) -> Executable:
@@ -466,6 +473,25 @@ class _StateSlots:
         self.last = (arrays, key)
         self.arrays = arrays
         return key
+
+
+def _touch(specs: OrderedDict, key: tuple) -> None:
+    """Mark ``key`` most recently used (C-level OrderedDict calls: atomic under the GIL, so
+    threads specializing at once need no lock; a key another thread just evicted is fine)."""
+    try:
+        specs.move_to_end(key)
+    except KeyError:
+        pass
+
+
+def _drop_oldest(specs: OrderedDict, keep: int) -> None:
+    """Evict least recently used specializations beyond ``keep`` (their kernels and buffers
+    go with them once no fast path or running call holds them)."""
+    while len(specs) > keep:
+        try:
+            specs.popitem(last=False)
+        except KeyError:
+            break
 
 
 _STATE_TOKENS: dict[tuple, int] = {}     # full state key -> token (process-wide, only grows

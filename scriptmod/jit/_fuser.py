@@ -154,7 +154,9 @@ def kernels_for(script_module: Any, *inputs: Any, backward: bool = False) -> lis
 
 
 def set_num_threads(n: int) -> None:
-    """Threads used by compiled CPU kernels (like ``torch.set_num_threads``).
+    """Threads used by compiled CPU kernels (like ``torch.set_num_threads``). Safe while
+    other threads call compiled modules: their calls finish on the pool they started with,
+    which is shut down by its last user (``runtime.threads``).
 
         >>> before = scriptmod.get_num_threads()
         >>> scriptmod.set_num_threads(2); scriptmod.get_num_threads()
