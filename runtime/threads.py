@@ -26,7 +26,7 @@ worker (measured with a second process busy on one of 2 cores: 32 small GEMMs th
 0.8 ms took up to 780 ms, and W5 fused 1.2-1.8 s instead of 25-50 ms). This pool needs no
 such cap: its chunks are pulled dynamically, its waits block, and a worker that never got
 a core is cancelled, so with a busy core 1 or 2 threads ran W1-W3 equally fast. The load
-is sampled from ``/proc/stat`` (busy ticks of the CPUs this process may use, minus this
+is sampled through psutil (busy time of the CPUs this process may use, minus this
 process's own CPU time) at most every ``SAMPLE_S``, when ``parallel_for`` or
 ``follow_load`` runs. ``SCRIPTMOD_DYNAMIC_THREADS=0`` or ``set_dynamic(False)`` keeps the
 configured counts whatever the load.
@@ -226,8 +226,8 @@ def _cap_blas(cap: int | None) -> None:
 
 class Load:
     """Cores' worth of CPU time that other processes used on this process's CPUs between
-    two samples: busy ticks in ``/proc/stat`` (user, nice, system, irq, softirq, steal) minus
-    this process's own CPU time, over the wall time. Zero where ``/proc/stat`` is missing."""
+    two samples: busy CPU time (psutil's per-CPU times: user, nice, system, irq, softirq,
+    steal) minus this process's own CPU time, over the wall time. Zero where it cannot be read."""
 
     def __init__(self) -> None:
         self.time = float("-inf")
@@ -262,26 +262,20 @@ class Load:
 
 
 LOAD = Load()
-_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
-_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)          # user nice system (idle iowait) irq softirq steal
-
-
-def busy_seconds(path: str = "/proc/stat") -> float | None:
-    """CPU seconds spent busy, summed over the CPUs this process may use (``None`` where
-    ``path`` cannot be read)."""
+def busy_seconds() -> float | None:
+    """CPU seconds spent busy (user, nice, system, irq, softirq, steal), summed over the CPUs
+    this process may use; ``None`` where psutil cannot read per-CPU times."""
+    import psutil       # first use only: sampled at most every SAMPLE_S
     try:
-        with open(path, "rb") as f:
-            text = f.read().decode()
-    except OSError:
+        per_cpu = psutil.cpu_times(percpu=True)
+    except (OSError, NotImplementedError):
         return None
     try:
-        cpus = {f"cpu{i}" for i in os.sched_getaffinity(0)}
-    except AttributeError:
-        cpus = None
-    ticks = 0
-    for line in text.splitlines():
-        name, _, rest = line.partition(" ")
-        if name.startswith("cpu") and name != "cpu" and (cpus is None or name in cpus):
-            fields = rest.split()
-            ticks += sum(int(fields[i]) for i in _BUSY_FIELDS if i < len(fields))
-    return ticks * _TICK_S
+        cpus = [i for i in os.sched_getaffinity(0) if i < len(per_cpu)]
+    except AttributeError:          # no affinity API (macOS): every CPU
+        cpus = list(range(len(per_cpu)))
+    return sum(t.user + t.system + sum(getattr(t, f, 0.0) for f in _BUSY_FIELDS)
+               for t in (per_cpu[i] for i in cpus))
+
+
+_BUSY_FIELDS = ("nice", "irq", "softirq", "steal")     # those a platform reports

@@ -225,9 +225,16 @@ def test_dynamic_off_restores_the_configured_count(machine: FakeMachine) -> None
     assert blas.get_threads() == 2
 
 
-def test_busy_seconds_reads_this_machine() -> None:
-    if not os.path.exists("/proc/stat"):
-        pytest.skip("needs Linux /proc/stat")
+def test_busy_seconds_reads_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    import psutil
     a = T.busy_seconds()
     assert a is not None and a > 0
-    assert T.busy_seconds("/nonexistent/stat") is None
+    x = [0.0]
+    for _ in range(200_000):      # this process's own work shows in the busy time
+        x[0] += 1.0
+    assert T.busy_seconds() >= a
+
+    def unreadable(percpu: bool = False) -> None:
+        raise OSError("no per-CPU times here")
+    monkeypatch.setattr(psutil, "cpu_times", unreadable)
+    assert T.busy_seconds() is None
