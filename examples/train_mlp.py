@@ -30,8 +30,7 @@ from tqdm import tqdm  # noqa: E402
 import scriptmod as sm  # noqa: E402
 from scriptmod import nn, optim  # noqa: E402
 from scriptmod.optim.lr_scheduler import CosineAnnealingLR  # noqa: E402
-from scriptmod.utils.data import (BatchSampler, DataLoader, RandomSampler,  # noqa: E402
-                                  TensorDataset)
+from scriptmod.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 TARGET_ACCURACY = 0.95
 
@@ -49,13 +48,9 @@ def make_spirals(n_per_class: int, classes: int = 3,
 
 def batches(x: sm.Tensor, y: sm.Tensor, batch_size: int) -> DataLoader:
     """Shuffled ``(x, y)`` batches, a new order each epoch (from the global generator, so
-    ``manual_seed`` repeats it). The sampler yields a whole batch of indices and
-    ``TensorDataset`` answers with one gather per tensor (``batch_size=None``: no collation),
-    the usual way to serve in-memory tensors: ``DataLoader(data, batch_size, shuffle=True)``
-    gives the same batches, read row by row and stacked, several times slower here."""
-    data = TensorDataset(x, y)
-    return DataLoader(data, sampler=BatchSampler(RandomSampler(data), batch_size, False),
-                      batch_size=None)
+    ``manual_seed`` repeats it). A plain ``TensorDataset`` with the default collation is
+    served with one gather per tensor and batch, not row by row."""
+    return DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=True)
 
 
 def make_model(hidden: int = 64, classes: int = 3) -> nn.Module:

@@ -17,8 +17,9 @@ import weakref
 from collections import deque
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
+import scriptmod
 from scriptmod.utils.data.collate import default_collate, default_convert
-from scriptmod.utils.data.dataset import Dataset, IterableDataset
+from scriptmod.utils.data.dataset import Dataset, IterableDataset, TensorDataset
 from scriptmod.utils.data.sampler import (BatchSampler, RandomSampler, Sampler,
                                           SequentialSampler, check_generator, draws)
 from scriptmod.utils.data.worker import EXHAUSTED, WorkerPool
@@ -36,9 +37,21 @@ class _MapFetcher:
     def fetch(self, indices: Any) -> Any:
         if not self.auto_collation:
             return self.collate_fn(self.dataset[indices])
+        if self.collate_fn is default_collate and _gathers(self.dataset):
+            # what collating the samples gives (one stacked tensor per field, the fields as a
+            # list), with one gather per tensor instead of an index per sample and tensor
+            at = scriptmod.tensor(list(indices), dtype=scriptmod.int64)
+            return [t[at] for t in self.dataset.tensors]
         getitems = getattr(self.dataset, "__getitems__", None)
         return self.collate_fn(getitems(indices) if getitems else
                                [self.dataset[i] for i in indices])
+
+
+def _gathers(dataset: Any) -> bool:
+    """A plain ``TensorDataset`` of scriptmod Tensors (not a subclass, which may change
+    ``__getitem__``): a batch is one gather per tensor."""
+    return type(dataset) is TensorDataset and all(isinstance(t, scriptmod.Tensor)
+                                                 for t in dataset.tensors)
 
 
 class _IterFetcher:

@@ -358,3 +358,34 @@ def test_generator_type_and_frozen_attributes() -> None:
     loader = DataLoader(TensorDataset(sm.arange(3)))
     with pytest.raises(ValueError, match="batch_size cannot be set"):
         loader.batch_size = 2
+
+
+def test_a_tensor_dataset_batch_is_one_gather_per_tensor_and_equals_collated_samples(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain TensorDataset with the default collate skips the per-sample indexing; its
+    batches are what collating the samples gives, in the same order."""
+    from scriptmod.utils.data.collate import default_collate
+    x, y = sm.randn(50, 3), sm.randint(0, 5, (50,))
+    ds = TensorDataset(x, y)
+
+    def per_sample(samples):
+        return default_collate(samples)
+    sm.manual_seed(3)
+    fast = list(DataLoader(ds, batch_size=8, shuffle=True))
+    sm.manual_seed(3)
+    slow = list(DataLoader(ds, batch_size=8, shuffle=True, collate_fn=per_sample))
+    assert len(fast) == len(slow) == 7
+    for f, s in zip(fast, slow):
+        assert type(f) is type(s) is list
+        assert [t.dtype for t in f] == [t.dtype for t in s]
+        assert all((a == b).all().item() for a, b in zip(f, s))
+    monkeypatch.setattr(TensorDataset, "__getitem__",
+                        lambda self, i: pytest.fail("indexed one sample at a time"))
+    assert len(list(DataLoader(ds, batch_size=8))) == 7
+
+    class Doubled(TensorDataset):          # a subclass may change its samples: no shortcut
+        def __getitem__(self, i):
+            return tuple(t[i] * 2 for t in self.tensors)
+    monkeypatch.undo()
+    first = next(iter(DataLoader(Doubled(x, y), batch_size=4)))
+    assert (first[0] == x[:4] * 2).all().item()
