@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from .emitter import Emitter, V, compute_dtype, int_range_as_float
+from .emitter import Emitter, V, compute_dtype, float_in_int_range
 from .formulas import lower_steps, round_bf16
 from .kernel import KernelSpec
 from scriptmod.ir import dtypes as D
@@ -36,7 +36,8 @@ _OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "and": "&", 
         "xor": "^", "shl": "<<", "lshr": ">>", "ashr": ">>", "eq": "==", "ne": "!=",
         "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _CALLS = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
-          "rint": "rint", "copysign": "copysign", "minnum": "fmin", "maxnum": "fmax"}
+          "rint": "rint", "copysign": "copysign", "minnum": "fmin", "maxnum": "fmax",
+          "fma_exact": "fma"}
 _BITCAST = {("float32", "int32"): "sm_f2i", ("int32", "float32"): "sm_i2f",
             ("float64", "int64"): "sm_d2l", ("int64", "float64"): "sm_l2d"}
 
@@ -73,6 +74,8 @@ class CEmitter(Emitter):
 
     def arith(self, op: str, a: V, b: V, dt: DType) -> V:
         dt = compute_dtype(dt)
+        if op == "rem" and dt.is_floating_point:                 # C's % is for ints only
+            return self.let(dt, f"{_fn('fmod', dt)}({a}, {b})")
         if dt.name in _UTYPE and op in ("add", "sub", "mul"):    # wrap, no signed overflow UB
             u = _UTYPE[dt.name]
             return self.let(dt, f"({ctype(dt)})(({u}){a} {_OPS[op]} ({u}){b})")
@@ -89,6 +92,11 @@ class CEmitter(Emitter):
 
     def call(self, fn: str, args: Sequence[V], dt: DType) -> V:
         return self.let(dt, f"{_fn(_CALLS[fn], dt)}({', '.join(args)})")
+
+    def trig(self, fn: str, a: V, dt: DType) -> V:
+        """``sin``/``cos`` from the target's math library: CUDA's (without fast math) and
+        the C library reduce over the whole float range, unlike ``vmath``'s fallback."""
+        return self.let(dt, f"{_fn(fn, dt)}({a})")
 
     def cmp(self, op: str, a: V, b: V, dt: DType) -> V:
         return self.let(D.bool_, f"({a} {_OPS[op]} {b})")
@@ -112,11 +120,10 @@ class CEmitter(Emitter):
             return self.let(dst, f"({a} != 0)")
         if src.is_floating_point and dst.category == D.INT and not exact:
             wide = 64 if dst.bits == 64 else 32
-            lo, hi = int_range_as_float(src, wide)
-            clamped = (f"{_fn('fmin', src)}({_fn('fmax', src)}({a}, {_float_literal(lo, src)}), "
-                       f"{_float_literal(hi, src)})")
+            inside = self.select(float_in_int_range(self, a, src, wide), a,
+                                 self.const(-2.0 ** (wide - 1), src), src)
             wide_t = "long long" if wide == 64 else "int"
-            return self.let(dst, f"({ctype(dst)})({wide_t}){clamped}")
+            return self.let(dst, f"({ctype(dst)})({wide_t}){inside}")
         return self.let(dst, f"({ctype(dst)}){a}")
 
     def round_half(self, a: V) -> V:

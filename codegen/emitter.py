@@ -21,7 +21,8 @@ from scriptmod.ir.dtypes import DType
 
 V = Any  # an emitted value: opaque to formulas
 
-CALLS = ("sqrt", "fabs", "floor", "ceil", "trunc", "rint", "copysign", "minnum", "maxnum")
+CALLS = ("sqrt", "fabs", "floor", "ceil", "trunc", "rint", "copysign", "minnum", "maxnum",
+         "fma_exact")    # fma_exact: one rounding always (``fma`` may be a mul and an add)
 CMPS = ("eq", "ne", "lt", "le", "gt", "ge")  # float: ordered, except ne (true on NaN)
 
 
@@ -37,10 +38,13 @@ def int_of(d: DType) -> DType:
     return D.int64 if d is D.float64 else D.int32
 
 
-def int_range_as_float(src: DType, bits: int) -> tuple[float, float]:
-    """The widest [lo, hi] of floats of ``src`` that convert to a signed ``bits``-bit int."""
-    precision = 53 if src is D.float64 else 24
-    return -2.0 ** (bits - 1), 2.0 ** (bits - 1) - 2.0 ** max(0, bits - 1 - precision)
+def float_in_int_range(e: "Emitter", a: V, src: DType, bits: int) -> V:
+    """Whether float ``a`` truncates into a signed ``bits``-bit int: |a| < 2**(bits-1), false
+    for NaN and inf. Out of range, a float to int cast gives that int's minimum (what x86's
+    cvttss2si gives, and so PyTorch and NumPy on x86-64): the caller converts ``-2**(bits-1)``
+    there, so the conversion is never undefined."""
+    limit = e.const(2.0 ** (bits - 1), src)
+    return e.cmp("lt", e.call("fabs", [a], src), limit, src)
 
 
 class Emitter(ABC):
@@ -85,8 +89,9 @@ class Emitter(ABC):
     @abstractmethod
     def convert(self, a: V, src: DType, dst: DType, exact: bool = False) -> V:
         """Numeric conversion between compute types (to bool is ``!= 0``; float to int
-        truncates and saturates, NaN gives an unspecified value, never UB). ``exact``: the
-        caller guarantees an integral, in-range float, so no saturation code is needed."""
+        truncates; NaN, inf and out of range give the minimum of int64 for int64 and of int32,
+        wrapped, for narrower ints, as on x86-64: never UB). ``exact``: the caller guarantees an
+        integral, in-range float, so no range check is needed."""
 
     @abstractmethod
     def round_half(self, a: V) -> V:

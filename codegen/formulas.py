@@ -18,6 +18,7 @@ from . import vmath
 from .emitter import Emitter, Num, V, compute_dtype
 from .kernel import Imm, KernelSpec, OpStep
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.ir.dtypes import DType
 
 
@@ -84,8 +85,8 @@ def to(e: Emitter, a: TV, dt: DType) -> V:
     """Operand ``a`` converted to ``dt`` (rounded when ``dt`` is a half type)."""
     if a.dt is dt:
         return a.v
-    if a.imm is not None:
-        return e.const(imm_value(a.imm, dt), compute_dtype(dt))
+    if a.imm is not None:       # the constant as its own dtype holds it (1e30 as float16: inf)
+        return e.const(imm_value(imm_value(a.imm, a.dt), dt), compute_dtype(dt))
     src, dst = compute_dtype(a.dt), compute_dtype(dt)
     v = a.v if src is dst else e.convert(a.v, src, dst)
     return round_to(e, v, dt) if dt in HALF and a.dt is not D.float16 else v
@@ -192,12 +193,28 @@ def _int_divmod(e: Emitter, a: V, b: V, dt: DType) -> tuple[V, V]:
     return q, e.select(fix, e.arith("add", r, bs, dt), r, dt)
 
 
+# |a/b| from which a - trunc(a/b)*b is no longer exact: such elements take the exact fmod
+FMOD_FAST_MAX = 2.0 ** 20
+
+
+def _fmod(m: Num, a: V, b: V, q: V) -> V:
+    """C's fmod(a, b), exactly, given q = a/b: a - trunc(q)*b with one rounding while
+    |q| < ``FMOD_FAST_MAX``; the target's exact fmod (LLVM ``frem``, C ``fmod``) beyond, a
+    rare path that an emitter with ``skip_rare`` leaves to a scalar rerun (as vmath's sin)."""
+    fast = m.fma(m.neg(m.call("trunc", q)), b, a)
+    large = m.cmp("ge", m.call("fabs", q), m.c(FMOD_FAST_MAX))      # NaN: no; inf: yes
+    skip = getattr(m.e, "skip_rare", None)
+    if skip is not None and skip(large):
+        return fast
+    return m.sel(large, m.e.arith("rem", a, b, m.dt), fast)
+
+
 def _float_divmod(m: Num, a: V, b: V) -> tuple[V, V]:
-    """NumPy's floor division and remainder of floats (npy_divmod). fmod is a - trunc(a/b)*b:
-    exact while |a/b| < 2**mantissa_bits, which covers every tested and practical case."""
+    """PyTorch's (and NumPy's npy_divmod) floor division and remainder of floats, from the
+    exact fmod: exact over the whole float range, as PyTorch's CPU kernels are."""
     e, zero, one = m.e, m.c(0.0), m.c(1.0)
     q = m.div(a, b)
-    mod = m.fma(m.neg(m.call("trunc", q)), b, a)
+    mod = _fmod(m, a, b, q)
     inf_b = m.cmp("eq", m.call("fabs", b), m.c(math.inf))
     mod = m.sel(m.both(inf_b, m.cmp("lt", m.call("fabs", a), m.c(math.inf))), a, mod)
     div = m.div(m.sub(a, mod), b)
@@ -226,6 +243,8 @@ def _divmod(which: int, name: str) -> Formula:
 
 def _pow(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
     base, ex = args
+    if ex.imm is not None and not out.is_floating_point and ex.imm < 0:
+        raise ArgumentValueError("pow: Integers to negative integer powers are not allowed.")
     m = Num(e, out)
     x = to(e, base, out)
     if ex.imm is not None and float(ex.imm).is_integer() and abs(ex.imm) <= 64:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from llvmlite import ir
 
-from .emitter import Emitter, V, compute_dtype, int_range_as_float
+from .emitter import Emitter, V, compute_dtype, float_in_int_range
 from .formulas import round_bf16
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
@@ -20,7 +20,8 @@ PTR = ir.PointerType()
 _INTRINSIC = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil",
               "trunc": "trunc", "rint": "roundeven", "copysign": "copysign",
               "minnum": "minnum", "maxnum": "maxnum",
-              "minimum": "minimum", "maximum": "maximum", "fma": "fmuladd"}
+              "minimum": "minimum", "maximum": "maximum", "fma": "fmuladd",
+              "fma_exact": "fma"}
 _PRED = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -53,20 +54,23 @@ class _LoopID(ir.values.MDValue):
 
 
 def loop_hints(module: ir.Module, interleave: int | None = None,
-               unroll_vectorized: int | None = None, width: int | None = None
-               ) -> ir.values.MDValue:
+               unroll_vectorized: int | None = None, width: int | None = None,
+               vectorize: bool = True) -> ir.values.MDValue:
     """Loop metadata: ask the vectorizer to interleave ``interleave`` vector iterations, and
     the unroller to unroll the vectorized loop ``unroll_vectorized`` times (the pipeline
     unrolls only loops that ask, see ``runtime.llvm_jit``; the scalar loop is left alone:
     unrolling it first would keep it from vectorizing). ``width``: the vectorization factor
     (LLVM otherwise sizes vectors for the widest type in the loop: a float64 accumulator
-    would halve a float32 loop)."""
+    would halve a float32 loop). ``vectorize=False``: keep the loop scalar (a rarely taken
+    loop, not worth the compile time)."""
     def md(*ops: ir.Value) -> ir.values.MDValue:
         return module.add_metadata(list(ops))
 
     def text(s: str) -> ir.MetaDataString:
         return ir.MetaDataString(module, s)
     hints = []
+    if not vectorize:
+        hints.append(md(text("llvm.loop.vectorize.enable"), ir.Constant(I1, 0)))
     if interleave is not None:
         hints.append(md(text("llvm.loop.interleave.count"), ir.Constant(I32, interleave)))
     if width is not None:
@@ -80,9 +84,9 @@ def loop_hints(module: ir.Module, interleave: int | None = None,
 @contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
               name: str = "i", interleave: int | None = None,
-              width: int | None = None) -> Iterator[ir.Value]:
+              width: int | None = None, vectorize: bool = True) -> Iterator[ir.Value]:
     """``for i in range(start, stop)`` (signed i64); yields the induction variable.
-    ``interleave``/``width``: vectorizer hints (``loop_hints``)."""
+    ``interleave``/``width``/``vectorize``: vectorizer hints (``loop_hints``)."""
     pre = b.block
     header = b.append_basic_block(f"{name}.header")
     body = b.append_basic_block(f"{name}.body")
@@ -96,9 +100,35 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
     yield phi
     phi.add_incoming(b.add(phi, ir.Constant(I64, 1), flags=["nsw"]), b.block)
     latch = b.branch(header)
-    if interleave or width:
-        latch.set_metadata("llvm.loop", loop_hints(b.module, interleave, width=width))
+    if interleave:
+        blocks = b.function.blocks
+        interleave = capped_interleave(
+            interleave, sum(len(blk.instructions) for blk in blocks[blocks.index(body):]))
+    if interleave or width or not vectorize:
+        latch.set_metadata("llvm.loop", loop_hints(b.module, interleave, width=width,
+                                                   vectorize=vectorize))
     b.position_at_end(end)
+
+
+# Interleaving copies the vectorized loop body ``count`` times, and O3's passes are
+# superlinear in the size of one block: eight interleaved copies of eight chained float64
+# erfs (1,500 instructions each) took 2.7-3.3 s to compile. Capped at 3,200 instructions of
+# copies, the slowest 8-op groups compile in 0.3-0.8 s and still run as fast as with eight
+# copies (8 chained erfs: 109 -> 101 ns per element; at 1,600 they lost 40%: such chains
+# are latency-bound and do need a few copies).
+INTERLEAVE_BUDGET = 3200
+
+
+def capped_interleave(count: int, body_instructions: int) -> int | None:
+    """The largest power of two <= ``count`` whose copies of a loop body of
+    ``body_instructions`` stay within ``INTERLEAVE_BUDGET`` (None: no interleaving).
+
+        >>> capped_interleave(8, 40), capped_interleave(8, 1500), capped_interleave(8, 4000)
+        (8, 2, None)
+    """
+    while count > 1 and count * body_instructions > INTERLEAVE_BUDGET:
+        count //= 2
+    return count if count > 1 else None
 
 
 def if_then(b: ir.IRBuilder, pred: ir.Value) -> "contextmanager[None]":
@@ -135,6 +165,41 @@ class LLVMEmitter(Emitter):
 
     def __init__(self, builder: ir.IRBuilder) -> None:
         self.b = builder
+        self.rare: list[V] | None = None
+        self.scalar = False
+
+    def outline(self, name: str, body: Callable[[Emitter, list[V]], Sequence[V]],
+                args: Sequence[V], dt: DType, n_results: int) -> tuple[V, ...] | None:
+        """``body(emitter, params)`` as an internal ``noinline`` function ``name`` of the
+        module (built on first use) called here, in a loop that stays scalar (``scalar``
+        set by the kernel builder: a call would keep a loop from vectorizing); None
+        elsewhere. A long rare path then costs its IR once per module, not once per use."""
+        if not self.scalar:
+            return None
+        module, t = self.b.module, ll_type(dt)
+        ret = ir.LiteralStructType([t] * n_results)
+        fn = module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(module, ir.FunctionType(ret, [a.type for a in args]), name=name)
+            fn.linkage = "internal"
+            fn.attributes.add("noinline")
+            fn.attributes.add("nounwind")
+            inner = ir.IRBuilder(fn.append_basic_block("entry"))
+            agg = ir.Constant(ret, ir.Undefined)
+            for k, v in enumerate(body(LLVMEmitter(inner), list(fn.args))):
+                agg = inner.insert_value(agg, v, k)
+            inner.ret(agg)
+        call = self.b.call(fn, list(args))
+        return tuple(self.b.extract_value(call, k) for k in range(n_results))
+
+    def skip_rare(self, cond: V) -> bool:
+        """Whether a formula may leave out its slow path for the elements where ``cond``
+        holds: yes while the kernel builder collects such conditions in ``rare`` (it runs
+        the loop again in full where one held, see ``codegen.llvm_ir``)."""
+        if self.rare is None:
+            return False
+        self.rare.append(cond)
+        return True
 
     def _intrinsic(self, base: str, types: Sequence[ir.Type], ret: ir.Type,
                    args: Sequence[ir.Value]) -> ir.Value:
@@ -179,6 +244,21 @@ class LLVMEmitter(Emitter):
             k = self.b.trunc(k, I32)
         return self._intrinsic("ldexp", [a.type, I32], a.type, [a, k])
 
+    def table(self, name: str, values: Sequence[float], index: V, dt: DType) -> V:
+        """``values[index]`` from an internal constant array ``name`` of the module (made on
+        first use; ``index`` an i64 within range): the loop vectorizer gathers it."""
+        module, t = self.b.module, ll_type(dt)
+        table = module.globals.get(name)
+        if table is None:
+            at = ir.ArrayType(t, len(values))
+            table = ir.GlobalVariable(module, at, name=name)
+            table.linkage = "internal"
+            table.global_constant = True
+            table.initializer = ir.Constant(at, [float(v) for v in values])
+        ptr = self.b.gep(table, [ir.Constant(I64, 0), index], inbounds=True,
+                         source_etype=table.value_type)
+        return self.b.load(ptr, typ=t, align=compute_dtype(dt).itemsize)
+
     def lrint(self, a: V, dt: DType) -> V | None:
         """rint(a) converted to int32 in one instruction (``llvm.lrint``, current rounding
         mode: nearest-even), for |a| < 2**31; None unless ``ldexp`` is native too."""
@@ -219,10 +299,9 @@ class LLVMEmitter(Emitter):
             return self.b.sitofp(a, tt) if signed else self.b.uitofp(a, tt)
         if src.is_floating_point:
             wide = I64 if dst.bits == 64 else I32
-            if not exact:       # saturate with min/max (fptosi.sat would be scalarized)
-                lo, hi = int_range_as_float(src, wide.width)
-                a = self.call("minnum", [self.call("maxnum", [a, self.const(lo, src)], src),
-                                         self.const(hi, src)], src)
+            if not exact:       # NaN, inf, out of range: the wide int's minimum (x86, torch)
+                a = self.select(float_in_int_range(self, a, src, wide.width), a,
+                                self.const(-2.0 ** (wide.width - 1), src), src)
             v = self.b.fptosi(a, wide)
             return v if wide == tt else self.b.trunc(v, tt)
         return self._int_resize(a, src, tt)

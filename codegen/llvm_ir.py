@@ -33,7 +33,7 @@ the promise above still holds (the output's slot in ``ptrs`` is read and ignored
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from llvmlite import ir
 
@@ -42,7 +42,7 @@ from scriptmod.ir import schema as S
 
 from .formulas import lower_steps
 from .kernel import KernelSpec
-from .llvm_emit import I64, PTR, LLVMEmitter, for_range, storage_type
+from .llvm_emit import I1, I64, PTR, LLVMEmitter, for_range, storage_type
 
 _ONE, _ZERO = ir.Constant(I64, 1), ir.Constant(I64, 0)
 # Ops flagged LONG: their formulas are long dependency chains (an exp, a division). A loop of
@@ -146,10 +146,50 @@ class _KernelBuilder:
         if self.nd:
             self._nd_loops()
         else:
-            with for_range(b, self.start, self.end, interleave=self.interleave) as i:
-                self._body(lambda k: b.gep(self.bases[k], [i], source_etype=self._st(k)),
-                           i)
+            self._fast_then_full(self._flat_loop)
         b.ret_void()
+
+    def _flat_loop(self, vectorize: bool) -> None:
+        b = self.b
+        with for_range(b, self.start, self.end, interleave=self.interleave if vectorize else None,
+                       vectorize=vectorize) as i:
+            self._body(lambda k: b.gep(self.bases[k], [i], source_etype=self._st(k)), i)
+
+    def _fast_then_full(self, loop: Callable[[bool], None]) -> None:
+        """Emit ``loop(vectorize)``. Formulas with a rare slow path (vmath's sin and cos of
+        |x| >= 2**20) cost the common case nothing: the vectorized loop leaves those paths
+        out and flags the elements that needed one, and only then does the loop run again
+        in full, scalar, calling those paths out of line (``LLVMEmitter.outline``: one copy
+        per module). An update in place runs in full at once (its first loop overwrote the
+        inputs a second would read)."""
+        in_place = self.targets != list(range(len(self.spec.inputs), len(self.ptr_args)))
+        self.e.rare, self.rare_flag = (None if in_place else []), None
+        loop(True)
+        self.e.rare = None
+        if self.rare_flag is not None:
+            b = self.b
+            with b.if_then(b.load(self.rare_flag, typ=I1), likely=False):
+                self.e.scalar = True
+                loop(False)
+                self.e.scalar = False
+                b.store(ir.Constant(I1, 0), self.rare_flag)
+
+    def _flag_rare(self) -> None:
+        """OR this element's rare-path conditions into the kernel's flag."""
+        b, conds = self.b, self.e.rare
+        if not conds:
+            return
+        if self.rare_flag is None:
+            here = b.block
+            b.position_before(self.fn.entry_basic_block.terminator)
+            self.rare_flag = b.alloca(I1, name="rare")
+            b.store(ir.Constant(I1, 0), self.rare_flag)
+            b.position_at_end(here)
+        any_rare = conds[0]
+        for cond in conds[1:]:
+            any_rare = b.or_(any_rare, cond)
+        b.store(b.or_(b.load(self.rare_flag, typ=I1), any_rare), self.rare_flag)
+        conds.clear()
 
     def _st(self, k: int) -> ir.Type:
         n_in = len(self.spec.inputs)
@@ -167,6 +207,7 @@ class _KernelBuilder:
                 for k, s in enumerate(spec.inputs)]
         for j, (v, dt) in enumerate(zip(lower_steps(self.e, spec, vals), spec.out_dtypes)):
             self.e.store(v, elem_ptr(self.targets[j]), dt)
+        self._flag_rare()
 
     # ---- n-d iteration: rows outside, innermost dimension inside -----------------------
     def _nd_loops(self) -> None:
@@ -209,11 +250,14 @@ class _KernelBuilder:
                 rows[k], steps[k] = b.gep(self.bases[k], [start], source_etype=self._st(k)), inner
             elif spec is None or spec.kind == "contiguous":
                 rows[k], steps[k] = b.gep(self.bases[k], [i], source_etype=self._st(k)), _ONE
-        with for_range(b, _ZERO, n, name="j", interleave=self.interleave) as j:
-            def elem(k: int) -> ir.Value:
-                at = j if steps[k] is _ONE else b.mul(j, steps[k])
-                return b.gep(rows[k], [at], source_etype=self._st(k))
-            self._body(elem, j)
+        def loop(vectorize: bool) -> None:
+            with for_range(b, _ZERO, n, name="j", vectorize=vectorize,
+                           interleave=self.interleave if vectorize else None) as j:
+                def elem(k: int) -> ir.Value:
+                    at = j if steps[k] is _ONE else b.mul(j, steps[k])
+                    return b.gep(rows[k], [at], source_etype=self._st(k))
+                self._body(elem, j)
+        self._fast_then_full(loop)
 
     def _carry(self, shape, strides, dvars, offs, header: ir.Block) -> None:
         carry_rows(self.b, shape, strides, dvars, offs, header)

@@ -129,9 +129,29 @@ def lower_nodes(subgraph: Graph, index: dict[Value, int], ops: list[OpStep],
         got = expand(node, index, ops) if expand is not None else None
         if got is None:
             args = tuple(_arg(node, v, index, consts) for v in node.inputs)
+            if node.op_name in COMPARES_PROMOTED:
+                args = _promoted(node, args, len(subgraph.inputs), ops)
             ops.append(OpStep(node.op_name, args, dict(node.attrs), _dt(_tensor(node.output))))
             got = len(subgraph.inputs) + len(ops) - 1
         index[node.output] = got
+
+
+# ops whose bool result compares the operands in their promoted dtype (PyTorch's rules, so a
+# 0-d int8 -1 against a uint8 tensor is 255, and int64 max against float16 is inf)
+COMPARES_PROMOTED = frozenset(n for n, s in S.REGISTRY.items() if s.dtype_rule is R.to_bool
+                              and S.ELEMENTWISE in s.flags and S.OWN_DTYPES not in s.flags)
+
+
+def _promoted(node: Node, args: tuple, n_inputs: int, ops: list[OpStep]) -> tuple:
+    """``args`` with each tensor operand not of the promoted dtype cast to it by a step."""
+    dt = _imm_dtype(node, node.inputs[0])
+    out = []
+    for a, v in zip(args, node.inputs):
+        if not isinstance(a, Imm) and _dt(_tensor(v)) is not dt:
+            ops.append(OpStep("cast", (a,), {"dtype": dt}, dt))
+            a = n_inputs + len(ops) - 1
+        out.append(a)
+    return tuple(out)
 
 
 def _dt(t: TensorType) -> DType:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
-from typing import Union
+from typing import Mapping, Union
 
 from llvmlite import ir
 
@@ -200,6 +200,34 @@ class GemmStep(Record):
 Step = Union[KernelStep, GemmStep]
 
 
+BLAS_INTS = ("m", "n", "k", "lda", "ldb", "ldc", "batch")    # GEMM fields BLAS takes as ints
+
+
+def blas_overflow(fields: Mapping[str, int], bits: int) -> str | None:
+    """The first of a GEMM's BLAS integer arguments (``BLAS_INTS`` in ``fields``: a
+    ``GemmStep``'s or the planner's dict of them) that a ``bits``-wide BLAS integer cannot
+    hold, as ``"name=value"``; None when all fit. Batch strides never reach BLAS (the entry
+    computes addresses in 64 bits).
+
+    >>> blas_overflow({"m": 3, "n": 1 << 31, "k": 2}, 32), blas_overflow({"n": 1 << 31}, 64)
+    ('n=2147483648', None)
+    """
+    top = (1 << (bits - 1)) - 1
+    for name in BLAS_INTS:
+        if fields.get(name, 0) > top:
+            return f"{name}={fields[name]}"
+    return None
+
+
+def check_blas_ints(g: GemmStep, bits: int, who: str) -> None:
+    """``ValueError`` when a BLAS call of ``g`` would truncate an integer argument (an LP64
+    BLAS takes 32-bit ints): such a GEMM must run elsewhere (NumPy splits it)."""
+    bad = blas_overflow({name: getattr(g, name) for name in BLAS_INTS}, bits)
+    if bad is not None:
+        raise ValueError(f"{who}: a {bits}-bit BLAS integer cannot hold {bad} (at most "
+                         f"{(1 << (bits - 1)) - 1}); run this GEMM outside native code")
+
+
 class NativeProgram(Record):
     """Steps run in order by one native function (see the module docstring for its ABI)."""
 
@@ -226,6 +254,8 @@ class NativeProgram(Record):
                 if ref.space == "arg" and ref.index >= self.n_args:
                     raise ValueError(f"NativeProgram: step {i} reads args[{ref.index}] but "
                                      f"n_args is {self.n_args}")
+            if isinstance(step, GemmStep) and not step.inline:
+                check_blas_ints(step, self.blas_int_bits, f"NativeProgram: step {i}")
 
     @property
     def specs(self) -> tuple[KernelSpec, ...]:

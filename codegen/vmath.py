@@ -5,8 +5,10 @@ branch-free so that LLVM's loop vectorizer turns it into packed code. Accuracy (
 ``tests/codegen/test_vmath_accuracy.py`` against float64/mpmath-grade references):
 float32 relative error <= 4e-6 where the exact result is normal; float64 ~1e-14 (pow with
 large ``|b*log(a)|`` ~1e-13, erf/erfc 1e-13 deep in the tail). sin/cos reduce with a
-4-part pi/2: accurate for ``|x| < 2**20``, bounded in [-1, 1] beyond (no Payne-Hanek);
-float32 sin/cos/pow run in float64 internally.
+4-part pi/2 below ``2**20`` and by Payne-Hanek (a 2/pi table, exact products) above, over
+the whole float range (``tests/codegen/test_trig_range.py``: <= 2 ulp); float32 sin/cos/pow
+run in float64 internally. An emitter with a full-range library ``trig`` (the C source:
+CUDA's and libc's sin/cos) gets those calls for sin and cos instead.
 
     >>> from scriptmod.codegen.c_source import CEmitter
     >>> from scriptmod.codegen.emitter import Num
@@ -20,6 +22,7 @@ float32 sin/cos/pow run in float64 internally.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from .emitter import Num, V, int_of
 from scriptmod.ir import dtypes as D
@@ -59,9 +62,10 @@ _ERFCX_CHEB = {
 }
 # pi/2 in four parts; the first three have 33 significant bits, so k*part is exact for
 # |k| < 2**20 (fdlibm's pio2_1, pio2_2, pio2_3, pio2_3t).
-_TRIG_MAX = 2.0 ** 20      # beyond it sin/cos are bounded but not accurate
+_TRIG_MAX = 2.0 ** 20      # from here on, Payne-Hanek (``_reduce_large``)
 _PIO2 = (1.57079632673412561417e+00, 6.07710050630396597660e-11,
          2.02226624871116645580e-21, 8.47842766036889956997e-32)
+_PIO2_DD = (1.5707963267948966, 6.123233995736766e-17)     # pi/2 = hi + lo (double-double)
 
 
 # ---- exponentials ---------------------------------------------------------------------
@@ -370,7 +374,10 @@ def erfc(m: Num, x: V) -> V:
 
 # ---- trigonometry -----------------------------------------------------------------------
 def _sin_quadrant(m: Num, x: V, shift: int) -> V:
-    """sin(x + shift*pi/2), computed in float64."""
+    """sin(x + shift*pi/2), computed in float64: x = k*pi/2 + r by Cody-Waite below
+    ``_TRIG_MAX``, by ``_reduce_large`` (Payne-Hanek) at and above it. That costs 4-6x the
+    fast path, so an emitter with ``skip_rare`` (LLVM kernels) may leave it out and run
+    the elements that need it again in full."""
     if not m.f64:
         w = Num(m.e, D.float64)
         return m.e.convert(_sin_quadrant(w, m.e.convert(x, m.dt, D.float64), shift),
@@ -379,7 +386,15 @@ def _sin_quadrant(m: Num, x: V, shift: int) -> V:
     r = x
     for part in _PIO2:
         r = m.sub(r, m.mul(k, m.c(part)))
-    r = m.sel(m.cmp("lt", m.call("fabs", x), m.c(_TRIG_MAX)), r, m.c(0.0))   # stay bounded
+    big = m.both(m.cmp("ge", m.call("fabs", x), m.c(_TRIG_MAX)),
+                 m.cmp("lt", m.call("fabs", x), m.c(math.inf)))
+    skip = getattr(m.e, "skip_rare", None)
+    if skip is None or not skip(big):
+        outline = getattr(m.e, "outline", None)
+        large = outline and outline("sm_reduce_large", lambda e, args: _reduce_large(
+            Num(e, D.float64), args[0]), [x], D.float64, 2)
+        k_big, r_big = large or _reduce_large(m, x)
+        k, r = m.sel(big, k_big, k), m.sel(big, r_big, r)
     z = m.mul(r, r)
     s = m.fma(m.mul(r, z), m.poly(z, [(-1) ** (n + 1) * _INV_FACT[2 * n + 3] for n in range(7)]), r)
     c = m.poly(z, [(-1) ** n * _INV_FACT[2 * n] for n in range(10)])
@@ -392,15 +407,106 @@ def _sin_quadrant(m: Num, x: V, shift: int) -> V:
     return m.keep_nan(x, y)
 
 
+def _trig(fn: str, m: Num, x: V) -> V | None:
+    """``fn`` from the target's own math library where the emitter offers one (C: CUDA's
+    and libc's sin/cos are accurate over the whole range), else None."""
+    native = getattr(m.e, "trig", None)
+    return native(fn, x, m.dt) if native is not None else None
+
+
 def sin(m: Num, x: V) -> V:
     """sin(x); sin(-0) = -0."""
+    y = _trig("sin", m, x)
+    if y is not None:
+        return y
     y = _sin_quadrant(m, x, 0)
     return m.sel(m.cmp("eq", x, m.c(0.0)), x, y)
 
 
 def cos(m: Num, x: V) -> V:
     """cos(x)."""
-    return _sin_quadrant(m, x, 1)
+    y = _trig("cos", m, x)
+    return y if y is not None else _sin_quadrant(m, x, 1)
+
+
+# ---- Payne-Hanek reduction ------------------------------------------------------------
+# x = xs * 2**e0 with e0 = 16*b a multiple of 16 below x's exponent e, so xs < 2**16. Bits of
+# 2/pi worth 2**-j with j <= e0 - 54 only add multiples of 4 to x*2/pi (x is a multiple of
+# 2**(e-52)): they are dropped, and the rest G_b = (2/pi mod 2**(54-e0)) * 2**e0 < 2**54 is
+# kept in _PH_CHUNKS doubles of 53 bits each (truncated, so non-overlapping), enough for
+# 2**-105 absolute in x*2/pi mod 4 over the whole float64 range.
+_PH_CHUNKS = 4
+_PH_BUCKETS = 64                    # b = e >> 4 for e in [0, 1023]
+
+
+def _two_over_pi_bits(n: int) -> int:
+    """floor(2/pi * 2**n), from Machin's formula in integers (n + 32 guard bits)."""
+    one = 1 << (n + 32)
+
+    def arctan_inv(q: int) -> int:
+        total, term, k, sign = 0, one // q, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= q * q
+            k, sign = k + 2, -sign
+        return total
+    pi = 16 * arctan_inv(5) - 4 * arctan_inv(239)
+    return (2 * one * one // pi) >> 32
+
+
+@lru_cache(maxsize=None)
+def _ph_table() -> tuple[float, ...]:
+    """G_b's chunks, bucket-major: ``_PH_CHUNKS`` doubles for each of ``_PH_BUCKETS``."""
+    n = 1100 + 53 * _PH_CHUNKS                       # 2/pi * 2**n as an integer
+    bits, out = _two_over_pi_bits(n), []
+    for b in range(_PH_BUCKETS):
+        e0 = 16 * b
+        g = bits % (1 << (n + 54 - e0)) if e0 > 54 else bits    # G_b = g * 2**(e0 - n)
+        for _ in range(_PH_CHUNKS):
+            drop = max(g.bit_length() - 53, 0)
+            chunk = (g >> drop) << drop
+            out.append(math.ldexp(chunk >> drop, drop + e0 - n))
+            g -= chunk
+    return tuple(out)
+
+
+def _mod4(m: Num, a: V) -> V:
+    """a - 4*rint(a/4), exact for any double a (|result| <= 2)."""
+    return m.sub(a, m.mul(m.call("rint", m.mul(a, m.c(0.25))), m.c(4.0)))
+
+
+def _reduce_large(m: Num, x: V) -> tuple[V, V]:
+    """(k, r) with x = k*pi/2 + r (mod 2*pi), |r| <= pi/4 + tiny, for finite float64 x
+    (Payne-Hanek: exact products of x with the bits of 2/pi that matter, summed mod 4).
+    Branch-free, so the loop still vectorizes (the table reads become gathers)."""
+    it = int_of(m.dt)
+    e = m.iop("sub", m.iop("and", m.iop("lshr", m.e.bitcast(x, m.dt, it), m.int_const(52)),
+                           m.int_const(0x7FF)), m.int_const(1023))
+    b = m.iop("ashr", m.e.select(m.e.cmp("lt", e, m.int_const(0), it), m.int_const(0), e, it),
+              m.int_const(4))
+    b = m.e.select(m.e.cmp("gt", b, m.int_const(_PH_BUCKETS - 1), it),
+                   m.int_const(_PH_BUCKETS - 1), b, it)                  # inf, NaN
+    xs = m.mul(x, _scale(m, m.iop("mul", b, m.int_const(-16))))         # exact: x * 2**-e0
+    first = m.iop("mul", b, m.int_const(_PH_CHUNKS))
+    terms = []
+    for j in range(_PH_CHUNKS):
+        g = m.e.table("sm_two_over_pi", _ph_table(), m.iop("add", first, m.int_const(j)), m.dt)
+        p = m.mul(xs, g)
+        err = m.call("fma_exact", xs, g, m.neg(p))                         # xs*g = p + err
+        terms += [_mod4(m, p), _mod4(m, err)] if j < 2 else [p, err]
+    hi, lo = terms[0], m.c(0.0)
+    for t in terms[1:]:                                     # compensated sum (TwoSum)
+        s = m.add(hi, t)
+        bv = m.sub(s, hi)
+        lo = m.add(lo, m.add(m.sub(hi, m.sub(s, bv)), m.sub(t, bv)))
+        hi = s
+    k = m.call("rint", hi)
+    f = m.sub(hi, k)                                        # exact
+    fh = m.add(f, lo)
+    fl = m.sub(lo, m.sub(fh, f))
+    hi_pi, lo_pi = _PIO2_DD
+    r = m.call("fma_exact", fh, m.c(hi_pi), m.fma(fh, m.c(lo_pi), m.mul(fl, m.c(hi_pi))))
+    return _mod4(m, k), r
 
 
 def _atan_reduced(m: Num, a: V) -> V:

@@ -57,6 +57,8 @@ from scriptmod.ir.types import TensorType
 from . import pycode
 from .arrays import NP_DTYPE
 from .backends import Backend, for_devices
+from .interpreter import Interpreter
+from .llvm_jit import CompileBudgetError
 
 __all__ = ["DTYPES", "FusedKernel", "FusionGuardError", "Launch", "layout_key",
            "pooled_bytes", "supported", "supported_on"]
@@ -222,6 +224,18 @@ def layout_key(n: int, fields: Sequence[str] = ("dtype", "shape", "strides")
 _KEY_FNS: dict[tuple[int, tuple[str, ...]], Callable[..., tuple]] = {}
 
 
+class ReferenceLaunch:
+    """A layout whose kernel is over the compile-time budget (``runtime.llvm_jit``): the
+    group's ops run one by one with the reference kernels, as eager would."""
+
+    def __init__(self, subgraph: Graph) -> None:
+        self._interpreter = Interpreter(subgraph)
+
+    def launch(self, args: Sequence[Any]) -> list[Any]:
+        out = self._interpreter.run(*args)
+        return list(out) if isinstance(out, tuple) else [out]
+
+
 # ---- the fused kernel ---------------------------------------------------------------------------
 
 class FusedKernel:
@@ -347,7 +361,11 @@ class FusedKernel:
         else:
             spec, meta = plan_layout(self.lowered, shapes, strides, out_shape)
         empty = 0 in out_shape
-        kernel = None if empty else self._compile(spec)
+        try:
+            kernel = None if empty else self._compile(spec)
+        except CompileBudgetError as exc:
+            irlog.log(TOPIC, f"{self.name}: reference kernels ({exc})")
+            return ReferenceLaunch(self.subgraph)       # type: ignore[return-value]
         device = self.backend.device_of(arrays, self.name)
         return Launch(self.backend, kernel, spec, meta, out_shape, device, outs)
 

@@ -61,12 +61,15 @@ def host() -> tuple[str, str, str]:
 
 def _add_libc_symbols() -> None:
     """O3's loop-idiom pass turns store/copy loops into ``memset``/``memcpy``/``memmove``
-    calls (a bool kernel of one element did); MCJIT resolves them from this process's libc."""
+    calls (a bool kernel of one element did), and ``frem`` (the exact fmod of remainder's
+    rare path, ``codegen.formulas``) becomes ``fmod``/``fmodf``, and ``llvm.fma`` (vmath's
+    exact products) ``fma`` on a host without FMA instructions; MCJIT resolves them from
+    this process's C library."""
     try:
         libc = ctypes.CDLL(None)
     except OSError:      # no process handle on this platform: such kernels stay unresolved
         return
-    for name in ("memset", "memcpy", "memmove"):
+    for name in ("memset", "memcpy", "memmove", "fmod", "fmodf", "fma"):
         if not llvm.address_of_symbol(name) and hasattr(libc, name):
             llvm.add_symbol(name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
 
@@ -81,11 +84,57 @@ def target_machine() -> llvm.TargetMachine:
 def optimize(text: str) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
     """Parse, verify and optimize IR text for the host (``PIPELINE``); returns (module, tm)."""
     mod = llvm.parse_assembly(text)
-    tm = _optimize_module(mod)
+    tm = _optimize_module(mod, max(speed_level(text)[0], 1))
     return mod, tm
 
 
-def _optimize_module(mod: llvm.ModuleRef) -> llvm.TargetMachine:
+# Compile-time budget. LLVM cannot be stopped inside a pass, so the level is chosen up front
+# from the predicted cost: the instructions of the module's largest function, as O3's time
+# grows faster than linearly in one loop body (8-op groups of float64 erf/pow, ~1,500
+# instructions after ``codegen.llvm_emit``'s interleave cap, take 0.3-0.6 s). Above
+# O3_MAX_INSTRUCTIONS a module gets O2; above O2_MAX_INSTRUCTIONS a fusion group runs its
+# reference kernels (``CompileBudgetError``, caught by ``runtime.fusion``), and anything
+# else gets O1 (no vectorization). The choice, the cost and the time taken are logged
+# under ``SCRIPTMOD_LOG=codegen``.
+O3_MAX_INSTRUCTIONS = 6000
+O2_MAX_INSTRUCTIONS = 15000
+
+
+class CompileBudgetError(RuntimeError):
+    """A kernel predicted to compile too long at O2: its caller runs reference kernels."""
+
+
+def predicted_cost(*texts: str) -> int:
+    """Instructions in the largest function of the LLVM IR ``texts`` (each line of a
+    function body that is not a label, ``}`` or blank)."""
+    largest = count = 0
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith("define "):
+                count = 0
+            elif line.startswith("  ") and line.strip():
+                count += 1
+                largest = max(largest, count)
+    return largest
+
+
+def speed_level(*texts: str) -> tuple[int, int]:
+    """(optimization level, predicted cost) of a module of ``texts``: 3, 2, or 0 where it is
+    over every budget (a fusion group falls back to its reference kernels, anything else
+    compiles at O1).
+
+        >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
+        >>> from scriptmod.ir import dtypes as D
+        >>> erfs = [OpStep("erf", (k,), {}, D.float64) for k in range(8)]
+        >>> speed_level(render_llvm(KernelSpec([InputSpec(D.float64)], erfs, [8], [D.float64],
+        ...                                    rank=1)).text)         # doctest: +ELLIPSIS
+        (3, ...)
+    """
+    cost = predicted_cost(*texts)
+    return (3 if cost <= O3_MAX_INSTRUCTIONS else 2 if cost <= O2_MAX_INSTRUCTIONS else 0), cost
+
+
+def _optimize_module(mod: llvm.ModuleRef, level: int = 3) -> llvm.TargetMachine:
     """Verify and optimize a parsed module in place; returns its target machine.
 
     O3 with loop and SLP vectorization, but LLVM interleaves and unrolls loops only where
@@ -102,9 +151,9 @@ def _optimize_module(mod: llvm.ModuleRef) -> llvm.TargetMachine:
     tm = target_machine()
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = level >= 2
+    pto.slp_vectorization = level >= 2
     pto.loop_interleaving = False          # forced counts (loop metadata) still apply
     pto.loop_unrolling = False
     pb = llvm.create_pass_builder(tm, pto)
@@ -237,7 +286,8 @@ def compile_ir(text: str, name: str, cache: KernelCache = CACHE) -> CompiledKern
 
 
 def _cached(key: str, name: str, render: Callable[[], str],
-            loaded: str | Callable[[], str], cache: KernelCache) -> CompiledKernel:
+            loaded: str | Callable[[], str], cache: KernelCache,
+            fallback: bool = False) -> CompiledKernel:
     """The kernel under ``key``: from memory, else from disk (a corrupt or unloadable entry
     is discarded), else built from ``render()`` and stored. ``loaded`` is the IR a disk hit
     carries (``render`` itself when it renders only on demand, see ``compile_cached``)."""
@@ -246,7 +296,7 @@ def _cached(key: str, name: str, render: Callable[[], str],
         if hit is not None:
             return hit
         kernel, = _from_disk(key, [name], [loaded], cache) or _build(key, [name], [render],
-                                                                     cache)
+                                                                     cache, fallback)
         cache.remember(key, kernel)
         return kernel
 
@@ -264,21 +314,32 @@ def _from_disk(key: str, names: Sequence[str], texts: Sequence[str | Callable[[]
 
 
 def _build(key: str, names: Sequence[str], renders: Sequence[Callable[[], str]],
-           cache: KernelCache) -> list[CompiledKernel]:
-    """Render, link into one module, optimize and emit once, load, store."""
+           cache: KernelCache, fallback: bool = False) -> list[CompiledKernel]:
+    """Render, link into one module, optimize and emit once, load, store (at the level
+    ``speed_level`` picks; ``fallback``: the caller has reference kernels, so a module over
+    every budget raises ``CompileBudgetError`` instead of compiling at O1)."""
     t0 = time.perf_counter()
     texts = [render() for render in renders]
     mod = llvm.parse_assembly(texts[0])
     for text in texts[1:]:
         mod.link_in(llvm.parse_assembly(text))
     _export_only(mod, names)
-    tm = _optimize_module(mod)
+    level, cost = speed_level(*texts)
+    why = "" if level == 3 else f" (over the budget of {O3_MAX_INSTRUCTIONS} for O3" + (
+        ")" if level == 2 else f" and {O2_MAX_INSTRUCTIONS} for O2)")
+    if level == 0 and fallback:
+        irlog.log("codegen", f"not compiling {', '.join(names)}: predicted cost {cost} "
+                             f"instructions{why}: reference kernels")
+        raise CompileBudgetError(f"kernel {', '.join(names)}: predicted cost {cost} "
+                                 f"instructions is over the compile-time budget{why}")
+    level = max(level, 1)
+    tm = _optimize_module(mod, level)
     obj = tm.emit_object(mod)
     cache.count("compiles")
     kernels = _load(names, texts, obj)         # raises before anything bad reaches the disk
     cache.store_object(key, obj)
-    irlog.log("codegen", f"compiled {', '.join(names)} in "
-                         f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
+    irlog.log("codegen", f"compiled {', '.join(names)} at O{level}, predicted cost {cost} "
+                         f"instructions{why}, in {(time.perf_counter() - t0) * 1e3:.1f} ms")
     return kernels
 
 
@@ -311,20 +372,22 @@ def spec_unit(spec: KernelSpec) -> Unit:
     return ("kernel spec\0" + spec.text(), lambda: render_llvm(spec).text, kernel_name(spec))
 
 
-def compile_spec(spec: KernelSpec, cache: KernelCache = CACHE) -> CompiledKernel:
+def compile_spec(spec: KernelSpec, cache: KernelCache = CACHE,
+                 fallback: bool = False) -> CompiledKernel:
     """Compile a laid-out ``KernelSpec`` (``compile_cached`` keyed by its text: a cache hit
-    renders no IR)."""
+    renders no IR). ``fallback``: raise ``CompileBudgetError`` rather than compile a kernel
+    over every budget (see ``speed_level``)."""
     spec.require_layout()
-    return compile_cached(*spec_unit(spec), cache=cache)
+    return compile_cached(*spec_unit(spec), cache=cache, fallback=fallback)
 
 
 def compile_cached(key_text: str, render: Callable[[], str], name: str,
-                   cache: KernelCache = CACHE) -> CompiledKernel:
+                   cache: KernelCache = CACHE, fallback: bool = False) -> CompiledKernel:
     """``compile_ir`` keyed by ``key_text`` (a stable description of what ``render()``
     produces, e.g. a ``NativeProgram``'s text) salted with the code generator's own source:
     a memory or disk hit loads the object without rendering any IR (a warm start skips
     codegen entirely; ``llvm_ir`` of such a kernel renders on first access)."""
-    return _cached(_unit_key(key_text), name, render, render, cache)
+    return _cached(_unit_key(key_text), name, render, render, cache, fallback)
 
 
 def _unit_key(key_text: str) -> str:

@@ -382,9 +382,15 @@ class _Planner:
         m, n, k = gemm["m"], gemm["n"], gemm["k"]
         if k == 0 and m * n:
             return "matmul with an empty contraction"
-        if m * n * k > _inline_max() and cblas() is None:
-            from .blas import why_not
-            return f"matmul needs BLAS: {why_not()}"
+        if m * n * k > _inline_max():
+            blas = cblas()
+            if blas is None:
+                from .blas import why_not
+                return f"matmul needs BLAS: {why_not()}"
+            from scriptmod.codegen.native import blas_overflow
+            too_big = blas_overflow(gemm, blas.int_bits)
+            if too_big is not None:
+                return f"matmul with {too_big}: more than a {blas.int_bits}-bit BLAS int holds"
         self._new(node.output, node)
         self.steps[node] = ("gemm", gemm, t.dtype)
         return None

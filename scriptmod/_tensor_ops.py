@@ -411,11 +411,14 @@ def _clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
         if max is not None:
             out = dispatch("minimum", (out, _operand(max)))
         return out
-    bounds = [b for b in (min, max) if b is not None]
-    if self.dtype.category < D.FLOAT and any(isinstance(b, float) for b in bounds):
-        self = self.to(D.result_type([self.dtype], [], [float]))   # int.clamp(1.5) is float
-    return dispatch("clamp", (self,), {"min": None if min is None else float(min),
-                                       "max": None if max is None else float(max)})
+    # Python numbers as given: the op promotes with them (int.clamp(1.5) is float) and an int
+    # bound stays exact (int64 beyond 2**53)
+    return dispatch("clamp", (self,), {"min": _bound(min), "max": _bound(max)})
+
+
+def _bound(b: Any) -> int | float | None:
+    return b if b is None or type(b) in (int, float) else \
+        int(b) if isinstance(b, (int, np.integer)) else float(b)
 
 
 def _where(self: Tensor, condition: Any, other: Any) -> Tensor:

@@ -3,6 +3,8 @@ they are decompositions into these primitives (see ``scriptmod.nn.functional``).
 from typing import Any, Sequence
 
 from . import rules as R
+from .. import dtypes as D
+from ..dtypes import DType
 from ..schema import (BINARY, COMMUTATIVE, ELEMENTWISE, IMPURE, LONG, NONDIFF, OWN_DTYPES,
                       UNARY, VIEW, op)
 
@@ -42,7 +44,15 @@ op("mul(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadc
 op("div(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN)
 op("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF, LONG)
 op("remainder(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, LONG)
-op("pow(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor", R.promote, R.broadcast, EW, BIN, LONG)
+def _pow_dtype(ops: Sequence[Any], attrs: dict) -> DType:
+    """``promote``, but like PyTorch refuse a bool tensor to a bool tensor's power."""
+    out = R.promote(ops, attrs)
+    if out is D.bool_ and all(isinstance(o, tuple) for o in ops):
+        raise R.DTypeError("\"pow\" not implemented for 'Bool'")
+    return out
+
+
+op("pow(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor", _pow_dtype, R.broadcast, EW, BIN, LONG)
 op("maximum(Tensor self, Tensor other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
 op("minimum(Tensor self, Tensor other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
 op("atan2(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN, LONG)
@@ -72,7 +82,15 @@ op("isclose(Tensor|Scalar self, Tensor|Scalar other, *, float rtol=1e-05, float 
 # selection
 op("where(Tensor condition, Tensor|Scalar self, Tensor|Scalar other) -> Tensor",
    lambda ops, attrs: R.promote(ops[1:], attrs), R.broadcast, EW)
-op("clamp(Tensor self, *, float? min=None, float? max=None) -> Tensor", R.same, R.same_shape, EW, UN)
+def _clamp_dtype(ops: Sequence[Any], attrs: dict) -> DType:
+    """PyTorch's: ``self`` promoted with its bounds as Python scalars (an int tensor with a
+    float bound is float; int bounds keep it int)."""
+    bounds = [type(attrs[k]) for k in ("min", "max") if attrs.get(k) is not None]
+    return R.promote(list(ops) + bounds, attrs)
+
+
+op("clamp(Tensor self, *, float? min=None, float? max=None) -> Tensor", _clamp_dtype,
+   R.same_shape, EW, UN)
 op("cast(Tensor self, *, ScalarType dtype) -> Tensor", R.from_attr(), R.same_shape, EW, UN, OWN_DTYPES)
 
 # An in-place op on a traced graph's input (``ReLU(inplace=True)`` on an argument): the

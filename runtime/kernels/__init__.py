@@ -16,12 +16,14 @@ import numpy as np
 
 import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.ir.ops.rules import promote, real_of, to_bool
 from scriptmod.ir.schema import ELEMENTWISE, FACTORY, OWN_DTYPES, REGISTRY, OpSchema, upcasts
 from .. import arrays
 from ..arrays import NP_DTYPE, from_np_dtype
 
 Kernel = Callable[..., Any]
+NEGATIVE_POWER = "pow: Integers to negative integer powers are not allowed."   # PyTorch's
 KERNELS: dict[str, Kernel] = {}
 _HALF = (D.float16, D.bfloat16)
 _F32 = NP_DTYPE[D.float32]
@@ -127,6 +129,9 @@ def _remember(key: tuple, p: "_Plan", before: Sequence[Any], after: Sequence[Any
     """Cache an elementwise call's casts if every input is a NumPy array or a number."""
     if not all(type(x) is _ND or (type(x) in _SCALARS and y is x) for x, y in zip(before, after)):
         return
+    dts = {x.dtype for x in before if type(x) is _ND and x.dtype != bool}
+    if len(dts) > 1 and dts & _HALF_NP:
+        return         # may be rounded to the half dtype first: two casts, not cached as one
     casts = tuple(None if a is b else np.dtype(getattr(a, "dtype", type(a))) for b, a in zip(before, after))
     _EW_CACHE[key] = (p.fn, None if all(c is None for c in casts) else casts, NP_DTYPE[out_dt])
 
@@ -160,14 +165,25 @@ def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> lis
     if p.promotes:
         out_dt = promote([operand(x) for x in inputs], {})
     compute = _F32 if out_dt in _HALF else NP_DTYPE[out_dt]
-    if out_dt in _HALF:   # a Python float meets a half tensor rounded to it, as in PyTorch
-        half = NP_DTYPE[out_dt].type
-        inputs = [float(half(x)) if type(x) is float else x for x in inputs]
+    if out_dt in _HALF:   # every operand meets a half tensor rounded to it, as in PyTorch
+        inputs = [_to_half(x, NP_DTYPE[out_dt]) for x in inputs]   # (int64 max is inf)
     if compute.kind in "iu":   # Python ints wrap into the int dtype, as in PyTorch (int8 + 1000)
+        if p.schema.name == "pow" and type(inputs[1]) is int and inputs[1] < 0:
+            raise ArgumentValueError(NEGATIVE_POWER)       # checked before it wraps (uint8: 255)
         inputs = [_wrap_int(x, compute) if type(x) is int else x for x in inputs]
     if p.schema.name == "where":
         return [inputs[0]] + [_cast(x, compute) for x in inputs[1:]]
     return [_cast(x, compute) for x in inputs]
+
+
+def _to_half(x: Any, half: np.dtype) -> Any:
+    """``x`` rounded to the half dtype ``half`` (a Python number becomes a float; overflow
+    gives inf, quietly)."""
+    dt = getattr(x, "dtype", None)
+    if dt == half or dt == bool:
+        return x
+    with np.errstate(over="ignore"):
+        return float(half.type(x)) if dt is None else x.astype(half)
 
 
 def _wrap_int(x: int, dt: np.dtype) -> Any:

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import NP_DTYPE
-from . import kernel
+from . import NEGATIVE_POWER, kernel
 from scriptmod.ir.errors import ArgumentValueError, DTypeError
 from scriptmod.ir import dtypes as D
 
@@ -147,11 +147,28 @@ def _pow(xp: Any, a: Any, b: Any) -> Any:
         if b == -1 and a.dtype.kind in "fc":
             return 1 / a
         if a.dtype.kind in "iu" and b < 0:
-            raise ArgumentValueError("pow: integers to negative integer powers are not allowed")
-    elif hasattr(b, "dtype") and b.dtype.kind in "iu" and hasattr(a, "dtype") and a.dtype.kind in "iu":
-        if (b < 0).any():
-            raise ArgumentValueError("pow: integers to negative integer powers are not allowed")
+            raise ArgumentValueError(NEGATIVE_POWER)
+    elif getattr(b, "dtype", np.dtype(float)).kind == "i" and \
+            getattr(a, "dtype", np.dtype(type(a))).kind in "iu":
+        if isinstance(b, np.generic) and b < 0:      # a Python int, wrapped by run_kernel
+            raise ArgumentValueError(NEGATIVE_POWER)
+        return _int_pow_tensor(xp, a, b)
     return xp.power(a, b)
+
+
+def _int_pow_tensor(xp: Any, a: Any, b: Any) -> Any:
+    """An integer power with a tensor exponent, as PyTorch computes it: a negative exponent
+    gives 1 for base 1, -1 or 1 for base -1 (odd or even exponent), else 0 (no error: only a
+    Python number exponent is refused)."""
+    negative = b < 0
+    if not negative.any():
+        return xp.power(a, b)
+    out = xp.power(a, xp.where(negative, 0, b))
+    one = xp.ones((), out.dtype)
+    at_neg = xp.where(a == 1, one, 0)
+    if out.dtype.kind == "i":
+        at_neg = xp.where(a == -1, xp.where(b % 2 == 0, one, -one), at_neg)
+    return xp.where(negative, at_neg, out)
 
 
 for _name, _fn in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
@@ -215,12 +232,28 @@ def _clamp(xp: Any, x: Any, min: float | None = None, max: float | None = None) 
     if min is None and max is None:
         raise ArgumentValueError("clamp: at least one of 'min' or 'max' must not be None")
     # PyTorch's semantics: x NaN -> NaN, a NaN bound -> NaN, x equal to a bound stays x (the
-    # sign of -0.0 survives clamp(min=0.0))
+    # sign of -0.0 survives clamp(min=0.0)); an int tensor's bounds are converted as PyTorch
+    # converts them (uint8 with min=-2: 254)
     out = x
     for bound, op in ((min, xp.maximum), (max, xp.minimum)):
         if bound is not None:
-            out = _bound(xp, out, xp.asarray(bound, dtype=x.dtype), op)
+            bound = xp.asarray(_wrap_bound(bound, x.dtype) if x.dtype.kind in "iu" else bound,
+                               dtype=x.dtype)
+            out = _bound(xp, out, bound, op)
     return out
+
+
+def _wrap_bound(bound: float | int, dt: np.dtype) -> int:
+    """An integral bound in int dtype ``dt`` as PyTorch converts it: an unsigned dtype takes
+    a negative bound down to -max wrapped (uint8: -2 is 254); anything else out of the dtype's
+    range is an error."""
+    info, v = np.iinfo(dt), int(bound)
+    if v > info.max or v < (-info.max if info.min == 0 else info.min):
+        raise ArgumentValueError(f"clamp: value {bound} cannot be converted to type {dt} "
+                                 f"without overflow")
+    bits = dt.itemsize * 8
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if dt.kind == "i" and v >> (bits - 1) else v
 
 
 @kernel("copy_")
@@ -232,5 +265,9 @@ def _copy_(xp: Any, self: Any, src: Any) -> Any:
 
 
 @kernel("cast")
+@_quiet
 def _cast(xp: Any, x: Any, dtype: D.DType) -> Any:
+    """NumPy's cast, which on x86-64 is PyTorch's: a NaN, infinite or out-of-range float
+    becomes int64's minimum for int64 and int32's minimum, wrapped, for the narrower ints
+    (0 for int8, uint8, int16); bool is ``x != 0`` (NaN is True)."""
     return x.astype(NP_DTYPE[dtype])

@@ -111,14 +111,9 @@ def _float_cases(ops: list[str], dtypes: tuple[str, ...]) -> list[tuple[str, str
 
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("op,dtype", _float_cases(UNARY_OPS, FLOATS))
-def test_unary_registry_op(op: str, dtype: str, path: str,
-                           request: pytest.FixtureRequest) -> None:
+def test_unary_registry_op(op: str, dtype: str, path: str) -> None:
     v = specials(dtype)
     x = as_dtype(v, dtype)
-    big = np.abs(v[np.isfinite(v)]).max() >= 2 ** 20      # not in float16 (max 65504)
-    if op in ("sin", "cos") and path == "fused" and big:   # strict: passing once fixed fails
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="the vectorized sin/cos reduce |x| > 2**20 inexactly (no Payne-Hanek)"))
     want = from_torch(getattr(torch, op)(torch_of(x, dtype)))
     got = PATHS[path](lambda t: getattr(sm, op)(t), x)
     assert_specials_match(got, want, dtype, f"{op}[{dtype}, {path}]", x)

@@ -1,0 +1,310 @@
+"""Compiled equals eager, and eager equals PyTorch, for the elementwise semantics the issue-17
+fuzzing found apart: 0-d and size-1 broadcasts, clamp, floor_divide, remainder, float to int
+casts of NaN/inf/out-of-range values, integer pow with negative exponents, and mixed-dtype
+comparisons. Each case runs eager, traced and fused (its first call), and torch (skipped when
+absent); floats compare bit for bit (NaN equal to NaN, the sign of zero checked)."""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import scriptmod as sm
+from scriptmod import jit
+from scriptmod.ir import parse
+from scriptmod.ir.errors import ArgumentValueError
+from scriptmod.ir.passes import fuse_elementwise
+from scriptmod.jit._fuser import kernels_for
+from scriptmod.runtime.fusion import FusedKernel
+
+NAN, INF = math.nan, math.inf
+FLOATS = [-INF, -1e30, -7.5, -3.0, -2.5, -1.0, -0.5, -0.0, 0.0, 1e-40, 0.5, 1.0, 2.5, 3.0,
+          7.0, 16777217.0, 1e30, INF, NAN]
+INTS = {"int8": [-128, -7, -3, -1, 0, 1, 2, 3, 7, 127],
+        "uint8": [0, 1, 2, 3, 7, 100, 200, 255],
+        "int32": [-2**31, -7, -3, -1, 0, 1, 2, 3, 7, 2**31 - 1],
+        "int64": [-2**63, -2**53 - 1, -7, -1, 0, 1, 3, 7, 2**53 + 1, 2**63 - 1]}
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRIPTMOD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "smcache"))
+    monkeypatch.delenv("SCRIPTMOD_DISABLE_FUSION", raising=False)
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+    if got.dtype.kind == "f":
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(got), nan), (got, want)
+        assert np.array_equal(got[~nan], want[~nan]), (got, want)
+        assert np.array_equal(np.signbit(got[~nan]), np.signbit(want[~nan])), (got, want)
+    else:
+        assert np.array_equal(got, want), (got, want)
+
+
+def _run(fn: Callable, *arrays: np.ndarray, fused: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(eager, compiled first call) of ``fn(module, *tensors)``; compiled is traced and, with
+    ``fused``, must run a fused kernel (without, it must not)."""
+    xs = tuple(sm.tensor(a) for a in arrays)
+    eager = fn(sm, *xs).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = jit.trace(lambda *a: fn(sm, *a), xs, check_trace=False)
+    compiled = traced(*xs).numpy()
+    assert bool(kernels_for(traced, *xs)) == fused, "fused" if fused else "not fused"
+    return eager, compiled
+
+
+def _check(fn: Callable, *arrays: np.ndarray, fused: bool = True) -> None:
+    """Compiled == eager == torch (when installed), bit for bit."""
+    eager, compiled = _run(fn, *arrays, fused=fused)
+    _same(compiled, eager)
+    try:
+        import torch
+    except ImportError:
+        return
+    _same(eager, fn(torch, *(torch.tensor(a) for a in arrays)).numpy())
+
+
+def _floats(dt: str, n: int | None = None, seed: int = 0) -> np.ndarray:
+    vals = np.array(FLOATS, np.float64)
+    if n is not None:
+        vals = np.random.default_rng(seed).choice(vals, n)
+    with np.errstate(over="ignore"):
+        return vals.astype(dt)
+
+
+# ---- 0-d and size-1 broadcasts -------------------------------------------------------------
+@pytest.mark.parametrize("sx,sy", [((), (5,)), ((5,), ()), ((1,), ()), ((), (1,)), ((), ()),
+                                   ((1, 1), (3, 1, 4)), ((1,), (3, 1, 4)), ((3, 1), (1, 4)),
+                                   ((1, 4), (4,)), ((1,), (1, 1, 1))])
+def test_zero_dim_and_size_one_broadcasts_run_fused(sx: tuple, sy: tuple) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(sx).astype(np.float32)
+    y = rng.standard_normal(sy).astype(np.float32)
+    _check(lambda m, a, b: (a * b + 1.0).relu() - a, x, y)
+
+
+def test_a_traced_program_takes_size_one_and_zero_dim_inputs_later() -> None:
+    def f(x: Any, y: Any) -> Any:
+        return (x * y + 1).relu()
+    traced = jit.trace(f, (sm.ones(3, 4), sm.ones(4)))
+    for sx, sy in [((1, 4), (4,)), ((1, 4), (1,)), ((5, 4), ())]:
+        x, y = sm.full(sx, 2.0), sm.full(sy, -3.0)
+        _same(traced(x, y).numpy(), f(x, y).numpy())
+
+
+# ---- clamp -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("lo,hi", [(-1.0, 2.5), (None, 0.0), (0.0, None), (2.0, 1.0),
+                                   (NAN, 1.0), (-1.0, NAN), (-INF, INF)])
+def test_clamp_floats(dt: str, lo: float | None, hi: float | None) -> None:
+    _check(lambda m, x: m.clamp(x, lo, hi), _floats(dt))
+
+
+@pytest.mark.parametrize("dt", sorted(INTS))
+@pytest.mark.parametrize("lo,hi", [(-2, 5), (3, -2), (None, 100), (-100, 127), (2**53 + 1, None)])
+def test_clamp_ints_keep_int_bounds_exact_and_wrap_them(dt: str, lo: int | None,
+                                                        hi: int | None) -> None:
+    if dt != "int64" and 2**53 + 1 in (lo, hi):
+        pytest.skip("out of the dtype's range: PyTorch refuses it")
+    _check(lambda m, x: m.clamp(x, lo, hi), np.array(INTS[dt], dt))
+
+
+@pytest.mark.parametrize("dt,bound", [("int8", 1000), ("int8", -129), ("uint8", 256),
+                                      ("uint8", -256), ("int32", 2**31)])
+def test_clamp_int_bound_out_of_range_raises(dt: str, bound: int) -> None:
+    with pytest.raises(RuntimeError, match="cannot be converted to type"):
+        sm.tensor(INTS[dt], dtype=getattr(sm, dt)).clamp(min=bound)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="cannot be converted to type"):
+        torch.tensor(INTS[dt], dtype=getattr(torch, dt)).clamp(min=bound)
+
+
+@pytest.mark.parametrize("dt", ["int64", "uint8", "bool"])
+@pytest.mark.parametrize("lo,hi", [(None, -0.25), (-1.0, NAN), (INF, 1e30), (0.5, 2)])
+def test_clamp_int_and_bool_with_float_bounds_promote(dt: str, lo: float | None,
+                                                      hi: float) -> None:
+    x = np.array(INTS.get(dt, [True, False, True]), dt)
+    _check(lambda m, t: m.clamp(t, lo, hi), x)
+
+
+def test_clamp_with_tensor_bounds() -> None:
+    x = _floats("float32")
+    lo = np.full(x.shape, -1.0, np.float32)
+    hi = np.random.default_rng(0).choice([NAN, 0.5, 3.0, -2.0], x.shape).astype(np.float32)
+    _check(lambda m, a, b, c: m.clamp(a, b, c), x, lo, hi)
+
+
+# ---- floor_divide and remainder ----------------------------------------------------------------
+@pytest.mark.parametrize("op", ["floor_divide", "remainder"])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_floor_divide_and_remainder_floats(op: str, dt: str) -> None:
+    a, b = _floats(dt, 400, seed=1), _floats(dt, 400, seed=2)
+    with np.errstate(all="ignore"):
+        keep = np.abs(a / np.where(b == 0, 1, b)) < 2.0 ** 20 if op == "remainder" else True
+        _check(lambda m, x, y: getattr(m, op)(x, y), a[keep], b[keep])
+
+
+@pytest.mark.parametrize("op", ["floor_divide", "remainder"])
+@pytest.mark.parametrize("dt", ["int8", "int32", "int64"])
+def test_floor_divide_and_remainder_ints(op: str, dt: str) -> None:
+    vals = INTS[dt]
+    a = np.array([x for x in vals for _ in vals], dt)
+    b = np.array([y for _ in vals for y in vals], dt)
+    nonzero = b != 0     # int division stays unfused: a zero divisor must raise, as eager
+    _check(lambda m, x, y: getattr(m, op)(x, y), a[nonzero], b[nonzero], fused=False)
+
+
+@pytest.mark.parametrize("op", ["floor_divide", "remainder"])
+def test_integer_division_by_zero_raises_in_eager(op: str) -> None:
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        getattr(sm, op)(sm.tensor([7, -7]), sm.tensor([2, 0]))
+
+
+@pytest.mark.parametrize("op", ["remainder", "floor_divide"])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_large_ratios_are_exact_compiled(op: str, dt: str) -> None:
+    """|a/b| far beyond 2**20 (the fast path's limit): the exact fmod, rerun scalar. Compiled
+    equals eager everywhere, and the exact fmod; torch's vectorized CPU kernel gives NaN where
+    a/b overflows (its scalar one, for fewer than 8 elements, is exact), so torch is compared
+    where a/b is finite."""
+    rng = np.random.default_rng(3)
+    scale = 120 if dt == "float32" else 900
+    a = (rng.choice([-1, 1], 300) * 2.0 ** rng.uniform(-scale, scale, 300)).astype(dt)
+    b = (rng.choice([-1, 1], 300) * 2.0 ** rng.uniform(-scale, scale, 300)).astype(dt)
+    a[:4], b[:4] = [3e9, 1e30, -1e30, 1e7], [-0.7, 3.3, 7.1, 1e-40]
+    eager, compiled = _run(lambda m, x, y: getattr(m, op)(x, y), a, b)
+    _same(compiled, eager)
+    exact = [math.fmod(float(x), float(y)) for x, y in zip(a, b)]
+    exact = np.array([r + float(y) if r and (r < 0) != (y < 0) else r
+                      for r, y in zip(exact, b)], dt)
+    if op == "remainder":
+        _same(eager, exact)
+    torch = pytest.importorskip("torch")
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(a / b)
+    want = getattr(torch, op)(torch.tensor(a), torch.tensor(b)).numpy()
+    _same(eager[finite], want[finite])
+
+
+# ---- float to int casts ------------------------------------------------------------------------
+CAST_VALUES = [NAN, INF, -INF, 2.0**31 + 256, -(2.0**31) - 256, 2.0**32 + 2**17, 1e10, -1e10,
+               2.0**63, -(2.0**63), 1e30, 300.0, -300.0, -3.5, 65535.9, 70000.0, -70000.0, 40000.0,
+               127.9, -128.9, 255.5]
+
+
+@pytest.mark.parametrize("src", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "int32", "int64", "bool"])
+def test_float_to_int_casts_of_special_values(src: str, dst: str) -> None:
+    with np.errstate(over="ignore"):
+        x = np.array(CAST_VALUES, np.float64).astype(src)
+    _check(lambda m, t: t.to(getattr(m, dst)), x)
+
+
+@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "int32", "int64"])
+def test_bfloat16_to_int_casts(dst: str) -> None:
+    torch = pytest.importorskip("torch")
+    got = sm.tensor(CAST_VALUES, dtype=sm.bfloat16).to(getattr(sm, dst)).tolist()
+    assert got == torch.tensor(CAST_VALUES, dtype=torch.bfloat16).to(getattr(torch, dst)).tolist()
+
+
+def test_the_cast_rule_of_this_platform() -> None:
+    """NaN/inf/out of range: int64's minimum for int64, int32's minimum wrapped for the
+    narrower ints (so 0); in range, narrower ints wrap from int32 (300 -> int8 44)."""
+    x = sm.tensor([NAN, INF, -INF, 3e9, 300.0, -3.5])
+    assert x.to(sm.int64).tolist()[:4] == [-2**63] * 3 + [3 * 10**9]
+    assert x.to(sm.int32).tolist() == [-2**31] * 4 + [300, -3]
+    assert x.to(sm.int8).tolist() == [0, 0, 0, 0, 44, -3]
+    assert x.to(sm.uint8).tolist() == [0, 0, 0, 0, 44, 253]
+
+
+# ---- integer pow with negative exponents ------------------------------------------------------
+@pytest.mark.parametrize("dt", ["uint8", "int8", "int64"])
+def test_int_pow_scalar_negative_exponent_raises(dt: str) -> None:
+    for exponent in (-1, -300):         # checked before it wraps into uint8 (-1 is 255)
+        with pytest.raises(ArgumentValueError, match="Integers to negative integer powers"):
+            sm.tensor([1, 2], dtype=getattr(sm, dt)) ** exponent
+    graph = fuse_elementwise(parse('''graph(%x : Long(3)):
+  %k : int = prim::Constant[value=-2]()
+  %p : Long(3) = sm::pow(%x, %k)
+  %y : Long(3) = sm::add(%p, %x)
+  return (%y)
+'''))
+    group = next(n for n in graph.nodes if n.kind == "prim::FusionGroup")
+    with pytest.raises(ArgumentValueError, match="Integers to negative integer powers"):
+        FusedKernel(group.attrs["subgraph"])([np.array([1, 2, 3])])
+
+
+@pytest.mark.parametrize("dt", ["int8", "int32", "int64"])
+def test_int_pow_tensor_negative_exponent_gives_torch_values(dt: str) -> None:
+    base = np.array([1, -1, -1, 2, 0, 3, -2, 5], dt)
+    ex = np.array([-1, -1, -2, -1, -1, 2, 3, -3], dt)
+    _check(lambda m, x, y: m.pow(x, y), base, ex)
+    _check(lambda m, x, y: m.pow(x, y), base, np.array(-1, dt))
+
+
+def test_pow_of_bool_tensors_is_refused_as_in_torch() -> None:
+    t = sm.tensor([True, False])
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        t ** t
+    _check(lambda m, x: m.pow(x, 2), np.array([True, False]))
+    _check(lambda m, x, y: m.pow(x, y), np.array([2, 3]), np.array([True, False]))
+
+
+# ---- mixed-dtype comparisons -----------------------------------------------------------------
+@pytest.mark.parametrize("op", ["eq", "lt", "ge"])
+@pytest.mark.parametrize("x,y", [
+    (np.array([INF, -INF, 65504.0, 2048.0], np.float16),
+     np.array([2**63 - 1, -2**63, 65504, 2049], np.int64)),
+    (np.array([INF, -INF, 1.0], np.float16), np.array(2**63 - 1, np.int64)),
+    (np.array([2**24 + 1, 2**24, -2**24 - 1], np.int64), np.array([2.0**24] * 3, np.float32)),
+    (np.array([2**53 + 1, 2**53], np.int64), np.array([2.0**53] * 2, np.float64)),
+    (np.array([5, 200, 255], np.uint8), np.array(-1, np.int8)),
+    (np.array([5, -3, 127], np.int8), np.array([1000, -1000, 127], np.int32)),
+])
+def test_mixed_dtype_comparisons_promote_first(op: str, x: np.ndarray, y: np.ndarray) -> None:
+    _check(lambda m, a, b: getattr(m, op)(a, b), x, y)
+    _check(lambda m, a, b: getattr(m, op)(b, a), x, y)
+
+
+def test_half_arithmetic_rounds_its_other_operand_to_half_first() -> None:
+    x = np.array([-2**31, 100, 70000], np.int64)
+    with np.errstate(invalid="ignore"):
+        _check(lambda m, a, b: a + b, x, np.array(INF, np.float16))
+        _check(lambda m, a, b: m.floor_divide(a, b), x, np.array(-1.0, np.float16))
+
+
+# ---- the CUDA C path, on the CPU shim (the formulas are shared) ---------------------------------
+def _shim(spec_ops: list, in_dtypes: list, arrays: list) -> list[np.ndarray]:
+    harness = pytest.importorskip("tests.codegen.harness")
+    if not harness.have_gxx():
+        pytest.skip("g++ not found")
+    from scriptmod.codegen.kernel import InputSpec, KernelSpec
+    n = len(in_dtypes)
+    spec = KernelSpec([InputSpec(d) for d in in_dtypes], spec_ops,
+                      list(range(n, n + len(spec_ops))), [s.dtype for s in spec_ops], rank=1)
+    return harness.run_shim(spec, arrays)
+
+
+def test_cuda_c_casts_and_large_remainders_on_the_cpu_shim() -> None:
+    from scriptmod.codegen.kernel import OpStep
+    from scriptmod.ir import dtypes as D
+    x = np.array(CAST_VALUES, np.float32)
+    dsts = [D.int8, D.uint8, D.int16, D.int32, D.int64]
+    outs = _shim([OpStep("cast", (0,), {"dtype": d}, d) for d in dsts], [D.float32], [x])
+    for d, got in zip(dsts, outs):
+        with np.errstate(invalid="ignore"):
+            want = sm.tensor(x).to(getattr(sm, d.name)).numpy()
+        _same(got, want)
+    a = np.array([3e9, 1e30, -1e30, 1e7, 7.5, -7.5], np.float32)
+    b = np.array([-0.7, 3.3, 7.1, 1e-40, 2.0, 2.0], np.float32)
+    rem, fdiv = _shim([OpStep("remainder", (0, 1), {}, D.float32),
+                       OpStep("floor_divide", (0, 1), {}, D.float32)],
+                      [D.float32, D.float32], [a, b])
+    _same(rem, sm.remainder(sm.tensor(a), sm.tensor(b)).numpy())
+    _same(fdiv, sm.floor_divide(sm.tensor(a), sm.tensor(b)).numpy())
