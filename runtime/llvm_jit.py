@@ -31,9 +31,10 @@ import threading
 import time
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 import llvmlite
 import llvmlite.binding as llvm
+from llvmlite.binding import ffi, newpassmanagers
 from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.codegen.llvm_ir import LLVMKernel, kernel_name, render_llvm
 from scriptmod.ir import log as irlog
@@ -43,6 +44,7 @@ KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_vo
                                ctypes.c_void_p)
 CACHE = KernelCache()
 _lock = threading.RLock()
+_T = TypeVar("_T")
 
 
 class UnresolvedSymbolError(RuntimeError):
@@ -82,10 +84,29 @@ def target_machine() -> llvm.TargetMachine:
 
 
 def optimize(text: str) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
-    """Parse, verify and optimize IR text for the host (``PIPELINE``); returns (module, tm)."""
-    mod = llvm.parse_assembly(text)
+    """Parse, verify and optimize IR text for the host (``PIPELINE``); returns (module, tm)
+    (the module in an LLVM context of its own, freed after it: see ``parsed``)."""
+    mod = llvm.parse_assembly(text, llvm.create_context())
     tm = _optimize_module(mod, max(speed_level(text)[0], 1))
     return mod, tm
+
+
+@contextmanager
+def parsed(*texts: str) -> Iterator[llvm.ModuleRef]:
+    """The module of IR ``texts`` linked into one, in an LLVM context of its own; both are
+    freed on exit. (The process-wide context keeps every constant, type and metadata node
+    any module ever created: about 2.5 KiB more per kernel compiled, never returned.)"""
+    context = llvm.create_context()
+    try:
+        mod = llvm.parse_assembly(texts[0], context)
+        try:
+            for text in texts[1:]:
+                mod.link_in(llvm.parse_assembly(text, context))
+            yield mod
+        finally:
+            mod.close()
+    finally:
+        context.close()
 
 
 # Compile-time budget. LLVM cannot be stopped inside a pass, so the level is chosen up front
@@ -141,12 +162,8 @@ def _optimize_module(mod: llvm.ModuleRef, level: int = 3) -> llvm.TargetMachine:
     the IR asks for it (``llvm.loop.interleave.count`` hints: the LONG-op kernels and the
     inline GEMM's dot product, where they pay): on the short, memory-bound loops of a
     native segment they bought nothing, and cost a third of the compile time (W5: 335 ->
-    225 ms of LLVM over its 8 modules).
-
-    Each run leaks ~90 KiB inside llvmlite 0.50 (its pass builder's
-    ``PassInstrumentationCallbacks`` is never freed, and every run registers callbacks into
-    it); a pass builder cannot be reused instead, as those callbacks outlive their run. Disk
-    hits run no pipeline, so a warm process does not pay it."""
+    225 ms of LLVM over its 8 modules). Everything made for the run is freed after it
+    (``_free_pass_manager``)."""
     mod.verify()
     tm = target_machine()
     mod.triple = tm.triple
@@ -157,9 +174,30 @@ def _optimize_module(mod: llvm.ModuleRef, level: int = 3) -> llvm.TargetMachine:
     pto.loop_interleaving = False          # forced counts (loop metadata) still apply
     pto.loop_unrolling = False
     pb = llvm.create_pass_builder(tm, pto)
-    with _no_remarks():
-        pb.getModulePassManager().run(mod, pb)
+    mpm = pb.getModulePassManager()        # one run only: the inliner pass moves its passes
+    try:
+        with _no_remarks():
+            mpm.run(mod, pb)
+    finally:
+        _free_pass_manager(mpm)
+        pb.close()
+        pto.close()
     return tm
+
+
+def _free_pass_manager(mpm: llvm.ModulePassManager) -> None:
+    """Delete a pass manager and its passes: in llvmlite 0.50 ``ModulePassManager.close()``
+    frees nothing, as ``ObjectRef._dispose`` (a no-op) precedes ``NewPassManager._dispose`` in
+    its MRO, and the O3 pipeline's passes (about 30 KiB, 64 KiB after a run) leaked at every
+    compile. What still leaks is llvmlite's own: the ``PassInstrumentationCallbacks`` that
+    ``LLVMPY_CreatePassBuilder`` allocates and nothing deletes, 1.4 KiB per compile. A pass
+    builder is not shared to save it: every run registers callbacks into it that point at
+    that run's objects, which later runs would call."""
+    if type(mpm)._dispose is ffi.ObjectRef._dispose:
+        newpassmanagers.NewPassManager._dispose(mpm)
+        mpm.detach()
+    else:                                   # an llvmlite whose close() frees it
+        mpm.close()
 
 
 _STDERR_LOCK = threading.Lock()
@@ -198,8 +236,13 @@ PIPELINE = "O3 vectorize=loop,slp interleave=hinted unroll=hinted"
 
 def compile_object(text: str) -> bytes:
     """Optimized object code (ELF) for IR ``text``."""
-    mod, tm = optimize(text)
-    return tm.emit_object(mod)
+    return _emitted(text, llvm.TargetMachine.emit_object)
+
+
+def _emitted(text: str, emit: Callable[[llvm.TargetMachine, llvm.ModuleRef], _T]) -> _T:
+    """``emit(tm, module)`` of IR ``text`` optimized as a compile would (object or asm)."""
+    with parsed(text) as mod:
+        return emit(_optimize_module(mod, max(speed_level(text)[0], 1)), mod)
 
 
 def unresolved(obj: bytes) -> list[str]:
@@ -234,8 +277,7 @@ class CompiledKernel:
     def asm(self) -> str:
         """Host assembly of the optimized kernel (recompiled on first use)."""
         if self._asm is None:
-            mod, tm = optimize(self.llvm_ir)
-            self._asm = tm.emit_assembly(mod)
+            self._asm = _emitted(self.llvm_ir, llvm.TargetMachine.emit_assembly)
         return self._asm
 
     def __repr__(self) -> str:
@@ -320,21 +362,18 @@ def _build(key: str, names: Sequence[str], renders: Sequence[Callable[[], str]],
     every budget raises ``CompileBudgetError`` instead of compiling at O1)."""
     t0 = time.perf_counter()
     texts = [render() for render in renders]
-    mod = llvm.parse_assembly(texts[0])
-    for text in texts[1:]:
-        mod.link_in(llvm.parse_assembly(text))
-    _export_only(mod, names)
     level, cost = speed_level(*texts)
     why = "" if level == 3 else f" (over the budget of {O3_MAX_INSTRUCTIONS} for O3" + (
         ")" if level == 2 else f" and {O2_MAX_INSTRUCTIONS} for O2)")
-    if level == 0 and fallback:
-        irlog.log("codegen", f"not compiling {', '.join(names)}: predicted cost {cost} "
-                             f"instructions{why}: reference kernels")
-        raise CompileBudgetError(f"kernel {', '.join(names)}: predicted cost {cost} "
-                                 f"instructions is over the compile-time budget{why}")
-    level = max(level, 1)
-    tm = _optimize_module(mod, level)
-    obj = tm.emit_object(mod)
+    with parsed(*texts) as mod:
+        _export_only(mod, names)
+        if level == 0 and fallback:
+            irlog.log("codegen", f"not compiling {', '.join(names)}: predicted cost {cost} "
+                                 f"instructions{why}: reference kernels")
+            raise CompileBudgetError(f"kernel {', '.join(names)}: predicted cost {cost} "
+                                     f"instructions is over the compile-time budget{why}")
+        level = max(level, 1)
+        obj = _optimize_module(mod, level).emit_object(mod)
     cache.count("compiles")
     kernels = _load(names, texts, obj)         # raises before anything bad reaches the disk
     cache.store_object(key, obj)
