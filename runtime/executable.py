@@ -120,6 +120,7 @@ class Executable:
         self.ops = ops if ops is not None else ArrayOps()
         self.grad_ops = grad_ops
         self._fused: dict[Node, FusedKernel | str] = {}
+        self.state_index, self.n_state = state_index, len(state)
         self.plans: dict[Block, Any] = {}        # block -> runtime.native.NativePlan
         self._local = threading.local()
         if native:
@@ -276,6 +277,7 @@ class _Program:
         self.native = frozenset().union(*(p.native_nodes for p in plan_list))
         self.skipped = frozenset().union(*(p.skipped for p in plan_list))
         self.state_reads = {n: i for p in plan_list for n, i in p.state_reads.items()}
+        self._read_state(graph)
         self.seg_at = {s.nodes[0]: (s, j) for j, p in enumerate(plan_list) for s in p.segments}
         self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments])
         args = "".join(f"{self.name[v]}, " for v in graph.inputs)
@@ -309,6 +311,25 @@ class _Program:
         self.source = "\n".join(self.lines) + "\n"
         exec(pycode.code(self.source, "<scriptmod program>"), self.ns)
         self.fn = self.ns["program"]
+
+    def _read_state(self, graph: Graph) -> None:
+        """Python steps read module tensors from ``state`` too (a tuple index, where the
+        attribute callback walks the module), unless the graph assigns attributes."""
+        index = self.ex.state_index
+        if index is None or any(n.kind == Prim.SET_ATTR for n in graph.walk()):
+            return
+        for n in graph.walk():
+            if n.kind == Prim.GET_ATTR and isinstance(n.output.type, TensorType) \
+                    and n not in self.state_reads and n not in self.native:
+                i = index(n)
+                if i is not None and i < self.ex.n_state:
+                    self.state_reads[n] = i
+        # a submodule read only for its tensors, now read from ``state``, is not read at all
+        for n in reversed(list(graph.walk())):
+            if n.kind == Prim.GET_ATTR and n not in self.native and n.output.uses and all(
+                    u.user in self.state_reads or u.user in self.skipped
+                    for u in n.output.uses):
+                self.skipped = self.skipped | {n}
 
     # ---- emitting ------------------------------------------------------------------------
     def _emit(self, depth: int, node: Node | None, line: str) -> None:

@@ -98,7 +98,9 @@ def _op(node: Node) -> None:
         types = infer_op_types(S.get(node.kind), node.inputs, node.attrs)
     except DTypeError as e:          # dtypes an op refuses (a float64 input to a float32 Linear)
         where = f"{node.source}: " if node.source else ""
-        raise DTypeError(f"{where}{e}") from None
+        err_d = DTypeError(f"{where}{e}")
+        err_d.node = node            # type: ignore[attr-defined]
+        raise err_d from None
     except (TypeError, ValueError, IndexError) as e:
         where = f"{node.source}: " if node.source else ""
         err = ShapePropagationError(f"{where}{e}\n    {describe(node)}")

@@ -59,7 +59,7 @@ class CompiledGrad:
         ``profiled``: through the forward's profiled program (a profiler runs)."""
         run, error = self.forward.direct(profiled=True) if profiled else (self._run, self._error)
         try:      # the executor checked the arguments: the program directly
-            outs = run(*head, *[a._data if type(a) is Tensor else a for a in args], state)
+            outs = run(*head, *[a._data if isinstance(a, Tensor) else a for a in args], state)
         except Exception as e:
             raise error(e) from None
         n = self.split.n_outputs

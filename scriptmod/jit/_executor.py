@@ -7,6 +7,18 @@ with the same signature only run it (``Executor.stats`` counts both). Without au
 graph runs on raw arrays; when a gradient is needed it runs op by op through ``dispatch``
 so autograd records the same ops eager execution would.
 
+Batch sizes (any dim the trace found symbolic, ``B``): the first size of a *batch class*
+(the signature with every symbolic dim of size >= 2 replaced by its name) gets a concrete
+specialization, with its whole straight-line code native (``runtime.native``); every other
+size of that class shares one *symbolic* specialization, optimized and fused once with ``B``
+kept in its types, whose fused kernels take their shapes at run time (``runtime.fusion``).
+A new batch size therefore reuses the specialization, its kernels and its plan: it compiles
+nothing and keeps nothing per size. The guard of a symbolic specialization checks the
+rank, the inner dims and the dtype, and that every dim named alike has one size (>= 2:
+sizes 0 and 1 broadcast and empty differently, so they specialize concretely, as in
+PyTorch's dynamic shapes). Which specialization serves a size is decided once per class
+(the first size seen), so a call's numbers never depend on the order of earlier calls.
+
 An input of another rank than traced re-specializes from the traced graph where its ops
 allow it (``_rank``). A submodule with hooks keeps its call in the specialization
 (``_boundary``), so the hooks run around its own compiled graph.
@@ -45,6 +57,7 @@ from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor, unwrap_tree, wrap, wrap_tree
 
 MAX_SPECIALIZATIONS = 64   # per method: the least recently used one beyond goes, engines and all
+MAX_GRAD_PLANS = 8         # per symbolic specialization: compiled backwards, one per batch size
 
 OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
             "eliminate_dead_code", elide_unobserved_copies, "hoist_loop_invariants"]
@@ -61,6 +74,9 @@ class Specialization:
     # the grad call it makes)
     grad_plans: dict = field(default_factory=dict, init=False)  # requires_grad of the module
     # tensors -> CompiledGrad, OpByOp, or None (no output needs a gradient)
+    symbolic: bool = False      # shared by the sizes of a batch class (the module docstring)
+    first: tuple = ()           # symbolic: ((dim name, size), ...) of the class's first size,
+    # which its concrete specialization serves
 
     def __post_init__(self) -> None:
         self.written = _written_args(self.graph)
@@ -75,6 +91,10 @@ class Executor:
     method: str
     arg_names: list[str]
     specs: OrderedDict[tuple, Specialization] = field(default_factory=OrderedDict)  # LRU
+    classes: OrderedDict[tuple, tuple] = field(default_factory=OrderedDict)  # LRU: batch class
+    # -> the key of its first size (the one with a concrete specialization)
+    _untyped: set = field(default_factory=set)  # batch classes whose symbolic graph has
+    # dims of unknown size (data-dependent): each size specializes concretely
     stats: dict[str, int] = field(default_factory=lambda: {"specializations": 0, "calls": 0})
     post_passes: list[Any] = field(default_factory=list)   # e.g. fusion, added by the compiler
     runtime_self: Any = None    # the module the graphs read at run time (default: ``module``)
@@ -132,9 +152,14 @@ class Executor:
         if not any(needs) and not any(isinstance(a, Tensor) and a._requires_grad for a in args):
             return None
         key = (needs, self._flags(spec))
-        plan = spec.grad_plans.get(key, _UNBUILT)
+        if spec.symbolic:                  # the compiled backward is built per batch size
+            key += (signature(args),)
+        plans = spec.grad_plans
+        plan = plans.get(key, _UNBUILT)
         if plan is _UNBUILT:
-            plan = spec.grad_plans[key] = self._build_grad_plan(spec, args, needs)
+            plan = plans[key] = self._build_grad_plan(spec, args, needs)
+            if spec.symbolic and len(plans) > MAX_GRAD_PLANS:
+                plans.pop(next(iter(plans)), None)
         return plan
 
     def _flags(self, spec: Specialization) -> tuple:
@@ -210,6 +235,7 @@ class Executor:
             value = getattr(submodule_of_value(self.owner, v.node.inputs[0]), v.node.attrs["name"])
             return value if type(value) is bool else None
         fused = spec.key[1] == "fused"
+        key = (signature(args),) + spec.key[1:] if spec.symbolic else spec.key
         try:
             split = differentiate(g, leaf_key, flag if self.has_self else lambda v: None,
                                   recompute=fused)
@@ -222,7 +248,7 @@ class Executor:
         bwd = run_pipeline(split.backward, _grad_passes() + compile_passes)
         split.forward, split.backward = fwd, bwd
         backward = Executable(bwd, ArrayOps(), name=f"{where}.backward", native=fused)
-        return CompiledGrad(split, self._executable(fwd, spec.key), backward, where)
+        return CompiledGrad(split, self._executable(fwd, key), backward, where)
 
     def _install(self, spec: Specialization, args: Sequence[Any], slots: Any) -> None:
         """Make ``spec`` the fast path (built once per specialization and module state);
@@ -247,7 +273,7 @@ class Executor:
             return ((), None)
         needs = tuple(t._requires_grad for t in slots.tensors())
         flags = self._flags(spec)
-        plan = spec.grad_plans.get((needs, flags))
+        plan = None if spec.symbolic else spec.grad_plans.get((needs, flags))
         if not isinstance(plan, CompiledGrad):
             return (needs, None)
         head = (self.owner,) if self.has_self else ()
@@ -328,15 +354,52 @@ class Executor:
         key = (signature(args), _fuser.variant(), self._state_key(), hooked)
         specs = self.specs
         spec = specs.get(key)
-        if spec is None:
-            self.check(args)
-            graph = self._optimized(args, key[3])
-            spec = specs[key] = Specialization(graph, key, self._executable(graph, key))
-            self.stats["specializations"] += 1
-            _drop_oldest(specs, MAX_SPECIALIZATIONS)
-        else:
+        if spec is not None:
             _touch(specs, key)
+            return spec
+        dims = self._symbolic_dims()
+        ckey = (batch_class(key[0], dims),) + key[1:] if dims else None
+        if ckey is not None and ckey[0] is not None:
+            first = self.classes.get(ckey)
+            if first is None:                      # the class's first size: concrete
+                self.classes[ckey] = key
+                _drop_oldest(self.classes, MAX_SPECIALIZATIONS)
+            elif first != key and ckey not in self._untyped:   # another size: the shared one
+                spec = specs.get(ckey)
+                if spec is not None:
+                    _touch(specs, ckey)
+                    _touch(self.classes, ckey)
+                    return spec
+                self.check(args)
+                graph = self._optimized(args, key[3], symbolic=True)
+                if _typed_in(graph, {d for names in dims if names for d in names if d is not None}):
+                    spec = Specialization(graph, ckey, self._executable(graph, ckey))
+                    spec.symbolic, spec.first = True, _named_sizes(first[0], dims)
+                    specs[ckey] = spec
+                    self.stats["specializations"] += 1
+                    _drop_oldest(specs, MAX_SPECIALIZATIONS)
+                    return spec
+                self._untyped.add(ckey)            # sizes its types cannot check: concrete
+        self.check(args)
+        graph = self._optimized(args, key[3])
+        spec = specs[key] = Specialization(graph, key, self._executable(graph, key))
+        self.stats["specializations"] += 1
+        _drop_oldest(specs, MAX_SPECIALIZATIONS)
         return spec
+
+    def _symbolic_dims(self) -> tuple:
+        """Per argument, the names of its declared dims (None where a dim is a size): the
+        traced graph's symbolic dims, which a batch class keeps (cached per method graph)."""
+        g = self.module._methods[self.method]
+        found = self.__dict__.get("_sym_dims")
+        if found is None or found[0] is not g:
+            skip = 1 if self.has_self else 0
+            dims = tuple(tuple(d if isinstance(d, str) else None for d in v.type.shape)
+                         if isinstance(v.type, TensorType) and v.type.shape is not None
+                         and any(isinstance(d, str) for d in v.type.shape) else None
+                         for v in g.inputs[skip:])
+            found = self.__dict__["_sym_dims"] = (g, dims if any(dims) else ())
+        return found[1]
 
     def _executable(self, graph: Graph, key: tuple) -> Executable:
         """Build the specialization's ``Executable``, handing in the module callbacks."""
@@ -351,7 +414,8 @@ class Executor:
                           f"{self.method}", state_index=state_index if self.has_self else None,
                           state=self._state_arrays(), native=key[1] == "fused")
 
-    def _optimized(self, args: Sequence[Any], keep: tuple = (), fuse: bool = True) -> Graph:
+    def _optimized(self, args: Sequence[Any], keep: tuple = (), fuse: bool = True,
+                   symbolic: bool = False) -> Graph:
         g = inlined(self.module, self.method, frozenset(keep))
         for call in list(kept_calls(g)):       # typed through the callee's graph
             callee = call.__dict__["callee"] = inlined(submodule_of(self.module, call),
@@ -362,34 +426,64 @@ class Executor:
         head = [g.inputs[0].type] if self.has_self else []
         declared = [v.type for v in g.inputs[len(head):]]
         types: list[Type | None] = head + [_arg_type(a, d) for a, d in zip(args, declared)]
-        self._retype(g, types)
+        self._retype(g, types, symbolic)
         passes: list[Any] = [("fold_constants", {"evaluate": evaluate_node})] + OPTIMIZE[1:]
         return run_pipeline(g, passes + list(self.post_passes)
                             + (_fuser.compile_passes() if fuse else []))
 
-    def _retype(self, g: Graph, types: list[Type | None]) -> None:
+    def _retype(self, g: Graph, types: list[Type | None], symbolic: bool = False) -> None:
         """Shape propagation for the call's types; at another rank than traced, only where
         every op can follow it (else a ``ShapeError`` naming the op that pins the rank)."""
         skip = 1 if self.has_self else 0
         changed = _rank.changed_args([v.type for v in g.inputs[skip:]], types[skip:],
                                      self.arg_names)
-        traced = _rank.traced_ranks(g) if changed else {}
+        traced_ranks = _rank.traced_ranks(g) if changed else {}
         where = f"{self.module.original_name}.{self.method}()"
+        traced = [v.type for v in g.inputs]
         try:
             if any(n.kind == Prim.CALL_FUNCTION for n in g.walk()):
                 # scripted library calls are expanded where their input types are known
                 from scriptmod.jit.frontend.library import expansion_handlers
                 with extra_handlers(expansion_handlers(self.owner)):
-                    propagate_shapes(g, types)
+                    propagate_shapes(g, types, keep_symbolic=symbolic)
             else:
-                propagate_shapes(g, types)
-        except ShapePropagationError as e:
+                propagate_shapes(g, types, keep_symbolic=symbolic)
+        except (ShapePropagationError, DTypeError) as e:
             if not changed:
-                raise
-            _rank.check_ranks(g, traced, changed, where)     # an earlier op may pin it
+                raise self._blame(e, g, traced, types) from None
+            _rank.check_ranks(g, traced_ranks, changed, where)     # an earlier op may pin it
             raise _rank.propagation_error(e, changed, where) from None
         if changed:
-            _rank.check_ranks(g, traced, changed, where)
+            _rank.check_ranks(g, traced_ranks, changed, where)
+
+    def _blame(self, e: Exception, g: Graph, traced: list, given: list) -> Exception:
+        """``e`` (an op's type rule refused the call's types) as an error about the argument
+        that reaches that op with a dtype or size other than traced, when there is one."""
+        node = getattr(e, "node", None)
+        if node is None:
+            return e
+        reaching, stack, seen = set(), list(node.inputs), set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v.node.kind == Prim.PARAM:
+                reaching.add(v)
+            stack.extend(v.node.inputs)
+        skip = 1 if self.has_self else 0
+        for i, v in enumerate(g.inputs[skip:]):
+            was, now = traced[i + skip], given[i + skip]
+            if v in reaching and isinstance(was, TensorType) and isinstance(now, TensorType) \
+                    and _differs(was, now):
+                name = self.arg_names[i] if i < len(self.arg_names) else f"arg{i}"
+                scope = f" (in {node.scope})" if getattr(node, "scope", None) else ""
+                err = type(e)(f"{self.module.original_name}.{self.method}(): argument "
+                              f"'{name}' (position {i}): expected {was!r} as traced, got "
+                              f"{now!r}, which {node.kind}{scope} refuses: {e}")
+                err.node = node                              # type: ignore[attr-defined]
+                return err
+        return e
 
     def check(self, args: Sequence[Any]) -> None:
         """Guard: arguments must fit the traced signature (count, kind, rank, dtype kind)."""
@@ -553,6 +647,61 @@ def signature(args: Sequence[Any]) -> tuple:
         else:
             out.append((type(a), a if isinstance(a, int) else None))
     return tuple(out)
+
+
+def batch_class(sig: tuple, dims: tuple) -> tuple | None:
+    """``sig`` (``signature``) with each size at a symbolic dim (``dims``: per argument, a
+    name or None per dim) replaced by its name; None when no such size is >= 2, when one
+    is 0 or 1, or when two dims of one name differ (those calls specialize concretely)."""
+    out, sizes = list(sig), {}
+    for i, names in enumerate(dims):
+        if names is None or i >= len(sig):
+            continue
+        entry = sig[i]
+        if len(entry) != 4 or not isinstance(entry[1], tuple) or len(entry[1]) != len(names):
+            return None
+        shape = list(entry[1])
+        for j, name in enumerate(names):
+            if name is not None:
+                n = shape[j]
+                if n < 2 or sizes.setdefault(name, n) != n:
+                    return None
+                shape[j] = name
+        out[i] = (entry[0], tuple(shape), entry[2], entry[3])
+    return tuple(out) if sizes else None
+
+
+def _differs(was: TensorType, now: TensorType) -> bool:
+    """Whether ``now`` has another dtype than ``was``, or another size where ``was`` has one."""
+    return was.dtype != now.dtype or (was.shape is not None and now.shape is not None and (
+        len(was.shape) != len(now.shape) or any(isinstance(a, int) and a != b
+                                               for a, b in zip(was.shape, now.shape))))
+
+
+def _typed_in(graph: Graph, names: set) -> bool:
+    """Whether every tensor of ``graph`` (fusion subgraphs too) has each dim a size or one
+    of the batch class's ``names``: then shape propagation checked every op for all sizes
+    of the class, and no call can fail inside on a shape (a dim of unknown size, from a
+    size-dependent slice say, is checked only per concrete size)."""
+    def typed(g: Graph) -> bool:
+        for v in list(g.inputs) + [o for n in g.walk() for o in n.outputs]:
+            t = v.type
+            if isinstance(t, TensorType) and (t.shape is None or any(
+                    not isinstance(d, int) and d not in names for d in t.shape)):
+                return False
+        return all(typed(n.attrs["subgraph"]) for n in g.walk()
+                   if isinstance(n.attrs.get("subgraph"), Graph))
+    return typed(graph)
+
+
+def _named_sizes(sig: tuple, dims: tuple) -> tuple:
+    """((name, size), ...) of the symbolic dims in a signature of the batch class."""
+    found: dict[str, int] = {}
+    for entry, names in zip(sig, dims):
+        for name, n in zip(names or (), entry[1] if names else ()):
+            if name is not None:
+                found.setdefault(name, n)
+    return tuple(found.items())
 
 
 def _arg_type(a: Any, declared: Type | None = None) -> Type | None:

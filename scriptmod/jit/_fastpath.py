@@ -10,7 +10,9 @@ plain CPU tensors without grad, that writes no argument and returns fresh tensor
 
 - the arguments: count, ``type(a) is Tensor``, no ``requires_grad``, a NumPy array of the
   specialization's dtype and shape (strides are the program's own check: it copies an
-  argument of another layout, as the full path does);
+  argument of another layout, as the full path does); for a symbolic specialization (a
+  batch class) the shape's rank and sizes, except at its symbolic dims, which must be >= 2
+  and agree where named alike;
 - hooks: ``HOOK_VERSION`` unchanged since install (any hook registered or removed
   anywhere falls back to the full path, which looks again);
 - grad: grad mode off, or no parameter or buffer of the tree requires grad;
@@ -60,7 +62,10 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
     env = _fuser._env_data
     m_names = tuple(slots.m_names) if slots is not None else ()
     t_names = tuple(slots.t_names) if slots is not None else ()
-    structure = (kinds, has_self, m_names, t_names, n_out, env is not None)
+    dims = tuple(_symbolic(entry) if k == "tensor" else None
+                 for k, entry in zip(kinds, spec.key[0])) if spec.symbolic else ()
+    structure = (kinds, has_self, m_names, t_names, n_out, env is not None, dims,
+                 spec.first if spec.symbolic else ())
     code = _CODE.get(structure)
     if code is None:
         code = _CODE[structure] = pycode.code(_source(*structure), "<scriptmod fast path>")
@@ -86,6 +91,30 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
     return ns["fast"]
 
 
+def _symbolic(entry: tuple) -> tuple | None:
+    """A batch-class signature entry's shape as checked: its symbolic dims' names, its
+    sizes elsewhere; None when it has no symbolic dim (its shape is checked whole)."""
+    shape = entry[1]
+    return tuple(shape) if any(isinstance(d, str) for d in shape) else None
+
+
+def _shape_check(i: int, dims: tuple | None, first: dict[str, str]) -> str:
+    """The condition that rejects argument ``i``'s array ``d{i}`` by shape; ``first``: where
+    each symbolic dim was first read (the arguments are checked in order)."""
+    if dims is None:
+        return f"d{i}.shape != SH{i}"
+    parts = [f"len(s{i}) != {len(dims)}"]
+    for j, d in enumerate(dims):
+        if isinstance(d, str):
+            parts.append(f"s{i}[{j}] < 2")
+            at = first.setdefault(d, f"s{i}[{j}]")
+            if at != f"s{i}[{j}]":
+                parts.append(f"s{i}[{j}] != {at}")
+        else:
+            parts.append(f"s{i}[{j}] != {int(d)}")
+    return f"(s{i} := d{i}.shape) is None or " + " or ".join(parts)
+
+
 def _kind(a: Any) -> str | None:
     """How the fast path checks an argument (None: it cannot, the full path runs)."""
     t = type(a)
@@ -97,11 +126,12 @@ def _kind(a: Any) -> str | None:
 
 
 def _source(kinds: tuple, has_self: bool, m_names: tuple, t_names: tuple, n_out: int,
-            env_dict: bool) -> str:
+            env_dict: bool, dims: tuple = (), first: tuple = ()) -> str:
     n_args = len(kinds)
     a = [f"a{i}" for i in range(n_args)]
     d = [f"d{i}" if k == "tensor" else f"a{i}" for i, k in enumerate(kinds)]
     lines = ["def fast(args):", f"    if len(args) != {n_args}:", "        return MISS"]
+    at: dict[str, str] = {}
     if n_args:
         lines.append(f"    {', '.join(a)}{',' if n_args == 1 else ''} = args")
     for i, kind in enumerate(kinds):
@@ -110,7 +140,7 @@ def _source(kinds: tuple, has_self: bool, m_names: tuple, t_names: tuple, n_out:
                       "        return MISS",
                       f"    d{i} = a{i}._data",
                       f"    if type(d{i}) is not ndarray or d{i}.dtype is not DT{i} or "
-                      f"d{i}.shape != SH{i}:",
+                      f"{_shape_check(i, dims[i] if dims else None, at)}:",
                       "        return MISS"]
         elif kind in ("int", "bool"):
             lines += [f"    if type(a{i}) is not {kind} or a{i} != K{i}:", "        return MISS"]
@@ -118,6 +148,9 @@ def _source(kinds: tuple, has_self: bool, m_names: tuple, t_names: tuple, n_out:
             lines += [f"    if type(a{i}) is not float:", "        return MISS"]
         else:
             lines += [f"    if a{i} is not None:", "        return MISS"]
+    same_size = [f"{at[name]} == {int(n)}" for name, n in first if name in at]
+    if same_size:      # the class's first size has its own (concrete) specialization
+        lines += [f"    if {' and '.join(same_size)}:", "        return MISS"]
     lines += ["    if HV[0] != V0:", "        return MISS"]
     env = " or ENV._data is not ENVD or ENVD.get(ENVK) is not None" if env_dict else " or True"
     lines += [f"    if FST.stack or FG['fusion'] is not None{env}:",

@@ -129,20 +129,7 @@ def _torch_tensor(a: np.ndarray) -> Any:
 CASES = _cases()
 ARG = {"module": ("'x'", "'y'"), "fused": ("'a'", "'b'")}
 # cases below the bar today, with the message they give: delete a row when it is fixed
-UNCLEAR = {
-    ("module", "float64"): "DTypeError 'expected m1 and m2 to have the same dtype, but got: "
-                           "double != float'; eager: 'mat1 and mat2 must have the same dtype, "
-                           "but got Double and Float'",
-    ("module", "float16"): "DTypeError '... but got: c10::Half != float' (eager: Half and Float)",
-    ("module", "bfloat16"): "DTypeError '... but got: c10::BFloat16 != float'",
-    ("module", "wrong-size"): "ShapePropagationError 'matmul: shapes (5, 3) and (4, 3) cannot be "
-                              "multiplied'; eager: 'Linear: expected input with last dimension "
-                              "4 (in_features), got shape (5, 3)'",
-    ("module", "parameter"): "InterpreterError 'sm::matmul failed: native segment: value %x ... "
-                             "should be a NumPy array of (5, 4) float32, got Parameter'; "
-                             "eager runs",
-    ("fused", "parameter"): "InterpreterError 'prim::FusionGroup failed: native segment: value %a "
-                            "... got Parameter'; eager runs",
+UNCLEAR: dict[tuple[str, str], str] = {
 }
 
 

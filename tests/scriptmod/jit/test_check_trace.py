@@ -63,7 +63,11 @@ def test_eval_model_checks_silently():
         traced = jit.trace(DropNet().eval(), sm.randn(4, 8))
     x = sm.randn(2, 8)
     with sm.no_grad():
-        np.testing.assert_allclose(traced(x).numpy(), traced.drop(traced.fc(x)).numpy(), rtol=1e-6)
+        # two compiled paths (another batch size than traced: the shared symbolic
+        # specialization, BLAS; the submodule's own first size: inline GEMM loops) agree to
+        # float32 rounding
+        np.testing.assert_allclose(traced(x).numpy(), traced.drop(traced.fc(x)).numpy(),
+                                   rtol=1e-5, atol=1e-6)
 
 
 def test_torch_also_warns_and_returns_for_the_same_model():
