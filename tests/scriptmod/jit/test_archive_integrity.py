@@ -149,7 +149,9 @@ def test_version_1_archives_load_without_digests():
     with sm.no_grad():
         sm.manual_seed(0)
         eager = Net().eval()
-        np.testing.assert_allclose(output(old), eager(X).numpy(), rtol=1e-6)
+        # compiled GEMM against eager's BLAS: float32 rounding (the BLAS kernel, and so the
+        # order of the sums, depends on the CPU)
+        np.testing.assert_allclose(output(old), eager(X).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_version_1_with_digest_fields_is_refused():
