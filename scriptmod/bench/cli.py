@@ -10,6 +10,7 @@ floors (W6 is scripted with ``jit.script``, the others traced).
     scriptmod bench --workload T2,T3,T5 --compare torch   # training steps, torch.compile too
     scriptmod bench --no-compile-time        # skip the two new-process startup runs
     scriptmod bench --background-load        # another process keeps one core busy meanwhile
+    scriptmod bench --ray                    # W3 through Ray Data and Ray Serve (bench.ray_bench)
 
 ``--threads N`` sets the threads of scriptmod's compiled kernels and of the BLAS NumPy
 loaded (matmuls, in every variant; through threadpoolctl, else the header says "unchanged").
@@ -98,6 +99,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few repetitions: a smoke test, not a measurement")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--ray", action="store_true",
+                   help="instead: W3 rows/s through Ray Data (1 and 2 actors) and Ray Serve "
+                   "against a plain loop in this process (needs scriptmod[ray]; uses --quick "
+                   "and --json only; see scriptmod.bench.ray_bench)")
 
 
 def options(args: argparse.Namespace) -> BenchOptions:
@@ -126,6 +131,9 @@ def options(args: argparse.Namespace) -> BenchOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.ray:
+        from scriptmod.bench import ray_bench
+        return ray_bench.run(args)
     from scriptmod.bench import report as rep
     from scriptmod.bench.runner import DeviceError, run_all
     try:

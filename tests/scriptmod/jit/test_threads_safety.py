@@ -31,7 +31,8 @@ def fixed_threads(monkeypatch: pytest.MonkeyPatch) -> Any:
     threads.set_dynamic(dynamic)
 
 
-def _run_threads(work: Callable[[int], None], n: int = N_THREADS) -> list[BaseException]:
+def _run_threads(work: Callable[[int], None], n: int = N_THREADS,
+                 timeout: float = 120) -> list[BaseException]:
     errors: list[BaseException] = []
 
     def body(i: int) -> None:
@@ -43,7 +44,7 @@ def _run_threads(work: Callable[[int], None], n: int = N_THREADS) -> list[BaseEx
     for t in pool:
         t.start()
     for t in pool:
-        t.join(timeout=120)
+        t.join(timeout=timeout)
     assert not any(t.is_alive() for t in pool), "a calling thread hung"
     return errors
 
@@ -57,22 +58,30 @@ class _MLP(nn.Module):
         return self.b((self.a(x) * 0.5).relu() + 1).tanh()
 
 
-def test_threads_with_varying_batch_sizes_match_one_thread(fixed_threads: Any) -> None:
+def test_threads_with_varying_batch_sizes_match_one_thread(
+        fixed_threads: Any, request: pytest.FixtureRequest) -> None:
+    """CI: 8 threads x 200 calls over batch sizes 1..24; ``--long`` (the README figure):
+    8 threads x 10,000 calls over 1..64."""
+    long = request.config.getoption("--long")
+    calls, sizes = (10_000, 64) if long else (CALLS, 24)
     scriptmod.manual_seed(0)
     traced = scriptmod.jit.trace(_MLP(), scriptmod.ones(4, 32))
     rng = np.random.default_rng(0)
-    xs = [rng.standard_normal((b, 32)).astype(np.float32) for b in range(1, 25)]
+    xs = [rng.standard_normal((b, 32)).astype(np.float32) for b in range(1, sizes + 1)]
     with scriptmod.no_grad():
         expected = [traced(scriptmod.tensor(x)).numpy().copy() for x in xs]
     mismatches: list[tuple[int, int]] = []
 
     def work(t: int) -> None:
         with scriptmod.no_grad():
-            for i in range(CALLS):
+            for i in range(calls):
                 k = (i * 7 + t * 13) % len(xs)
                 if not np.array_equal(traced(scriptmod.tensor(xs[k])).numpy(), expected[k]):
                     mismatches.append((t, k))
-    assert _run_threads(work) == []
+    assert _run_threads(work, timeout=1200 if long else 120) == []
+    if long:
+        print(f"\n{N_THREADS} threads x {calls:,} calls, batch sizes 1..{sizes}: "
+              f"{len(mismatches)} mismatches")
     assert mismatches == []
 
 
