@@ -2,8 +2,9 @@
 
 A formula is ``fn(e, args, out, attrs) -> value``: ``e`` an ``Emitter`` (LLVM or C),
 ``args`` typed operands (``TV``), ``out`` the step's result dtype. The same table drives
-``codegen.llvm_ir`` and ``codegen.c_source``. float16/bfloat16 compute in float32 and are
-rounded (to nearest even) only on explicit casts, promotions into them, and stores.
+``codegen.llvm_ir`` and ``codegen.c_source``. A float16/bfloat16 op computes in float32 and
+its result is rounded (to nearest even) to its dtype by ``emit_step``, once per op, as eager
+and PyTorch round it; operands promoted into a half dtype are rounded by ``to``.
 
     >>> sorted(FORMULAS)[:3]
     ['abs', 'add', 'atan2']
@@ -16,7 +17,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from . import vmath
 from .emitter import Emitter, Num, V, compute_dtype
-from .kernel import Imm, KernelSpec, OpStep
+from .kernel import Imm, KernelSpec, OpStep, checked_int, wrap_int
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.ir.dtypes import DType
@@ -60,8 +61,7 @@ def imm_value(value: bool | int | float, dt: DType) -> bool | int | float:
     if dt is D.bool_:
         return bool(value)
     if dt.category == D.INT:
-        v = int(value) & ((1 << dt.bits) - 1)
-        return v - (1 << dt.bits) if dt.signed and v >= 1 << (dt.bits - 1) else v
+        return wrap_int(int(value), dt)
     f = float(value)
     if dt is D.float16 and math.isfinite(f):
         return _round_ieee(f, "<e", 65520.0)
@@ -245,6 +245,8 @@ def _pow(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
     base, ex = args
     if ex.imm is not None and not out.is_floating_point and ex.imm < 0:
         raise ArgumentValueError("pow: Integers to negative integer powers are not allowed.")
+    if ex.imm is not None and not out.is_floating_point and out is not D.bool_:
+        checked_int(int(ex.imm), out, "pow")
     m = Num(e, out)
     x = to(e, base, out)
     if ex.imm is not None and float(ex.imm).is_integer() and abs(ex.imm) <= 64:
@@ -356,6 +358,10 @@ def _bitwise(op: str) -> Formula:
 # ---- selection, clamp, cast ---------------------------------------------------------------------
 def _where(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
     cond = to(e, args[0], D.bool_)
+    if out.category == D.INT:
+        for a in args[1:]:
+            if a.imm is not None:
+                checked_int(int(a.imm), out, "where")
     a, b = _all(e, args[1:], out)
     return e.select(cond, a, b, compute_dtype(out))
 
@@ -366,12 +372,20 @@ def _clamp(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
     if out.is_floating_point and any(b is not None and math.isnan(b) for b in (lo, hi)):
         return e.const(math.nan, dt)                # a NaN bound gives NaN, as in PyTorch
     if lo is not None:
-        lv = e.const(imm_value(lo if out.is_floating_point else math.ceil(lo), out), dt)
+        lv = e.const(_bound(lo, math.ceil, out), dt)
         x = e.select(e.cmp("lt", x, lv, dt), lv, x, dt)
     if hi is not None:
-        hv = e.const(imm_value(hi if out.is_floating_point else math.floor(hi), out), dt)
+        hv = e.const(_bound(hi, math.floor, out), dt)
         x = e.select(e.cmp("gt", x, hv, dt), hv, x, dt)
     return x
+
+
+def _bound(value: float, to_int: Callable[[float], int], out: DType) -> bool | int | float:
+    if out.is_floating_point:
+        return imm_value(value, out)
+    if out is D.bool_:
+        return imm_value(to_int(value), out)
+    return checked_int(to_int(value), out, "clamp")
 
 
 def _cast(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
@@ -407,6 +421,12 @@ FORMULAS: dict[str, Formula] = {
 }
 
 
+# ops whose result is one of their operands (converted to the result dtype by ``to``, so
+# already rounded) or an integer no larger in magnitude: exact in a half dtype, not rounded
+EXACT_IN_HALF = frozenset({"neg", "abs", "sign", "relu", "floor", "ceil", "round", "trunc",
+                           "maximum", "minimum", "where", "clamp"})
+
+
 def lower_steps(e: Emitter, spec: KernelSpec, inputs: Sequence[V]) -> list[V]:
     """Emit every step of ``spec`` given the loaded input values; returns the outputs,
     each converted to its ``out_dtype`` (compute type, half types already rounded)."""
@@ -418,10 +438,13 @@ def lower_steps(e: Emitter, spec: KernelSpec, inputs: Sequence[V]) -> list[V]:
 
 def emit_step(e: Emitter, step: "OpStep", vals: Sequence[TV]) -> TV:
     """One step's value, its ``Imm`` arguments made constants and the rest read from
-    ``vals`` (indexed by value number)."""
+    ``vals`` (indexed by value number). A float16/bfloat16 result is rounded to its dtype
+    here, once per op, as eager and PyTorch round it (the op itself computes in float32),
+    unless the op is ``EXACT_IN_HALF``."""
     fn = FORMULAS.get(step.op)
     if fn is None:
         raise NotImplementedError(f"codegen: no scalar formula for op {step.op!r}")
     args = [TV(e.const(imm_value(a.value, a.dtype), compute_dtype(a.dtype)), a.dtype, a.value)
             if isinstance(a, Imm) else vals[a] for a in step.args]
-    return TV(fn(e, args, step.dtype, step.attrs), step.dtype)
+    v = fn(e, args, step.dtype, step.attrs)
+    return TV(v if step.op in EXACT_IN_HALF else round_to(e, v, step.dtype), step.dtype)

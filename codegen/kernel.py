@@ -36,6 +36,7 @@ from typing import Any, Sequence, Union
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
+from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.ir.types import TensorType
 
 KINDS = ("contiguous", "strided", "scalar")     # the layouts a renderer reads
@@ -54,6 +55,29 @@ class Imm:
 
 
 Arg = Union[int, Imm]
+
+
+def wrap_int(value: int, dt: DType) -> int:
+    """A Python int wrapped into int dtype ``dt`` (two's complement), as PyTorch wraps a
+    weak scalar operand: int8 + 1000 adds -24."""
+    v = value & ((1 << dt.bits) - 1)
+    return v - (1 << dt.bits) if dt.signed and v >= 1 << (dt.bits - 1) else v
+
+
+def checked_int(value: int, dt: DType, op: str) -> int:
+    """A Python int in int dtype ``dt`` as PyTorch's checked conversion (c10's
+    ``checked_convert``) makes it, for the operands PyTorch does not wrap (pow's exponent,
+    where's values, clamp's bounds): an unsigned dtype takes a negative value down to -max,
+    wrapped (uint8: -2 is 254); any other value outside the dtype raises.
+
+    >>> checked_int(-2, D.uint8, "clamp"), checked_int(-128, D.int8, "where")
+    (254, -128)
+    """
+    top = (1 << (dt.bits - dt.signed)) - 1
+    if not (-top - dt.signed) <= value <= top:
+        raise ArgumentValueError(f"{op}: value {value} cannot be converted to type {dt.name} "
+                                 f"without overflow")
+    return wrap_int(value, dt)
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,9 @@ def _arg(node: Node, v: Value, index: dict[Value, int], consts: dict[Value, Any]
 
 def _imm_dtype(node: Node, v: Value) -> DType:
     """The dtype a Python scalar operand computes in: the op's promoted dtype (PyTorch's
-    weak scalars), bool for ``where``'s condition."""
+    weak scalars), or its float result when the op computes in float from int operands
+    (true division, atan2: uint8 5 / -1 is -5.0, not 5 / 255), bool for ``where``'s
+    condition."""
     operands = []
     for u in node.inputs:
         t = u.type
@@ -186,8 +188,10 @@ def _imm_dtype(node: Node, v: Value) -> DType:
         if node.inputs[0] is v:
             return D.bool_
         operands = operands[1:]
-    out = R.promote(operands, {})
-    return out if out in DTYPES else _dt(_tensor(node.output))
+    promoted, result = R.promote(operands, {}), _dt(_tensor(node.output))
+    if promoted not in DTYPES or result.is_floating_point and not promoted.is_floating_point:
+        return result
+    return promoted
 
 
 # ---- layouts: shapes and strides -> laid-out spec and meta ---------------------------------

@@ -171,14 +171,20 @@ def expm1(m: Num, x: V) -> V:
     return m.keep_nan(x, m.sel(m.cmp("eq", x, m.c(0.0)), x, y))
 
 
+# below this float32 x, PyTorch's 1 / (1 + e**-x) is 1 / inf = 0: e**-x overflows float32
+SIGMOID_ZERO_BELOW = -88.72283172607422
+
+
 def sigmoid(m: Num, x: V) -> V:
     """1 / (1 + e**-x): exact limits 0 and 1, no overflow trouble. float32 from
-    E = e**-|x| (shared with ``tanh``): 1 / (1 + E) for x >= 0, E / (1 + E) below."""
+    E = e**-|x| (shared with ``tanh``): 1 / (1 + E) for x >= 0, E / (1 + E) below, and 0
+    below ``SIGMOID_ZERO_BELOW`` as in PyTorch (E alone would go on into subnormals)."""
     if m.f64:
         return m.div(m.c(1.0), m.add(m.c(1.0), exp(m, m.neg(x))))
     e = _exp_neg_abs(m, x)[0]
-    y = m.div(m.sel(m.cmp("lt", x, m.c(0.0)), e, m.c(1.0)), m.add(m.c(1.0), e))
-    return m.keep_nan(x, y)
+    num = m.sel(m.cmp("lt", x, m.c(0.0)), e, m.c(1.0))
+    num = m.sel(m.cmp("lt", x, m.c(SIGMOID_ZERO_BELOW)), m.c(0.0), num)
+    return m.keep_nan(x, m.div(num, m.add(m.c(1.0), e)))
 
 
 def tanh(m: Num, x: V) -> V:

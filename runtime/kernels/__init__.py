@@ -21,6 +21,7 @@ from scriptmod.ir.ops.rules import promote, real_of, to_bool
 from scriptmod.ir.schema import ELEMENTWISE, FACTORY, OWN_DTYPES, REGISTRY, OpSchema, upcasts
 from .. import arrays
 from ..arrays import NP_DTYPE, from_np_dtype
+from scriptmod.codegen.kernel import checked_int
 
 Kernel = Callable[..., Any]
 NEGATIVE_POWER = "pow: Integers to negative integer powers are not allowed."   # PyTorch's
@@ -168,8 +169,15 @@ def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> lis
     if out_dt in _HALF:   # every operand meets a half tensor rounded to it, as in PyTorch
         inputs = [_to_half(x, NP_DTYPE[out_dt]) for x in inputs]   # (int64 max is inf)
     if compute.kind in "iu":   # Python ints wrap into the int dtype, as in PyTorch (int8 + 1000)
-        if p.schema.name == "pow" and type(inputs[1]) is int and inputs[1] < 0:
-            raise ArgumentValueError(NEGATIVE_POWER)       # checked before it wraps (uint8: 255)
+        name = p.schema.name
+        if name == "pow" and type(inputs[1]) is int:      # checked before it wraps (uint8: 255)
+            if inputs[1] < 0:
+                raise ArgumentValueError(NEGATIVE_POWER)
+            checked_int(inputs[1], out_dt, name)
+        elif name == "where":       # PyTorch converts where's values with an overflow check
+            for x in inputs[1:]:
+                if type(x) is int:
+                    checked_int(x, out_dt, name)
         inputs = [_wrap_int(x, compute) if type(x) is int else x for x in inputs]
     if p.schema.name == "where":
         return [inputs[0]] + [_cast(x, compute) for x in inputs[1:]]
@@ -187,7 +195,8 @@ def _to_half(x: Any, half: np.dtype) -> Any:
 
 
 def _wrap_int(x: int, dt: np.dtype) -> Any:
-    return np.array(x, dtype=np.int64).astype(dt)[()]
+    """``x`` (a Python int that an int64 or uint64 holds) wrapped into ``dt``."""
+    return np.array(x - (1 << 64) if x >> 63 == 1 else x, dtype=np.int64).astype(dt)[()]
 
 
 def _finish(xp: Any, out: Any, dt: D.DType | None) -> Any:

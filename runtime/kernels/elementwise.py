@@ -7,10 +7,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..arrays import NP_DTYPE
+from ..arrays import NP_DTYPE, from_np_dtype
 from . import NEGATIVE_POWER, kernel
 from scriptmod.ir.errors import ArgumentValueError, DTypeError
 from scriptmod.ir import dtypes as D
+from scriptmod.codegen.kernel import checked_int
 
 
 def _quiet(fn: Callable) -> Callable:
@@ -237,23 +238,11 @@ def _clamp(xp: Any, x: Any, min: float | None = None, max: float | None = None) 
     out = x
     for bound, op in ((min, xp.maximum), (max, xp.minimum)):
         if bound is not None:
-            bound = xp.asarray(_wrap_bound(bound, x.dtype) if x.dtype.kind in "iu" else bound,
-                               dtype=x.dtype)
+            if x.dtype.kind in "iu":
+                bound = checked_int(int(bound), from_np_dtype(x.dtype), "clamp")
+            bound = xp.asarray(bound, dtype=x.dtype)
             out = _bound(xp, out, bound, op)
     return out
-
-
-def _wrap_bound(bound: float | int, dt: np.dtype) -> int:
-    """An integral bound in int dtype ``dt`` as PyTorch converts it: an unsigned dtype takes
-    a negative bound down to -max wrapped (uint8: -2 is 254); anything else out of the dtype's
-    range is an error."""
-    info, v = np.iinfo(dt), int(bound)
-    if v > info.max or v < (-info.max if info.min == 0 else info.min):
-        raise ArgumentValueError(f"clamp: value {bound} cannot be converted to type {dt} "
-                                 f"without overflow")
-    bits = dt.itemsize * 8
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if dt.kind == "i" and v >> (bits - 1) else v
 
 
 @kernel("copy_")

@@ -198,3 +198,71 @@ def test_integer_powers_lower_to_multiplies():
     text = render_llvm(spec).text
     calls = [ln for ln in text.splitlines() if "call " in ln and ".body" not in ln]
     assert not calls and text.count("fmul") == 2          # (the entry calls its noalias body)
+
+
+def _both_renderers(spec, inputs):
+    """The outputs of ``spec`` from the LLVM kernel and, where g++ exists, the CUDA C source
+    run on the CPU shim."""
+    from harness import have_gxx, run_shim
+    outs = [run_llvm(spec, inputs)]
+    if have_gxx():
+        outs.append(run_shim(spec, inputs))
+    return outs
+
+
+def _per_op_rounded(x, dt):
+    """x*x + x, then - 3x, then / 7, each op in float32 rounded to ``dt`` as PyTorch does."""
+    h = np_dtype(dt)
+    f = lambda v: v.astype(h).astype(np.float32)     # noqa: E731
+    x = x.astype(np.float32)
+    sq = f(x * x)
+    s = f(sq + x)
+    t = f(s - f(x * np.float32(3)))
+    return f(t / np.float32(7)).astype(h)
+
+
+@pytest.mark.parametrize("dt", [D.float16, D.bfloat16], ids=lambda d: d.name)
+def test_half_steps_round_every_result_in_both_renderers(dt):
+    """Each op of a fused float16/bfloat16 chain rounds its result (bit for bit the per-op
+    rounding of eager and PyTorch), also where float32 intermediates would give another
+    value; one op computes in float32 and rounds once (exp then log1p at 11.5: exp is inf
+    in float16, so the result is inf, not 11.5); selections (relu, maximum, clamp) of
+    rounded values stay exact without another rounding."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.standard_normal(3000) * 300, [11.5, 255.0, 301.0, 65000.0, -0.0,
+                                                        np.inf, np.nan]]).astype(np_dtype(dt))
+    steps = [OpStep("mul", (0, 0), {}, dt), OpStep("add", (1, 0), {}, dt),
+             OpStep("mul", (0, Imm(3, dt)), {}, dt), OpStep("sub", (2, 3), {}, dt),
+             OpStep("div", (4, Imm(7, dt)), {}, dt),
+             OpStep("exp", (0,), {}, dt), OpStep("log1p", (6,), {}, dt),
+             OpStep("relu", (5,), {}, dt), OpStep("maximum", (8, Imm(0.3, dt)), {}, dt),
+             OpStep("clamp", (9,), {"max": 1000.1}, dt)]
+    spec = KernelSpec([InputSpec(dt)], steps, [5, 7, 10], [dt, dt, dt])
+    with np.errstate(all="ignore"):
+        want = _per_op_rounded(x, dt)
+        x32 = x.astype(np.float32)
+        unrounded = ((x32 * x32 + x32 - 3 * x32) / 7).astype(want.dtype)
+    assert not np.array_equal(want, unrounded, equal_nan=True)   # the case tells them apart
+    h = np_dtype(dt).type
+    selected = np.minimum(np.maximum(np.maximum(want, h(0)), h(0.3)), h(1000.1))  # exact ops
+    for chain, log1p_exp, sel in _both_renderers(spec, [x]):
+        assert np.array_equal(chain, want, equal_nan=True)
+        assert np.array_equal(sel, selected, equal_nan=True)
+        at = list(x).index(11.5)
+        assert log1p_exp[at] == (np.inf if dt is D.float16 else np.float32(11.5))
+
+
+@pytest.mark.parametrize("op,args,attrs,match", [
+    ("pow", (0, Imm(128, D.int64)), {}, "value 128 cannot be converted to type int8"),
+    ("where", (1, 0, Imm(-129, D.int64)), {}, "value -129 cannot be converted to type int8"),
+    ("clamp", (0,), {"max": 1000}, "value 1000 cannot be converted to type int8"),
+])
+def test_python_ints_that_torch_checks_are_refused_not_wrapped(op, args, attrs, match):
+    """pow's exponent, where's values and clamp's bounds are converted with PyTorch's
+    overflow check (add, mul, comparisons wrap instead)."""
+    from scriptmod.codegen.llvm_ir import render_llvm
+    from scriptmod.ir.errors import ArgumentValueError
+    spec = KernelSpec([InputSpec(D.int8), InputSpec(D.bool_)], [OpStep(op, args, attrs, D.int8)],
+                      [2], [D.int8])
+    with pytest.raises(ArgumentValueError, match=match):
+        render_llvm(spec)

@@ -56,6 +56,19 @@ def test_scalar_constants_become_immediates_of_the_promoted_dtype() -> None:
     assert step_where.args[2].dtype is D.float16 and step_where.args[2].value == 1.5
 
 
+def test_a_python_int_takes_the_float_dtype_an_int_op_computes_in() -> None:
+    """uint8 / -1 computes in float32, so -1 is float32(-1), not uint8(255); the
+    comparison and the add stay in uint8 (PyTorch wraps -1 to 255 there)."""
+    g = Graph()
+    b = Builder(g)
+    x = b.input(TensorType(D.uint8, (3,)), "x")
+    b.ret(b.op("div", x, -1), b.op("atan2", x, 2**40), b.op("eq", x, -1), b.op("add", x, 256))
+    div, atan2, eq, add = lower_group(g).ops
+    assert (div.args[1].dtype, div.args[1].value, div.dtype) == (F32, -1, F32)
+    assert atan2.args[1].dtype is F32
+    assert eq.args[1].dtype is D.uint8 and add.args[1].dtype is D.uint8
+
+
 @pytest.mark.parametrize("text,match", [
     ('''graph(%x : Float(4)):
   return (%x)

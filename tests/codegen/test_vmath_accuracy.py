@@ -77,3 +77,28 @@ def test_signed_zero_and_specials():
         assert np.signbit(outs[name][0]), name
     assert np.array_equal(outs["tanh"][2:4], [-1, 1]) and np.array_equal(outs["erf"][2:4], [-1, 1])
     assert np.array_equal(outs["expm1"][2:4], [-1, np.inf])
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
+def test_sigmoid_underflows_to_zero_where_torch_does(dt):
+    """Below x = -88.72 (float32) PyTorch's 1 / (1 + e**-x) is 1 / inf = 0; above it, down
+    to -87.3, a subnormal. The kernels (LLVM, and CUDA C on the CPU shim) give 0 exactly
+    where torch does and torch's values elsewhere; float64 likewise at its -709.78."""
+    torch = pytest.importorskip("torch")
+    from harness import have_gxx, run_shim
+    x = np.concatenate([np.linspace(-110, -80, 30001), np.linspace(-760, -700, 6001),
+                        np.linspace(-30, 30, 601), [-np.inf, np.inf, np.nan, -0.0, 0.0],
+                        [-88.72283172607422, -88.72283935546875, -709.782712893384]])
+    x = np.concatenate([x, np.nextafter(x.astype(dt), dt(-np.inf))]).astype(dt)
+    want = torch.sigmoid(torch.from_numpy(x)).numpy()
+    sdt = D.float32 if dt is np.float32 else D.float64
+    spec = unary_spec(["sigmoid"], sdt, lambda op: sdt)
+    runs = {"llvm": run_llvm(spec, [x])[0]}
+    if have_gxx():
+        runs["cuda c"] = run_shim(spec, [x])[0]
+    for name, got in runs.items():
+        assert np.array_equal(got == 0, want == 0), f"{name}: zero at other x"
+        assert np.array_equal(np.isnan(got), np.isnan(want)), name
+        rel = np.abs(got - want) / np.where(want == 0, 1, want)
+        worst = np.nanargmax(rel)
+        assert rel[worst] <= 4e-6, f"{name}: rel err {rel[worst]:.3g} at x={x[worst]!r}"

@@ -508,31 +508,4 @@ class Known:
         return out.kind in self.kinds and self.op in ("*", out.op) and self.when(out)
 
 
-def _values(out: Outcome) -> list[np.ndarray]:
-    return [np.asarray(v, np.float64) for v in out.case.get("values", ())]
-
-
-def _below_exp_range(out: Outcome) -> bool:
-    return any(np.any(v < -87.0) for v in _values(out))
-
-
-def _int_by_out_of_range_scalar(out: Outcome) -> bool:
-    ints = [np.iinfo(np.dtype(d)) for d in out.case["dtypes"] if d.startswith(("int", "uint"))]
-    return any(isinstance(x, int) and not i.min <= x <= i.max
-               for x in out.case["scalars"] for i in ints)
-
-
-_MISMATCH = frozenset({"mismatch"})
-_NEW = "issue 17, open (found by the program fuzzer): "
-KNOWN: tuple[Known, ...] = (
-    Known("", _MISMATCH, lambda o: bool({"float16", "bfloat16"} & o.case["dtypes"]),
-          _NEW + "float16/bfloat16 values stay float32 between fused ops, eager rounds each "
-          "op: exp(x).log1p() at x=11.5 (float16) is inf eager, 11.5 compiled"),
-    *(Known(op, _MISMATCH, _below_exp_range,
-            _NEW + "sigmoid/silu below x = -87: compiled keeps subnormals (sigmoid(-89) = "
-            "2.2e-39), eager and torch give 0 (exp(89) overflows float32)")
-      for op in ("sigmoid", "silu")),
-    Known("div", _MISMATCH, _int_by_out_of_range_scalar,
-          _NEW + "an int tensor divided by a Python int outside its dtype: compiled wraps the "
-          "scalar first, uint8 5 / -1 gives 0.0196 (5 / 255), eager and torch -5.0"),
-)
+KNOWN: tuple[Known, ...] = ()     # no class open now

@@ -1,8 +1,10 @@
 """Compiled equals eager, and eager equals PyTorch, for the elementwise semantics the issue-17
 fuzzing found apart: 0-d and size-1 broadcasts, clamp, floor_divide, remainder, float to int
-casts of NaN/inf/out-of-range values, integer pow with negative exponents, and mixed-dtype
-comparisons. Each case runs eager, traced and fused (its first call), and torch (skipped when
-absent); floats compare bit for bit (NaN equal to NaN, the sign of zero checked)."""
+casts of NaN/inf/out-of-range values, integer pow with negative exponents, mixed-dtype
+comparisons, int tensors with Python ints outside their dtype, float16/bfloat16 rounding after
+every fused op, and sigmoid/silu where exp(-x) overflows. Each case runs eager, traced and
+fused (its first call), and torch (skipped when absent); floats compare bit for bit (NaN
+equal to NaN, the sign of zero checked)."""
 from __future__ import annotations
 
 import math
@@ -308,3 +310,121 @@ def test_cuda_c_casts_and_large_remainders_on_the_cpu_shim() -> None:
                       [D.float32, D.float32], [a, b])
     _same(rem, sm.remainder(sm.tensor(a), sm.tensor(b)).numpy())
     _same(fdiv, sm.floor_divide(sm.tensor(a), sm.tensor(b)).numpy())
+
+
+# ---- Python ints outside an int tensor's dtype ------------------------------------------------
+OUT_OF_RANGE = [-1, 256, -129, 2**31, 2**63 - 1, -2**63]
+
+
+def _with_scalar(m: Any, x: Any, s: int) -> tuple:
+    return (x / s, s / x, x + s, s - x, x * s, x == s, x < s, s >= x,
+            m.remainder(x, s) if s % 256 else x)
+
+
+@pytest.mark.parametrize("dt", ["int8", "uint8", "int32"])
+@pytest.mark.parametrize("s", OUT_OF_RANGE)
+def test_int_tensor_with_a_python_int_outside_its_dtype(dt: str, s: int) -> None:
+    """True division computes in float32 (uint8 5 / -1 is -5.0, not 5 / 255); add, sub, mul,
+    remainder and comparisons wrap the int as PyTorch does. Compiled (one fused kernel) ==
+    eager == torch, bit for bit."""
+    x = np.array(INTS[dt][1:], dt)             # no 0: s / x stays finite
+    xs = sm.tensor(x)
+    eager = _with_scalar(sm, xs, s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = jit.trace(lambda t: _with_scalar(sm, t, s), (xs,), check_trace=False)
+    compiled = traced(xs)
+    assert kernels_for(traced, xs)
+    torch = pytest.importorskip("torch")
+    want = _with_scalar(torch, torch.tensor(x), s)
+    for e, c, w in zip(eager, compiled, want):
+        _same(c.numpy(), e.numpy())
+        _same(e.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("dt,s", [("int8", 128), ("uint8", 256), ("int32", 2**31),
+                                  ("uint8", 2**63 - 1)])
+def test_pow_exponent_and_where_value_outside_the_dtype_raise(dt: str, s: int) -> None:
+    """PyTorch converts these two with an overflow check instead of wrapping; so do eager and
+    the kernels (a graph that never ran eagerly)."""
+    x = sm.tensor([1, 2], dtype=getattr(sm, dt))
+    cond = sm.tensor([True, False])
+    for fn in (lambda m, t, c: t ** s, lambda m, t, c: m.where(c, t, s)):
+        with pytest.raises(ArgumentValueError, match="cannot be converted to type"):
+            fn(sm, x, cond)
+    torch = pytest.importorskip("torch")
+    for fn in (lambda m, t, c: t ** s, lambda m, t, c: m.where(c, t, s)):
+        with pytest.raises(RuntimeError, match="cannot be converted to type"):
+            fn(torch, torch.tensor([1, 2], dtype=getattr(torch, dt)), torch.tensor([True, False]))
+    graph = fuse_elementwise(parse('''graph(%x : Char(3)):
+  %k : int = prim::Constant[value=300]()
+  %p : Char(3) = sm::pow(%x, %k)
+  %y : Char(3) = sm::add(%p, %x)
+  return (%y)
+'''))
+    group = next(n for n in graph.nodes if n.kind == "prim::FusionGroup")
+    with pytest.raises(ArgumentValueError, match="value 300 cannot be converted to type int8"):
+        FusedKernel(group.attrs["subgraph"])([np.array([1, 2, 3], np.int8)])
+
+
+# ---- float16/bfloat16: every op rounds its result -----------------------------------------------
+def _to_torch(torch: Any, a: np.ndarray) -> Any:
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def _as_f32(t: Any) -> np.ndarray:
+    return (t.float() if hasattr(t, "float") else t).numpy().astype(np.float32)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")      # eager NumPy: inf, NaN
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_chains_round_after_every_op_as_eager(dt: str) -> None:
+    """A fused chain rounds each op's result to the half dtype, as eager does: exp then log1p
+    at 11.5 in float16 is inf (exp overflows float16), not 11.5. Arithmetic chains equal
+    torch bit for bit; the chain through exp/tanh equals eager bit for bit."""
+    import ml_dtypes
+    h = ml_dtypes.bfloat16 if dt == "bfloat16" else np.float16
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.standard_normal(2000) * 40, [11.5, 255.0, 301.0, 60000.0, -0.0,
+                                                       INF, NAN]]).astype(h)
+    arith = lambda m, t: ((t * t + t) - t * 3) / 7          # noqa: E731
+    transc = lambda m, t: (t * 0.5).exp().log1p() + (t + 1).tanh()   # noqa: E731
+    for fn in (arith, transc):
+        eager, compiled = _run(fn, x)
+        _same(compiled.astype(np.float32), eager.astype(np.float32))
+    if dt == "float16":
+        eager, compiled = _run(lambda m, t: t.exp().log1p(), np.array([11.5, 2.0], h))
+        assert eager[0] == compiled[0] == INF
+    torch = pytest.importorskip("torch")
+    eager = arith(sm, sm.tensor(x)).numpy().astype(np.float32)
+    _same(eager, _as_f32(arith(torch, _to_torch(torch, x))))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")      # eager NumPy: inf, NaN
+# ---- sigmoid and silu below -87 ---------------------------------------------------------------
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["sigmoid", "silu"])
+def test_sigmoid_and_silu_underflow_as_torch(dt: str, op: str) -> None:
+    """exp(-x) overflows float32 below x = -88.72: PyTorch's sigmoid is then 0 and silu -0.0
+    (float64 below -709.78); compiled gives exactly those zeros, eager's values elsewhere
+    (within a few ulps of torch's), and the IEEE results at +-inf, NaN, -0.0."""
+    import ml_dtypes
+    h = ml_dtypes.bfloat16 if dt == "bfloat16" else np.dtype(dt)
+    x = np.concatenate([np.linspace(-110, -87, 2301), np.linspace(-720, -700, 201),
+                        [-88.72283172607422, -88.72283935546875, -INF, INF, NAN, -0.0, 0.0,
+                         -3.0, 5.0]]).astype(h)
+    fn = (lambda m, t: t.sigmoid()) if op == "sigmoid" else \
+        (lambda m, t: (m.nn.functional.silu(t)))
+    eager, compiled = _run(fn, x)
+    e64, c64 = eager.astype(np.float64), compiled.astype(np.float64)
+    num = ~np.isnan(e64)
+    assert np.array_equal(e64 == 0, c64 == 0)
+    assert np.array_equal(np.signbit(e64[num]), np.signbit(c64[num]))
+    rtol = {"float32": 2e-6, "float64": 1e-14}.get(dt, 0.0)
+    np.testing.assert_allclose(c64, e64, rtol=rtol, atol=0)
+    torch = pytest.importorskip("torch")
+    t = fn(torch, _to_torch(torch, x)).to(torch.float64).numpy()
+    assert np.array_equal(c64 == 0, t == 0) and np.array_equal(np.isnan(c64), np.isnan(t))
+    assert np.array_equal(np.signbit(c64[c64 == 0]), np.signbit(t[t == 0]))
