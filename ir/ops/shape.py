@@ -33,15 +33,8 @@ def infer_reshape(src: Shape | None, shape: Sequence[Dim] | None) -> Shape | Non
             if known == 0 or total % known:
                 raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {total}")
             shape[i] = total // known
-        elif src is not None:   # cancel equal symbolic factors: (B, 4, 8) -> (B, -1) gives 32
-            left: list[Dim] | None = list(src)
-            for d in rest:
-                if left is not None and d in left:
-                    left.remove(d)
-                else:
-                    left = None
-                    break
-            shape[i] = _numel(left) if left is not None else None
+        elif src is not None:   # symbolic factors cancel, sizes divide: (16, B, 64) to
+            shape[i] = _quotient(src, rest)   # (16, B, 4, -1) gives 16; (B, 4, 8) to (B, -1), 32
         else:
             shape[i] = None
     elif src is not None:
@@ -49,6 +42,28 @@ def infer_reshape(src: Shape | None, shape: Sequence[Dim] | None) -> Shape | Non
         if isinstance(a, int) and isinstance(b, int) and a != b:
             raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {a}")
     return tuple(shape)
+
+
+def _quotient(src: Sequence[Dim], rest: Sequence[Dim]) -> Dim:
+    """numel(src) / numel(rest) as one dim: a size, or a symbol when exactly one is left
+    over with a size quotient of 1; None when it cannot be written as one dim (a dim of
+    unknown size, a symbol of ``rest`` that ``src`` lacks, sizes that do not divide)."""
+    if any(d is None for d in (*src, *rest)):
+        return None
+    symbols = [d for d in src if isinstance(d, str)]
+    for d in rest:
+        if isinstance(d, str):
+            if d not in symbols:
+                return None
+            symbols.remove(d)
+    top = _numel([d for d in src if isinstance(d, int)])
+    bottom = _numel([d for d in rest if isinstance(d, int)])
+    if not isinstance(top, int) or not isinstance(bottom, int) or bottom == 0 or top % bottom:
+        return None
+    q = top // bottom
+    if not symbols:
+        return q
+    return symbols[0] if len(symbols) == 1 and q == 1 else None
 
 
 def _reshape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:

@@ -189,3 +189,26 @@ def test_distinct_batch_sizes_keep_memory_flat(request: pytest.FixtureRequest) -
         print(f"\n{n} distinct batch sizes: {ex.stats['specializations']} specializations, "
               f"RSS {grown:+.1f} MiB")
     assert ex.stats["specializations"] == 2 and grown < 8.0, grown
+
+
+def test_reshape_against_the_batch_keeps_its_inferred_dim() -> None:
+    """(B, 16, 64) viewed as (B, 16, 4, -1): symbolic factors cancel and sizes divide, so
+    the -1 is 16 for every B, the graph is typed for the class, and new sizes share it."""
+    from scriptmod.ir.ops.shape import infer_reshape
+    assert infer_reshape((16, "B", 64), [16, "B", 4, -1]) == (16, "B", 4, 16)
+    assert infer_reshape(("B", 4, 8), ["B", -1]) == ("B", 32)
+    assert infer_reshape(("B", 4, 8), [-1, 8]) == (None, 8)         # 4*B is not one dim
+
+    class Heads(nn.Module):
+        def forward(self, x: Any) -> Any:                 # x: (B, 16, 64)
+            h = x.reshape(x.shape[0], 16, 4, -1).permute(0, 2, 1, 3)
+            return h.softmax(-1).sum(1)
+
+    m = Heads()
+    traced = jit.trace(m, sm.randn(3, 16, 64))
+    assert "Float(B, 16, 4, 16) = sm::reshape" in str(traced.graph)
+    with sm.no_grad():
+        for b in (3, 5, 9):
+            x = sm.randn(b, 16, 64)
+            np.testing.assert_allclose(traced(x).numpy(), m(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert traced.executor("forward").stats["specializations"] == 2
