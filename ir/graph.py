@@ -531,6 +531,11 @@ def known_value(v: Value) -> Any:
     plain = PLAIN_VALUE_RULES.get(n.kind)
     if rule is not None or plain is not None:
         args = [known_value(x) for x in n.inputs]
+        if n.kind == f"{OP_NAMESPACE}::int_mul" and len(args) == 2 and \
+                {type(a) for a in args} == {int, str}:       # a symbolic size times a size
+            from .types import scale_dim
+            d, k = args if type(args[0]) is str else args[::-1]
+            return scale_dim(d, k)
         if rule is not None and all(type(a) is int for a in args):
             try:
                 return rule(*args)

@@ -194,7 +194,14 @@ def _tensor_details(line: Line, dtype: D.DType | None) -> TensorType:
         elif tok.text == "*":
             dims.append(None)
         elif tok.kind == "number" and re.fullmatch(r"\d+", tok.text):
-            dims.append(int(tok.text))
+            if line.peek().text == "*":                   # 16*B: a size times a symbol
+                line.next()
+                name = line.next()
+                if name.kind != "ident" or int(tok.text) < 2:
+                    raise line.error("a symbol after 'size*' (16*B)", name)
+                dims.append(f"{int(tok.text)}*{name.text}")
+            else:
+                dims.append(int(tok.text))
         elif tok.kind == "ident":
             dims.append(tok.text)
         else:

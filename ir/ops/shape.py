@@ -6,7 +6,7 @@ from typing import Any, Sequence
 from . import rules as R
 from ..errors import ShapeError
 from ..schema import ANY_RANK, FACTORY, IMPURE, NONDIFF, VIEW, op
-from ..types import Dim, Shape
+from ..types import Dim, Shape, dim_factors, scale_dim
 
 
 def _numel(s: Sequence[Dim]) -> Dim:
@@ -45,25 +45,37 @@ def infer_reshape(src: Shape | None, shape: Sequence[Dim] | None) -> Shape | Non
 
 
 def _quotient(src: Sequence[Dim], rest: Sequence[Dim]) -> Dim:
-    """numel(src) / numel(rest) as one dim: a size, or a symbol when exactly one is left
-    over with a size quotient of 1; None when it cannot be written as one dim (a dim of
-    unknown size, a symbol of ``rest`` that ``src`` lacks, sizes that do not divide)."""
+    """numel(src) / numel(rest) as one dim: a size, or a size times the one symbol left
+    over (``16*B``); None when it cannot be written as one dim (a dim of unknown size, a
+    symbol of ``rest`` that ``src`` lacks, two symbols left, sizes that do not divide)."""
     if any(d is None for d in (*src, *rest)):
         return None
-    symbols = [d for d in src if isinstance(d, str)]
-    for d in rest:
-        if isinstance(d, str):
-            if d not in symbols:
-                return None
-            symbols.remove(d)
-    top = _numel([d for d in src if isinstance(d, int)])
-    bottom = _numel([d for d in rest if isinstance(d, int)])
-    if not isinstance(top, int) or not isinstance(bottom, int) or bottom == 0 or top % bottom:
+    top, symbols = _factors(src)
+    bottom, theirs = _factors(rest)
+    for name in theirs:
+        if name not in symbols:
+            return None
+        symbols.remove(name)
+    if bottom == 0 or top % bottom:
         return None
     q = top // bottom
     if not symbols:
         return q
-    return symbols[0] if len(symbols) == 1 and q == 1 else None
+    return scale_dim(symbols[0], q) if len(symbols) == 1 else None
+
+
+def _factors(dims: Sequence[Dim]) -> tuple[int, list[str]]:
+    """The product of ``dims`` as (its size factor, its symbols): ``(16*B, 64)`` is
+    ``(1024, ["B"])``."""
+    size, names = 1, []
+    for d in dims:
+        if isinstance(d, str):
+            c, name = dim_factors(d)
+            size *= c
+            names.append(name)
+        elif isinstance(d, int):
+            size *= d
+    return size, names
 
 
 def _reshape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:

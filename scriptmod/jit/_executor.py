@@ -40,7 +40,7 @@ from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
 from scriptmod.ir.passes.shapes import ShapePropagationError, extra_handlers
 from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, ModuleType,
-                                OptionalType, TensorType, TupleType, Type)
+                                OptionalType, TensorType, TupleType, Type, dim_factors)
 from scriptmod.runtime import profiling
 from scriptmod.runtime.executable import ArrayOps, Executable
 from scriptmod.runtime.kernels import KERNELS
@@ -398,7 +398,10 @@ class Executor:
                          if isinstance(v.type, TensorType) and v.type.shape is not None
                          and any(isinstance(d, str) for d in v.type.shape) else None
                          for v in g.inputs[skip:])
-            found = self.__dict__["_sym_dims"] = (g, dims if any(dims) else ())
+            # an input dim declared as a product (16*B) ties sizes the guard cannot check:
+            # no batch classes then (each size specializes)
+            plain = all(d is None or d.isidentifier() for names in dims if names for d in names)
+            found = self.__dict__["_sym_dims"] = (g, dims if any(dims) and plain else ())
         return found[1]
 
     def _executable(self, graph: Graph, key: tuple) -> Executable:
@@ -687,7 +690,8 @@ def _typed_in(graph: Graph, names: set) -> bool:
         for v in list(g.inputs) + [o for n in g.walk() for o in n.outputs]:
             t = v.type
             if isinstance(t, TensorType) and (t.shape is None or any(
-                    not isinstance(d, int) and d not in names for d in t.shape)):
+                    not isinstance(d, int) and (d is None or dim_factors(d)[1] not in names)
+                    for d in t.shape)):
                 return False
         return all(typed(n.attrs["subgraph"]) for n in g.walk()
                    if isinstance(n.attrs.get("subgraph"), Graph))

@@ -197,7 +197,9 @@ def test_reshape_against_the_batch_keeps_its_inferred_dim() -> None:
     from scriptmod.ir.ops.shape import infer_reshape
     assert infer_reshape((16, "B", 64), [16, "B", 4, -1]) == (16, "B", 4, 16)
     assert infer_reshape(("B", 4, 8), ["B", -1]) == ("B", 32)
-    assert infer_reshape(("B", 4, 8), [-1, 8]) == (None, 8)         # 4*B is not one dim
+    assert infer_reshape(("B", 4, 8), [-1, 8]) == ("4*B", 8)        # a size times B
+    assert infer_reshape(("4*B", 8), ["B", -1]) == ("B", 32)
+    assert infer_reshape(("B", "C", 8), [-1]) == (None,)            # B*C is not one dim
 
     class Heads(nn.Module):
         def forward(self, x: Any) -> Any:                 # x: (B, 16, 64)
@@ -212,3 +214,33 @@ def test_reshape_against_the_batch_keeps_its_inferred_dim() -> None:
             x = sm.randn(b, 16, 64)
             np.testing.assert_allclose(traced(x).numpy(), m(x).numpy(), rtol=1e-5, atol=1e-6)
     assert traced.executor("forward").stats["specializations"] == 2
+
+
+def test_a_flatten_of_batch_and_heads_is_a_size_times_b() -> None:
+    """W5's attention flattens (B, 16, 4, 16) to (16*B, 64) and back: the dim is typed
+    ``16*B`` (it prints and parses), so the block shares one specialization across sizes,
+    and so does its archive."""
+    import io
+    from scriptmod.bench.workloads import WORKLOADS
+    from scriptmod.ir import parse
+    from scriptmod.ir.parser import IRParseError
+    g = parse("graph(%x : Float(16*B, 64)):\n  return (%x)\n")
+    assert g.inputs[0].type.shape == ("16*B", 64) and "Float(16*B, 64)" in str(g)
+    for bad in ("1*B", "16*3", "16*"):
+        with pytest.raises(IRParseError):
+            parse(f"graph(%x : Float({bad}, 64)):\n  return (%x)\n")
+    wl = WORKLOADS["W5"]
+    model = wl.make(True).eval()
+    traced = jit.trace(model, sm.randn(*wl.quick_shape))
+    assert "16*B" in str(traced.inlined_graph)
+    buf = io.BytesIO()
+    jit.save(traced, buf)
+    loaded = jit.load(io.BytesIO(buf.getvalue()))
+    with sm.no_grad():
+        for b in (2, 3, 5, 8):
+            x = sm.randn(b, *wl.quick_shape[1:])
+            want = model(x).numpy()
+            for m in (traced, loaded):
+                np.testing.assert_allclose(m(x).numpy(), want, rtol=1e-5, atol=1e-5)
+    for m in (traced, loaded):
+        assert m.executor("forward").stats["specializations"] == 2
