@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from . import vmath
 from .emitter import Emitter, Num, V, compute_dtype
-from .kernel import Imm, KernelSpec, OpStep, checked_int, wrap_int
+from .kernel import Imm, KernelSpec, OpStep, checked_float, checked_int, wrap_int
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.ir.dtypes import DType
@@ -65,8 +65,8 @@ def imm_value(value: bool | int | float, dt: DType) -> bool | int | float:
     f = float(value)
     if dt is D.float16 and math.isfinite(f):
         return _round_ieee(f, "<e", 65520.0)
-    if dt is D.bfloat16 and not math.isnan(f):
-        b = struct.unpack("<I", struct.pack("<f", f))[0]
+    if dt is D.bfloat16 and math.isfinite(f):     # as PyTorch: to float32, then to bfloat16
+        b = struct.unpack("<I", struct.pack("<f", _round_ieee(f, "<f", 3.4028235677973366e38)))[0]
         b = ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000) & 0xFFFFFFFF
         return struct.unpack("<f", struct.pack("<I", b))[0]
     if dt is D.float32 and math.isfinite(f):
@@ -247,6 +247,8 @@ def _pow(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
         raise ArgumentValueError("pow: Integers to negative integer powers are not allowed.")
     if ex.imm is not None and not out.is_floating_point and out is not D.bool_:
         checked_int(int(ex.imm), out, "pow")
+    if ex.imm is not None and out in HALF:          # PyTorch converts it to the half dtype
+        checked_float(ex.imm, out, "pow")
     m = Num(e, out)
     x = to(e, base, out)
     if ex.imm is not None and float(ex.imm).is_integer() and abs(ex.imm) <= 64:
@@ -382,7 +384,7 @@ def _clamp(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
 
 def _bound(value: float, to_int: Callable[[float], int], out: DType) -> bool | int | float:
     if out.is_floating_point:
-        return imm_value(value, out)
+        return imm_value(checked_float(value, out, "clamp"), out)
     if out is D.bool_:
         return imm_value(to_int(value), out)
     return checked_int(to_int(value), out, "clamp")

@@ -31,6 +31,7 @@ value) or per element. ``start``/``end`` of its ABI count rows.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
 
@@ -78,6 +79,40 @@ def checked_int(value: int, dt: DType, op: str) -> int:
         raise ArgumentValueError(f"{op}: value {value} cannot be converted to type {dt.name} "
                                  f"without overflow")
     return wrap_int(value, dt)
+
+
+# the largest finite value of each float dtype
+FLOAT_MAX = {D.float16: 65504.0, D.bfloat16: 3.3895313892515355e38,
+             D.float32: 3.4028234663852886e38, D.float64: 1.7976931348623157e308}
+
+
+def checked_float(value: bool | int | float, dt: DType, op: str) -> bool | int | float:
+    """``value`` if float dtype ``dt`` holds it as PyTorch's checked conversion asks (finite
+    and within the dtype's range, or not finite: inf and NaN convert); raises otherwise, as
+    PyTorch does for clamp's bounds, add's alpha and a float16 pow's exponent.
+
+    >>> checked_float(65504.0, D.float16, "clamp")
+    65504.0
+    """
+    f = float(value)
+    if math.isfinite(f) and abs(f) > FLOAT_MAX[dt]:
+        raise ArgumentValueError(f"{op}: value {value} cannot be converted to type {dt.name} "
+                                 f"without overflow")
+    return value
+
+
+SCALAR_INTS = range(-(1 << 63), 1 << 64)   # the Python ints PyTorch takes as a Scalar
+
+
+def scalar_overflow(value: int, op: str) -> OverflowError:
+    """PyTorch's error for a Python int operand of ``op`` outside ``SCALAR_INTS`` (neither an
+    int64 nor a uint64), which it raises whatever the tensor's dtype is.
+
+    >>> scalar_overflow(2**64, "add")
+    OverflowError('add: int too big to convert: 18446744073709551616 is not in [-2**63, 2**64)')
+    """
+    what = "int too big to convert" if value > 0 else "can't convert negative int to unsigned"
+    return OverflowError(f"{op}: {what}: {value} is not in [-2**63, 2**64)")
 
 
 @dataclass(frozen=True)

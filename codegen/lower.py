@@ -38,7 +38,8 @@ from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.ops import rules as R
 from scriptmod.ir.types import TensorType
 from .formulas import FORMULAS
-from .kernel import UNKNOWN, Imm, InputSpec, KernelSpec, OpStep, broadcast_strides
+from .kernel import (SCALAR_INTS, UNKNOWN, Imm, InputSpec, KernelSpec, OpStep, broadcast_strides,
+                     scalar_overflow)
 
 DTYPES = frozenset({D.bool_, D.uint8, D.int8, D.int16, D.int32, D.int64, D.float16,
                     D.bfloat16, D.float32, D.float64})
@@ -127,6 +128,9 @@ def lower_nodes(subgraph: Graph, index: dict[Value, int], ops: list[OpStep],
         if not node.is_op or len(node.outputs) != 1:
             raise NotImplementedError(f"{who}: cannot lower {node.kind} in a fusion group")
         got = expand(node, index, ops) if expand is not None else None
+        scalar = _opmath_scalar(node, consts) if got is None else None
+        if scalar is not None:
+            got = _lower_opmath(node, scalar, index, consts, len(subgraph.inputs), ops)
         if got is None:
             args = tuple(_arg(node, v, index, consts) for v in node.inputs)
             if node.op_name in COMPARES_PROMOTED:
@@ -134,6 +138,47 @@ def lower_nodes(subgraph: Graph, index: dict[Value, int], ops: list[OpStep],
             ops.append(OpStep(node.op_name, args, dict(node.attrs), _dt(_tensor(node.output))))
             got = len(subgraph.inputs) + len(ops) - 1
         index[node.output] = got
+
+
+def _opmath_scalar(node: Node, consts: dict[Value, Any]) -> Value | None:
+    """The input that a ``SCALAR_OPMATH`` node of a float16/bfloat16 result reads unrounded
+    in float32, as eager does (``runtime.kernels``): ``other`` when it is a Python number or
+    a 0-d tensor of another dtype, or a Python number ``self`` of a commutative op (``mul(2.5,
+    x)`` is ``mul(x, 2.5)``); None when there is none."""
+    if not S.REGISTRY[node.op_name].has(S.SCALAR_OPMATH) or \
+            _dt(_tensor(node.output)) not in (D.float16, D.bfloat16):
+        return None
+    self, other = node.inputs[:2]
+    t = other.type
+    if isinstance(t, TensorType):
+        if t.shape == () and t.dtype is not node.output.type.dtype:
+            return other
+    elif isinstance(consts.get(other), (bool, int, float)):
+        return other
+    commutative = S.REGISTRY[node.op_name].has(S.COMMUTATIVE)
+    return self if commutative and isinstance(consts.get(self), (bool, int, float)) else None
+
+
+def _lower_opmath(node: Node, scalar: Value, index: dict[Value, int], consts: dict[Value, Any],
+                  n_inputs: int, ops: list[OpStep]) -> int:
+    """``node`` as PyTorch's kernel computes it: both operands in float32 (the ``scalar``
+    unrounded: float16 0 * 1e30 is 0, 3 * 1.1 is 3.3008), the op in float32, its result
+    rounded to the half dtype once."""
+    f32 = D.float32
+    args = []
+    for v in node.inputs:
+        a = _arg(node, v, index, consts)
+        if isinstance(a, Imm):
+            if v is scalar:   # typed by promotion as the half dtype: read it as float32
+                a = Imm(a.value, f32)
+        elif _dt(_tensor(v)) is not f32:
+            ops.append(OpStep("cast", (a,), {"dtype": f32}, f32))
+            a = n_inputs + len(ops) - 1
+        args.append(a)
+    ops.append(OpStep(node.op_name, tuple(args), dict(node.attrs), f32))
+    out = _dt(_tensor(node.output))
+    ops.append(OpStep("cast", (n_inputs + len(ops) - 1,), {"dtype": out}, out))
+    return n_inputs + len(ops) - 1
 
 
 # ops whose bool result compares the operands in their promoted dtype (PyTorch's rules, so a
@@ -171,6 +216,8 @@ def _arg(node: Node, v: Value, index: dict[Value, int], consts: dict[Value, Any]
         return index[v]
     if v not in consts or not isinstance(consts[v], (bool, int, float)):
         raise NotImplementedError(f"fusion: {node.kind} reads {v!r}, not a tensor or scalar")
+    if type(consts[v]) is int and consts[v] not in SCALAR_INTS:
+        raise scalar_overflow(consts[v], node.op_name)
     return Imm(consts[v], _imm_dtype(node, v))
 
 

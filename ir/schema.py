@@ -42,6 +42,10 @@ LONG = "long"                  # its scalar formula is a long dependency chain (
                                # division, a polynomial): fused loops of it are interleaved
 OWN_DTYPES = "own_dtypes"      # elementwise, reads each input in its own dtype instead of
                                # casting all of them to one compute dtype (cast, isnan, logic)
+SCALAR_OPMATH = "scalar_opmath"  # binary, float16/bfloat16 result: a scalar ``other`` (a Python
+                               # number or a 0-d tensor; of a commutative op, a Python number
+                               # ``self`` too) is read in float32 unrounded, as PyTorch's CPU
+                               # mul/div/floor_divide kernels read it (opmath)
 
 
 class _Required:

@@ -11,9 +11,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from scriptmod.codegen.kernel import SCALAR_INTS, scalar_overflow
 from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.ir.ops.rules import broadcast_shapes
-from scriptmod.ir.schema import IMPURE, NONDIFF, REGISTRY, VIEW, OpSchema
+from scriptmod.ir.schema import ELEMENTWISE, FACTORY, IMPURE, NONDIFF, REGISTRY, VIEW, OpSchema
 from scriptmod.runtime import profiling
 from scriptmod.runtime import random as rng
 from scriptmod.runtime.kernels import run_kernel
@@ -55,7 +56,7 @@ class Ctx:
 
 class _OpInfo:
     __slots__ = ("schema", "defaults", "attr_names", "view", "nondiff", "impure", "deriv", "n_out",
-                 "plain")
+                 "plain", "scalars")
 
     def __init__(self, schema: OpSchema) -> None:
         self.schema = schema
@@ -67,6 +68,9 @@ class _OpInfo:
         self.impure = IMPURE in schema.flags
         self.n_out = schema.n_outputs
         self.plain = self.n_out == 1 and not self.view   # result needs no view bookkeeping
+        # takes its Python numbers as PyTorch's Scalars (int64 or uint64, else OverflowError),
+        # unlike the script frontend's Python-int ops (py_add)
+        self.scalars = bool(schema.flags & {ELEMENTWISE, FACTORY})
 
 
 from scriptmod.ir.schema import REQUIRED as _REQUIRED  # noqa: E402
@@ -83,6 +87,10 @@ def _bind(info: _OpInfo, attrs: dict[str, Any] | None) -> dict[str, Any]:
         if info.defaults is not None:
             return dict(info.defaults)
         return info.schema.bind_attrs({})
+    if info.scalars:
+        for v in attrs.values():
+            if type(v) is int and v not in SCALAR_INTS:
+                raise scalar_overflow(v, info.schema.name)
     return info.schema.bind_attrs(attrs)
 
 
@@ -102,6 +110,8 @@ def dispatch(name: str, inputs: Sequence[Any], attrs: dict[str, Any] | None = No
             if x._requires_grad:
                 needs_grad = True
         else:
+            if type(x) is int and x not in SCALAR_INTS and info.scalars:
+                raise scalar_overflow(x, name)
             arrays.append(x)
     record = needs_grad and _gstate.enabled and not info.nondiff
     snapshot = rng.get_state(_device_of(inputs)) if record and info.impure else None

@@ -13,10 +13,12 @@ from typing import Any
 import numpy as np
 
 import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
+from scriptmod.codegen.formulas import imm_value
+from scriptmod.codegen.kernel import SCALAR_INTS, checked_float, scalar_overflow
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import schema as S
 from scriptmod.ir.errors import ArgumentError, ArgumentValueError, DTypeError
-from scriptmod.ir.ops.rules import to_bool
+from scriptmod.ir.ops.rules import promote, to_bool
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import SavedTensor
@@ -69,16 +71,32 @@ def _check_alpha(self: Tensor, other: Any, alpha: Any) -> None:
                          f"point number (got alpha={alpha} for {self.dtype.name})")
 
 
+def _scaled(op: str, self: Tensor, other: Any, alpha: Any) -> Any:
+    """``other * alpha`` for add and sub, as PyTorch's kernels compute it: ``alpha`` converted
+    with the overflow check to the common dtype, and meeting a float16/bfloat16 ``other``
+    rounded to its dtype (not the unrounded scalar of a ``mul``)."""
+    _check_alpha(self, other, alpha)
+    if type(alpha) is int and alpha not in SCALAR_INTS:
+        raise scalar_overflow(alpha, op)
+    if alpha == 1:
+        return other
+    common = promote([(x.dtype, tuple(x.shape)) if isinstance(x, Tensor) else type(x)
+                      for x in (self, other)], {})
+    if common.is_floating_point:
+        checked_float(alpha, common, op)
+    if isinstance(other, Tensor) and other.dtype in (D.float16, D.bfloat16):
+        alpha = imm_value(alpha, other.dtype)
+    return other * alpha
+
+
 def _add(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     other = _operand(other)
-    _check_alpha(self, other, alpha)
-    return dispatch("add", (self, other if alpha == 1 else other * alpha))
+    return dispatch("add", (self, _scaled("add", self, other, alpha)))
 
 
 def _sub(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     other = _operand(other)
-    _check_alpha(self, other, alpha)
-    return dispatch("sub", (self, other if alpha == 1 else other * alpha))
+    return dispatch("sub", (self, _scaled("sub", self, other, alpha)))
 
 
 def _div(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
@@ -88,9 +106,19 @@ def _div(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tenso
     if rounding_mode == "floor":
         return dispatch("floor_divide", (self, other))
     if rounding_mode == "trunc":
+        if self.dtype in (D.float16, D.bfloat16) and _within(other, self.dtype):
+            # PyTorch truncates the float32 quotient, then rounds once (65504 / 65519.9: 0)
+            wide = other.float() if isinstance(other, Tensor) else other
+            return dispatch("div", (self.float(), wide)).trunc().to(self.dtype)
         q = dispatch("div", (self, other)).trunc()
         return q if self.dtype.category == D.FLOAT else q.to(self.dtype)
     raise ValueError(f"div: expected rounding_mode to be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+def _within(other: Any, half: D.DType) -> bool:
+    """Whether ``other`` leaves a ``half`` tensor's division in ``half``: a number, a 0-d
+    tensor, or a tensor of ``half`` itself."""
+    return not isinstance(other, Tensor) or other.ndim == 0 or other.dtype is half
 
 
 Tensor.add, Tensor.sub, Tensor.div = _add, _sub, _div
@@ -102,9 +130,20 @@ _OPERANDS = (Tensor, np.ndarray) + _NUMBER
 
 
 def _reflect(name: str) -> Any:
+    """``other <op> self`` as PyTorch's reflected dunders compute it: a commutative op keeps
+    the tensor first (``2.5 * t`` is ``mul(t, 2.5)``), and ``other / self`` is
+    ``self.reciprocal() * other``; the scalar is then ``other`` (see ``SCALAR_OPMATH``)."""
+    commutative = S.get(name).has(S.COMMUTATIVE)
+
     def method(self: Tensor, other: Any) -> Any:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
+        if type(other) is int and other not in SCALAR_INTS:
+            raise scalar_overflow(other, name)
+        if commutative:
+            return dispatch(name, (self, _operand(other)))
+        if name == "div":
+            return dispatch("mul", (dispatch("reciprocal", (self,)), _operand(other)))
         return dispatch(name, (_operand(other), self))
     return method
 
@@ -412,11 +451,19 @@ def _clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
             out = dispatch("minimum", (out, _operand(max)))
         return out
     # Python numbers as given: the op promotes with them (int.clamp(1.5) is float) and an int
-    # bound stays exact (int64 beyond 2**53)
-    return dispatch("clamp", (self,), {"min": _bound(min), "max": _bound(max)})
+    # bound stays exact (int64 beyond 2**53); a float tensor's bounds are converted to its
+    # dtype as PyTorch converts them, with the overflow check (float16 clamp(-0.0, min=1e-8)
+    # is -0.0, max=70000 raises)
+    lo, hi = _bound(min), _bound(max)
+    if self.dtype.is_floating_point:
+        lo, hi = (b if b is None else imm_value(checked_float(b, self.dtype, "clamp"), self.dtype)
+                  for b in (lo, hi))
+    return dispatch("clamp", (self,), {"min": lo, "max": hi})
 
 
 def _bound(b: Any) -> int | float | None:
+    if type(b) is int and b not in SCALAR_INTS:
+        raise scalar_overflow(b, "clamp")
     return b if b is None or type(b) in (int, float) else \
         int(b) if isinstance(b, (int, np.integer)) else float(b)
 

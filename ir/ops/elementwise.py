@@ -6,9 +6,9 @@ from . import rules as R
 from .. import dtypes as D
 from ..dtypes import DType
 from ..schema import (BINARY, COMMUTATIVE, ELEMENTWISE, IMPURE, LONG, NONDIFF, OWN_DTYPES,
-                      UNARY, VIEW, op)
+                      SCALAR_OPMATH, UNARY, VIEW, op)
 
-EW, UN, BIN = ELEMENTWISE, UNARY, BINARY
+EW, UN, BIN, OPMATH = ELEMENTWISE, UNARY, BINARY, SCALAR_OPMATH
 
 # unary, same dtype
 op("neg(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)
@@ -40,9 +40,9 @@ op("exp2(Tensor self) -> Tensor", R.same_float, R.same_shape, EW, UN, LONG)
 # binary arithmetic with PyTorch promotion
 op("add(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
 op("sub(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.sub_dtype, R.broadcast, EW, BIN)
-op("mul(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE)
-op("div(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN)
-op("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF, LONG)
+op("mul(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE, OPMATH)
+op("div(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN, OPMATH)
+op("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF, LONG, OPMATH)
 op("remainder(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, LONG)
 def _pow_dtype(ops: Sequence[Any], attrs: dict) -> DType:
     """``promote``, but like PyTorch refuse a bool tensor to a bool tensor's power."""

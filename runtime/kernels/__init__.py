@@ -18,10 +18,11 @@ import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.ir.ops.rules import promote, real_of, to_bool
-from scriptmod.ir.schema import ELEMENTWISE, FACTORY, OWN_DTYPES, REGISTRY, OpSchema, upcasts
+from scriptmod.ir.schema import (COMMUTATIVE, ELEMENTWISE, FACTORY, OWN_DTYPES, REGISTRY,
+                                  SCALAR_OPMATH, OpSchema, upcasts)
 from .. import arrays
 from ..arrays import NP_DTYPE, from_np_dtype
-from scriptmod.codegen.kernel import checked_int
+from scriptmod.codegen.kernel import checked_float, checked_int
 
 Kernel = Callable[..., Any]
 NEGATIVE_POWER = "pow: Integers to negative integer powers are not allowed."   # PyTorch's
@@ -54,7 +55,8 @@ def operand(x: Any) -> Any:
 class _Plan:
     """Per-op facts looked up once, so the per-call path stays a few dict reads."""
 
-    __slots__ = ("schema", "fn", "ew", "upcast", "n_out", "own_dtypes", "promotes")
+    __slots__ = ("schema", "fn", "ew", "upcast", "n_out", "own_dtypes", "promotes", "opmath",
+                 "commutative")
 
     def __init__(self, schema: OpSchema, fn: Kernel) -> None:
         self.schema, self.fn = schema, fn
@@ -62,6 +64,8 @@ class _Plan:
         self.upcast = upcasts(schema)
         self.n_out = schema.n_outputs
         self.own_dtypes = OWN_DTYPES in schema.flags
+        self.opmath = SCALAR_OPMATH in schema.flags
+        self.commutative = COMMUTATIVE in schema.flags
         # the result dtype is not the compute dtype: comparisons compare in their inputs'
         # promoted dtype, abs(complex) computes in complex
         self.promotes = schema.dtype_rule in (to_bool, real_of)
@@ -117,7 +121,7 @@ def run_kernel(name: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
                 out = fn(np, a) if n == 1 else fn(np, a, b)
             if type(out) is not _ND:
                 return np.asarray(out, dtype=want)
-            return out if out.dtype == want else out.astype(want)
+            return out if out.dtype == want else _narrow(out, want)
     return _run(name, inputs, attrs, key)
 
 
@@ -166,8 +170,13 @@ def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> lis
     if p.promotes:
         out_dt = promote([operand(x) for x in inputs], {})
     compute = _F32 if out_dt in _HALF else NP_DTYPE[out_dt]
-    if out_dt in _HALF:   # every operand meets a half tensor rounded to it, as in PyTorch
-        inputs = [_to_half(x, NP_DTYPE[out_dt]) for x in inputs]   # (int64 max is inf)
+    if out_dt in _HALF:
+        if p.schema.name == "pow" and type(inputs[1]) in (int, float):
+            checked_float(inputs[1], out_dt, "pow")     # converted with PyTorch's check
+        # every operand meets a half tensor rounded to it, as in PyTorch (int64 max is inf),
+        # but a scalar `other` of a SCALAR_OPMATH op (mul, div) stays float32
+        keep = _opmath_scalar(p, inputs) if p.opmath else None
+        inputs = [x if i == keep else _to_half(x, NP_DTYPE[out_dt]) for i, x in enumerate(inputs)]
     if compute.kind in "iu":   # Python ints wrap into the int dtype, as in PyTorch (int8 + 1000)
         name = p.schema.name
         if name == "pow" and type(inputs[1]) is int:      # checked before it wraps (uint8: 255)
@@ -182,6 +191,15 @@ def _elementwise_inputs(p: _Plan, inputs: Sequence[Any], out_dt: D.DType) -> lis
     if p.schema.name == "where":
         return [inputs[0]] + [_cast(x, compute) for x in inputs[1:]]
     return [_cast(x, compute) for x in inputs]
+
+
+def _opmath_scalar(p: _Plan, inputs: Sequence[Any]) -> int | None:
+    """The input a ``SCALAR_OPMATH`` op reads unrounded in float32: ``other`` when it is a
+    Python number or a 0-d array, or a Python number ``self`` of a commutative op (``mul(2.5,
+    x)`` is ``mul(x, 2.5)``, as ``2.5 * x`` is in PyTorch); None otherwise."""
+    if getattr(inputs[1], "ndim", 0) == 0:
+        return 1
+    return 0 if p.commutative and type(inputs[0]) in _SCALARS else None
 
 
 def _to_half(x: Any, half: np.dtype) -> Any:
@@ -206,8 +224,17 @@ def _finish(xp: Any, out: Any, dt: D.DType | None) -> Any:
     if type(out) is not np.ndarray and not arrays.is_cupy(out):   # NumPy returns scalars for 0-d
         return xp.asarray(out, dtype=want)
     if out.dtype != want:
-        return out.astype(want)
+        return _narrow(out, want)
     return out
+
+
+def _narrow(out: Any, want: np.dtype) -> Any:
+    """``out`` cast to ``want``; a float32 result beyond a half dtype's range becomes inf
+    quietly, as in PyTorch (NumPy would warn)."""
+    if want in _HALF_NP:
+        with np.errstate(over="ignore"):
+            return out.astype(want)
+    return out.astype(want)
 
 
 from . import elementwise, nn, reduction, scalar, script, shape  # noqa: E402,F401

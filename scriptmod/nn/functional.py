@@ -12,6 +12,7 @@ chains that fuse::
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any, Callable, Sequence
@@ -75,6 +76,17 @@ def _opmath(x: Tensor) -> Tensor:
     return x.float() if x.dtype in _HALVES else x
 
 
+def _rounded_once(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """``fn`` computed in float32 for a float16/bfloat16 input and its result rounded once to
+    the input's dtype, as PyTorch's activation kernels compute (silu(-20.3) in float16 is
+    -6e-08, not the -0.0 of a decomposition that rounds after each op). A traced graph holds
+    the two casts, and a fused kernel computes the same."""
+    @functools.wraps(fn)
+    def once(x: Tensor) -> Tensor:
+        return fn(x.float()).to(x.dtype) if x.dtype in _HALVES else fn(x)
+    return once
+
+
 # ---- activations ------------------------------------------------------------------------
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """max(x, 0)."""
@@ -104,11 +116,13 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+@_rounded_once
 def _gelu_none(x: Tensor) -> Tensor:
     # erfc form: no cancellation for large negative x (0.5 x (1 + erf) loses all digits there)
     return 0.5 * x * (x * -_SQRT1_2).erfc()
 
 
+@_rounded_once
 def _gelu_tanh(x: Tensor) -> Tensor:
     # x * (1 + tanh u) / 2 == x * sigmoid(2u): one exp, no cancellation; sigmoid saturates to
     # exactly 0 or 1, so backward never meets 0 * inf, and x = -inf gives -inf * 0 = NaN,
@@ -127,12 +141,13 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    return _apply(input, lambda x: x * x.sigmoid(), inplace)
+    return _apply(input, _rounded_once(lambda x: x * x.sigmoid()), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     # expm1 sees min(x, 0) so that the unused branch never overflows (its grad would be NaN)
-    return _apply(input, lambda x: where(x > 0, x, x.clamp(max=0.0).expm1() * alpha), inplace)
+    return _apply(input, _rounded_once(lambda x: where(x > 0, x, x.clamp(max=0.0).expm1() * alpha)),
+                  inplace)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -188,11 +203,15 @@ def _softplus(z: Tensor) -> Tensor:
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    z = input * beta if beta != 1 else input
-    sp = _softplus(z) if beta == 1 else _softplus(z) / beta
-    return where(z > threshold, input, sp)
+    @_rounded_once
+    def fn(x: Tensor) -> Tensor:
+        z = x * beta if beta != 1 else x
+        sp = _softplus(z) if beta == 1 else _softplus(z) / beta
+        return where(z > threshold, x, sp)
+    return fn(input)
 
 
+@_rounded_once
 def logsigmoid(input: Tensor) -> Tensor:
     """min(x, 0) - log1p(exp(-|x|)), PyTorch's form (logsigmoid(+inf) is +0.0); -|x| is
     written as a where so that the gradient at 0 is exact (1/2)."""

@@ -51,9 +51,13 @@ def test_scalar_constants_become_immediates_of_the_promoted_dtype() -> None:
     b = Builder(g)
     x = b.input(TensorType(D.float16, (3,)), "x")
     b.ret(b.op("where", b.op("gt", x, 0.5), b.op("mul", x, 2), 1.5))
-    (step_gt, step_mul, step_where) = lower_group(g).ops
-    assert step_gt.args[1].dtype is D.float16 and step_mul.args[1].dtype is D.float16
-    assert step_where.args[2].dtype is D.float16 and step_where.args[2].value == 1.5
+    (step_gt, up, step_mul, down, step_where) = lower_group(g).ops
+    assert step_gt.args[1].dtype is D.float16 and step_where.args[2].dtype is D.float16
+    assert step_where.args[2].value == 1.5
+    # mul reads a scalar `other` in float32 (SCALAR_OPMATH), as PyTorch's opmath kernel: it
+    # computes in float32 between two casts, its immediate float32
+    assert (up.op, up.dtype, down.op, down.dtype) == ("cast", F32, "cast", D.float16)
+    assert step_mul.dtype is F32 and (step_mul.args[1].value, step_mul.args[1].dtype) == (2, F32)
 
 
 def test_a_python_int_takes_the_float_dtype_an_int_op_computes_in() -> None:
