@@ -149,6 +149,10 @@ def _run(name: str, inputs: Sequence[Any], attrs: dict[str, Any], key: tuple | N
     else:
         xp = arrays.array_module(*inputs)
     if p.ew:
+        if out_dt in _HALF and name == "clamp":     # bounds checked as PyTorch converts them
+            for bound in (attrs.get("min"), attrs.get("max")):   # (70000 overflows float16)
+                if bound is not None:
+                    checked_float(bound, out_dt, "clamp")
         before, inputs = inputs, _elementwise_inputs(p, inputs, out_dt)
         if key is not None and p.n_out == 1 and xp is np:
             _remember(key, p, before, inputs, out_dt)

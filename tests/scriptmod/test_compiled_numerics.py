@@ -604,3 +604,17 @@ def test_half_activations_round_once_as_torch(dt: str, name: str) -> None:
     if tol == 0 and name != "logsigmoid":    # torch's logsigmoid of x > 88 is +0.0, ours -0.0
         _same(eager.astype(np.float32), want.astype(np.float32))
     assert _ulps(compiled[~nan], eager[~nan]).max() <= 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_clamp_bounds_are_checked_by_the_op_itself(dtype: str) -> None:
+    """The registry op (what a graph runs unfused, and what the program fuzzer calls), not
+    only ``Tensor.clamp``, refuses a bound its half dtype cannot hold, as PyTorch and the
+    fused kernel do (the fuzzer found the op accepting 1e30 while the kernel refused it)."""
+    from scriptmod._dispatch import dispatch
+    x = sm.tensor([0.5, 2.0], dtype=getattr(sm, dtype))
+    big = 1e30 if dtype == "float16" else 1e300
+    for attrs in ({"min": big, "max": 1.0}, {"min": -big, "max": 0.001}, {"max": big}):
+        with pytest.raises(ValueError, match="cannot be converted"):
+            dispatch("clamp", [x], attrs)
+    assert dispatch("clamp", [x], {"min": float("-inf"), "max": 1.0}).tolist() == [0.5, 1.0]
