@@ -57,7 +57,11 @@ from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor, unwrap_tree, wrap, wrap_tree
 
 MAX_SPECIALIZATIONS = 64   # per method: the least recently used one beyond goes, engines and all
-MAX_GRAD_PLANS = 8         # per symbolic specialization: compiled backwards, one per batch size
+# A compiled backward is built for concrete shapes: one per batch size would compile on every
+# new size (130 ms for a small MLP), so the shared specialization of a batch class runs its
+# gradient op by op, as eager does (deterministic, nothing compiled per size).
+SYMBOLIC_GRAD = ("a batch size other than its class's first: the gradient runs op by op "
+                 "(the compiled backward serves the class's first size)")
 
 OPTIMIZE = ["fold_constants", "canonicalize", "eliminate_common_subexpressions",
             "eliminate_dead_code", elide_unobserved_copies, "hoist_loop_invariants"]
@@ -152,14 +156,13 @@ class Executor:
         if not any(needs) and not any(isinstance(a, Tensor) and a._requires_grad for a in args):
             return None
         key = (needs, self._flags(spec))
-        if spec.symbolic:                  # the compiled backward is built per batch size
-            key += (signature(args),)
         plans = spec.grad_plans
         plan = plans.get(key, _UNBUILT)
         if plan is _UNBUILT:
-            plan = plans[key] = self._build_grad_plan(spec, args, needs)
-            if spec.symbolic and len(plans) > MAX_GRAD_PLANS:
-                plans.pop(next(iter(plans)), None)
+            plan = plans[key] = OpByOp(SYMBOLIC_GRAD) if spec.symbolic else \
+                self._build_grad_plan(spec, args, needs)
+            if spec.symbolic:
+                irlog.log(TOPIC, f"{self.module.original_name}.{self.method}: {SYMBOLIC_GRAD}")
         return plan
 
     def _flags(self, spec: Specialization) -> tuple:
@@ -235,7 +238,6 @@ class Executor:
             value = getattr(submodule_of_value(self.owner, v.node.inputs[0]), v.node.attrs["name"])
             return value if type(value) is bool else None
         fused = spec.key[1] == "fused"
-        key = (signature(args),) + spec.key[1:] if spec.symbolic else spec.key
         try:
             split = differentiate(g, leaf_key, flag if self.has_self else lambda v: None,
                                   recompute=fused)
@@ -248,7 +250,7 @@ class Executor:
         bwd = run_pipeline(split.backward, _grad_passes() + compile_passes)
         split.forward, split.backward = fwd, bwd
         backward = Executable(bwd, ArrayOps(), name=f"{where}.backward", native=fused)
-        return CompiledGrad(split, self._executable(fwd, key), backward, where)
+        return CompiledGrad(split, self._executable(fwd, spec.key), backward, where)
 
     def _install(self, spec: Specialization, args: Sequence[Any], slots: Any) -> None:
         """Make ``spec`` the fast path (built once per specialization and module state);

@@ -244,3 +244,29 @@ def test_a_flatten_of_batch_and_heads_is_a_size_times_b() -> None:
                 np.testing.assert_allclose(m(x).numpy(), want, rtol=1e-5, atol=1e-5)
     for m in (traced, loaded):
         assert m.executor("forward").stats["specializations"] == 2
+
+
+def test_new_sizes_with_grad_enabled_compile_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parameters require grad, so the default call records autograd: a later size of the
+    class runs op by op (no compiled backward per size), with eager's gradients."""
+    net, traced = _traced()
+    traced(sm.randn(8, 16)).sum().backward()          # the first size: compiled backward
+    traced(sm.randn(5, 16)).sum().backward()          # the shared specialization, warm
+    loaded: list[str] = []
+    engine = llvm_jit._engine
+    monkeypatch.setattr(llvm_jit, "_engine", lambda obj, what: loaded.append(what) or
+                        engine(obj, what))
+    for b in (3, 11, 40):
+        x = sm.randn(b, 16)
+        for p in traced.parameters():
+            p.grad = None
+        out = traced(x)
+        assert out.requires_grad
+        out.square().sum().backward()
+        got = [p.grad.numpy().copy() for p in traced.parameters()]
+        for p in net.parameters():
+            p.grad = None
+        net(x).square().sum().backward()
+        for g, p in zip(got, net.parameters()):
+            np.testing.assert_allclose(g, p.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert loaded == []
