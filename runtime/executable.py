@@ -325,11 +325,12 @@ class _Program:
                 if i is not None and i < self.ex.n_state:
                     self.state_reads[n] = i
         # a submodule read only for its tensors, now read from ``state``, is not read at all
+        unread = set(self.skipped)
         for n in reversed(list(graph.walk())):
             if n.kind == Prim.GET_ATTR and n not in self.native and n.output.uses and all(
-                    u.user in self.state_reads or u.user in self.skipped
-                    for u in n.output.uses):
-                self.skipped = self.skipped | {n}
+                    u.user in self.state_reads or u.user in unread for u in n.output.uses):
+                unread.add(n)
+        self.skipped = frozenset(unread)
 
     # ---- emitting ------------------------------------------------------------------------
     def _emit(self, depth: int, node: Node | None, line: str) -> None:

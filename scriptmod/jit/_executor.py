@@ -40,13 +40,14 @@ from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
 from scriptmod.ir.passes.shapes import ShapePropagationError, extra_handlers
 from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, ModuleType,
-                                OptionalType, TensorType, TupleType, Type, dim_factors)
+                                OptionalType, TensorType, TupleType, Type)
 from scriptmod.runtime import profiling
 from scriptmod.runtime.executable import ArrayOps, Executable
 from scriptmod.runtime.kernels import KERNELS
 from scriptmod.runtime.interpreter import OpHandler, evaluate_node
 from scriptmod._dispatch import dispatch
 from scriptmod.jit import _fastpath, _fuser, _rank
+from scriptmod.jit._batch_class import batch_class, named_sizes, typed_in
 from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._autodiff import NotDifferentiable, differentiate
 from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp
@@ -374,9 +375,9 @@ class Executor:
                     return spec
                 self.check(args)
                 graph = self._optimized(args, key[3], symbolic=True)
-                if _typed_in(graph, {d for names in dims if names for d in names if d is not None}):
+                if typed_in(graph, {d for names in dims if names for d in names if d is not None}):
                     spec = Specialization(graph, ckey, self._executable(graph, ckey))
-                    spec.symbolic, spec.first = True, _named_sizes(first[0], dims)
+                    spec.symbolic, spec.first = True, named_sizes(first[0], dims)
                     specs[ckey] = spec
                     self.stats["specializations"] += 1
                     _drop_oldest(specs, MAX_SPECIALIZATIONS)
@@ -654,60 +655,11 @@ def signature(args: Sequence[Any]) -> tuple:
     return tuple(out)
 
 
-def batch_class(sig: tuple, dims: tuple) -> tuple | None:
-    """``sig`` (``signature``) with each size at a symbolic dim (``dims``: per argument, a
-    name or None per dim) replaced by its name; None when no such size is >= 2, when one
-    is 0 or 1, or when two dims of one name differ (those calls specialize concretely)."""
-    out, sizes = list(sig), {}
-    for i, names in enumerate(dims):
-        if names is None or i >= len(sig):
-            continue
-        entry = sig[i]
-        if len(entry) != 4 or not isinstance(entry[1], tuple) or len(entry[1]) != len(names):
-            return None
-        shape = list(entry[1])
-        for j, name in enumerate(names):
-            if name is not None:
-                n = shape[j]
-                if n < 2 or sizes.setdefault(name, n) != n:
-                    return None
-                shape[j] = name
-        out[i] = (entry[0], tuple(shape), entry[2], entry[3])
-    return tuple(out) if sizes else None
-
-
 def _differs(was: TensorType, now: TensorType) -> bool:
     """Whether ``now`` has another dtype than ``was``, or another size where ``was`` has one."""
     return was.dtype != now.dtype or (was.shape is not None and now.shape is not None and (
         len(was.shape) != len(now.shape) or any(isinstance(a, int) and a != b
                                                for a, b in zip(was.shape, now.shape))))
-
-
-def _typed_in(graph: Graph, names: set) -> bool:
-    """Whether every tensor of ``graph`` (fusion subgraphs too) has each dim a size or one
-    of the batch class's ``names``: then shape propagation checked every op for all sizes
-    of the class, and no call can fail inside on a shape (a dim of unknown size, from a
-    size-dependent slice say, is checked only per concrete size)."""
-    def typed(g: Graph) -> bool:
-        for v in list(g.inputs) + [o for n in g.walk() for o in n.outputs]:
-            t = v.type
-            if isinstance(t, TensorType) and (t.shape is None or any(
-                    not isinstance(d, int) and (d is None or dim_factors(d)[1] not in names)
-                    for d in t.shape)):
-                return False
-        return all(typed(n.attrs["subgraph"]) for n in g.walk()
-                   if isinstance(n.attrs.get("subgraph"), Graph))
-    return typed(graph)
-
-
-def _named_sizes(sig: tuple, dims: tuple) -> tuple:
-    """((name, size), ...) of the symbolic dims in a signature of the batch class."""
-    found: dict[str, int] = {}
-    for entry, names in zip(sig, dims):
-        for name, n in zip(names or (), entry[1] if names else ()):
-            if name is not None:
-                found.setdefault(name, n)
-    return tuple(found.items())
 
 
 def _arg_type(a: Any, declared: Type | None = None) -> Type | None:

@@ -321,6 +321,20 @@ def _with_scalar(m: Any, x: Any, s: int) -> tuple:
             m.remainder(x, s) if s % 256 else x)
 
 
+def _three_ways(fn: Any, x: np.ndarray, to_torch: Any) -> tuple:
+    """``fn(library, tensor)`` on ``x``: eager, traced and run fused (a kernel must exist),
+    and through torch (skipped without it)."""
+    xs = sm.tensor(x)
+    eager = fn(sm, xs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = jit.trace(lambda t: fn(sm, t), (xs,), check_trace=False)
+    compiled = traced(xs)
+    assert kernels_for(traced, xs)
+    torch = pytest.importorskip("torch")
+    return eager, compiled, fn(torch, to_torch(torch))
+
+
 @pytest.mark.parametrize("dt", ["int8", "uint8", "int32"])
 @pytest.mark.parametrize("s", OUT_OF_RANGE)
 def test_int_tensor_with_a_python_int_outside_its_dtype(dt: str, s: int) -> None:
@@ -328,15 +342,8 @@ def test_int_tensor_with_a_python_int_outside_its_dtype(dt: str, s: int) -> None
     remainder and comparisons wrap the int as PyTorch does. Compiled (one fused kernel) ==
     eager == torch, bit for bit."""
     x = np.array(INTS[dt][1:], dt)             # no 0: s / x stays finite
-    xs = sm.tensor(x)
-    eager = _with_scalar(sm, xs, s)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = jit.trace(lambda t: _with_scalar(sm, t, s), (xs,), check_trace=False)
-    compiled = traced(xs)
-    assert kernels_for(traced, xs)
-    torch = pytest.importorskip("torch")
-    want = _with_scalar(torch, torch.tensor(x), s)
+    eager, compiled, want = _three_ways(lambda L, t: _with_scalar(L, t, s), x,
+                                        lambda torch: torch.tensor(x))
     for e, c, w in zip(eager, compiled, want):
         _same(c.numpy(), e.numpy())
         _same(e.numpy(), w.numpy())
@@ -459,15 +466,8 @@ def test_half_tensor_with_a_python_scalar_as_torch(dt: str, s: float) -> None:
     scalar in float32), while add, sub, remainder, comparisons and where round it to the
     half dtype first (1e30 is inf). Compiled (fused) == eager == torch, bit for bit."""
     x = _half(dt, [0.0, 3.0, 1.0, -2.5, 1e-3, 7.3, 65500.0, -0.0, 300.0])
-    xs = sm.tensor(x)
-    eager = _half_with_scalar(sm, xs, s)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = jit.trace(lambda t: _half_with_scalar(sm, t, s), (xs,), check_trace=False)
-    compiled = traced(xs)
-    assert kernels_for(traced, xs)
-    torch = pytest.importorskip("torch")
-    want = _half_with_scalar(torch, _to_torch(torch, x), s)
+    eager, compiled, want = _three_ways(lambda L, t: _half_with_scalar(L, t, s), x,
+                                        lambda torch: _to_torch(torch, x))
     for e, c, w in zip(eager, compiled, want):
         _same(_as_f32(c), _as_f32(e))
         _same(_as_f32(e), _as_f32(w))

@@ -1,0 +1,56 @@
+"""Batch classes (``_executor``'s module docstring): the key that lets every batch size of a
+traced method after the first share one symbolic specialization, and the checks that decide
+whether a symbolic graph may serve them."""
+from __future__ import annotations
+
+from scriptmod.ir.graph import Graph
+from scriptmod.ir.types import TensorType, dim_factors
+
+
+def batch_class(sig: tuple, dims: tuple) -> tuple | None:
+    """``sig`` (``signature``) with each size at a symbolic dim (``dims``: per argument, a
+    name or None per dim) replaced by its name; None when no such size is >= 2, when one
+    is 0 or 1, or when two dims of one name differ (those calls specialize concretely)."""
+    out, sizes = list(sig), {}
+    for i, names in enumerate(dims):
+        if names is None or i >= len(sig):
+            continue
+        entry = sig[i]
+        if len(entry) != 4 or not isinstance(entry[1], tuple) or len(entry[1]) != len(names):
+            return None
+        shape = list(entry[1])
+        for j, name in enumerate(names):
+            if name is not None:
+                n = shape[j]
+                if n < 2 or sizes.setdefault(name, n) != n:
+                    return None
+                shape[j] = name
+        out[i] = (entry[0], tuple(shape), entry[2], entry[3])
+    return tuple(out) if sizes else None
+
+
+def named_sizes(sig: tuple, dims: tuple) -> tuple:
+    """((name, size), ...) of the symbolic dims in a signature of the batch class."""
+    found: dict[str, int] = {}
+    for entry, names in zip(sig, dims):
+        for name, n in zip(names or (), entry[1] if names else ()):
+            if name is not None:
+                found.setdefault(name, n)
+    return tuple(found.items())
+
+
+def typed_in(graph: Graph, names: set) -> bool:
+    """Whether every tensor of ``graph`` (fusion subgraphs too) has each dim a size or one
+    of the batch class's ``names``: then shape propagation checked every op for all sizes
+    of the class, and no call can fail inside on a shape (a dim of unknown size, from a
+    size-dependent slice say, is checked only per concrete size)."""
+    def typed(g: Graph) -> bool:
+        for v in list(g.inputs) + [o for n in g.walk() for o in n.outputs]:
+            t = v.type
+            if isinstance(t, TensorType) and (t.shape is None or any(
+                    not isinstance(d, int) and (d is None or dim_factors(d)[1] not in names)
+                    for d in t.shape)):
+                return False
+        return all(typed(n.attrs["subgraph"]) for n in g.walk()
+                   if isinstance(n.attrs.get("subgraph"), Graph))
+    return typed(graph)
