@@ -19,6 +19,7 @@ and leave ``ir.verify.verify`` passing. ``run_pipeline`` runs a list of them.
 from .canonicalize import canonicalize
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
+from .expand_losses import expand_losses
 from .effects import has_side_effects, is_pure
 from .fold import fold_constants
 from .fold_batchnorm import fold_batchnorm
@@ -36,4 +37,4 @@ __all__ = ["canonicalize", "eliminate_common_subexpressions", "eliminate_dead_co
            "fold_constants", "inline_calls", "propagate_shapes", "run_pipeline", "register_pass",
            "PASSES", "ShapePropagationError", "has_side_effects", "is_pure"]
 __all__ += ["fuse_elementwise", "fuse_rows", "hoist_loop_invariants", "split_reductions"]
-__all__ += ["fold_batchnorm", "freeze_attributes", "remove_dropout"]
+__all__ += ["expand_losses", "fold_batchnorm", "freeze_attributes", "remove_dropout"]

@@ -151,20 +151,20 @@ def training_work(kind: str, model: nn.Module, x_shape: tuple[int, ...], y_shape
       the weight and of the layer's input). The first layer's input gradient is not needed
       (the input takes no grad), so the true count is a little lower; the rest of the
       step (elementwise work, the optimizer's pass over weights and moments) is left out.
-    - bytes (T2): the least traffic of a step whose forward returns its output, as a module
-      call does: the forward reads x and writes y; the loss and backward, fused, read y,
-      the target (y's shape) and x again (the activations' derivatives and the parameters'
-      gradient reductions are recomputed from x, no saved activation is read back), and
-      write nothing of x's size, since the input takes no grad. That is ``2|x| + 3|y|``
-      bytes; W2's only parameter (PReLU's weight) makes the optimizer's traffic nothing.
+    - bytes (T2): the least traffic of a step whose loss is compiled with the model (the
+      training rows trace ``WithLoss(model)``): the input and the target (the output's
+      shape) are read once, and nothing of their size is written: the output feeds only
+      the loss, the activations' derivatives and the parameters' gradient reductions come
+      from the same pass, and the input takes no grad. That is ``|x| + |y|`` bytes; W2's
+      only parameter (PReLU's weight) makes the optimizer's traffic nothing.
 
         >>> training_work("bytes", nn.Identity(), (2048, 2048), (2048, 2048), 4) / 2**20
-        80.0
+        32.0
     """
     if kind == "flops":
         return 3.0 * matmul_flops(model, x_shape)
     if kind == "bytes":
-        return float(itemsize * (2 * _numel(x_shape) + 3 * _numel(y_shape)))
+        return float(itemsize * (_numel(x_shape) + _numel(y_shape)))
     return 0.0
 
 

@@ -239,14 +239,19 @@ def compile_models(w: Workload, model: nn.Module, x_trace: sm.Tensor, x: sm.Tens
 
 
 def compile_model(w: Workload, model: nn.Module, x: sm.Tensor) -> Any:
-    """The workload's ScriptModule: ``jit.script(model)`` for a scripted workload (W6),
-    else ``trace_model(model, x)``."""
-    return jit.script(model) if w.script else trace_model(model, x)
+    """The workload's ScriptModule: ``jit.script(model)`` for a scripted workload (W6), for
+    a training row the trace of the model with its loss (``training.WithLoss``, traced at
+    ``x`` and its target), else ``trace_model(model, x)``."""
+    if w.script:
+        return jit.script(model)
+    if w.train:
+        return trace_model(training.WithLoss(model), (x, training.target_for(model, x)))
+    return trace_model(model, x)
 
 
-def trace_model(model: nn.Module, x: sm.Tensor) -> Any:
-    """``jit.trace`` as the bench uses it. The bench checks outputs itself
-    (``check_outputs``), against eager, on the run input."""
+def trace_model(model: nn.Module, x: Any) -> Any:
+    """``jit.trace`` as the bench uses it (``x``: the example input, or a tuple of them).
+    The bench checks outputs itself (``check_outputs``), against eager, on the run input."""
     return jit.trace(model, x, check_trace=False)
 
 
@@ -267,7 +272,7 @@ def check_training(res: WorkloadResult, c: Compiled, model: nn.Module, x: sm.Ten
     res.matches["unfused"] = compare_all(got, ref, res.dtype)
     res.matches["fused"] = compare_all(training.gradients(c.fused, model, x, target), ref,
                                         res.dtype)
-    res.kernels = len(fused_kernels(c.fused, x))
+    res.kernels = len(fused_kernels(c.fused, x, target))
 
 
 def floor_work(w: Workload, model: nn.Module, x: sm.Tensor, y: np.ndarray) -> float:
@@ -331,9 +336,10 @@ def _measure_training(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor,
     res.compile = c.info
     stage("check")
     training.restore(model, start)
-    ref = training.gradients(model, model, x, target)
+    ref = training.gradients(training.WithLoss(model), model, x, target)
     check_training(res, c, model, x, target, ref)
-    eager = training.TrainStep(model, training.adamw(model.parameters())[0], x, target)
+    eager = training.TrainStep(training.WithLoss(model), training.adamw(model.parameters())[0],
+                               x, target)
     unfused, fused = (training.compiled_step(m, x, target) for m in (c.unfused, c.fused))
     if fused.note:
         res.notes.append(fused.note)

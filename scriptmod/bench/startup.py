@@ -183,7 +183,7 @@ def _training_calls(model: Any, x: Any) -> Calls:
     from scriptmod.bench import training
     from scriptmod.bench.check import compare_all
     target = training.target_for(model, x)
-    ref = training.gradients(model, model, x, target)
+    ref = training.gradients(training.WithLoss(model), model, x, target)
     losses: list[Any] = []
 
     def calls(compiled: Any) -> tuple[Callable[[], Any], Callable[[str], Any]]:

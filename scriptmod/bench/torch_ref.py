@@ -246,7 +246,7 @@ class TorchSide:
         result = run_torch_job(self.job, self.opts)
         if self.job["train"]:
             res.notes.append("PyTorch: torch.optim.AdamW(lr=1e-3), default options; the "
-                             "torch.compile column compiles the model (forward and backward)")
+                             "torch.compile column compiles the model with its loss (forward and backward)")
         elif self.job["grad"]:
             res.notes.append("grad enabled: torch.jit is trace only (no freeze), so that the "
                              "weights take grad")

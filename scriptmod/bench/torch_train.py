@@ -2,11 +2,13 @@
 
 Each column trains its own twin (the scriptmod weights, train mode) with the step the
 scriptmod side times (``bench.training``): ``opt.zero_grad()`` (PyTorch's default sets
-the gradients to None), ``mse_loss(model(x), target)``, ``loss.backward()`` and
+the gradients to None), the loss ``mse_loss(model(x), target)`` of the twin with its loss
+(``_with_loss``, ``training.WithLoss``'s twin), ``loss.backward()`` and
 ``torch.optim.AdamW(lr=1e-3)`` with default options:
 
-- ``torch_eager``: the twin itself;
-- ``torch_compile``: ``torch.compile(twin)`` in ``torch_ref``'s mode; the backward runs
+- ``torch_eager``: the twin with its loss;
+- ``torch_compile``: ``torch.compile`` of the twin with its loss in ``torch_ref``'s mode, as
+  the scriptmod side traces it: the loss compiles with the model; the backward runs
   through the graph it compiles (AOT autograd), the optimizer step is eager.
 
 The first step is timed apart (``first_call_s``: torch.compile compiles the forward and
@@ -30,16 +32,30 @@ from scriptmod.bench.timing import Variant, time_once, time_variants
 from scriptmod.bench.training import LR
 
 BUILDERS: dict[str, Callable[[Any], Any]] = {
-    "torch_eager": lambda twin: twin,
-    "torch_compile": lambda twin: _compile(twin),
+    "torch_eager": lambda twin: _with_loss(twin),
+    "torch_compile": lambda twin: _compile(_with_loss(twin)),
 }
 
 
-def _compile(twin: Any) -> Any:
+def _with_loss(twin: Any) -> Any:
+    """The twin and its MSE loss as one ``torch.nn.Module``: ``forward(x, target)``."""
+    import torch
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self, model: Any) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, x: Any, target: Any) -> Any:
+            return torch.nn.functional.mse_loss(self.model(x), target)
+    return WithLoss(twin)
+
+
+def _compile(module: Any) -> Any:
     import torch
 
     from scriptmod.bench.torch_ref import TORCH_COMPILE_MODE
-    return torch.compile(twin, mode=TORCH_COMPILE_MODE)
+    return torch.compile(module, mode=TORCH_COMPILE_MODE)
 
 
 def train_columns(d: Path, spec: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +84,7 @@ def _trained_and_timed(twin: Any, make: Callable[[Any], Any], x: Any, target: An
 
     def step() -> Any:
         opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model[0](x), target)
+        loss = model[0](x, target)
         loss.backward()
         opt.step()
         return loss

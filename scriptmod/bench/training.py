@@ -1,12 +1,15 @@
 """The training rows T2, T3, T5: one training step of W2, W3, W5 in train mode.
 
-A step, as users write it: ``opt.zero_grad(set_to_none=True)``, the forward, the MSE loss
-against a fixed random target of the output's shape (``target_for``), ``loss.backward()``
-and ``opt.step()`` of ``AdamW(lr=1e-3)`` with default options (``TrainStep``). The eager
-variant steps the ``nn.Module`` itself; unfused and fused step ``jit.trace(model, x)``
-called with grad enabled (fusion off and on), their AdamW built with ``fused=True`` where
-the constructor accepts it (``adamw``). The traced module shares the model's parameters,
-so every variant trains the same weights, each with its own optimizer state.
+A step, as users write it: ``opt.zero_grad(set_to_none=True)``, the loss, ``loss.backward()``
+and ``opt.step()`` of ``AdamW(lr=1e-3)`` with default options (``TrainStep``). The loss is
+the MSE against a fixed random target of the output's shape (``target_for``), computed by
+``WithLoss(model)(x, target)``: the model and its loss as one module, which is what the
+compiled columns trace (``jit.trace(WithLoss(model), (x, target))``), so that the loss
+compiles with the model, as a user who traces a model together with its loss gets. The eager
+variant steps ``WithLoss(model)`` itself; unfused and fused step its trace called with grad
+enabled (fusion off and on), their AdamW built with ``fused=True`` where the constructor
+accepts it (``adamw``). The traced module shares the model's parameters, so every variant
+trains the same weights, each with its own optimizer state.
 
 The check (``gradients``, ``check.compare_all``) runs one forward and backward from the
 same weights, without an optimizer step, and compares the loss and every parameter's
@@ -17,10 +20,10 @@ compile timings and the timed steps train the model.
     >>> model, x = WORKLOADS["T3"].build(quick=True)
     >>> model.training, tuple(target_for(model, x).shape)
     (True, (32, 128))
-    >>> step = TrainStep(model, adamw(model.parameters())[0], x, target_for(model, x))
+    >>> step = TrainStep(WithLoss(model), adamw(model.parameters())[0], x, target_for(model, x))
     >>> float(step().item()) > 0 and model.fc1.weight.grad is not None
     True
-    >>> sorted(gradients(model, model, x, target_for(model, x)))
+    >>> sorted(gradients(WithLoss(model), model, x, target_for(model, x)))
     ['grad fc1.bias', 'grad fc1.weight', 'grad fc2.bias', 'grad fc2.weight', 'loss']
 """
 from __future__ import annotations
@@ -38,7 +41,20 @@ from scriptmod.bench.workloads import WORKLOADS  # noqa: F401  (the doctest's)
 
 LR = 1e-3
 TARGET_SEED = 2
-Forward = Callable[[sm.Tensor], sm.Tensor]
+Loss = Callable[[sm.Tensor, sm.Tensor], sm.Tensor]       # (x, target) -> the loss
+
+
+class WithLoss(nn.Module):
+    """``model`` and its MSE loss as one module: ``forward(x, target)`` returns
+    ``mse_loss(model(x), target)``. Its trace compiles the loss with the model: the output
+    is never written, and the gradients come with the loss (a scalar output)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: sm.Tensor, target: sm.Tensor) -> sm.Tensor:
+        return F.mse_loss(self.model(x), target)
 
 
 def target_for(model: nn.Module, x: sm.Tensor) -> sm.Tensor:
@@ -65,35 +81,36 @@ def adamw(params: Iterable[Any], fused: bool = False) -> tuple[optim.Optimizer, 
 
 
 class TrainStep:
-    """One training step of ``forward`` (the module, or its ScriptModule) with ``opt``;
-    calling it returns the loss (computed before the optimizer moved the weights).
+    """One training step of ``loss_of`` (``WithLoss(model)``, or its ScriptModule) with
+    ``opt``; calling it returns the loss (computed before the optimizer moved the weights).
     ``note`` says, for the report, how the optimizer differs from the one asked for."""
 
-    def __init__(self, forward: Forward, opt: optim.Optimizer, x: sm.Tensor,
+    def __init__(self, loss_of: Loss, opt: optim.Optimizer, x: sm.Tensor,
                  target: sm.Tensor, note: str = "") -> None:
-        self.forward, self.opt, self.x, self.target = forward, opt, x, target
+        self.loss_of, self.opt, self.x, self.target = loss_of, opt, x, target
         self.note = note
 
     def __call__(self) -> sm.Tensor:
         self.opt.zero_grad(set_to_none=True)
-        loss = F.mse_loss(self.forward(self.x), self.target)
+        loss = self.loss_of(self.x, self.target)
         loss.backward()
         self.opt.step()
         return loss
 
 
 def compiled_step(compiled: Any, x: sm.Tensor, target: sm.Tensor) -> TrainStep:
-    """A step of a ScriptModule with the compiled rows' optimizer, ``AdamW(fused=True)``."""
+    """A step of a ScriptModule of ``WithLoss(model)`` with the compiled rows' optimizer,
+    ``AdamW(fused=True)``."""
     opt, note = adamw(compiled.parameters(), fused=True)
     return TrainStep(compiled, opt, x, target, note)
 
 
-def gradients(forward: Forward, model: nn.Module, x: sm.Tensor,
+def gradients(loss_of: Loss, model: nn.Module, x: sm.Tensor,
               target: sm.Tensor) -> dict[str, np.ndarray | None]:
     """The loss and every parameter's gradient (``"grad NAME"``; ``None`` for none) of one
-    forward and backward of ``forward`` from ``model``'s current weights; no step."""
+    forward and backward of ``loss_of`` from ``model``'s current weights; no step."""
     model.zero_grad(set_to_none=True)
-    loss = F.mse_loss(forward(x), target)
+    loss = loss_of(x, target)
     loss.backward()
     out = collect(model, loss)
     model.zero_grad(set_to_none=True)

@@ -31,7 +31,7 @@ import numpy as np
 
 from scriptmod.ir import schema as S
 from scriptmod.ir.builder import Builder
-from scriptmod.ir.graph import Graph, Node, Prim, Value, known_value
+from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_block_body, known_value
 from scriptmod.ir.passes import eliminate_dead_code
 from scriptmod.ir.types import IntType, TensorType
 from scriptmod.runtime.arrays import NP_DTYPE
@@ -64,6 +64,7 @@ class Split:
     leaves: tuple[LeafKey, ...]
     saved_bytes: int                    # bytes of computed values saved for the backward
     saved_bytes_unpruned: int           # the same, had nothing been recomputed
+    seeded: Graph | None = None         # forward and backward at a unit seed (unit_seeded)
 
 
 def flat_tensor_outputs(g: Graph, n: int | None = None) -> list[Value]:
@@ -120,6 +121,34 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
     split = bw.split(wanted, leaves, unpruned)
     _untranspose_products(split.backward)
     return split
+
+
+def unit_seeded(split: Split) -> Graph | None:
+    """The forward and the backward at a unit seed in one graph, for a forward whose only
+    differentiable output is a float scalar (a loss): its inputs are the forward's, its
+    outputs the forward's (own, then saved), then one gradient per leaf of ``split`` as the
+    backward gives them for a gradient of exactly 1. None for any other forward.
+
+    ``loss.backward()`` seeds with 1, so the call can compute the gradients with the loss:
+    the recomputation the backward would do is the forward itself (CSE merges the two), and
+    the loss's reduction and the gradients' share a row kernel. The backward node then hands
+    these out when its gradient is 1, and runs the backward graph for any other (a hook that
+    scales it, ``autograd.grad`` with ``grad_outputs``). Built from the graphs before their
+    compile passes."""
+    outs = flat_tensor_outputs(split.forward, split.n_outputs)
+    if len(split.grad_outputs) != 1:
+        return None
+    t = outs[split.grad_outputs[0]].type
+    if not isinstance(t, TensorType) or t.shape != () or not t.dtype.is_floating_point \
+            or t.device != "cpu":
+        return None
+    c, _ = split.forward.copy_with_map()
+    *saved_in, seed = split.backward.inputs
+    env = dict(zip(saved_in, c.outputs[split.n_outputs:]))
+    with Builder(c).insert_into(c.block) as b:
+        env[seed] = b.constant(np.ones((), NP_DTYPE[t.dtype]), seed.type)
+    clone_block_body(split.backward.block, c.block, env)
+    return c
 
 
 def _untranspose_products(g: Graph) -> None:

@@ -43,27 +43,35 @@ class CompiledGrad:
     forward: Executable
     backward: Executable
     name: str
+    # the forward that also returns the gradients at a unit seed (``_autodiff.unit_seeded``),
+    # run instead of ``forward`` when the method returns a scalar loss
+    seeded: Executable | None = None
 
     def __post_init__(self) -> None:
         outs = self.split.backward.inputs[-len(self.split.grad_outputs):]
         self._grad_types = [v.type for v in outs]
         self._fixed: tuple | None = None   # (leaf metas, saved leaves), found on first call
         self._held: tuple = (None,)        # see _hold
-        self._run, self._error = self.forward.direct()
+        self._run, self._error = (self.seeded or self.forward).direct()
         self._watched_state: tuple = ()
+        self._n_saved = len(self.split.backward.inputs) - len(self.split.grad_outputs)
 
     def __call__(self, head: tuple, args: Sequence[Any], state: tuple, tensors: tuple,
                  fallback: Any, profiled: bool = False) -> Any:
         """Run the forward; return its outputs, with the backward node attached.
         ``fallback(args)`` runs the forward op by op (for ``create_graph=True``);
         ``profiled``: through the forward's profiled program (a profiler runs)."""
-        run, error = self.forward.direct(profiled=True) if profiled else (self._run, self._error)
+        run, error = (self.seeded or self.forward).direct(profiled=True) if profiled \
+            else (self._run, self._error)
         try:      # the executor checked the arguments: the program directly
             outs = run(*head, *[a._data if isinstance(a, Tensor) else a for a in args], state)
         except Exception as e:
             raise error(e) from None
         n = self.split.n_outputs
-        saved = outs[n:]
+        if self.seeded is None:
+            saved, unit = outs[n:], None
+        else:
+            saved, unit = outs[n:n + self._n_saved], list(outs[n + self._n_saved:])
         if n == 1:
             o = outs[0]
             out = Tensor._make(o) if type(o) is np.ndarray else wrap_tree(o)
@@ -82,7 +90,7 @@ class CompiledGrad:
                           for kind, i in self.split.leaves)
         watched = held[3] + [args[i] for i in fixed[1]] if fixed[1] else held[3]
         ctx = _Ctx(self, saved, watched, [t._vc[0] for t in watched], fixed[2], fallback,
-                   args, tensors)
+                   args, tensors, unit)
         node = Node("compiled_function", _backward, ctx, edges, fixed[0], len(flat))
         for k in self.split.grad_outputs:
             flat[k]._set_grad_fn(node, k)
@@ -130,6 +138,9 @@ class CompiledGrad:
         grads = []
         for k, t in zip(self.split.grad_outputs, self._grad_types):
             grads.append(_grad_array(gs[k], t, k))
+        unit, ctx.unit = ctx.unit, None      # handed out once: .grad may take the arrays
+        if unit is not None and grads[0] == 1:
+            return [Tensor._make(r) for r in unit]
         res = self.backward([*ctx.saved, *grads])
         return [Tensor._make(r) for r in res]
 
@@ -145,12 +156,12 @@ class _Ctx:
     """What the node keeps between forward and backward (freed by ``Node.release``)."""
 
     __slots__ = ("plan", "saved", "watched", "versions", "out_meta", "fallback", "args",
-                 "tensors")
+                 "tensors", "unit")
 
     def __init__(self, plan: CompiledGrad, saved: list[Any], watched: list[Tensor],
                  versions: list[int], out_meta: list, fallback: Any, args: Sequence[Any],
-                 tensors: tuple) -> None:
-        self.plan, self.saved, self.out_meta = plan, saved, out_meta
+                 tensors: tuple, unit: list[Any] | None = None) -> None:
+        self.plan, self.saved, self.out_meta, self.unit = plan, saved, out_meta, unit
         self.watched, self.versions = watched, versions
         self.fallback, self.args, self.tensors = fallback, args, tensors
 

@@ -49,7 +49,7 @@ from scriptmod._dispatch import dispatch
 from scriptmod.jit import _fastpath, _fuser, _rank
 from scriptmod.jit._batch_class import batch_class, named_sizes, typed_in
 from scriptmod.jit._fastpath import MISS
-from scriptmod.jit._autodiff import NotDifferentiable, differentiate
+from scriptmod.jit._autodiff import NotDifferentiable, differentiate, unit_seeded
 from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp
 from scriptmod.ir import log as irlog
 from scriptmod.jit._boundary import (HOOK_VERSION, BoundaryError, call_boundary, hooked_paths,
@@ -247,11 +247,16 @@ class Executor:
         if split is None:
             return None
         compile_passes = _fuser.compile_passes() if fused else []
+        both = unit_seeded(split) if fused else None
         fwd = run_pipeline(split.forward, compile_passes)
         bwd = run_pipeline(split.backward, _grad_passes() + compile_passes)
         split.forward, split.backward = fwd, bwd
         backward = Executable(bwd, ArrayOps(), name=f"{where}.backward", native=fused)
-        return CompiledGrad(split, self._executable(fwd, spec.key), backward, where)
+        seeded = None
+        if both is not None:
+            split.seeded = run_pipeline(both, _grad_passes() + compile_passes)
+            seeded = self._executable(split.seeded, spec.key)
+        return CompiledGrad(split, self._executable(fwd, spec.key), backward, where, seeded)
 
     def _install(self, spec: Specialization, args: Sequence[Any], slots: Any) -> None:
         """Make ``spec`` the fast path (built once per specialization and module state);

@@ -60,21 +60,22 @@ def test_training_rows_are_their_forward_rows_in_train_mode() -> None:
         assert not w.build(quick=True)[0].training
 
 
-def test_floors_are_three_forward_gemms_and_two_plus_three_arrays() -> None:
+def test_floors_are_three_forward_gemms_and_the_input_and_target_once() -> None:
     model, x = WORKLOADS["T3"].build(quick=True)              # MLP(128, 512), x (32, 128)
     assert floors.training_work("flops", model, (32, 128), (32, 128), 4) == \
         3 * floors.matmul_flops(model, (32, 128))
     assert floors.training_work("bytes", model, (2048, 2048), (2048, 2048), 4) == \
-        5 * 2048 * 2048 * 4
+        2 * 2048 * 2048 * 4
 
 
 def test_compiled_steps_train_the_shared_weights_as_eager_does() -> None:
     model, x = WORKLOADS["T3"].build(quick=True)
     target = training.target_for(model, x)
     start = training.snapshot(model)
-    traced = runner.trace_model(model, x)
+    traced = runner.compile_model(WORKLOADS["T3"], model, x)   # the model with its loss
+    assert traced(x, target).grad_fn.name() == "CompiledFunctionBackward0"
     losses = {}
-    for name, forward in (("eager", model), ("compiled", traced)):
+    for name, forward in (("eager", training.WithLoss(model)), ("compiled", traced)):
         training.restore(model, start)
         step = training.TrainStep(forward, training.adamw(model.parameters())[0], x, target)
         losses[name] = [float(step().item()) for _ in range(3)]
@@ -88,9 +89,10 @@ def test_compiled_steps_train_the_shared_weights_as_eager_does() -> None:
 def test_gradient_check_names_what_differs() -> None:
     model, x = WORKLOADS["T5"].build(quick=True)
     target = training.target_for(model, x)
-    ref = training.gradients(model, model, x, target)
+    ref = training.gradients(training.WithLoss(model), model, x, target)
     assert "grad attn.in_proj_weight" in ref and "grad mlp.2.bias" in ref
-    assert compare_all(training.gradients(model, model, x, target), ref, "float32").ok
+    traced = runner.compile_model(WORKLOADS["T5"], model, x)
+    assert compare_all(training.gradients(traced, model, x, target), ref, "float32").ok
     got = {**ref, "grad mlp.2.bias": ref["grad mlp.2.bias"] * 1.01}
     bad = compare_all(got, ref, "float32")
     assert not bad.ok and bad.detail.startswith("grad mlp.2.bias: max abs diff")
@@ -122,7 +124,7 @@ def test_torch_side_trains_the_same_weights(tmp_path: Path,
     w = WORKLOADS["T3"]
     model, x = w.build(quick=True)
     target = training.target_for(model, x)
-    ref = training.gradients(model, model, x, target)
+    ref = training.gradients(training.WithLoss(model), model, x, target)
     opts = runner.BenchOptions(quick=True, repeat=1, budget_s=0.001)
     side = torch_ref.TorchSide.create(w, model, x, ref, opts, target)
     assert side.columns == torch_ref.TRAIN_COLUMNS
