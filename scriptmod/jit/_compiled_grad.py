@@ -12,7 +12,8 @@ why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from operator import itemgetter
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -35,29 +36,55 @@ class OpByOp:
     reason: str
 
 
-@dataclass
 class CompiledGrad:
-    """A specialization's forward with saved values, and its backward, both compiled."""
+    """A specialization's forward with saved values, and its backward, both compiled.
 
-    split: Split
-    forward: Executable
-    backward: Executable
-    name: str
-    # the forward that also returns the gradients at a unit seed (``_autodiff.unit_seeded``),
-    # run instead of ``forward`` when the method returns a scalar loss
-    seeded: Executable | None = None
+    ``compile(graph, name)`` makes an ``Executable``. ``seeded``: the forward that also
+    returns the gradients at a unit seed (``_autodiff.unit_seeded``), run instead of the
+    plain forward when the method returns a scalar loss; the plain forward and the backward
+    are then compiled on first use (a seed other than 1, a profiler), not with the plan."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, split: Split, compile: Callable[[Any, str], Executable], name: str,
+                 seeded: Executable | None = None, from_state: tuple = ()) -> None:
+        self.split, self.name, self.seeded = split, name, seeded
+        # (saved position, module-state index) of the saved values the forward does not
+        # return: module tensors, read from the node's ``tensors`` at backward
+        self.from_state = from_state
+        self._compile = compile
+        self._forward: Executable | None = None if seeded is not None else \
+            compile(split.forward, name)
+        self._backward: Executable | None = None if seeded is not None else \
+            compile(split.backward, f"{name}.backward")
+        self._post_init()
+
+    @property
+    def forward(self) -> Executable:
+        if self._forward is None:
+            self._forward = self._compile(self.split.forward, self.name)
+        return self._forward
+
+    @property
+    def backward(self) -> Executable:
+        if self._backward is None:
+            self._backward = self._compile(self.split.backward, f"{self.name}.backward")
+        return self._backward
+
+    @backward.setter
+    def backward(self, value: Executable) -> None:
+        self._backward = value
+
+    def _post_init(self) -> None:
         outs = self.split.backward.inputs[-len(self.split.grad_outputs):]
         self._grad_types = [v.type for v in outs]
         self._fixed: tuple | None = None   # (leaf metas, saved leaves), found on first call
         self._held: tuple = (None,)        # see _hold
         self._run, self._error = (self.seeded or self.forward).direct()
         self._watched_state: tuple = ()
-        self._n_saved = len(self.split.backward.inputs) - len(self.split.grad_outputs)
+        self._n_saved = len(self.split.backward.inputs) - len(self.split.grad_outputs) \
+            - len(self.from_state)
 
-    def __call__(self, head: tuple, args: Sequence[Any], state: tuple, tensors: tuple,
-                 fallback: Any, profiled: bool = False) -> Any:
+    def __call__(self, head: tuple, state: tuple, tensors: tuple, fallback: Any,
+                 args: Sequence[Any], profiled: bool = False) -> Any:
         """Run the forward; return its outputs, with the backward node attached.
         ``fallback(args)`` runs the forward op by op (for ``create_graph=True``);
         ``profiled``: through the forward's profiled program (a profiler runs)."""
@@ -88,9 +115,12 @@ class CompiledGrad:
         else:
             edges = tuple(held[1][i] if kind == "state" else _edge(args[i], self.name)
                           for kind, i in self.split.leaves)
-        watched = held[3] + [args[i] for i in fixed[1]] if fixed[1] else held[3]
-        ctx = _Ctx(self, saved, watched, [t._vc[0] for t in watched], fixed[2], fallback,
-                   args, tensors, unit)
+        if fixed[1]:
+            watched = held[3] + [args[i] for i in fixed[1]]
+            versions = [t._vc[0] for t in watched]
+        else:
+            watched, versions = held[3], list(map(_first, held[4]))
+        ctx = _Ctx((self, saved, watched, versions, fixed[2], fallback, args, tensors, unit))
         node = Node("compiled_function", _backward, ctx, edges, fixed[0], len(flat))
         for k in self.split.grad_outputs:
             flat[k]._set_grad_fn(node, k)
@@ -103,7 +133,7 @@ class CompiledGrad:
         owners = {id(t._data): ("state", j) for j, t in enumerate(tensors)}
         owners.update((id(a._data), ("arg", i)) for i, a in enumerate(args)
                       if isinstance(a, Tensor))
-        watched = []
+        watched = [("state", j) for _, j in dict.fromkeys(self.from_state)]
         for a in saved:                  # a saved transpose of a weight watches the weight
             while a is not None and id(a) not in owners:
                 a = getattr(a, "base", None)
@@ -124,7 +154,8 @@ class CompiledGrad:
                  for kind, j in self.split.leaves if kind == "state"}
         every = None if any(kind == "arg" for kind, _ in self.split.leaves) else \
             tuple(state[j] for _, j in self.split.leaves)
-        self._held = (tensors, state, every, [tensors[j] for j in self._watched_state])
+        watched = [tensors[j] for j in self._watched_state]
+        self._held = (tensors, state, every, watched, [t._vc for t in watched])
         return self._held
 
     def run_backward(self, ctx: "_Ctx", gs: list[Any]) -> list[Tensor]:
@@ -138,10 +169,17 @@ class CompiledGrad:
         grads = []
         for k, t in zip(self.split.grad_outputs, self._grad_types):
             grads.append(_grad_array(gs[k], t, k))
-        unit, ctx.unit = ctx.unit, None      # handed out once: .grad may take the arrays
-        if unit is not None and grads[0] == 1:
-            return [Tensor._make(r) for r in unit]
-        res = self.backward([*ctx.saved, *grads])
+        unit = ctx.unit
+        if unit and grads[0] == 1:
+            res = list(unit)
+            unit.clear()                      # handed out once: .grad may take the arrays
+            return [Tensor._make(r) for r in res]
+        saved = ctx.saved
+        if self.from_state:
+            saved = list(saved)
+            for p, j in self.from_state:
+                saved.insert(p, ctx.tensors[j]._data)
+        res = self.backward([*saved, *grads])
         return [Tensor._make(r) for r in res]
 
 
@@ -152,23 +190,29 @@ def _edge(t: Tensor, name: str) -> tuple:
     return (t._grad_node(), t._output_nr)
 
 
-class _Ctx:
-    """What the node keeps between forward and backward (freed by ``Node.release``)."""
+class _Ctx(tuple):
+    """What the node keeps between forward and backward (freed by ``Node.release``): a
+    tuple, so that the call builds it in C. ``unit``: the gradients at a unit seed, a list
+    emptied when handed out, or None."""
 
-    __slots__ = ("plan", "saved", "watched", "versions", "out_meta", "fallback", "args",
-                 "tensors", "unit")
-
-    def __init__(self, plan: CompiledGrad, saved: list[Any], watched: list[Tensor],
-                 versions: list[int], out_meta: list, fallback: Any, args: Sequence[Any],
-                 tensors: tuple, unit: list[Any] | None = None) -> None:
-        self.plan, self.saved, self.out_meta, self.unit = plan, saved, out_meta, unit
-        self.watched, self.versions = watched, versions
-        self.fallback, self.args, self.tensors = fallback, args, tensors
+    __slots__ = ()
+    plan = property(itemgetter(0))
+    saved = property(itemgetter(1))
+    watched = property(itemgetter(2))
+    versions = property(itemgetter(3))
+    out_meta = property(itemgetter(4))
+    fallback = property(itemgetter(5))
+    args = property(itemgetter(6))
+    tensors = property(itemgetter(7))
+    unit = property(itemgetter(8))
 
     @property
     def leaves(self) -> list[Tensor]:
         return [self.args[i] if kind == "arg" else self.tensors[i]
                 for kind, i in self.plan.split.leaves]
+
+
+_first = itemgetter(0)
 
 
 def _backward(ctx: _Ctx, g: Any) -> Sequence[Any]:

@@ -31,12 +31,12 @@ from collections import OrderedDict
 
 import numpy as np
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentError, DTypeError
 from scriptmod.ir.graph import Graph, Node, Prim, Value
-from scriptmod.ir.passes import inline_calls, propagate_shapes, run_pipeline
+from scriptmod.ir.passes import eliminate_dead_code, inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
 from scriptmod.ir.passes.shapes import ShapePropagationError, extra_handlers
 from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, ModuleType,
@@ -197,7 +197,7 @@ class Executor:
             return _run_with_grad(spec, head, args)
         st = self.__dict__.get("_state")
         state, tensors = (st.arrays, st.tensors()) if st is not None else ((), ())
-        out = plan(head, args, state, tensors, functools.partial(_run_with_grad, spec, head),
+        out = plan(head, state, tensors, functools.partial(_run_with_grad, spec, head), args,
                    profiled=bool(profiling.ACTIVE))
         self._install(spec, args, st)
         return out
@@ -251,12 +251,17 @@ class Executor:
         fwd = run_pipeline(split.forward, compile_passes)
         bwd = run_pipeline(split.backward, _grad_passes() + compile_passes)
         split.forward, split.backward = fwd, bwd
-        backward = Executable(bwd, ArrayOps(), name=f"{where}.backward", native=fused)
-        seeded = None
         if both is not None:
             split.seeded = run_pipeline(both, _grad_passes() + compile_passes)
-            seeded = self._executable(split.seeded, spec.key)
-        return CompiledGrad(split, self._executable(fwd, spec.key), backward, where, seeded)
+        from_state = _saved_from_state(split, lambda n: paths.get(_attr_path(n) or "")) \
+            if self.has_self else ()
+        seeded = None if split.seeded is None else self._executable(split.seeded, spec.key)
+
+        def compile(g: Graph, name: str) -> Executable:
+            if g is split.backward:
+                return Executable(g, ArrayOps(), name=name, native=fused)
+            return self._executable(g, spec.key)
+        return CompiledGrad(split, compile, where, seeded, from_state)
 
     def _install(self, spec: Specialization, args: Sequence[Any], slots: Any) -> None:
         """Make ``spec`` the fast path (built once per specialization and module state);
@@ -288,11 +293,14 @@ class Executor:
         state, tensors = slots.arrays, slots.tensors()
         fallback = functools.partial(_run_with_grad, spec, head)
         reads = spec.__dict__["_flag_reads"]
+        call = functools.partial(plan, head, state, tensors, fallback)
+        if not reads:
+            return (needs, call)
 
         def grad_call(args: Sequence[Any]) -> Any:
-            if reads and tuple(getattr(m, name) for m, name in reads) != flags:
+            if tuple(getattr(m, name) for m, name in reads) != flags:
                 return MISS                     # .train()/.eval() since: the full path
-            return plan(head, args, state, tensors, fallback)
+            return call(args)
         return (needs, grad_call)
 
     def _module_may_skip(self) -> bool:
@@ -687,6 +695,26 @@ def _arg_type(a: Any, declared: Type | None = None) -> Type | None:
 
 
 _UNBUILT = object()
+
+
+def _saved_from_state(split: Any, state_index: Callable[[Node], int | None]) -> tuple:
+    """The saved values that are module tensors (a ``prim::GetAttr`` the module state holds),
+    as (saved position, state index): the forward (and the unit-seed forward) stop returning
+    them, and the backward reads them from the module tensors its node holds. Removed from
+    the graphs in place."""
+    n = split.n_outputs
+    found = []
+    for p, v in enumerate(split.forward.outputs[n:]):
+        if v.node.kind == Prim.GET_ATTR and isinstance(v.type, TensorType):
+            j = state_index(v.node)
+            if j is not None:
+                found.append((p, j))
+    for g in (split.forward, split.seeded):
+        if g is not None and found:
+            for p, _ in reversed(found):
+                g.block.remove_output(n + p)
+            eliminate_dead_code(g)
+    return tuple(found)
 
 
 def _grad_passes() -> list[Any]:
