@@ -82,23 +82,35 @@ class CompiledGrad:
         self._watched_state: tuple = ()
         self._n_saved = len(self.split.backward.inputs) - len(self.split.grad_outputs) \
             - len(self.from_state)
+        self._plain: tuple | None = None   # the plain forward's program, once compiled
+
+    def _plain_program(self) -> tuple:
+        self._plain = self.forward.direct()
+        return self._plain
 
     def __call__(self, head: tuple, state: tuple, tensors: tuple, fallback: Any,
                  args: Sequence[Any], profiled: bool = False) -> Any:
         """Run the forward; return its outputs, with the backward node attached.
         ``fallback(args)`` runs the forward op by op (for ``create_graph=True``);
         ``profiled``: through the forward's profiled program (a profiler runs)."""
-        run, error = (self.seeded or self.forward).direct(profiled=True) if profiled \
-            else (self._run, self._error)
+        # the unit-seed forward while the module trains (an evaluation loss computed with
+        # grad enabled would pay for gradients it rarely takes)
+        seeded = self.seeded is not None and (not head or getattr(head[0], "training", True))
+        if profiled:
+            run, error = (self.seeded if seeded else self.forward).direct(profiled=True)
+        elif seeded or self.seeded is None:
+            run, error = self._run, self._error
+        else:
+            run, error = self._plain or self._plain_program()
         try:      # the executor checked the arguments: the program directly
             outs = run(*head, *[a._data if isinstance(a, Tensor) else a for a in args], state)
         except Exception as e:
             raise error(e) from None
         n = self.split.n_outputs
-        if self.seeded is None:
-            saved, unit = outs[n:], None
-        else:
+        if seeded:
             saved, unit = outs[n:n + self._n_saved], list(outs[n + self._n_saved:])
+        else:
+            saved, unit = outs[n:], None
         if n == 1:
             o = outs[0]
             out = Tensor._make(o) if type(o) is np.ndarray else wrap_tree(o)

@@ -236,3 +236,22 @@ def test_expand_losses_writes_mse_as_elementwise_ops_and_a_reduction() -> None:
         assert kinds[2:] == ([] if r == "none" else [f"sm::{r}"])
     half = expand_losses(parse(src.format(t="Half", o="Half()", r="mean")))
     assert [n.kind for n in half.nodes] == ["sm::mse_loss"]      # eager's rounding: one op
+
+
+def test_in_eval_mode_the_call_runs_the_plain_forward() -> None:
+    """A loss computed with grad enabled in eval mode (a validation loss without no_grad)
+    does not pay for the gradients; its backward, if any, runs the backward graph."""
+    model, eager, traced, x, t = _setup()
+    plan = _plan(traced, x, t)
+    eager.eval(), traced.eval()
+    eager(x, t).backward()
+    want = _grads(model)
+    loss = traced(x, t)
+    np.testing.assert_allclose(loss.item(), eager(x, t).item(), rtol=1e-9)
+    loss.backward()
+    _assert_grads(_grads(model), want)
+    assert plan.backward.calls == 1
+    traced.train()
+    traced(x, t).backward()
+    _assert_grads(_grads(model), want)
+    assert plan.backward.calls == 1
