@@ -255,3 +255,26 @@ def test_in_eval_mode_the_call_runs_the_plain_forward() -> None:
     traced(x, t).backward()
     _assert_grads(_grads(model), want)
     assert plan.backward.calls == 1
+
+
+def test_cross_entropy_traced_with_the_model() -> None:
+    sm.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 5)).double()
+
+    class CE(nn.Module):
+        def __init__(self, m: nn.Module) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, x: sm.Tensor, y: sm.Tensor) -> sm.Tensor:
+            return F.cross_entropy(self.m(x), y, label_smoothing=0.1)
+    x, y = sm.randn(6, 8, dtype=sm.float64), sm.tensor([0, 1, 2, 3, 4, 0])
+    eager = CE(model)
+    traced = sm.jit.trace(eager, (x, y))
+    plan = _plan(traced, x, y)
+    assert plan.seeded is not None
+    eager(x, y).backward()
+    want = _grads(model)
+    traced(x, y).backward()
+    _assert_grads(_grads(model), want)
+    assert plan.backward.calls == 0
