@@ -278,3 +278,29 @@ def test_cross_entropy_traced_with_the_model() -> None:
     traced(x, y).backward()
     _assert_grads(_grads(model), want)
     assert plan.backward.calls == 0
+
+
+def test_training_steps_through_the_unit_seed_hold_rss_flat() -> None:
+    import gc
+    import sys
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc/self/statm")
+
+    def rss_mib() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096 / 2 ** 20
+    model, eager, traced, x, t = _setup(sm.float32, batch=64)
+    opt = sm.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        traced(x, t).backward()
+        opt.step()
+    for _ in range(200):
+        step()
+    gc.collect()
+    before = rss_mib()
+    for _ in range(1000):
+        step()
+    gc.collect()
+    assert rss_mib() - before < 2.0
