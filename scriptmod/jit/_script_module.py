@@ -233,7 +233,18 @@ class ScriptModule(Module):
             'grad_0'
         """
         return self.executor("forward").grad_plan_for(
-            self._graph_args("forward", inputs)).backward.graph
+            self._graph_args("forward", inputs)).split.backward
+
+    def training_graph_for(self, *inputs: Any) -> Graph:
+        """The forward a grad-enabled call of ``forward`` with ``inputs`` runs while the
+        module trains, with its fusion groups. When the only output that needs a gradient is
+        a float scalar (a loss), it is the forward and the backward at seed 1 as one graph:
+        its outputs are the forward's, the saved values, then one gradient per argument or
+        module tensor that requires grad (what ``loss.backward()`` receives); otherwise the
+        forward that also returns the values its backward saves. Raises ``RuntimeError``
+        with the reason when that call's gradient runs op by op."""
+        split = self.executor("forward").grad_plan_for(self._graph_args("forward", inputs)).split
+        return split.seeded if split.seeded is not None else split.forward
 
     def executable_for(self, *inputs: Any) -> Any:
         """The ``runtime.executable.Executable`` that runs ``forward`` for ``inputs``."""

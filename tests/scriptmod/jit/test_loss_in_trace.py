@@ -304,3 +304,14 @@ def test_training_steps_through_the_unit_seed_hold_rss_flat() -> None:
         step()
     gc.collect()
     assert rss_mib() - before < 2.0
+
+
+def test_training_graph_for_shows_what_a_training_call_runs() -> None:
+    model, eager, traced, x, t = _setup()
+    g = traced.training_graph_for(x, t)
+    n_leaves = len(list(model.parameters()))
+    assert len(g.outputs) >= 1 + n_leaves          # the loss, saved values, the gradients
+    assert g is traced.executor("forward").grad_plan_for((x, t)).split.seeded
+    plain = sm.jit.trace(model, x)
+    assert plain.training_graph_for(x) is plain.executor("forward").grad_plan_for((x,)).split.forward
+    assert [v.debug_name for v in traced.backward_graph_for(x, t).inputs][-1] == "grad_0"
