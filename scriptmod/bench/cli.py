@@ -11,6 +11,7 @@ floors (W6 is scripted with ``jit.script``, the others traced).
     scriptmod bench --no-compile-time        # skip the two new-process startup runs
     scriptmod bench --background-load        # another process keeps one core busy meanwhile
     scriptmod bench --ray                    # W3 through Ray Data and Ray Serve (bench.ray_bench)
+    scriptmod bench --paired --workload T5   # fused and torch eager alternating in one process
 
 ``--threads N`` sets the threads of scriptmod's compiled kernels and of the BLAS NumPy
 loaded (matmuls, in every variant; through threadpoolctl, else the header says "unchanged").
@@ -99,6 +100,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="small sizes and few repetitions: a smoke test, not a measurement")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--paired", action="store_true",
+                   help="instead: scriptmod's fused variant and PyTorch eager alternating in "
+                   "rounds in one process (default workloads T2,T3,T5; needs torch; uses "
+                   "--workload, --threads, --repeat (rounds), --quick and --json; see "
+                   "scriptmod.bench.paired)")
     p.add_argument("--ray", action="store_true",
                    help="instead: W3 rows/s through Ray Data (1 and 2 actors) and Ray Serve "
                    "against a plain loop in this process (needs scriptmod[ray]; uses --quick "
@@ -134,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
     if args.ray:
         from scriptmod.bench import ray_bench
         return ray_bench.run(args)
+    if args.paired:
+        from scriptmod.bench import paired
+        return paired.run(args)
     from scriptmod.bench import report as rep
     from scriptmod.bench.runner import DeviceError, run_all
     try:
