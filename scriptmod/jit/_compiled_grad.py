@@ -185,14 +185,38 @@ class CompiledGrad:
         if unit and grads[0] == 1:
             res = list(unit)
             unit.clear()                      # handed out once: .grad may take the arrays
-            return [Tensor._make(r) for r in res]
+            return _owned(res, self._shared(self.split.seeded, len(res)))
         saved = ctx.saved
         if self.from_state:
             saved = list(saved)
             for p, j in self.from_state:
                 saved.insert(p, ctx.tensors[j]._data)
         res = self.backward([*saved, *grads])
-        return [Tensor._make(r) for r in res]
+        return _owned(res, self._shared(self.split.backward, len(res)))
+
+    def _shared(self, g: Any, n: int) -> tuple[bool, ...]:
+        """Which of ``g``'s last ``n`` outputs (gradients) may share memory with something
+        the program keeps or was given: a constant (a gradient folded at the unit seed), a
+        graph input, a module tensor, or a view of one. Those are copied before they
+        become ``.grad``, which the user may change in place (``clip_grad_norm_``)."""
+        key = id(g)
+        cache = self.__dict__.setdefault("_shared_of", {})
+        if key not in cache:
+            cache[key] = tuple(not _computes_fresh(v.node) for v in g.outputs[-n:])
+        return cache[key]
+
+
+def _computes_fresh(node: Any) -> bool:
+    """A fusion group's, or a non-view op's, output is a new array on every run."""
+    from scriptmod.ir import schema as S
+    from scriptmod.ir.graph import Prim
+    if node.kind == Prim.FUSION_GROUP:
+        return True
+    return node.is_op and node.op_name != "index" and not S.REGISTRY[node.op_name].has(S.VIEW)
+
+
+def _owned(arrays: Sequence[Any], shared: tuple[bool, ...]) -> list[Tensor]:
+    return [Tensor._make(np.array(a) if copy else a) for a, copy in zip(arrays, shared)]
 
 
 def _edge(t: Tensor, name: str) -> tuple:

@@ -315,3 +315,28 @@ def test_training_graph_for_shows_what_a_training_call_runs() -> None:
     plain = sm.jit.trace(model, x)
     assert plain.training_graph_for(x) is plain.executor("forward").grad_plan_for((x,)).split.forward
     assert [v.debug_name for v in traced.backward_graph_for(x, t).inputs][-1] == "grad_0"
+
+
+def test_gradients_folded_at_the_unit_seed_are_the_callers_own() -> None:
+    """At seed 1 a gradient can fold to a constant (d/dx of x.sum() is ones): ``.grad``
+    gets a writable array of its own, so scaling it in place (``clip_grad_norm_``) never
+    changes what the next call hands out."""
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(sm.randn(4))
+
+        def forward(self, x: sm.Tensor) -> sm.Tensor:
+            return x.sum() + self.w.sum() * 2
+
+    m, x = M(), sm.randn(3, 4).requires_grad_(True)
+    traced = sm.jit.trace(m, x)
+    assert traced.executor("forward").grad_plan_for((x,)).seeded is not None
+    for _ in range(3):
+        m.zero_grad(set_to_none=True)
+        x.grad = None
+        traced(x).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.ones((3, 4)))
+        np.testing.assert_array_equal(m.w.grad.numpy(), np.full(4, 2.0))
+        x.grad.mul_(0.5)
+        sm.nn.utils.clip_grad_norm_(m.parameters(), 0.1)
