@@ -18,6 +18,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scriptmod.ir import log as irlog
+from scriptmod.ir import schema as S
+from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.types import TensorType
 from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod.runtime.executable import Executable
@@ -55,7 +57,7 @@ class CompiledGrad:
             compile(split.forward, name)
         self._backward: Executable | None = None if seeded is not None else \
             compile(split.backward, f"{name}.backward")
-        self._post_init()
+        self._init_call_state()
 
     @property
     def forward(self) -> Executable:
@@ -73,7 +75,7 @@ class CompiledGrad:
     def backward(self, value: Executable) -> None:
         self._backward = value
 
-    def _post_init(self) -> None:
+    def _init_call_state(self) -> None:
         outs = self.split.backward.inputs[-len(self.split.grad_outputs):]
         self._grad_types = [v.type for v in outs]
         self._fixed: tuple | None = None   # (leaf metas, saved leaves), found on first call
@@ -83,6 +85,10 @@ class CompiledGrad:
         self._n_saved = len(self.split.backward.inputs) - len(self.split.grad_outputs) \
             - len(self.from_state)
         self._plain: tuple | None = None   # the plain forward's program, once compiled
+        n_leaves = len(self.split.leaves)      # the gradients that may need a copy
+        self._copy_backward = _shared_outputs(self.split.backward, n_leaves)
+        self._copy_unit = () if self.split.seeded is None else \
+            _shared_outputs(self.split.seeded, n_leaves)
 
     def _plain_program(self) -> tuple:
         self._plain = self.forward.direct()
@@ -185,34 +191,28 @@ class CompiledGrad:
         if unit and grads[0] == 1:
             res = list(unit)
             unit.clear()                      # handed out once: .grad may take the arrays
-            return _owned(res, self._shared(self.split.seeded, len(res)))
+            return _owned(res, self._copy_unit)
         saved = ctx.saved
         if self.from_state:
             saved = list(saved)
             for p, j in self.from_state:
                 saved.insert(p, ctx.tensors[j]._data)
         res = self.backward([*saved, *grads])
-        return _owned(res, self._shared(self.split.backward, len(res)))
-
-    def _shared(self, g: Any, n: int) -> tuple[bool, ...]:
-        """Which of ``g``'s last ``n`` outputs (gradients) may share memory with something
-        the program keeps or was given: a constant (a gradient folded at the unit seed), a
-        graph input, a module tensor, or a view of one. Those are copied before they
-        become ``.grad``, which the user may change in place (``clip_grad_norm_``)."""
-        key = id(g)
-        cache = self.__dict__.setdefault("_shared_of", {})
-        if key not in cache:
-            cache[key] = tuple(not _computes_fresh(v.node) for v in g.outputs[-n:])
-        return cache[key]
+        return _owned(res, self._copy_backward)
 
 
-def _computes_fresh(node: Any) -> bool:
-    """A fusion group's, or a non-view op's, output is a new array on every run."""
-    from scriptmod.ir import schema as S
-    from scriptmod.ir.graph import Prim
-    if node.kind == Prim.FUSION_GROUP:
-        return True
-    return node.is_op and node.op_name != "index" and not S.REGISTRY[node.op_name].has(S.VIEW)
+def _shared_outputs(g: Graph, n: int) -> tuple[bool, ...]:
+    """Which of ``g``'s last ``n`` outputs (gradients) may share memory with something the
+    program keeps or was given: a constant (a gradient folded at the unit seed: d/dx of
+    ``x.sum()`` is ones), a graph input, a module tensor, or a view of one. Those are copied
+    before they become ``.grad``, which the user may change in place (``clip_grad_norm_``);
+    a fusion group's or a non-view op's output is a new array on every run."""
+    def fresh(node: Any) -> bool:
+        if node.kind == Prim.FUSION_GROUP:
+            return True
+        return node.is_op and node.op_name != "index" and \
+            not S.REGISTRY[node.op_name].has(S.VIEW)
+    return tuple(not fresh(v.node) for v in g.outputs[len(g.outputs) - n:])
 
 
 def _owned(arrays: Sequence[Any], shared: tuple[bool, ...]) -> list[Tensor]:
