@@ -40,6 +40,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
+from scriptmod.ir.passes.effects import is_view
 from scriptmod.ir.types import TensorType
 from . import pycode, threads
 from .arrays import NP_DTYPE
@@ -547,10 +548,11 @@ class _Planner:
 
 def _is_view(node: Node) -> bool:
     """Ops whose result is a view of their first input (basic indexing too: its probe
-    decides whether this layout gives a view)."""
+    decides whether this layout gives a view; ``copy_`` returns its written input, which
+    native code holds already)."""
     if node.op_name == "index":
         return all(e[0] != "tensor" for e in node.attrs["spec"])
-    return S.REGISTRY[node.op_name].has(S.VIEW) and node.op_name != "copy_"
+    return is_view(node) and node.op_name != "copy_"
 
 
 def _view_layout(node: Node, src: Layout) -> Layout | str:

@@ -32,6 +32,15 @@ _LIST_WRITERS = frozenset({"sm::list_set", "sm::list_append", "sm::dict_set", "s
                            Prim.IF})
 
 
+def is_view(node: Node) -> bool:
+    """An op whose output may share storage with its first input (flagged ``VIEW``: views,
+    and ops that return their written input)."""
+    if not node.is_op:
+        return False
+    schema = S.REGISTRY.get(node.op_name)
+    return schema is not None and schema.has(S.VIEW)
+
+
 def is_pure(node: Node) -> bool:
     """A function of its inputs and attributes only: safe to merge with an equal node. A
     ``prim::ListConstruct`` whose list may be changed is not: two equal literals are two

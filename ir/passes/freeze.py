@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Collection
 
-from .. import schema as S
 from ..builder import Builder
 from ..graph import Graph, Node, Prim, Value, known_value
 from ..printer import is_payload
 from ..types import ModuleType
 from .dce import eliminate_dead_code
+from .effects import is_view
 
 KEEP: Any = object()      # what ``read`` returns for an attribute that stays an attribute
 
@@ -55,14 +55,9 @@ def written_paths(graph: Graph) -> set[str]:
 
 def _base(v: Value) -> Value:
     """The value whose storage ``v`` views (a write into ``buf[0]`` writes ``buf``)."""
-    while v.node.is_op and _is_view(v.node):
+    while is_view(v.node):
         v = v.node.inputs[0]
     return v
-
-
-def _is_view(node: Node) -> bool:
-    schema = S.REGISTRY.get(node.op_name)
-    return schema is not None and schema.has(S.VIEW)
 
 
 def freeze_attributes(graph: Graph, read: Callable[[str], Any],

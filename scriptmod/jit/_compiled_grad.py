@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scriptmod.ir import log as irlog
-from scriptmod.ir import schema as S
 from scriptmod.ir.graph import Graph, Prim
+from scriptmod.ir.passes.effects import is_view
 from scriptmod.ir.types import TensorType
 from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod.runtime.executable import Executable
@@ -208,10 +208,8 @@ def _shared_outputs(g: Graph, n: int) -> tuple[bool, ...]:
     before they become ``.grad``, which the user may change in place (``clip_grad_norm_``);
     a fusion group's or a non-view op's output is a new array on every run."""
     def fresh(node: Any) -> bool:
-        if node.kind == Prim.FUSION_GROUP:
-            return True
-        return node.is_op and node.op_name != "index" and \
-            not S.REGISTRY[node.op_name].has(S.VIEW)
+        return node.kind == Prim.FUSION_GROUP or (
+            node.is_op and not is_view(node) and node.op_name != "index")   # x[0]: a view
     return tuple(not fresh(v.node) for v in g.outputs[len(g.outputs) - n:])
 
 

@@ -224,8 +224,7 @@ class Executor:
         if any(isinstance(a, Tensor) and a._device_str() != "cpu" for a in args):
             return OpByOp("the compiled backward runs on the CPU only")
         g = self._optimized(args, spec.key[3], fuse=False)
-        slots = self.__dict__.get("_state")
-        paths = slots.index if slots is not None else {}
+        state_index = self._state_index()
         skip = 1 if self.has_self else 0
 
         def leaf_key(v: Value) -> tuple[str, int] | None:
@@ -233,7 +232,7 @@ class Executor:
                 i = v.index - skip
                 a = args[i] if 0 <= i < len(args) else None
                 return ("arg", i) if isinstance(a, Tensor) and a.requires_grad else None
-            j = paths.get(_attr_path(v.node) or "")
+            j = state_index(v.node)
             return ("state", j) if j is not None and needs[j] else None
         def flag(v: Value) -> bool | None:
             value = getattr(submodule_of_value(self.owner, v.node.inputs[0]), v.node.attrs["name"])
@@ -252,9 +251,11 @@ class Executor:
         bwd = run_pipeline(split.backward, _grad_passes() + compile_passes)
         split.forward, split.backward = fwd, bwd
         if both is not None:
-            split.seeded = run_pipeline(both, _grad_passes() + compile_passes)
-        from_state = _saved_from_state(split, lambda n: paths.get(_attr_path(n) or "")) \
-            if self.has_self else ()
+            # losses expanded first, so that CSE merges the forward's (x - t) with the
+            # backward's
+            split.seeded = run_pipeline(both, ["expand_losses"] + _grad_passes() +
+                                        compile_passes)
+        from_state = _saved_from_state(split, state_index) if self.has_self else ()
         seeded = None if split.seeded is None else self._executable(split.seeded, spec.key)
 
         def compile(g: Graph, name: str) -> Executable:
@@ -422,16 +423,22 @@ class Executor:
 
     def _executable(self, graph: Graph, key: tuple) -> Executable:
         """Build the specialization's ``Executable``, handing in the module callbacks."""
+        state_index = self._state_index()
+        ops = ArrayOps(get_attr=_array_attr, set_attr=_array_set_attr, call_method=_raw_call)
+        return Executable(graph, ops, grad_ops=TensorOps(), name=f"{self.module.original_name}."
+                          f"{self.method}", state_index=state_index if self.has_self else None,
+                          state=self._state_arrays(), native=key[1] == "fused")
+
+    def _state_index(self) -> Callable[[Node], int | None]:
+        """A module tensor's position in the state tuple, from the ``prim::GetAttr`` that
+        reads it (None for any other node)."""
         slots = self.__dict__.get("_state")
         paths = slots.index if slots is not None else {}
 
         def state_index(node: Node) -> int | None:
             path = _attr_path(node)
             return None if path is None else paths.get(path)
-        ops = ArrayOps(get_attr=_array_attr, set_attr=_array_set_attr, call_method=_raw_call)
-        return Executable(graph, ops, grad_ops=TensorOps(), name=f"{self.module.original_name}."
-                          f"{self.method}", state_index=state_index if self.has_self else None,
-                          state=self._state_arrays(), native=key[1] == "fused")
+        return state_index
 
     def _optimized(self, args: Sequence[Any], keep: tuple = (), fuse: bool = True,
                    symbolic: bool = False) -> Graph:

@@ -6,7 +6,6 @@ fresh compiles (``--long``: the README's 2,000 traces)."""
 from __future__ import annotations
 
 import gc
-import os
 import weakref
 from typing import Any
 
@@ -20,17 +19,13 @@ from scriptmod.ir import dtypes as D
 from scriptmod.jit import _executor
 from scriptmod.runtime import llvm_jit
 from scriptmod.runtime.kernel_cache import KernelCache
+from tests.rss import NEEDS_STATM, rss_mib
 
 F32 = D.float32
 
 
 def _spec(c: float) -> KernelSpec:
     return KernelSpec([InputSpec(F32)], [OpStep("add", (0, Imm(c, F32)), {}, F32)], [1], [F32])
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def test_kernel_cache_keeps_recent_and_live_kernels_only(tmp_path: Any) -> None:
@@ -109,7 +104,7 @@ def test_specializations_are_an_lru(monkeypatch: pytest.MonkeyPatch) -> None:
     assert executor.stats["specializations"] == built + 1
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads RSS from /proc")
+@NEEDS_STATM
 def test_calls_with_batch_sizes_1_to_64_do_not_grow_memory(request: pytest.FixtureRequest) -> None:
     """20,000 calls in CI; ``--long``: the README figure, 100,000 calls."""
     long = request.config.getoption("--long")
@@ -120,11 +115,11 @@ def test_calls_with_batch_sizes_1_to_64_do_not_grow_memory(request: pytest.Fixtu
         for i in range(1000):                    # every specialization built, pools filled
             traced(xs[i % 64])
         gc.collect()
-        before = _rss_mib()
+        before = rss_mib()
         for i in range(calls):
             traced(xs[i % 64])
     gc.collect()
-    grown = _rss_mib() - before
+    grown = rss_mib() - before
     if long:
         print(f"\nRSS over {calls:,} calls, batch sizes 1..64: {grown:+.2f} MiB")
     assert grown < 5.0
@@ -153,15 +148,15 @@ def _growth_per_compile(step: Any, n: int, compiles: Any, warm_up: int = WARM_UP
     for i in range(warm_up):
         step(-1 - i)
     gc.collect()
-    before, done = _rss_mib(), compiles()
+    before, done = rss_mib(), compiles()
     for i in range(n):
         step(i)
     gc.collect()
     assert compiles() - done == n, "each step must compile a new module"
-    return (_rss_mib() - before) * 1024 / n
+    return (rss_mib() - before) * 1024 / n
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads RSS from /proc")
+@NEEDS_STATM
 def test_fresh_traces_release_their_native_code(request: pytest.FixtureRequest,
                                                 monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Any) -> None:
@@ -183,7 +178,7 @@ def test_fresh_traces_release_their_native_code(request: pytest.FixtureRequest,
     assert per < KIB_PER_COMPILE
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads RSS from /proc")
+@NEEDS_STATM
 def test_segments_compiled_together_release_their_native_code(tmp_path: Any) -> None:
     """``compile_together`` (a specialization's units as one module): 120 fresh modules of
     two kernels each stay under the same bound per module."""

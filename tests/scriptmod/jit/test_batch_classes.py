@@ -15,6 +15,7 @@ import scriptmod as sm
 from scriptmod import jit, nn
 from scriptmod.ir.errors import ShapeError
 from scriptmod.runtime import llvm_jit
+from tests.rss import NEEDS_STATM, rss_mib
 
 
 class Net(nn.Module):
@@ -161,14 +162,7 @@ def test_archives_keep_the_batch_class() -> None:
     gc.collect()
 
 
-def _rss_mib() -> float:
-    import os
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"),
-                    reason="reads RSS from /proc")
+@NEEDS_STATM
 def test_distinct_batch_sizes_keep_memory_flat(request: pytest.FixtureRequest) -> None:
     """The README figure (``--long``): 1,500 distinct batch sizes on one traced module; a
     CI-sized 300 by default. Each size is new, so nothing but the shared specialization and
@@ -180,11 +174,11 @@ def test_distinct_batch_sizes_keep_memory_flat(request: pytest.FixtureRequest) -
         for b in range(2, 40):                       # the shared specialization, warm
             traced(sm.randn(b, 16))
         gc.collect()
-        before = _rss_mib()
+        before = rss_mib()
         for b in range(40, 40 + n):
             traced(sm.randn(b, 16))
     gc.collect()
-    grown = _rss_mib() - before
+    grown = rss_mib() - before
     if request.config.getoption("--long"):
         print(f"\n{n} distinct batch sizes: {ex.stats['specializations']} specializations, "
               f"RSS {grown:+.1f} MiB")

@@ -5,7 +5,6 @@ features (hooks, retain_graph, accumulation, partial requires_grad, inputs that 
 double backward) behave as in eager; the backward graph verifies and round-trips."""
 from __future__ import annotations
 
-import gc
 import sys
 import warnings
 
@@ -18,6 +17,7 @@ from scriptmod.autograd import gradcheck
 from scriptmod.bench.workloads import WORKLOADS
 from scriptmod.ir.parser import parse
 from scriptmod.ir.verify import verify
+from tests.rss import NEEDS_STATM, assert_rss_flat
 
 sys.path.insert(1, __file__.rsplit("/jit/", 1)[0])    # tests/scriptmod: the op table
 import op_cases as OC  # noqa: E402
@@ -273,12 +273,7 @@ def test_recomputation_saves_only_the_gemm_output() -> None:
     assert plan.split.saved_bytes_unpruned > 3 * plan.split.saved_bytes
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096 / 2 ** 20
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@NEEDS_STATM
 def test_training_steps_hold_rss_flat() -> None:
     model = _mlp()
     x, t = sm.randn(64, 6), sm.randn(64, 3)
@@ -289,14 +284,7 @@ def test_training_steps_hold_rss_flat() -> None:
         opt.zero_grad()
         ((traced(x) - t) ** 2).mean().backward()
         opt.step()
-    for _ in range(200):
-        step()
-    gc.collect()
-    before = _rss_mib()
-    for _ in range(1000):
-        step()
-    gc.collect()
-    assert _rss_mib() - before < 2.0
+    assert_rss_flat(step)
 
 
 def test_dropout_saves_its_mask_and_matches_eager_draw_for_draw() -> None:

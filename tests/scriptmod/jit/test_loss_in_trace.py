@@ -14,6 +14,7 @@ import scriptmod.nn.functional as F
 from scriptmod import nn
 from scriptmod.ir.parser import parse
 from scriptmod.ir.passes import expand_losses
+from tests.rss import NEEDS_STATM, assert_rss_flat
 
 COMPILED = "CompiledFunctionBackward0"
 
@@ -59,6 +60,14 @@ def _assert_grads(got: dict, want: dict, rtol: float = 1e-9, scale: float = 1.0)
         if want[n] is not None:
             np.testing.assert_allclose(got[n], want[n] * scale, rtol=rtol, atol=rtol * 1e-3,
                                        err_msg=n)
+
+
+def _assert_same_gradients(model: nn.Module, eager, traced, *args) -> None:
+    """One backward of ``eager(*args)`` and one of ``traced(*args)`` give equal gradients."""
+    eager(*args).backward()
+    want = _grads(model)
+    traced(*args).backward()
+    _assert_grads(_grads(model), want)
 
 
 class _Counted:
@@ -217,10 +226,7 @@ def test_unfused_calls_run_the_backward_graph() -> None:
         traced = sm.jit.trace(eager, (x, t))
         plan = _plan(traced, x, t)
         assert plan.seeded is None
-        eager(x, t).backward()
-        want = _grads(model)
-        traced(x, t).backward()
-    _assert_grads(_grads(model), want)
+        _assert_same_gradients(model, eager, traced, x, t)
     assert plan.backward.calls == 1
 
 
@@ -273,22 +279,12 @@ def test_cross_entropy_traced_with_the_model() -> None:
     traced = sm.jit.trace(eager, (x, y))
     plan = _plan(traced, x, y)
     assert plan.seeded is not None
-    eager(x, y).backward()
-    want = _grads(model)
-    traced(x, y).backward()
-    _assert_grads(_grads(model), want)
+    _assert_same_gradients(model, eager, traced, x, y)
     assert plan.backward.calls == 0
 
 
+@NEEDS_STATM
 def test_training_steps_through_the_unit_seed_hold_rss_flat() -> None:
-    import gc
-    import sys
-    if not sys.platform.startswith("linux"):
-        pytest.skip("reads /proc/self/statm")
-
-    def rss_mib() -> float:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096 / 2 ** 20
     model, eager, traced, x, t = _setup(sm.float32, batch=64)
     opt = sm.optim.AdamW(model.parameters(), lr=1e-3)
 
@@ -296,14 +292,7 @@ def test_training_steps_through_the_unit_seed_hold_rss_flat() -> None:
         opt.zero_grad(set_to_none=True)
         traced(x, t).backward()
         opt.step()
-    for _ in range(200):
-        step()
-    gc.collect()
-    before = rss_mib()
-    for _ in range(1000):
-        step()
-    gc.collect()
-    assert rss_mib() - before < 2.0
+    assert_rss_flat(step)
 
 
 def test_training_graph_for_shows_what_a_training_call_runs() -> None:
