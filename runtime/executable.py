@@ -568,7 +568,11 @@ def _op_step(node: Node) -> Step:
             return lambda a: fn(np, *a, **attrs)             # noqa: E731
         return lambda a: fn(np, *a)                          # noqa: E731
     dt = _direct_dtype(node, schema)
-    if dt is None:
+    out = node.outputs[0].type
+    if name == "attention" and isinstance(out, TensorType) and out.dtype is D.float32 \
+            and out.device == "cpu":
+        step = _attention_step(attrs["scale"])
+    elif dt is None:
         step: Step = lambda a: run_kernel(name, a, attrs)   # noqa: E731
     elif name == "matmul" and not attrs and _plain_matmul(node, dt):
         # the guards already proved what ``_matmul`` checks; a stack times a float matrix
@@ -586,6 +590,19 @@ def _op_step(node: Node) -> Step:
                 out = np.asarray(out, dtype=want)
             return out
     return _memo_view(step) if _memoizable(node) else step
+
+
+def _attention_step(scale: float) -> Step:
+    """The fused attention kernel (``runtime.attention``) for the arrays it takes; the
+    reference kernel (the unfused chain) for the rest (broadcast batch dims, rank > 4)."""
+    from .attention import attention, supported
+    ref = KERNELS["attention"]
+
+    def step(a: list) -> Any:
+        if supported(*a):
+            return attention(*a, scale)
+        return ref(np, *a, scale=scale)
+    return step
 
 
 def _basic_index(spec: Sequence[tuple]) -> Callable[..., Any] | None:

@@ -68,6 +68,34 @@ def _embedding(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape 
 
 
 op("matmul(Tensor self, Tensor other) -> Tensor", R.matmul_dtype, _matmul, ANY_RANK, UPCAST)
+
+
+def _attention_dtype(ops: Sequence[Any], attrs: dict) -> D.DType:
+    q, k, v = (o[0] for o in ops[:3])
+    if not q is k is v or q.category != D.FLOAT:
+        raise DTypeError(f"attention: query, key and value must have one floating dtype, got "
+                         f"{q.name}, {k.name} and {v.name}")
+    mask = ops[3][0] if len(ops) > 3 and R.is_tensor(ops[3]) else None
+    if mask is not None and mask is not q:
+        raise DTypeError(f"attention: mask must have the query's dtype {q.name}, got "
+                         f"{mask.name}")
+    return q
+
+
+def _attention(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    q, k, v = (o[1] for o in ops[:3])
+    if k is not None and len(k) < 2:
+        raise ShapeError(f"attention: key needs at least 2 dims, got shape {tuple(k)}")
+    kt = None if k is None else tuple(k[:-2]) + (k[-1], k[-2])
+    return matmul_shape(matmul_shape(q, kt), v)
+
+
+# ``softmax(query @ key.transpose(-2, -1) * scale + mask) @ value`` (matmul's broadcasting;
+# ``mask`` additive, of the scores' dtype, broadcasting to the scores without widening them).
+# Eager never emits it: ``fuse_attention`` writes the unfused chain of a traced graph as this
+# op, which runs as one native kernel on float32 CPU tensors (``runtime.attention``).
+op("attention(Tensor query, Tensor key, Tensor value, Tensor? mask, *, float scale=1.0) -> Tensor",
+   _attention_dtype, _attention, ANY_RANK)
 op("conv2d(Tensor input, Tensor weight, Tensor? bias, *, int[] stride=(1, 1), int[] padding=(0, 0), "
    "int[] dilation=(1, 1), int groups=1) -> Tensor", R.conv_dtype, _conv2d, UPCAST)
 op("max_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "

@@ -25,6 +25,7 @@ from .fold import fold_constants
 from .fold_batchnorm import fold_batchnorm
 from .freeze import freeze_attributes
 from .fuse import fuse_elementwise
+from .fuse_attention import fuse_attention
 from .fuse_rows import fuse_rows
 from .inline import inline_calls
 from .licm import hoist_loop_invariants
@@ -36,5 +37,5 @@ from .split_reductions import split_reductions
 __all__ = ["canonicalize", "eliminate_common_subexpressions", "eliminate_dead_code",
            "fold_constants", "inline_calls", "propagate_shapes", "run_pipeline", "register_pass",
            "PASSES", "ShapePropagationError", "has_side_effects", "is_pure"]
-__all__ += ["fuse_elementwise", "fuse_rows", "hoist_loop_invariants", "split_reductions"]
+__all__ += ["fuse_attention", "fuse_elementwise", "fuse_rows", "hoist_loop_invariants", "split_reductions"]
 __all__ += ["expand_losses", "fold_batchnorm", "freeze_attributes", "remove_dropout"]

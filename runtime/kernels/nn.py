@@ -33,6 +33,17 @@ def _matmul(xp: Any, a: Any, b: Any) -> Any:
 _BLAS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+@kernel("attention")
+def _attention(xp: Any, q: Any, k: Any, v: Any, mask: Any = None, scale: float = 1.0) -> Any:
+    """The unfused chain the op stands for, op by op as eager runs it (the executor runs
+    float32 CPU arrays through ``runtime.attention``'s native kernel instead)."""
+    from .reduction import _softmax
+    scores = _matmul(xp, q, xp.swapaxes(k, -1, -2)) * xp.asarray(scale, dtype=q.dtype)
+    if mask is not None:
+        scores = scores + mask
+    return _matmul(xp, _softmax(xp, scores, -1), v)
+
+
 def matmul_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul(a, b)`` for a stacked ``a`` (rank >= 3) and a matrix ``b``, as few large
     BLAS calls as the layout of ``a`` allows (NumPy itself makes one GEMM per leading index:

@@ -417,6 +417,23 @@ def _op(name: str, *inputs: Any, **attrs: Any) -> Tensor:
     return dispatch(name, inputs, attrs)
 
 
+@derivative("attention", saves=(0, 1, 2, 3))
+def _attention(ctx: Any, g: Tensor) -> tuple:
+    """Recomputes the weights ``p`` from the saved inputs (the forward never keeps them):
+    ``ds = p * (dp - rowsum(dp * p))`` is softmax's derivative; the mask's gradient is
+    ``ds`` (the engine sums it over the dims the mask was broadcast along)."""
+    q, k, v, mask = ctx.inputs
+    s = ctx.attrs["scale"]
+    scores = q @ k.transpose(-2, -1) * s
+    if mask is not None:
+        scores = scores + mask
+    p = scores.softmax(-1)
+    gp = g @ v.transpose(-2, -1)
+    ds = p * (gp - (gp * p).sum(dim=-1, keepdim=True))
+    return (ds @ k * s, ds.transpose(-2, -1) @ q * s, p.transpose(-2, -1) @ g,
+            ds if mask is not None else None)
+
+
 @derivative("conv2d", saves=(0, 1))
 def _conv2d(ctx: Any, g: Tensor) -> tuple:
     """Through the registry's backward kernels (``conv2d_grad_input``/``_weight``), which

@@ -111,7 +111,7 @@ def compile_passes() -> list[Any]:
     """Passes run on each specialization after fold/canonicalize/CSE/DCE."""
     if not fusion_enabled():
         return []
-    return ["expand_losses", "split_reductions", ("fuse_rows", {"supported": _row_fusible}),
+    return ["fuse_attention", "expand_losses", "split_reductions", ("fuse_rows", {"supported": _row_fusible}),
             ("fuse_elementwise", {"supported": _fusible})]
 
 

@@ -1034,6 +1034,32 @@ def _conv_samples(g: Gen) -> list[Sample]:
 case("conv2d", _conv_samples, _conv_ref, FLOATS)
 
 
+def _attention_ref(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+                   scale: float = 1.0) -> np.ndarray:
+    s = q @ np.swapaxes(k, -1, -2) * scale + (0 if mask is None else mask)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return p / p.sum(-1, keepdims=True) @ v
+
+
+def _attention_samples(g: Gen) -> list[Sample]:
+    masked = g.arr((3, 5), -1.0, 1.0)
+    if g.floating:
+        masked[1, 1:3] = -np.inf
+    return [Sample("heads", (g.arr((2, 2, 3, 4)), g.arr((2, 2, 5, 4)), g.arr((2, 2, 5, 3)), None),
+                   {"scale": 0.5}, g.grad_of(0, 1, 2)),
+            Sample("matrices", (g.arr((3, 4)), g.arr((5, 4)), g.arr((5, 2)), None), {},
+                   g.grad_of(0, 1, 2)),
+            Sample("mask", (g.arr((2, 3, 4)), g.arr((2, 5, 4)), g.arr((2, 5, 2)), masked),
+                   {"scale": 0.25}, g.grad_of(0, 1, 2)),
+            Sample("noncontig", (g.arr((3, 4), noncontig=True), g.arr((5, 4), noncontig=True),
+                                 g.arr((5, 3)), g.arr((1, 5))), {"scale": 2.0},
+                   g.grad_of(0, 1, 2, 3))]
+
+
+case("attention", _attention_samples, _attention_ref, ("float32", "float64"))
+
+
 def _pool_size(n: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
     span = n + 2 * p - d * (k - 1) - 1
     out = (-(-span // s) if ceil else span // s) + 1

@@ -1,0 +1,265 @@
+"""Fused float32 attention, ``softmax(Q Kᵀ · scale + mask) V``, as one LLVM function
+(AVX2 + FMA) that a pool thread calls on a range of work units.
+
+A unit is one block of ``RB`` query rows of one (batch, head) pair. For its pair a thread
+first packs K (transposed) and V into the microkernel's panel layout (``codegen.microkernel``;
+once per pair, not per block), then, per block:
+
+1. ``S = Q_blk Kᵀ`` into a ``RB x S_pad`` scratch (``RB * S_pad`` floats: in L2), by
+   ``MR x NR`` register tiles, Q's rows read in place;
+2. each row: ``x = S · scale + mask`` (lanes past the last key are ``-inf``), its max, then
+   ``e = exp(x - max)`` in place and ``1 / sum(e)``;
+3. ``O_blk = E V`` by tiles straight into the output rows (K blocked by ``KC``), then each
+   output row times its ``1 / sum`` (``Ev`` multiplies a row instead of ``S``).
+
+So the ``L x S`` score matrix of a head is never written to memory, and no BLAS call is
+made from the pool threads (BLAS's own threads would fight them). Rows whose scores are
+all ``-inf`` (fully masked) or hold a NaN come out NaN, as the unfused
+``softmax(...) @ v`` gives.
+
+The exported function (``runtime.attention.ATTENTION_TYPE``)::
+
+    void NAME(i64 lo, i64 hi, i64* p, float* q, float* k, float* v, float* mask,
+              float* o, float* ws, float scale)
+
+runs units ``[lo, hi)``; ``p`` holds the sizes and element strides (``PARAMS`` names them),
+``mask`` may be NULL, ``ws`` is the calling thread's workspace of ``workspace_floats(...)``
+floats, and Q's and O's last dims have unit stride.
+
+    >>> "llvm.fma.v8f32" in render_attention() and f'@"{NAME}"(' in render_attention()
+    True
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from scriptmod.ir import dtypes as D
+from . import vmath
+from .emitter import Num
+from .llvm_emit import I32, I64, PTR, for_range
+from .microkernel import (F32, LANES, MR, NR, VEC, ZERO, VectorEmitter, at, c64, carried_loop,
+                          dispatch, imin, intrinsic, splat, tiles)
+
+NAME = "attention_f32"
+KC = 256               # keys per K block of E V: a KC x NR panel of V (16 KiB) stays in L1
+PARAMS = ("H", "L", "S", "E", "Ev", "NB", "RB",
+          "qsb", "qsh", "qsl", "ksb", "ksh", "kss", "kse", "vsb", "vsh", "vss", "vse",
+          "msb", "msh", "msl", "mss", "osb", "osh", "osl")
+_P = {name: i for i, name in enumerate(PARAMS)}
+_VI64 = ir.VectorType(I64, LANES)
+_NEG_INF = float("-inf")
+
+
+def panels(n: int) -> int:
+    return -(-n // NR)
+
+
+def workspace_floats(S: int, E: int, Ev: int, RB: int) -> int:
+    """Floats of one thread's workspace: packed K, packed V, the score block, the 1/sums."""
+    return panels(S) * E * NR + panels(Ev) * S * NR + RB * panels(S) * NR + RB
+
+
+def render_attention() -> str:
+    """LLVM IR text of the attention module (see the module docstring)."""
+    module = ir.Module(name=NAME)
+    table = tiles(module, NAME)
+    fn = ir.Function(module, ir.FunctionType(
+        ir.VoidType(), [I64, I64, PTR, PTR, PTR, PTR, PTR, PTR, PTR, F32]), name=NAME)
+    fn.attributes.add("nounwind")
+    _Body(fn, table).build()
+    return str(module)
+
+
+class _Body:
+    def __init__(self, fn: ir.Function, table: dict[int, ir.Function]) -> None:
+        self.fn, self.table = fn, table
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def p(self, name: str) -> ir.Value:
+        b = self.b
+        return b.load(b.gep(self.params, [c64(_P[name])], source_etype=I64), typ=I64)
+
+    def build(self) -> None:
+        b = self.b
+        lo, hi, self.params, q, k, v, mask, o, ws, scale = self.fn.args
+        P = {name: self.p(name) for name in PARAMS}
+        self.P, self.scale = P, scale
+        ps = b.sdiv(b.add(P["S"], c64(NR - 1)), c64(NR))
+        pv = b.sdiv(b.add(P["Ev"], c64(NR - 1)), c64(NR))
+        self.spad = b.mul(ps, c64(NR))
+        kp = ws
+        vp = at(b, kp, b.mul(b.mul(ps, P["E"]), c64(NR)))
+        sb = at(b, vp, b.mul(b.mul(pv, P["S"]), c64(NR)))
+        inv = at(b, sb, b.mul(P["RB"], self.spad))
+        last = b.alloca(I64, name="packed_bh")
+        b.store(c64(-1), last)
+        with for_range(b, lo, hi, name="u", vectorize=False) as u:
+            bh = b.sdiv(u, P["NB"])
+            i0 = b.mul(b.srem(u, P["NB"]), P["RB"])
+            rb = imin(b, P["RB"], b.sub(P["L"], i0))
+            bi, hi_ = b.sdiv(bh, P["H"]), b.srem(bh, P["H"])
+
+            def base(ptr: ir.Value, sb_: str, sh: str) -> ir.Value:
+                return at(b, ptr, b.add(b.mul(bi, P[sb_]), b.mul(hi_, P[sh])))
+            kb, vb = base(k, "ksb", "ksh"), base(v, "vsb", "vsh")
+            with b.if_then(b.icmp_signed("!=", b.load(last, typ=I64), bh)):
+                self._pack_k(kb, kp, ps)
+                self._pack_v(vb, vp, pv)
+                b.store(bh, last)
+            qrow = at(b, base(q, "qsb", "qsh"), b.mul(i0, P["qsl"]))
+            orow = at(b, base(o, "osb", "osh"), b.mul(i0, P["osl"]))
+            self._scores(qrow, kp, sb, ps, rb)
+            has_mask = b.icmp_unsigned("!=", b.ptrtoint(mask, I64), ZERO)
+            mrow = at(b, base(mask, "msb", "msh"), b.mul(i0, P["msl"]))
+            with b.if_else(has_mask) as (masked, plain):
+                with masked:
+                    self._softmax_rows(sb, inv, rb, mrow)
+                with plain:
+                    self._softmax_rows(sb, inv, rb, None)
+            self._values(sb, vp, orow, pv, rb)
+            self._normalize(orow, inv, rb)
+        b.ret_void()
+
+    # ---- packing: once per (batch, head) -----------------------------------------------
+    def _pack_k(self, kb: ir.Value, kp: ir.Value, ps: ir.Value) -> None:
+        """``kp[(n // NR) * E + e][n % NR] = k[n, e]`` (0 past the last key): key ``n``'s row
+        is read once, along ``e``, and scattered at stride NR."""
+        b, P = self.b, self.P
+        with for_range(b, ZERO, b.mul(ps, c64(NR)), name="pk.n", vectorize=False) as n:
+            dst = at(b, kp, b.add(b.mul(b.mul(b.lshr(n, c64(4)), P["E"]), c64(NR)),
+                                  b.and_(n, c64(NR - 1))))
+            with b.if_else(b.icmp_signed("<", n, P["S"])) as (key, pad):
+                with key:
+                    src = at(b, kb, b.mul(n, P["kss"]))
+                    with for_range(b, ZERO, P["E"], name="pk.e", vectorize=False) as e:
+                        x = b.load(at(b, src, b.mul(e, P["kse"])), typ=F32)
+                        b.store(x, at(b, dst, b.mul(e, c64(NR))))
+                with pad:
+                    with for_range(b, ZERO, P["E"], name="pk.z", vectorize=False) as e:
+                        b.store(ir.Constant(F32, 0.0), at(b, dst, b.mul(e, c64(NR))))
+
+    def _pack_v(self, vb: ir.Value, vp: ir.Value, pv: ir.Value) -> None:
+        """``vp[(c // NR) * S + s][c % NR] = v[s, c]`` (0 past the last column): whole
+        panels as two 8-float copies when v's rows are unit-stride, the rest element-wise."""
+        b, P = self.b, self.P
+        unit = b.icmp_signed("==", P["vse"], c64(1))
+        full = b.select(unit, b.sdiv(P["Ev"], c64(NR)), ZERO)
+        with for_range(b, ZERO, P["S"], name="pv.s", vectorize=False) as s:
+            src = at(b, vb, b.mul(s, P["vss"]))
+            with for_range(b, ZERO, full, name="pv.f", vectorize=False) as p:
+                dst = at(b, vp, b.mul(b.add(b.mul(p, P["S"]), s), c64(NR)))
+                for h in range(NR // LANES):
+                    x = b.load(at(b, src, b.add(b.mul(p, c64(NR)), c64(LANES * h))),
+                               typ=VEC, align=4)
+                    b.store(x, at(b, dst, LANES * h), align=4)
+            with for_range(b, b.mul(full, c64(NR)), b.mul(pv, c64(NR)), name="pv.c",
+                           vectorize=False) as c:
+                panel = b.mul(b.add(b.mul(b.lshr(c, c64(4)), P["S"]), s), c64(NR))
+                ptr = at(b, vp, b.add(panel, b.and_(c, c64(NR - 1))))
+                with b.if_else(b.icmp_signed("<", c, P["Ev"])) as (col, pad):
+                    with col:
+                        b.store(b.load(at(b, src, b.mul(c, P["vse"])), typ=F32), ptr)
+                    with pad:
+                        b.store(ir.Constant(F32, 0.0), ptr)
+
+    # ---- the three stages of a block ----------------------------------------------------
+    def _slabs(self, rb: ir.Value, name: str):
+        b = self.b
+        return for_range(b, ZERO, b.sdiv(b.add(rb, c64(MR - 1)), c64(MR)), name=name,
+                         vectorize=False)
+
+    def _scores(self, qrow: ir.Value, kp: ir.Value, sb: ir.Value, ps: ir.Value,
+                rb: ir.Value) -> None:
+        """``sb[r, :] = q[r, :] @ Kᵀ`` (all NR columns of every panel: the scratch is padded)."""
+        b, P = self.b, self.P
+        with for_range(b, ZERO, ps, name="qk.p", vectorize=False) as p:
+            panel = at(b, kp, b.mul(b.mul(p, P["E"]), c64(NR)))
+            with self._slabs(rb, "qk.s") as s:
+                r = b.mul(s, c64(MR))
+                dispatch(b, imin(b, b.sub(rb, r), c64(MR)), self.table, [
+                    at(b, qrow, b.mul(r, P["qsl"])), P["qsl"], panel, P["E"],
+                    at(b, sb, b.add(b.mul(r, self.spad), b.mul(p, c64(NR)))), self.spad,
+                    c64(NR), ir.Constant(ir.IntType(1), 1)])
+
+    def _softmax_rows(self, sb: ir.Value, inv: ir.Value, rb: ir.Value,
+                      mrow: ir.Value | None) -> None:
+        """Each row of the block: scale, mask, max; exp in place; ``inv[r] = 1 / sum``."""
+        b, P = self.b, self.P
+        m = Num(VectorEmitter(b), D.float32)
+        neg_inf = ir.Constant(VEC, [_NEG_INF] * LANES)
+        iota = ir.Constant(_VI64, list(range(LANES)))
+        vscale = splat(b, self.scale)
+        vectors = b.sdiv(self.spad, c64(LANES))
+        with for_range(b, ZERO, rb, name="sm.r", vectorize=False) as r:
+            row = at(b, sb, b.mul(r, self.spad))
+            mr_ = None if mrow is None else at(b, mrow, b.mul(r, P["msl"]))
+
+            def first(t: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+                n = b.mul(t, c64(LANES))
+                ptr = at(b, row, n)
+                x = b.fmul(b.load(ptr, typ=VEC, align=4), vscale)
+                cols = b.add(splat_i64(b, n), iota)
+                if mr_ is not None:
+                    x = b.fadd(x, self._mask_vector(mr_, n))
+                x = b.select(b.icmp_signed("<", cols, splat_i64(b, P["S"])), x, neg_inf)
+                b.store(x, ptr, align=4)
+                return [b.select(b.fcmp_ordered(">", x, vals[0]), x, vals[0])]
+            _, (vmax,) = carried_loop(b, ZERO, vectors, 1, [neg_inf], first, "sm.max")
+            mx = splat(b, intrinsic(b, "llvm.vector.reduce.fmax.v8f32", F32, [vmax]))
+
+            def second(t: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+                ptr = at(b, row, b.mul(t, c64(LANES)))
+                e = vmath.exp(m, b.fsub(b.load(ptr, typ=VEC, align=4), mx))
+                b.store(e, ptr, align=4)
+                return [b.fadd(vals[0], e)]
+            zero = ir.Constant(VEC, [0.0] * LANES)
+            _, (vsum,) = carried_loop(b, ZERO, vectors, 1, [zero], second, "sm.sum")
+            total = intrinsic(b, "llvm.vector.reduce.fadd.v8f32", F32,
+                              [ir.Constant(F32, 0.0), vsum])
+            b.store(b.fdiv(ir.Constant(F32, 1.0), total), at(b, inv, r))
+
+    def _mask_vector(self, mrow: ir.Value, n: ir.Value) -> ir.Value:
+        """The mask's 8 values at columns ``n..n+7`` (any column stride; columns past the
+        last key read the last one, and the caller discards them)."""
+        b, P = self.b, self.P
+        last = b.sub(P["S"], c64(1))
+        vec = ir.Constant(VEC, ir.Undefined)
+        for j in range(LANES):
+            col = imin(b, b.add(n, c64(j)), last)
+            x = b.load(at(b, mrow, b.mul(col, P["mss"])), typ=F32)
+            vec = b.insert_element(vec, x, ir.Constant(I32, j))
+        return vec
+
+    def _values(self, sb: ir.Value, vp: ir.Value, orow: ir.Value, pv: ir.Value,
+                rb: ir.Value) -> None:
+        """``o[r, :] = e[r, :S] @ V`` (K blocked by KC: the first block stores, later add)."""
+        b, P = self.b, self.P
+        kblocks = b.sdiv(b.add(P["S"], c64(KC - 1)), c64(KC))
+        with for_range(b, ZERO, pv, name="pv.p", vectorize=False) as p:
+            nvalid = imin(b, c64(NR), b.sub(P["Ev"], b.mul(p, c64(NR))))
+            with for_range(b, ZERO, kblocks, name="pv.k", vectorize=False) as kb:
+                k0 = b.mul(kb, c64(KC))
+                kc = imin(b, c64(KC), b.sub(P["S"], k0))
+                panel = at(b, vp, b.mul(b.add(b.mul(p, P["S"]), k0), c64(NR)))
+                first = b.icmp_signed("==", kb, ZERO)
+                with self._slabs(rb, "pv.s") as s:
+                    r = b.mul(s, c64(MR))
+                    dispatch(b, imin(b, b.sub(rb, r), c64(MR)), self.table, [
+                        at(b, sb, b.add(b.mul(r, self.spad), k0)), self.spad, panel, kc,
+                        at(b, orow, b.add(b.mul(r, P["osl"]), b.mul(p, c64(NR)))), P["osl"],
+                        nvalid, first])
+
+    def _normalize(self, orow: ir.Value, inv: ir.Value, rb: ir.Value) -> None:
+        b, P = self.b, self.P
+        with for_range(b, ZERO, rb, name="nm.r", vectorize=False) as r:
+            s = b.load(at(b, inv, r), typ=F32)
+            row = at(b, orow, b.mul(r, P["osl"]))
+            with for_range(b, ZERO, P["Ev"], name="nm.c") as c:
+                ptr = at(b, row, c)
+                b.store(b.fmul(b.load(ptr, typ=F32), s), ptr)
+
+
+def splat_i64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    one = b.insert_element(ir.Constant(_VI64, ir.Undefined), x, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(_VI64, ir.Undefined),
+                            ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))

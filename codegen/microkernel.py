@@ -1,0 +1,239 @@
+"""A float32 register-tile GEMM microkernel (AVX2 + FMA) as LLVM IR, for native loop nests
+that multiply small matrices they own (``codegen.attention``: QKᵀ and PV per block of
+query rows, where calling BLAS per block from each pool thread would fight BLAS's own
+threads).
+
+One tile computes an ``mr x NR`` block of C (``mr`` in 1..MR) from ``mr`` rows of A, read
+in place (unit column stride, any row stride ``lda``), and a *packed* panel of B: ``kc``
+rows of ``NR`` consecutive floats (``B[k * NR + j]``), zero-padded past the last column.
+The ``mr * NR / 8`` sums stay in ymm registers over the whole k loop (unrolled by
+``UNROLL``); the tile then stores them, or adds them to C (``first`` false). A last,
+partial panel (``nvalid < NR`` columns of C) goes through an ``MR x NR`` tile on the stack,
+so the vector code is the same for every panel.
+
+    void NAME.tile{mr}(float* A, i64 lda, float* B, i64 kc, float* C, i64 ldc,
+                       i64 nvalid, i1 first)
+
+``tiles(module, prefix)`` adds the MR functions to a module; ``dispatch`` calls the one for
+a run-time row count. ``VectorEmitter`` runs ``vmath``'s branch-free formulas on whole
+``<8 x float>`` registers (the attention kernel's exp).
+
+The tile is the one measured on the ``wip/gemm-microkernel`` branch (issue 14): 72-81
+GFLOP/s per core in cache on this project's AVX2 guest, 5-10% behind OpenBLAS's kernel,
+which is why whole GEMMs still go to BLAS.
+
+    >>> m = ir.Module("t")
+    >>> sorted(tiles(m, "k"))
+    [1, 2, 3, 4, 5, 6]
+    >>> "llvm.fma.v8f32" in str(m)
+    True
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from llvmlite import ir
+
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import DType
+from .emitter import V
+from .llvm_emit import I1, I32, I64, PTR, _INTRINSIC, LLVMEmitter, _mangle, for_range, ll_type
+
+MR, NR, LANES = 6, 16, 8          # tile rows, panel width, floats per ymm register
+UNROLL = 4                        # k steps per iteration of a tile's main loop
+
+F32 = ir.FloatType()
+VEC = ir.VectorType(F32, LANES)
+ZERO = ir.Constant(I64, 0)
+
+
+def c64(n: int) -> ir.Constant:
+    return ir.Constant(I64, n)
+
+
+def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: Sequence[ir.Value]) -> ir.Value:
+    fn = b.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(ret, [a.type for a in args]), name=name)
+    return b.call(fn, list(args))
+
+
+def splat(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    one = b.insert_element(ir.Constant(VEC, ir.Undefined), x, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(VEC, ir.Undefined),
+                            ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+
+
+def at(b: ir.IRBuilder, ptr: ir.Value, offset: ir.Value | int) -> ir.Value:
+    """``ptr + offset`` floats."""
+    return b.gep(ptr, [c64(offset) if isinstance(offset, int) else offset], source_etype=F32)
+
+
+def imin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def carried_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int,
+                 init: list[ir.Value],
+                 body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+                 name: str) -> tuple[ir.Value, list[ir.Value]]:
+    """``for k in range(start, stop, step)`` (while ``k < stop``) carrying ``init`` through
+    ``body(k, values) -> values`` as phis (registers, not memory); returns the final ``k``
+    and values."""
+    pre = b.block
+    header = b.append_basic_block(f"{name}.header")
+    loop = b.append_basic_block(f"{name}.body")
+    end = b.append_basic_block(f"{name}.end")
+    b.branch(header)
+    b.position_at_end(header)
+    k = b.phi(I64, name=f"{name}.k")
+    k.add_incoming(start, pre)
+    phis = []
+    for v in init:
+        phi = b.phi(v.type)
+        phi.add_incoming(v, pre)
+        phis.append(phi)
+    b.cbranch(b.icmp_signed("<", k, stop), loop, end)
+    b.position_at_end(loop)
+    out = body(k, list(phis))
+    k.add_incoming(b.add(k, c64(step), flags=["nsw"]), b.block)
+    for phi, v in zip(phis, out):
+        phi.add_incoming(v, b.block)
+    b.branch(header)
+    b.position_at_end(end)
+    return k, list(phis)
+
+
+class _TileBuilder:
+    """``NAME.tile{mr}``: see the module docstring."""
+
+    def __init__(self, module: ir.Module, prefix: str, mr: int) -> None:
+        self.mr, self.nv = mr, NR // LANES
+        ftype = ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, I64, PTR, I64, I64, I1])
+        self.fn = ir.Function(module, ftype, name=f"{prefix}.tile{mr}")
+        self.fn.linkage = "internal"
+        for attr in ("nounwind", "noinline"):
+            self.fn.attributes.add(attr)
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+
+    def build(self) -> ir.Function:
+        b = self.b
+        a, lda, bp, kc, c, ldc, nvalid, first = self.fn.args
+        rows = [at(b, a, b.mul(lda, c64(r))) for r in range(self.mr)]
+        self.stack = b.alloca(F32, size=c64(MR * NR), name="tile")
+        accs = [ir.Constant(VEC, [0.0] * LANES)] * (self.mr * self.nv)
+        main = b.and_(kc, c64(-UNROLL))
+
+        def unrolled(k: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+            for u in range(UNROLL):
+                vals = self._step(rows, bp, b.add(k, c64(u)), vals)
+            return vals
+        k, accs = carried_loop(b, ZERO, main, UNROLL, accs, unrolled, "k4")
+        _, accs = carried_loop(b, k, kc, 1, accs,
+                               lambda k1, vals: self._step(rows, bp, k1, vals), "k1")
+        partial = b.icmp_signed("<", nvalid, c64(NR))
+        with b.if_then(partial, likely=False):
+            self._copy(c, ldc, self.stack, c64(NR), nvalid)
+        full = b.not_(partial)
+        dst = b.select(full, c, self.stack)
+        ld = b.select(full, ldc, c64(NR))
+        for r in range(self.mr):
+            row = at(b, dst, b.mul(ld, c64(r)))
+            for j in range(self.nv):
+                ptr = at(b, row, LANES * j)
+                v = accs[r * self.nv + j]
+                v = b.select(first, v, b.fadd(v, b.load(ptr, typ=VEC, align=4)))
+                b.store(v, ptr, align=4)
+        with b.if_then(partial, likely=False):
+            self._copy(self.stack, c64(NR), c, ldc, nvalid)
+        b.ret_void()
+        return self.fn
+
+    def _step(self, rows: list[ir.Value], bp: ir.Value, k: ir.Value,
+              accs: list[ir.Value]) -> list[ir.Value]:
+        """One k: NR/8 loads of the panel, one broadcast of A per row, an FMA per register."""
+        b = self.b
+        row_b = b.mul(k, c64(NR))
+        bv = [b.load(at(b, bp, b.add(row_b, c64(LANES * j))), typ=VEC, align=4)
+              for j in range(self.nv)]
+        out = []
+        for r, row in enumerate(rows):
+            av = splat(b, b.load(at(b, row, k), typ=F32, align=4))
+            out += [intrinsic(b, "llvm.fma.v8f32", VEC, [av, bv[j], accs[r * self.nv + j]])
+                    for j in range(self.nv)]
+        return out
+
+    def _copy(self, src: ir.Value, lds: ir.Value, dst: ir.Value, ldd: ir.Value,
+              cols: ir.Value) -> None:
+        """The tile's ``mr x cols`` elements from ``src`` to ``dst`` (row strides ``ld*``)."""
+        b = self.b
+        for r in range(self.mr):
+            rs = at(b, src, b.mul(lds, c64(r)))
+            rd = at(b, dst, b.mul(ldd, c64(r)))
+            with for_range(b, ZERO, cols, name=f"copy{r}", vectorize=False) as j:
+                b.store(b.load(at(b, rs, j), typ=F32, align=4), at(b, rd, j), align=4)
+
+
+def tiles(module: ir.Module, prefix: str) -> dict[int, ir.Function]:
+    """The tile functions for 1..MR rows, added to ``module`` (internal, named by ``prefix``)."""
+    return {mr: _TileBuilder(module, prefix, mr).build() for mr in range(1, MR + 1)}
+
+
+def dispatch(b: ir.IRBuilder, mr: ir.Value, table: dict[int, ir.Function],
+             args: list[ir.Value]) -> None:
+    """``table[mr](*args)``: the full tile by default, a switch for the last rows."""
+    done = b.append_basic_block("tile.done")
+    full = b.append_basic_block("tile.full")
+    switch = b.switch(mr, full)
+    for rows, fn in table.items():
+        if rows == MR:
+            continue
+        block = b.append_basic_block(f"tile.{rows}")
+        switch.add_case(ir.Constant(I64, rows), block)
+        b.position_at_end(block)
+        b.call(fn, args)
+        b.branch(done)
+    b.position_at_end(full)
+    b.call(table[MR], args)
+    b.branch(done)
+    b.position_at_end(done)
+
+
+class VectorEmitter(LLVMEmitter):
+    """``LLVMEmitter`` on ``<LANES x T>`` values: ``vmath``'s branch-free formulas, written
+    for scalars, emitted lane-wise on whole registers (constants are splats, intrinsics
+    take their vector forms; float/int conversions and bit casts only, as vmath's float32
+    exp uses)."""
+
+    def vector_type(self, dt: DType) -> ir.VectorType:
+        return ir.VectorType(ll_type(dt), LANES)
+
+    def const(self, value: bool | int | float, dt: DType) -> V:
+        return ir.Constant(self.vector_type(dt), [super().const(value, dt)] * LANES)
+
+    def call(self, fn: str, args: Sequence[V], dt: DType) -> V:
+        t = self.vector_type(dt)
+        return self._intrinsic(_INTRINSIC[fn], [t], t, list(args))
+
+    def _intrinsic(self, base: str, types: Sequence[ir.Type], ret: ir.Type,
+                   args: Sequence[ir.Value]) -> ir.Value:
+        name = f"llvm.{base}." + ".".join(
+            f"v{t.count}{_mangle(t.element)}" if isinstance(t, ir.VectorType) else _mangle(t)
+            for t in types)
+        return intrinsic(self.b, name, ret, args)
+
+    def bitcast(self, a: V, src: DType, dst: DType) -> V:
+        return self.b.bitcast(a, self.vector_type(dst))
+
+    def convert(self, a: V, src: DType, dst: DType, exact: bool = False) -> V:
+        if src.is_floating_point and dst in (D.int32, D.int64) and exact:
+            return self.b.fptosi(a, self.vector_type(dst))
+        if dst.is_floating_point and src in (D.int32, D.int64):
+            return self.b.sitofp(a, self.vector_type(dst))
+        raise NotImplementedError(f"VectorEmitter: convert {src.name} -> {dst.name}")
+
+    def ldexp(self, a: V, k: V, dt: DType) -> V | None:
+        return None                         # vmath's two exact power-of-two multiplies
+
+    def lrint(self, a: V, dt: DType) -> V | None:
+        return None

@@ -1,0 +1,128 @@
+"""Fused float32 attention on the CPU: ``softmax(q @ kᵀ * scale + mask) @ v`` in one
+native call per thread (``codegen.attention``), the score matrix never written to memory.
+
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = (rng.standard_normal((2, 3, 37, 16), dtype=np.float32) for _ in range(3))
+    >>> s = q @ k.swapaxes(-1, -2) * 0.25
+    >>> p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
+    >>> bool(np.allclose(attention(q, k, v, None, 0.25), p @ v, rtol=1e-5, atol=1e-6))
+    True
+
+``supported(q, k, v, mask)`` says whether the native kernel takes the arrays (float32
+NumPy arrays of rank 2 to 4, one leading shape, non-empty dims, a float32 mask that
+broadcasts to the scores); ``attention`` raises ``ValueError`` naming the argument
+otherwise. The executor's ``attention`` step (``runtime.executable``) checks it per call and
+runs the reference kernel when it says no.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from scriptmod.codegen.attention import NAME, PARAMS, render_attention, workspace_floats
+from scriptmod.codegen.microkernel import MR
+from . import threads as _threads
+from .llvm_jit import CompiledKernel, compile_cached
+
+ATTENTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                  *[ctypes.c_void_p] * 6, ctypes.c_float)
+RB = 8 * MR            # query rows per unit: a 48 x S score block stays in L2
+_UNIT = 64             # ``parallel_for`` chunks at multiples of 64: one unit = 64 indices
+MIN_THREAD_FLOPS = 1 << 21     # less work than this runs on the calling thread
+
+
+@lru_cache(maxsize=None)
+def kernel() -> tuple[Any, CompiledKernel]:
+    """The compiled kernel: its ctypes function and the ``CompiledKernel`` keeping it alive."""
+    k = compile_cached("attention f32\0" + NAME, render_attention, NAME)
+    return ATTENTION_TYPE(k.address), k
+
+
+def _as4(x: np.ndarray) -> np.ndarray:
+    return x.reshape((1,) * (4 - x.ndim) + x.shape) if x.ndim < 4 else x
+
+
+def supported(q: Any, k: Any, v: Any, mask: Any) -> bool:
+    """Whether ``attention`` takes these arrays (see the module docstring)."""
+    arrays = (q, k, v) if mask is None else (q, k, v, mask)
+    if not all(type(a) is np.ndarray and a.dtype == np.float32 for a in arrays):
+        return False
+    if not 2 <= q.ndim <= 4 or not q.ndim == k.ndim == v.ndim:
+        return False
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
+        return False
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or 0 in q.shape + k.shape + v.shape:
+        return False
+    if mask is not None:
+        scores = q.shape[:-1] + (k.shape[-2],)
+        if mask.ndim > len(scores) or any(m not in (1, s) for m, s in
+                                          zip(mask.shape[::-1], scores[::-1])):
+            return False
+    return all(s % 4 == 0 for a in arrays for s in a.strides)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+              scale: float, threads: int | None = None) -> np.ndarray:
+    """``softmax(q @ kᵀ * scale + mask) @ v`` over the last two dims; q ``(..., L, E)``,
+    k ``(..., S, E)``, v ``(..., S, Ev)``, one leading shape (up to two dims), ``mask``
+    None or broadcasting to ``(..., L, S)``. Returns a new C-contiguous ``(..., L, Ev)``
+    array. ``threads=1``: the calling thread only."""
+    if not supported(q, k, v, mask):
+        raise ValueError(
+            f"attention: expected float32 arrays q (..., L, E), k (..., S, E), v (..., S, Ev) "
+            f"of one leading shape, rank 2-4, no empty dim, and a float32 mask broadcasting to "
+            f"(..., L, S); got q {_desc(q)}, k {_desc(k)}, v {_desc(v)}, mask {_desc(mask)}")
+    if q.strides[-1] != 4:
+        q = np.ascontiguousarray(q)
+    L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+    out = np.empty(q.shape[:-1] + (Ev,), np.float32)
+    q4, k4, v4, o4 = (_as4(a) for a in (q, k, v, out))
+    B, H = q4.shape[:2]
+    m4 = None if mask is None else np.broadcast_to(mask, q4.shape[:-1] + (S,))
+    nb = -(-L // RB)
+    st = {}
+    for name, a in (("q", q4), ("k", k4), ("v", v4), ("m", m4), ("o", o4)):
+        strides = (0, 0, 0, 0) if a is None else tuple(s // 4 for s in a.strides)
+        st.update({f"{name}sb": strides[0], f"{name}sh": strides[1]})
+        st.update(dict(zip({"q": ("qsl",), "o": ("osl",), "k": ("kss", "kse"),
+                            "v": ("vss", "vse"), "m": ("msl", "mss")}[name], strides[2:])))
+    sizes = dict(H=H, L=L, S=S, E=E, Ev=Ev, NB=nb, RB=RB, **st)
+    params = np.array([sizes[p] for p in PARAMS], np.int64)
+    fn = kernel()[0]
+    pointers = (params.ctypes.data, q4.ctypes.data, k4.ctypes.data, v4.ctypes.data,
+                None if m4 is None else m4.ctypes.data, o4.ctypes.data)
+    floats = workspace_floats(S, E, Ev, RB)
+
+    def run(lo: int, hi: int) -> None:
+        fn(lo // _UNIT, hi // _UNIT, *pointers, _workspace(floats), scale)
+    units = B * H * nb
+    if threads == 1 or 2 * B * H * L * S * (E + Ev) < MIN_THREAD_FLOPS:
+        run(0, units * _UNIT)
+    else:
+        _threads.parallel_for(run, units * _UNIT, min_split=0)
+    return out
+
+
+_local = threading.local()
+
+
+def _workspace(floats: int) -> int:
+    """The address of this thread's workspace of at least ``floats`` floats, kept between
+    calls: a fresh one per call (hundreds of KiB at T = 512) would be new pages to fault in
+    every time."""
+    ws = getattr(_local, "ws", None)
+    if ws is None or ws.size < floats:
+        ws = _local.ws = np.empty(max(floats, 1 << 14), np.float32)
+    return ws.ctypes.data
+
+
+def _desc(a: Any) -> str:
+    if a is None:
+        return "None"
+    if isinstance(a, np.ndarray):
+        return f"{a.dtype} {tuple(a.shape)}"
+    return type(a).__name__
