@@ -9,6 +9,11 @@ The chain is what ``scaled_dot_product_attention`` and ``MultiheadAttention`` tr
     scores = add(scores, mask)                    # optional, either operand order
     out    = matmul(softmax(scores, dim=-1), v)
 
+Heads whose score matrix is at most ``SMALL_SCORES`` floats (128 x 128: 64 KiB, which
+stays in L2 between a batched GEMM and the row kernel) keep the unfused chain: there the
+batched GEMMs run near peak, and measured inside W5 the fused kernel lost ~4% to BLAS's
+worker threads, which spin for a while after each GEMM and take a core from the pool.
+
 Every intermediate must have no other use (a softmax that a backward saves, or that
 ``need_weights`` returns, stays as it is), the tensors must be float32 on the CPU, and the
 mask must not widen the scores (``add``'s result has the scores' shape). ``div`` by ``c``
@@ -16,19 +21,19 @@ becomes ``scale = 1 / c``. Run it before ``split_reductions`` and ``fuse_rows``,
 otherwise take the softmax into a row kernel.
 
     >>> from scriptmod.ir import parse
-    >>> g = parse('''graph(%q : Float(2, 4, 128, 64), %k : Float(2, 4, 128, 64), %v : Float(2, 4, 128, 64)):
-    ...   %kt : Float(2, 4, 64, 128) = sm::transpose[dim0=-2, dim1=-1](%k)
-    ...   %s : Float(2, 4, 128, 128) = sm::matmul(%q, %kt)
+    >>> g = parse('''graph(%q : Float(2, 4, 256, 64), %k : Float(2, 4, 256, 64), %v : Float(2, 4, 256, 64)):
+    ...   %kt : Float(2, 4, 64, 256) = sm::transpose[dim0=-2, dim1=-1](%k)
+    ...   %s : Float(2, 4, 256, 256) = sm::matmul(%q, %kt)
     ...   %c : float = prim::Constant[value=0.125]()
-    ...   %x : Float(2, 4, 128, 128) = sm::mul(%s, %c)
-    ...   %p : Float(2, 4, 128, 128) = sm::softmax[dim=-1](%x)
-    ...   %o : Float(2, 4, 128, 64) = sm::matmul(%p, %v)
+    ...   %x : Float(2, 4, 256, 256) = sm::mul(%s, %c)
+    ...   %p : Float(2, 4, 256, 256) = sm::softmax[dim=-1](%x)
+    ...   %o : Float(2, 4, 256, 64) = sm::matmul(%p, %v)
     ...   return (%o)
     ... ''')
     >>> print(fuse_attention(g), end="")
-    graph(%q : Float(2, 4, 128, 64), %k : Float(2, 4, 128, 64), %v : Float(2, 4, 128, 64)):
+    graph(%q : Float(2, 4, 256, 64), %k : Float(2, 4, 256, 64), %v : Float(2, 4, 256, 64)):
       %0 : NoneType = prim::Constant[value=None]()
-      %o : Float(2, 4, 128, 64) = sm::attention[scale=0.125](%q, %k, %v, %0)
+      %o : Float(2, 4, 256, 64) = sm::attention[scale=0.125](%q, %k, %v, %0)
       return (%o)
 """
 from __future__ import annotations
@@ -39,6 +44,9 @@ from ..graph import Graph, Node, Prim, Value
 from ..types import TensorType
 from .dce import eliminate_dead_code
 from .pipeline import register_pass
+
+
+SMALL_SCORES = 128 * 128
 
 
 def fuse_attention(graph: Graph) -> Graph:
@@ -87,6 +95,8 @@ def _match(out: Node) -> tuple[Value, Value, Value, Value | None, float] | None:
     x = soft.inputs[0]
     xs = _shape(x)
     if xs is None or _shape(v) is None or soft.attrs.get("dim") not in (-1, len(xs) - 1):
+        return None
+    if len(xs) < 2 or not all(type(d) is int for d in xs[-2:]) or xs[-2] * xs[-1] <= SMALL_SCORES:
         return None
     mask: Value | None = None
     if x.node.kind == "sm::add" and _only_use(x, soft) and len(x.node.inputs) == 2:

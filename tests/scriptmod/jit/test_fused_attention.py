@@ -137,15 +137,15 @@ def _ops(traced, *args) -> list[str]:
 @pytest.mark.parametrize("kind", ["plain", "causal", "float-mask", "bool-mask"])
 def test_sdpa_traces_to_one_attention_op_equal_to_eager(kind) -> None:
     sm.manual_seed(0)
-    q, k, v = (sm.randn(2, 3, 21, 16) for _ in range(3))
-    mask = sm.randn(21, 21)
+    q, k, v = (sm.randn(2, 3, 160, 16) for _ in range(3))
+    mask = sm.randn(160, 160)
     model = SDPA(kind)
     with sm.no_grad():
         traced = sm.jit.trace(model, (q, k, v, mask))
         ops = _ops(traced, q, k, v, mask)
         assert "attention" in ops and "softmax" not in ops and "matmul" not in ops
         for batch in (2, 5, 1):          # other batch sizes: eager's answer
-            args = [sm.randn(batch, 3, 21, 16) for _ in range(3)] + [mask]
+            args = [sm.randn(batch, 3, 160, 16) for _ in range(3)] + [mask]
             np.testing.assert_allclose(traced(*args).numpy(), model(*args).numpy(),
                                        rtol=1e-5, atol=2e-6)
 
@@ -162,7 +162,7 @@ def test_multihead_attention_block_fuses_and_equals_eager() -> None:
         def forward(self, x):
             return self.mha(x, x, x, need_weights=False)[0]
     model = Block().eval()
-    x = sm.randn(3, 40, 64)
+    x = sm.randn(3, 140, 64)
     with sm.no_grad():
         traced = sm.jit.trace(model, x)
         assert "attention" in _ops(traced, x) and "softmax" not in _ops(traced, x)
@@ -170,18 +170,18 @@ def test_multihead_attention_block_fuses_and_equals_eager() -> None:
 
 
 def test_what_the_pass_leaves_alone() -> None:
-    """Weights that are returned (need_weights), float64, and the fuser off keep the
-    unfused chain."""
+    """Weights that are returned (need_weights), float64, the fuser off and heads of at most
+    128 x 128 scores keep the unfused chain."""
     sm.manual_seed(2)
     mha = nn.MultiheadAttention(32, 2, batch_first=True).eval()
-    x = sm.randn(2, 9, 32)
+    x = sm.randn(2, 130, 32)
     with sm.no_grad():
         traced = sm.jit.trace(lambda t: mha(t, t, t, need_weights=True), x)
         assert "attention" not in _ops(traced, x)
         out, w = traced(x)
         ref, ref_w = mha(x, x, x, need_weights=True)
         np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=2e-6)
-        q64 = [sm.randn(2, 2, 9, 8, dtype=sm.float64) for _ in range(3)]
+        q64 = [sm.randn(2, 2, 130, 8, dtype=sm.float64) for _ in range(3)]
         traced64 = sm.jit.trace(lambda a, b, c: F.scaled_dot_product_attention(a, b, c),
                                 tuple(q64))
         assert "attention" not in _ops(traced64, *q64)
@@ -190,6 +190,11 @@ def test_what_the_pass_leaves_alone() -> None:
                                 tuple(q32))
         with sm.jit.fuser(False):
             assert "attention" not in _ops(traced32, *q32)
+        small = [sm.randn(2, 2, 128, 8) for _ in range(3)]
+        traced_small = sm.jit.trace(lambda a, b, c: F.scaled_dot_product_attention(a, b, c),
+                                    tuple(small))
+        assert "attention" not in _ops(traced_small, *small)
+        assert "attention" in _ops(traced32, *q32)
 
 
 def test_training_keeps_the_weights_for_backward_and_matches_eager() -> None:
@@ -205,7 +210,7 @@ def test_training_keeps_the_weights_for_backward_and_matches_eager() -> None:
 
         def forward(self, t):
             return self.mha(t, t, t, need_weights=False)[0].sum()
-    x = sm.randn(2, 10, 32)
+    x = sm.randn(2, 130, 32)
     traced = sm.jit.trace(Loss(), x)
     assert "attention" not in [n.op_name for n in traced.training_graph_for(x).nodes
                                if n.is_op]
