@@ -198,10 +198,10 @@ class _Body:
                 n = b.mul(t, c64(LANES))
                 ptr = at(b, row, n)
                 x = b.fmul(b.load(ptr, typ=VEC, align=4), vscale)
-                cols = b.add(splat_i64(b, n), iota)
+                cols = b.add(splat(b, n, _VI64), iota)
                 if mr_ is not None:
                     x = b.fadd(x, self._mask_vector(mr_, n))
-                x = b.select(b.icmp_signed("<", cols, splat_i64(b, P["S"])), x, neg_inf)
+                x = b.select(b.icmp_signed("<", cols, splat(b, P["S"], _VI64)), x, neg_inf)
                 b.store(x, ptr, align=4)
                 return [b.select(b.fcmp_ordered(">", x, vals[0]), x, vals[0])]
             _, (vmax,) = carried_loop(b, ZERO, vectors, 1, [neg_inf], first, "sm.max")
@@ -258,8 +258,3 @@ class _Body:
                 ptr = at(b, row, c)
                 b.store(b.fmul(b.load(ptr, typ=F32), s), ptr)
 
-
-def splat_i64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    one = b.insert_element(ir.Constant(_VI64, ir.Undefined), x, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(_VI64, ir.Undefined),
-                            ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))

@@ -58,10 +58,11 @@ def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: Sequence[ir.Value]
     return b.call(fn, list(args))
 
 
-def splat(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    one = b.insert_element(ir.Constant(VEC, ir.Undefined), x, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(VEC, ir.Undefined),
-                            ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+def splat(b: ir.IRBuilder, x: ir.Value, vtype: ir.VectorType = VEC) -> ir.Value:
+    """``x`` in every lane of a ``vtype`` register (float lanes by default)."""
+    one = b.insert_element(ir.Constant(vtype, ir.Undefined), x, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(vtype, ir.Undefined),
+                            ir.Constant(ir.VectorType(I32, vtype.count), [0] * vtype.count))
 
 
 def at(b: ir.IRBuilder, ptr: ir.Value, offset: ir.Value | int) -> ir.Value:

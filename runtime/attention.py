@@ -76,6 +76,13 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
             f"attention: expected float32 arrays q (..., L, E), k (..., S, E), v (..., S, Ev) "
             f"of one leading shape, rank 2-4, no empty dim, and a float32 mask broadcasting to "
             f"(..., L, S); got q {_desc(q)}, k {_desc(k)}, v {_desc(v)}, mask {_desc(mask)}")
+    return run_checked(q, k, v, mask, scale, threads)
+
+
+def run_checked(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+                scale: float, threads: int | None = None) -> np.ndarray:
+    """``attention`` for arrays ``supported`` has accepted (the executor's step checks once
+    per call and comes here)."""
     if q.strides[-1] != 4:
         q = np.ascontiguousarray(q)
     L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]

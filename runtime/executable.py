@@ -595,12 +595,12 @@ def _op_step(node: Node) -> Step:
 def _attention_step(scale: float) -> Step:
     """The fused attention kernel (``runtime.attention``) for the arrays it takes; the
     reference kernel (the unfused chain) for the rest (broadcast batch dims, rank > 4)."""
-    from .attention import attention, supported
+    from .attention import run_checked, supported
     ref = KERNELS["attention"]
 
     def step(a: list) -> Any:
         if supported(*a):
-            return attention(*a, scale)
+            return run_checked(*a, scale)
         return ref(np, *a, scale=scale)
     return step
 

@@ -208,16 +208,22 @@ def test_other_reductions(reduction: str) -> None:
     _assert_grads(results[1], results[0])
 
 
+def _eager_then_traced(model, eager, traced, x, t) -> dict:
+    """Eager's loss and gradients, then the traced call's: equal; returns eager's."""
+    eager(x, t).backward()
+    want = _grads(model)
+    loss = traced(x, t)
+    np.testing.assert_allclose(loss.item(), eager(x, t).item(), rtol=1e-9)
+    loss.backward()
+    _assert_grads(_grads(model), want)
+    return want
+
+
 def test_another_batch_size_gives_eagers_gradients() -> None:
     model, eager, traced, _, _ = _setup(batch=6)
     for batch in (6, 11, 1):
         x, t = sm.randn(batch, 8, dtype=sm.float64), sm.randn(batch, 4, dtype=sm.float64)
-        eager(x, t).backward()
-        want = _grads(model)
-        loss = traced(x, t)
-        np.testing.assert_allclose(loss.item(), eager(x, t).item(), rtol=1e-9)
-        loss.backward()
-        _assert_grads(_grads(model), want)
+        want = _eager_then_traced(model, eager, traced, x, t)
 
 
 def test_unfused_calls_run_the_backward_graph() -> None:
@@ -250,12 +256,7 @@ def test_in_eval_mode_the_call_runs_the_plain_forward() -> None:
     model, eager, traced, x, t = _setup()
     plan = _plan(traced, x, t)
     eager.eval(), traced.eval()
-    eager(x, t).backward()
-    want = _grads(model)
-    loss = traced(x, t)
-    np.testing.assert_allclose(loss.item(), eager(x, t).item(), rtol=1e-9)
-    loss.backward()
-    _assert_grads(_grads(model), want)
+    want = _eager_then_traced(model, eager, traced, x, t)
     assert plan.backward.calls == 1
     traced.train()
     traced(x, t).backward()
