@@ -54,7 +54,10 @@ _ONE, _ZERO = ir.Constant(I64, 1), ir.Constant(I64, 0)
 # float32, ns per element with 8 / 4 / 2 copies (each in a fresh process): tanh-GELU
 # 0.87 / 0.73 / 0.93, erf-GELU 1.01 / 0.89 / 0.97, sigmoid 0.58 / 0.50 / 0.58, tanh
 # 0.72 / 0.63 / 0.74, exp 0.49 / 0.45 / 0.45, W2's chain 1.94 / 1.87 / 2.34;
-# float64 no slower. Row kernels (``llvm_rows``) keep eight: their column loops hold fewer
+# float64 no slower. W1's chain (two row-broadcast vectors) is equal on one thread but was
+# 6-8% slower on two (12.0-12.6 -> 12.8-13.7 ms, three pairs); W2 and T2 gained 10-20%,
+# W3, W5 and T5 a few percent in most pairs.
+# Row kernels (``llvm_rows``) keep eight: their column loops hold fewer
 # values per element, and a training step's fused loss-and-backward row kernel (T2) took
 # 8.1 ms with eight against 10.0 ms with four.
 LONG_OPS = S.ops_with(S.LONG)
