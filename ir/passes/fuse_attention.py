@@ -11,8 +11,8 @@ The chain is what ``scaled_dot_product_attention`` and ``MultiheadAttention`` tr
 
 Heads whose score matrix is at most ``SMALL_SCORES`` floats (128 x 128: 64 KiB, which
 stays in L2 between a batched GEMM and the row kernel) keep the unfused chain: there the
-batched GEMMs run near peak, and measured inside W5 the fused kernel lost ~4% to BLAS's
-worker threads, which spin for a while after each GEMM and take a core from the pool.
+batched GEMMs run near peak, and measured inside W5 the fused kernel was 1-4% slower (also
+with OpenBLAS's post-GEMM spinning cut short, so that is not the cause).
 
 Every intermediate must have no other use (a softmax that a backward saves, or that
 ``need_weights`` returns, stays as it is), the tensors must be float32 on the CPU, and the
