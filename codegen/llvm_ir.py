@@ -57,9 +57,9 @@ _ONE, _ZERO = ir.Constant(I64, 1), ir.Constant(I64, 0)
 # float64 no slower. W1's chain (two row-broadcast vectors) is equal on one thread but was
 # 6-8% slower on two (12.0-12.6 -> 12.8-13.7 ms, three pairs); W2 and T2 gained 10-20%,
 # W3, W5 and T5 a few percent in most pairs.
-# Row kernels (``llvm_rows``) keep eight: their column loops hold fewer
-# values per element, and a training step's fused loss-and-backward row kernel (T2) took
-# 8.1 ms with eight against 10.0 ms with four.
+# Row kernels (``llvm_rows``) keep eight: at four, softmax, log_softmax and LayerNorm were
+# no faster, and a training step's fused loss-and-backward row kernel (T2) took 8.1 ms with
+# eight against 10.0 ms with four.
 LONG_OPS = S.ops_with(S.LONG)
 INTERLEAVE = 4
 ROW_INTERLEAVE = 8
