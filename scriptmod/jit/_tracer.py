@@ -372,7 +372,7 @@ class Tracer:
             ins = [self.input_value(parent, a) for a in leaves if _is_traced_arg(a)]
             call = parent.b.call_method(mod_v, method, ins, [graph.outputs[0].type])
             self._mark_written_args(child, out)      # before the output's bind: it is newer
-            self._bind_output(parent, out, call[0])
+            self._bind_output(parent, out, call[0], _unchanged_args(child))
         return out
 
     def call_scripted(self, graph: Graph, run: Callable[[], Any], args: Sequence[Any],
@@ -407,14 +407,21 @@ class Tracer:
             if child.values.get(id(t)) is not v:
                 self.written[id(_root(t))] = (t, user_source(), id(t) in returned, next(TICK))
 
-    def _bind_output(self, fr: Frame, out: Any, v: Value) -> None:
+    def _bind_output(self, fr: Frame, out: Any, v: Value,
+                     unchanged: frozenset = frozenset()) -> None:
+        """Bind the call's result ``v`` to ``out`` in the caller. An argument the callee
+        returned as it came (``nn.Identity``, a ``return x`` branch; ids in ``unchanged``)
+        keeps the caller's own value: rebinding it would look like a write into the caller's
+        tensor (a ``copy_`` back into the argument, and a stale-read error further out)."""
         if isinstance(out, Tensor):
+            if id(out) in unchanged and id(out) in fr.values:
+                return
             fr.bind(out, v)
             self.dependent.add(id(out))
         elif isinstance(out, (tuple, list)) and out:
             parts = fr.b.tuple_unpack(v) if isinstance(out, tuple) else fr.b.list_unpack(v, len(out))
             for o, pv in zip(out, parts):
-                self._bind_output(fr, o, pv)
+                self._bind_output(fr, o, pv, unchanged)
 
     def _store(self, module: Any, graph: Graph) -> str:
         methods = self.graphs.setdefault(id(module), {})
@@ -426,6 +433,11 @@ class Tracer:
         name = "forward" if not methods else f"forward__{len(methods)}"
         methods[name] = graph
         return name
+
+
+def _unchanged_args(child: Frame) -> frozenset:
+    """Ids of the tensors a finished frame took as arguments and did not write."""
+    return frozenset(id(t) for t, v in child.inputs if child.values.get(id(t)) is v)
 
 
 def _root(t: Tensor) -> Tensor:
