@@ -371,8 +371,8 @@ class Tracer:
             mod_v = self.module_value(parent, module)
             ins = [self.input_value(parent, a) for a in leaves if _is_traced_arg(a)]
             call = parent.b.call_method(mod_v, method, ins, [graph.outputs[0].type])
-            self._mark_written_args(child, out)      # before the output's bind: it is newer
-            self._bind_output(parent, out, call[0], _unchanged_args(child))
+            unchanged = self._mark_written_args(child, out)   # before the output's bind
+            self._bind_output(parent, out, call[0], unchanged)
         return out
 
     def call_scripted(self, graph: Graph, run: Callable[[], Any], args: Sequence[Any],
@@ -398,14 +398,19 @@ class Tracer:
         self._bind_output(parent, out, result)
         return out
 
-    def _mark_written_args(self, child: Frame, out: Any) -> None:
+    def _mark_written_args(self, child: Frame, out: Any) -> frozenset:
         """An argument the submodule wrote in place has no new value in the caller's graph
         unless it is the call's result (``ReLU(inplace=True)``): reading it again would be
-        stale, so it is marked written (``_check_not_stale``)."""
+        stale, so it is marked written (``_check_not_stale``). Returns the ids of the
+        arguments it did not write (``_bind_output``'s ``unchanged``)."""
         returned = {id(o) for o in (out if isinstance(out, (tuple, list)) else (out,))}
+        unchanged = set()
         for t, v in child.inputs:
-            if child.values.get(id(t)) is not v:
+            if child.values.get(id(t)) is v:
+                unchanged.add(id(t))
+            else:
                 self.written[id(_root(t))] = (t, user_source(), id(t) in returned, next(TICK))
+        return frozenset(unchanged)
 
     def _bind_output(self, fr: Frame, out: Any, v: Value,
                      unchanged: frozenset = frozenset()) -> None:
@@ -433,11 +438,6 @@ class Tracer:
         name = "forward" if not methods else f"forward__{len(methods)}"
         methods[name] = graph
         return name
-
-
-def _unchanged_args(child: Frame) -> frozenset:
-    """Ids of the tensors a finished frame took as arguments and did not write."""
-    return frozenset(id(t) for t, v in child.inputs if child.values.get(id(t)) is v)
 
 
 def _root(t: Tensor) -> Tensor:
