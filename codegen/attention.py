@@ -7,8 +7,9 @@ once per pair, not per block), then, per block:
 
 1. ``S = Q_blk Kᵀ`` into a ``RB x S_pad`` scratch (``RB * S_pad`` floats: in L2), by
    ``MR x NR`` register tiles, Q's rows read in place;
-2. each row: ``x = S · scale + mask`` (lanes past the last key are ``-inf``), its max, then
-   ``e = exp(x - max)`` in place and ``1 / sum(e)``;
+2. each row: ``x = S · scale + mask`` (lanes past the last key are ``-inf``; only the
+   vectors reaching past it pay for that select), its max, then ``e = exp(x - max)`` in
+   place (``vmath.exp_softmax``: x <= 0 needs no upper clamp) and ``1 / sum(e)``;
 3. ``O_blk = E V`` by tiles straight into the output rows (K blocked by ``KC``), then each
    output row times its ``1 / sum`` (``Ev`` multiplies a row instead of ``S``).
 
@@ -30,6 +31,8 @@ floats, and Q's and O's last dims have unit stride.
     True
 """
 from __future__ import annotations
+
+from functools import partial
 
 from llvmlite import ir
 
@@ -190,26 +193,29 @@ class _Body:
         iota = ir.Constant(_VI64, list(range(LANES)))
         vscale = splat(b, self.scale)
         vectors = b.sdiv(self.spad, c64(LANES))
+        whole = b.sdiv(P["S"], c64(LANES))          # vectors of keys only
         with for_range(b, ZERO, rb, name="sm.r", vectorize=False) as r:
             row = at(b, sb, b.mul(r, self.spad))
             mr_ = None if mrow is None else at(b, mrow, b.mul(r, P["msl"]))
 
-            def first(t: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
+            def first(edge: bool, t: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
                 n = b.mul(t, c64(LANES))
                 ptr = at(b, row, n)
                 x = b.fmul(b.load(ptr, typ=VEC, align=4), vscale)
-                cols = b.add(splat(b, n, _VI64), iota)
                 if mr_ is not None:
                     x = b.fadd(x, self._mask_vector(mr_, n))
-                x = b.select(b.icmp_signed("<", cols, splat(b, P["S"], _VI64)), x, neg_inf)
+                if edge:        # a vector reaching past the last key: -inf there
+                    cols = b.add(splat(b, n, _VI64), iota)
+                    x = b.select(b.icmp_signed("<", cols, splat(b, P["S"], _VI64)), x, neg_inf)
                 b.store(x, ptr, align=4)
                 return [b.select(b.fcmp_ordered(">", x, vals[0]), x, vals[0])]
-            _, (vmax,) = carried_loop(b, ZERO, vectors, 1, [neg_inf], first, "sm.max")
+            t, acc = carried_loop(b, ZERO, whole, 1, [neg_inf], partial(first, False), "sm.max")
+            _, (vmax,) = carried_loop(b, t, vectors, 1, acc, partial(first, True), "sm.edge")
             mx = splat(b, intrinsic(b, "llvm.vector.reduce.fmax.v8f32", F32, [vmax]))
 
             def second(t: ir.Value, vals: list[ir.Value]) -> list[ir.Value]:
                 ptr = at(b, row, b.mul(t, c64(LANES)))
-                e = vmath.exp(m, b.fsub(b.load(ptr, typ=VEC, align=4), mx))
+                e = vmath.exp_softmax(m, b.fsub(b.load(ptr, typ=VEC, align=4), mx))
                 b.store(e, ptr, align=4)
                 return [b.fadd(vals[0], e)]
             zero = ir.Constant(VEC, [0.0] * LANES)
