@@ -165,6 +165,71 @@ def set_threads(n: int) -> bool:
     return bool(ctl)
 
 
+# ---- OpenBLAS's idle spin ----------------------------------------------------------------
+SPIN_ENV = "SCRIPTMOD_BLAS_SPIN"      # an exponent 4..30, or "keep": leave OpenBLAS as it is
+OPENBLAS_SPIN_ENV = "OPENBLAS_THREAD_TIMEOUT"
+DEFAULT_SPIN = 18     # 2**18 cycles (~0.1 ms): back-to-back GEMMs (W6's loop) keep their
+                      # workers awake; a pool kernel after a GEMM gets its cores back (below)
+_spin: dict[str, int | None] = {"exponent": None}
+
+
+def set_spin(exponent: int) -> bool:
+    """Make OpenBLAS's idle workers spin ``2**exponent`` CPU cycles (4..30) after each call
+    before they sleep; False where NumPy's BLAS is not an OpenBLAS that exports what this
+    needs (``openblas_read_env``, ``blas_thread_shutdown_``).
+
+    OpenBLAS's default is 2**28 cycles, ~0.1 s: after every GEMM its workers keep the other
+    cores busy, and a thread-split kernel of ours that follows (fused attention, a row
+    kernel) shares its cores with them. threadpoolctl sets thread counts but has no call for
+    this, so it goes through threadpoolctl's handle on the library: OpenBLAS reads the
+    timeout from ``OPENBLAS_THREAD_TIMEOUT`` when it starts its threads, so this sets that
+    variable, has OpenBLAS read it (the variable is then restored: child processes do not
+    inherit it) and shuts its threads down; the next BLAS call starts them again with the
+    new timeout and the same thread count. Call it while no other thread is inside BLAS."""
+    if not 4 <= int(exponent) <= 30:
+        raise ValueError(f"set_spin: expected an exponent in 4..30, got {exponent}")
+    libs = [c.dynlib for c in _controllers() if getattr(c, "internal_api", "") == "openblas"
+            and hasattr(c, "dynlib")]
+    libs = [lib for lib in libs if hasattr(lib, "openblas_read_env")
+            and hasattr(lib, "blas_thread_shutdown_")]
+    if not libs:
+        return False
+    before = os.environ.get(OPENBLAS_SPIN_ENV)
+    os.environ[OPENBLAS_SPIN_ENV] = str(int(exponent))
+    try:
+        for lib in libs:
+            lib.openblas_read_env()
+    finally:
+        if before is None:
+            del os.environ[OPENBLAS_SPIN_ENV]
+        else:
+            os.environ[OPENBLAS_SPIN_ENV] = before
+    for lib in libs:
+        lib.blas_thread_shutdown_()
+    _spin["exponent"] = int(exponent)
+    return True
+
+
+def get_spin() -> int | None:
+    """The exponent ``set_spin`` last set (None: OpenBLAS's own setting is in force)."""
+    return _spin["exponent"]
+
+
+def default_spin() -> int | None:
+    """Apply the default spin once (``scriptmod.runtime.threads`` does at import):
+    ``DEFAULT_SPIN``, or ``SCRIPTMOD_BLAS_SPIN`` (an exponent, or ``keep``). A process that
+    set ``OPENBLAS_THREAD_TIMEOUT`` itself keeps its own. Returns the exponent in force
+    (None: OpenBLAS's own), and never raises."""
+    env = os.environ.get(SPIN_ENV, "").strip().lower()
+    if env == "keep" or os.environ.get(OPENBLAS_SPIN_ENV):
+        return None
+    try:
+        exponent = int(env) if env else DEFAULT_SPIN
+        return exponent if set_spin(exponent) else None
+    except Exception:               # a bad value or an odd BLAS must not break the import
+        return None
+
+
 def why_not() -> str:
     """Why ``cblas()`` is None (empty when a BLAS was found).
 

@@ -279,3 +279,8 @@ def busy_seconds() -> float | None:
 
 
 _BUSY_FIELDS = ("nice", "irq", "softirq", "steal")     # those a platform reports
+
+
+# OpenBLAS's workers spin ~0.1 s after each call by default, on the cores this pool's
+# kernels need right after a GEMM; set once, here, while no kernel runs (``blas.set_spin``).
+BLAS_SPIN = blas.default_spin()

@@ -3,6 +3,7 @@ call against a float64 reference, and a clean None (with a reason) where nothing
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 import pytest
@@ -105,3 +106,63 @@ def test_thread_count_goes_through_threadpoolctl_on_numpys_blas():
 def test_without_a_controllable_blas_thread_calls_do_nothing(monkeypatch):
     monkeypatch.setattr(B, "_controllers", lambda: ())
     assert B.get_threads() is None and B.set_threads(2) is False
+
+
+# ---- OpenBLAS's idle spin (issue 14) ---------------------------------------------------
+def _spin_settable() -> bool:
+    return any(getattr(c, "internal_api", "") == "openblas"
+               and hasattr(getattr(c, "dynlib", None), "blas_thread_shutdown_")
+               for c in B._controllers())
+
+
+def test_set_spin_keeps_the_threads_and_the_environment():
+    if not _spin_settable():
+        pytest.skip("NumPy's BLAS is not an OpenBLAS exporting openblas_read_env")
+    before = B.get_threads()
+    try:
+        assert B.set_spin(4) and B.get_spin() == 4
+        assert "OPENBLAS_THREAD_TIMEOUT" not in os.environ       # restored: children keep theirs
+        a = np.ones((512, 512), np.float32)
+        assert float((a @ a)[0, 0]) == 512.0 and B.get_threads() == before
+    finally:
+        B.set_spin(B.DEFAULT_SPIN)
+    with pytest.raises(ValueError, match="exponent in 4..30, got 31"):
+        B.set_spin(31)
+
+
+def test_short_spin_leaves_the_cores_idle_after_a_gemm():
+    """With 2**18 cycles (~0.1 ms) OpenBLAS's workers sleep right after a GEMM, so a sleep
+    of 60 ms right after one costs this process almost no CPU time (with OpenBLAS's own
+    2**28, ~0.1 s, its workers burned the cores the pool's next kernel needs)."""
+    if not _spin_settable() or (B.get_threads() or 1) < 2 or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs an OpenBLAS with 2 threads on 2 cores")
+    import time
+    B.set_spin(B.DEFAULT_SPIN)
+    a = np.ones((768, 768), np.float32)
+    spent = []
+    for _ in range(3):
+        a @ a
+        t = time.process_time()
+        time.sleep(0.06)
+        spent.append(time.process_time() - t)
+    assert min(spent) < 0.02, spent
+
+
+@pytest.mark.parametrize("env,expected", [({}, "18"), ({"SCRIPTMOD_BLAS_SPIN": "keep"}, "None"),
+                                          ({"SCRIPTMOD_BLAS_SPIN": "12"}, "12"),
+                                          ({"SCRIPTMOD_BLAS_SPIN": "banana"}, "None"),
+                                          ({"OPENBLAS_THREAD_TIMEOUT": "6"}, "None")])
+def test_the_default_spin_at_import(env, expected):
+    """``scriptmod.runtime.threads`` applies ``DEFAULT_SPIN`` at import; ``keep``, a bad value
+    or a process's own ``OPENBLAS_THREAD_TIMEOUT`` leave OpenBLAS's setting in force."""
+    if not _spin_settable():
+        pytest.skip("NumPy's BLAS is not an OpenBLAS exporting openblas_read_env")
+    import subprocess
+    import sys
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("SCRIPTMOD_BLAS_SPIN", "OPENBLAS_THREAD_TIMEOUT")}
+    out = subprocess.run([sys.executable, "-c", "import scriptmod.runtime.threads as t; "
+                          "print(t.BLAS_SPIN)"], env={**clean, **env}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == expected
