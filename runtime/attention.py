@@ -32,7 +32,9 @@ ATTENTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c
                                   *[ctypes.c_void_p] * 6, ctypes.c_float)
 RB = 8 * MR            # query rows per unit: a 48 x S score block stays in L2
 _UNIT = 64             # ``parallel_for`` chunks at multiples of 64: one unit = 64 indices
-MIN_THREAD_FLOPS = 1 << 21     # less work than this runs on the calling thread
+MIN_THREAD_FLOPS = 1 << 21     # less work than this runs on the calling thread, and so do
+MIN_THREAD_UNITS = 2           # fewer units than this per thread (a head split over threads
+                               # is packed by each; one 128 x 128 head: 218 -> 90 us)
 
 
 @lru_cache(maxsize=None)
@@ -40,10 +42,6 @@ def kernel() -> tuple[Any, CompiledKernel]:
     """The compiled kernel: its ctypes function and the ``CompiledKernel`` keeping it alive."""
     k = compile_cached("attention f32\0" + NAME, render_attention, NAME)
     return ATTENTION_TYPE(k.address), k
-
-
-def _as4(x: np.ndarray) -> np.ndarray:
-    return x.reshape((1,) * (4 - x.ndim) + x.shape) if x.ndim < 4 else x
 
 
 def supported(q: Any, k: Any, v: Any, mask: Any) -> bool:
@@ -85,33 +83,57 @@ def run_checked(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | 
     per call and comes here)."""
     if q.strides[-1] != 4:
         q = np.ascontiguousarray(q)
-    L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
-    out = np.empty(q.shape[:-1] + (Ev,), np.float32)
-    q4, k4, v4, o4 = (_as4(a) for a in (q, k, v, out))
-    B, H = q4.shape[:2]
-    m4 = None if mask is None else np.broadcast_to(mask, q4.shape[:-1] + (S,))
-    nb = -(-L // RB)
-    st = {}
-    for name, a in (("q", q4), ("k", k4), ("v", v4), ("m", m4), ("o", o4)):
-        strides = (0, 0, 0, 0) if a is None else tuple(s // 4 for s in a.strides)
-        st.update({f"{name}sb": strides[0], f"{name}sh": strides[1]})
-        st.update(dict(zip({"q": ("qsl",), "o": ("osl",), "k": ("kss", "kse"),
-                            "v": ("vss", "vse"), "m": ("msl", "mss")}[name], strides[2:])))
-    sizes = dict(H=H, L=L, S=S, E=E, Ev=Ev, NB=nb, RB=RB, **st)
-    params = np.array([sizes[p] for p in PARAMS], np.int64)
+    key = (q.shape, q.strides, k.shape, k.strides, v.shape, v.strides,
+           None if mask is None else (mask.shape, mask.strides))
+    params, out_shape, units, floats, split = _plan(key)
+    out = np.empty(out_shape, np.float32)
     fn = kernel()[0]
-    pointers = (params.ctypes.data, q4.ctypes.data, k4.ctypes.data, v4.ctypes.data,
-                None if m4 is None else m4.ctypes.data, o4.ctypes.data)
-    floats = workspace_floats(S, E, Ev, RB)
+    pointers = (params.ctypes.data, q.ctypes.data, k.ctypes.data, v.ctypes.data,
+                None if mask is None else mask.ctypes.data, out.ctypes.data)
 
     def run(lo: int, hi: int) -> None:
         fn(lo // _UNIT, hi // _UNIT, *pointers, _workspace(floats), scale)
-    units = B * H * nb
-    if threads == 1 or 2 * B * H * L * S * (E + Ev) < MIN_THREAD_FLOPS:
+    if threads == 1 or not split or units < MIN_THREAD_UNITS * _threads.get_num_threads():
         run(0, units * _UNIT)
     else:
         _threads.parallel_for(run, units * _UNIT, min_split=0)
     return out
+
+
+@lru_cache(maxsize=256)
+def _plan(key: tuple) -> tuple[np.ndarray, tuple, int, int, bool]:
+    """Per layout (shapes and strides of q, k, v and the mask; the Python work of a call
+    was ~27 us before this cache): the kernel's ``params``, the output's shape, the units,
+    the workspace floats, and whether the work is worth splitting over threads."""
+    (qs, qst, ks, kst, vs, vst, ms) = key
+    L, E, S, Ev = qs[-2], qs[-1], ks[-2], vs[-1]
+    out_shape = qs[:-1] + (Ev,)
+    lead = (1,) * (4 - len(qs))
+
+    def strides4(shape: tuple, strides: tuple) -> tuple:
+        return (0,) * (4 - len(shape)) + tuple(s // 4 for s in strides)
+    out_strides = tuple(4 * int(np.prod(out_shape[i + 1:], dtype=np.int64))
+                        for i in range(len(out_shape)))
+    B, H = (lead + qs)[:2]
+    st: dict[str, int] = {}
+    arrays = {"q": strides4(qs, qst), "k": strides4(ks, kst), "v": strides4(vs, vst),
+              "o": strides4(out_shape, out_strides), "m": (0, 0, 0, 0)}
+    if ms is not None:          # the mask's strides as broadcast to the scores (0 where it repeats)
+        mshape, mstrides = ms
+        full = lead + qs[:-1] + (S,)
+        pad = len(full) - len(mshape)
+        arrays["m"] = tuple(0 if i < pad or mshape[i - pad] == 1 else mstrides[i - pad] // 4
+                            for i in range(4))
+    for name, strides in arrays.items():
+        st.update({f"{name}sb": strides[0], f"{name}sh": strides[1]})
+        st.update(dict(zip({"q": ("qsl",), "o": ("osl",), "k": ("kss", "kse"),
+                            "v": ("vss", "vse"), "m": ("msl", "mss")}[name], strides[2:])))
+    nb = -(-L // RB)
+    sizes = dict(H=H, L=L, S=S, E=E, Ev=Ev, NB=nb, RB=RB, **st)
+    params = np.array([sizes[p] for p in PARAMS], np.int64)
+    params.flags.writeable = False
+    split = 2 * B * H * L * S * (E + Ev) >= MIN_THREAD_FLOPS
+    return params, out_shape, B * H * nb, workspace_floats(S, E, Ev, RB), split
 
 
 _local = threading.local()

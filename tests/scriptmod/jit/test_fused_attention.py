@@ -170,8 +170,8 @@ def test_multihead_attention_block_fuses_and_equals_eager() -> None:
 
 
 def test_what_the_pass_leaves_alone() -> None:
-    """Weights that are returned (need_weights), float64, the fuser off and heads of at most
-    128 x 128 scores keep the unfused chain."""
+    """Weights that are returned (need_weights), float64 and the fuser off keep the unfused
+    chain."""
     sm.manual_seed(2)
     mha = nn.MultiheadAttention(32, 2, batch_first=True).eval()
     x = sm.randn(2, 130, 32)
@@ -190,11 +190,21 @@ def test_what_the_pass_leaves_alone() -> None:
                                 tuple(q32))
         with sm.jit.fuser(False):
             assert "attention" not in _ops(traced32, *q32)
-        small = [sm.randn(2, 2, 128, 8) for _ in range(3)]
-        traced_small = sm.jit.trace(lambda a, b, c: F.scaled_dot_product_attention(a, b, c),
-                                    tuple(small))
-        assert "attention" not in _ops(traced_small, *small)
         assert "attention" in _ops(traced32, *q32)
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 128, 8), (2, 4, 16, 16), (1, 1, 1, 4), (8, 4, 128, 64)])
+def test_heads_of_every_size_fuse_and_equal_eager(shape) -> None:
+    """Small heads fuse too (the 128 x 128 rule is gone), and run on the calling thread
+    below ``MIN_THREAD_FLOPS`` or ``MIN_THREAD_UNITS`` units per thread."""
+    qkv = [sm.randn(*shape) for _ in range(3)]
+    with sm.no_grad():
+        traced = sm.jit.trace(lambda a, b, c: F.scaled_dot_product_attention(a, b, c),
+                              tuple(qkv))
+        assert "attention" in _ops(traced, *qkv) and "softmax" not in _ops(traced, *qkv)
+        np.testing.assert_allclose(traced(*qkv).numpy(),
+                                   F.scaled_dot_product_attention(*qkv).numpy(),
+                                   rtol=1e-5, atol=2e-6)
 
 
 def test_training_keeps_the_weights_for_backward_and_matches_eager() -> None:
