@@ -17,6 +17,7 @@ runs the reference kernel when it says no.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from functools import lru_cache
 from typing import Any
@@ -108,22 +109,19 @@ def _plan(key: tuple) -> tuple[np.ndarray, tuple, int, int, bool]:
     (qs, qst, ks, kst, vs, vst, ms) = key
     L, E, S, Ev = qs[-2], qs[-1], ks[-2], vs[-1]
     out_shape = qs[:-1] + (Ev,)
-    lead = (1,) * (4 - len(qs))
 
-    def strides4(shape: tuple, strides: tuple) -> tuple:
-        return (0,) * (4 - len(shape)) + tuple(s // 4 for s in strides)
-    out_strides = tuple(4 * int(np.prod(out_shape[i + 1:], dtype=np.int64))
-                        for i in range(len(out_shape)))
-    B, H = (lead + qs)[:2]
-    st: dict[str, int] = {}
-    arrays = {"q": strides4(qs, qst), "k": strides4(ks, kst), "v": strides4(vs, vst),
-              "o": strides4(out_shape, out_strides), "m": (0, 0, 0, 0)}
-    if ms is not None:          # the mask's strides as broadcast to the scores (0 where it repeats)
+    def strides4(shape: tuple, elements: Any) -> tuple:
+        """Element strides padded to rank 4 (a missing leading dim repeats: stride 0)."""
+        return (0,) * (4 - len(shape)) + tuple(elements)
+    B, H = ((1,) * (4 - len(qs)) + qs)[:2]
+    arrays = {name: strides4(shape, (s // 4 for s in strides))
+              for name, shape, strides in (("q", qs, qst), ("k", ks, kst), ("v", vs, vst))}
+    arrays["o"] = strides4(out_shape, (math.prod(out_shape[i + 1:]) for i in range(len(out_shape))))
+    arrays["m"] = (0, 0, 0, 0)
+    if ms is not None:          # as broadcast to the scores: stride 0 where the mask repeats
         mshape, mstrides = ms
-        full = lead + qs[:-1] + (S,)
-        pad = len(full) - len(mshape)
-        arrays["m"] = tuple(0 if i < pad or mshape[i - pad] == 1 else mstrides[i - pad] // 4
-                            for i in range(4))
+        arrays["m"] = strides4(mshape, (0 if n == 1 else s // 4 for n, s in zip(mshape, mstrides)))
+    st: dict[str, int] = {}
     for name, strides in arrays.items():
         st.update({f"{name}sb": strides[0], f"{name}sh": strides[1]})
         st.update(dict(zip({"q": ("qsl",), "o": ("osl",), "k": ("kss", "kse"),
