@@ -18,30 +18,52 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import threading
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
 
-from scriptmod.codegen.attention import NAME, PARAMS, render_attention, workspace_floats
-from scriptmod.codegen.microkernel import MR
+from scriptmod.codegen.attention import PARAMS, name, render_attention, workspace_floats
+from scriptmod.codegen.microkernel import ISAS, Isa, host_isa
 from . import threads as _threads
-from .llvm_jit import CompiledKernel, compile_cached
+from .llvm_jit import CompiledKernel, compile_cached, host
 
 ATTENTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
                                   *[ctypes.c_void_p] * 6, ctypes.c_float)
-RB = 8 * MR            # query rows per unit: a 48 x S score block stays in L2
+ROWS = 48              # query rows per unit (rounded up to whole tiles): an RB x S score
+                       # block stays in L2
 _UNIT = 64             # ``parallel_for`` chunks at multiples of 64: one unit = 64 indices
 MIN_THREAD_FLOPS = 1 << 21     # less work than this runs on the calling thread, and so do
 MIN_THREAD_UNITS = 2           # fewer units than this per thread (a head split over threads
                                # is packed by each; one 128 x 128 head: 218 -> 90 us)
 
 
+def isa() -> Isa:
+    """The register shape the kernel is built for: the host's (``microkernel.host_isa``),
+    or ``SCRIPTMOD_ATTENTION_ISA=avx2|avx512`` (either runs correctly on any x86-64 host;
+    the other one is only slower)."""
+    return _isa(os.environ.get("SCRIPTMOD_ATTENTION_ISA", ""))
+
+
 @lru_cache(maxsize=None)
-def kernel() -> tuple[Any, CompiledKernel]:
-    """The compiled kernel: its ctypes function and the ``CompiledKernel`` keeping it alive."""
-    k = compile_cached("attention f32\0" + NAME, render_attention, NAME)
+def _isa(choice: str) -> Isa:
+    if choice:
+        if choice not in ISAS:
+            raise ValueError(f"SCRIPTMOD_ATTENTION_ISA: expected one of {sorted(ISAS)}, "
+                             f"got {choice!r}")
+        return ISAS[choice]
+    return host_isa(host()[2])
+
+
+@lru_cache(maxsize=None)
+def kernel(shape: Isa | None = None) -> tuple[Any, CompiledKernel]:
+    """The compiled kernel for ``shape`` (default ``isa()``): its ctypes function and the
+    ``CompiledKernel`` keeping it alive."""
+    shape = shape or isa()
+    k = compile_cached("attention f32\0" + name(shape), partial(render_attention, shape),
+                       name(shape))
     return ATTENTION_TYPE(k.address), k
 
 
@@ -84,11 +106,12 @@ def run_checked(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | 
     per call and comes here)."""
     if q.strides[-1] != 4:
         q = np.ascontiguousarray(q)
+    shape = isa()
     key = (q.shape, q.strides, k.shape, k.strides, v.shape, v.strides,
-           None if mask is None else (mask.shape, mask.strides))
+           None if mask is None else (mask.shape, mask.strides), shape)
     params, out_shape, units, floats, split = _plan(key)
     out = np.empty(out_shape, np.float32)
-    fn = kernel()[0]
+    fn = kernel(shape)[0]
     pointers = (params.ctypes.data, q.ctypes.data, k.ctypes.data, v.ctypes.data,
                 None if mask is None else mask.ctypes.data, out.ctypes.data)
 
@@ -106,7 +129,7 @@ def _plan(key: tuple) -> tuple[np.ndarray, tuple, int, int, bool]:
     """Per layout (shapes and strides of q, k, v and the mask; the Python work of a call
     was ~27 us before this cache): the kernel's ``params``, the output's shape, the units,
     the workspace floats, and whether the work is worth splitting over threads."""
-    (qs, qst, ks, kst, vs, vst, ms) = key
+    (qs, qst, ks, kst, vs, vst, ms, shape) = key
     L, E, S, Ev = qs[-2], qs[-1], ks[-2], vs[-1]
     out_shape = qs[:-1] + (Ev,)
 
@@ -126,12 +149,13 @@ def _plan(key: tuple) -> tuple[np.ndarray, tuple, int, int, bool]:
         st.update({f"{name}sb": strides[0], f"{name}sh": strides[1]})
         st.update(dict(zip({"q": ("qsl",), "o": ("osl",), "k": ("kss", "kse"),
                             "v": ("vss", "vse"), "m": ("msl", "mss")}[name], strides[2:])))
-    nb = -(-L // RB)
-    sizes = dict(H=H, L=L, S=S, E=E, Ev=Ev, NB=nb, RB=RB, **st)
+    rb = -(-ROWS // shape.mr) * shape.mr
+    nb = -(-L // rb)
+    sizes = dict(H=H, L=L, S=S, E=E, Ev=Ev, NB=nb, RB=rb, **st)
     params = np.array([sizes[p] for p in PARAMS], np.int64)
     params.flags.writeable = False
     split = 2 * B * H * L * S * (E + Ev) >= MIN_THREAD_FLOPS
-    return params, out_shape, B * H * nb, workspace_floats(S, E, Ev, RB), split
+    return params, out_shape, B * H * nb, workspace_floats(S, E, Ev, rb, shape), split
 
 
 _local = threading.local()

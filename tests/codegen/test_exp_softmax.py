@@ -15,9 +15,11 @@ from llvmlite import ir
 from scriptmod.codegen import vmath
 from scriptmod.codegen.emitter import Num
 from scriptmod.codegen.llvm_emit import I64, PTR, for_range
-from scriptmod.codegen.microkernel import LANES, VEC, VectorEmitter, at, c64
+from scriptmod.codegen.microkernel import AVX2, VectorEmitter, at, c64
 from scriptmod.ir import dtypes as D
 from scriptmod.runtime.llvm_jit import compile_ir
+
+LANES, VEC = AVX2.lanes, AVX2.vec
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,7 @@ def exp_softmax():
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]), name="f")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     x, y, n = fn.args
-    m = Num(VectorEmitter(b), D.float32)
+    m = Num(VectorEmitter(b, LANES), D.float32)
     with for_range(b, c64(0), b.sdiv(n, c64(LANES)), name="v", vectorize=False) as i:
         off = b.mul(i, c64(LANES))
         b.store(vmath.exp_softmax(m, b.load(at(b, x, off), typ=VEC, align=4)),

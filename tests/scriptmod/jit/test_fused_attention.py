@@ -5,7 +5,8 @@ native kernel per thread on float32 CPU tensors (``runtime.attention``).
 The kernel is checked against a float64 reference over the sizes 1, 7, 128 and 1023 in the
 key dim, odd head dims, masks of every broadcast shape, strided heads, fully masked and NaN
 rows; the pass against eager on ``scaled_dot_product_attention`` and ``MultiheadAttention``,
-and for what it must leave alone."""
+and for what it must leave alone. Every test runs with both register shapes of the kernel
+(AVX2 and AVX-512: either is correct on any host, ``microkernel.Isa``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +16,13 @@ import scriptmod as sm
 from scriptmod import nn
 from scriptmod.nn import functional as F
 from scriptmod.runtime import attention as A
+
+
+@pytest.fixture(autouse=True, params=["avx2", "avx512"])
+def isa(request, monkeypatch):
+    monkeypatch.setenv("SCRIPTMOD_ATTENTION_ISA", request.param)
+    assert A.isa().name == request.param
+    return request.param
 
 
 def _ref(q, k, v, mask, scale):
@@ -233,3 +241,14 @@ def test_training_keeps_the_weights_for_backward_and_matches_eager() -> None:
     for a, p in zip(got, mha.parameters()):
         np.testing.assert_allclose(a, p.grad.numpy(), rtol=1e-4, atol=1e-5)
 
+
+
+def test_the_register_shape_follows_the_host_or_the_environment(monkeypatch) -> None:
+    from scriptmod.codegen.microkernel import host_isa
+    from scriptmod.runtime.llvm_jit import host
+    monkeypatch.delenv("SCRIPTMOD_ATTENTION_ISA")
+    assert A.isa() is host_isa(host()[2])
+    monkeypatch.setenv("SCRIPTMOD_ATTENTION_ISA", "sse2")
+    with pytest.raises(ValueError, match=r"SCRIPTMOD_ATTENTION_ISA: expected one of "
+                                         r"\['avx2', 'avx512'\], got 'sse2'"):
+        A.isa()
