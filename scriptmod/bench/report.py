@@ -157,6 +157,7 @@ def header(report: BenchReport) -> str:
         + ("; quick" if o.quick else ""),
         *([load_line(th, o.background_load)]
           if o.background_load or th.get("load", {}).get("contended") else []),
+        *([textwrap.fill(m["blas_hint"], 100)] if m.get("blas_hint") else []),
         f"floors (this run): copy {rates.copy_bytes_per_s / 1e9:.1f} GB/s (read + write, "
         f"{rates.copy_threads} thread(s)), "
         f"matmul {rates.matmul_flop_per_s / 1e9:.1f} GFLOP/s ({o.dtype})"

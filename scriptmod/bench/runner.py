@@ -428,9 +428,11 @@ def machine_info(threads: dict[str, Any], device: str) -> dict[str, Any]:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
         usable = os.cpu_count() or 1
+    from scriptmod.runtime import blas
     return {"cpu": cpu, "logical_cpus": os.cpu_count(), "usable_cpus": usable,
             "threads": threads, "device": device, "python": platform.python_version(),
-            "numpy": np.__version__}
+            "numpy": np.__version__, "blas_kernel": blas.kernel(),
+            "blas_hint": blas.kernel_hint() if device == "cpu" else ""}
 
 
 def run_all(opts: BenchOptions, progress: bool | None = None) -> BenchReport:

@@ -166,3 +166,21 @@ def test_the_default_spin_at_import(env, expected):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == expected
+
+
+def test_kernel_names_openblas_core_and_the_hint_follows_the_host() -> None:
+    """``kernel()`` is the core type threadpoolctl reports for NumPy's OpenBLAS; the bench
+    header's hint appears only for an AVX2-or-older kernel on an AVX-512 host."""
+    from threadpoolctl import threadpool_info
+    cores = [i.get("architecture") for i in threadpool_info()
+             if i.get("internal_api") == "openblas"]
+    if not cores:
+        assert B.kernel() is None and B.kernel_hint() == ""
+        return
+    assert B.kernel() in cores
+    for core in ("Haswell", "Zen", "SandyBridge"):
+        assert f"runs its {core} kernel on this AVX-512 host" in B.kernel_hint(
+            {"avx2", "avx512f"}, core)
+        assert B.kernel_hint({"avx2", "fma"}, core) == ""
+    for core in ("SkylakeX", "COOPERLAKE", "SapphireRapids"):
+        assert B.kernel_hint({"avx512f"}, core) == ""
