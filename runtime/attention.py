@@ -62,7 +62,7 @@ def kernel(shape: Isa | None = None) -> tuple[Any, CompiledKernel]:
     """The compiled kernel for ``shape`` (default ``isa()``): its ctypes function and the
     ``CompiledKernel`` keeping it alive."""
     shape = shape or isa()
-    k = compile_cached("attention f32\0" + name(shape), partial(render_attention, shape),
+    k = compile_cached(f"attention f32\0{shape!r}", partial(render_attention, shape),
                        name(shape))
     return ATTENTION_TYPE(k.address), k
 

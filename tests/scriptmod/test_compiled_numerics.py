@@ -595,7 +595,22 @@ def test_half_activations_round_once_as_torch(dt: str, name: str) -> None:
     torch = pytest.importorskip("torch")
     want = fn(torch.nn.functional, _to_torch(torch, x)).float().numpy().astype(x.dtype)
     if name.startswith("gelu"):
-        keep = ~(x.astype(np.float32) < -3)
+        # torch 2.13's bfloat16 gelu differs between CPUs at the edges (on a Zen 5 host, under
+        # every ATEN_CPU_CAPABILITY: NaN at +inf, +inf from x ~ 1.7e38 where x * (1 + erf)
+        # overflows before the halving, 0 for subnormal results); there the dtype's value of
+        # the float64 formula is the reference, within one ulp
+        xf = x.astype(np.float32)
+        tiny = float(np.finfo(np.float16).tiny) if dt == "float16" else 2.0 ** -126
+        edge = ((np.abs(xf) < tiny) | (np.abs(xf) > 1e38)) & ~np.isnan(xf) & ~(xf < -3)
+        x64 = xf[edge].astype(np.float64)
+        with np.errstate(all="ignore"):
+            ref = (x64 * 0.5 * (1 + np.vectorize(math.erf)(x64 / math.sqrt(2)))
+                   if name == "gelu" else
+                   x64 * 0.5 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3))))
+        ref = np.where(np.isinf(x64), x64, ref).astype(np.float32).astype(x.dtype)
+        assert _ulps(eager[edge], ref).max(initial=0) <= 1, name
+        assert _ulps(compiled[edge], ref).max(initial=0) <= 1, name
+        keep = ~(xf < -3) & ~edge & ~(np.abs(want.astype(np.float32)) < tiny) | (xf == 0)
         x, eager, compiled, want = x[keep], eager[keep], compiled[keep], want[keep]
     nan = np.isnan(want.astype(np.float32))
     assert np.array_equal(np.isnan(eager.astype(np.float32)), nan)
