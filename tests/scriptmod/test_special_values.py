@@ -188,6 +188,14 @@ for _name, _sm, _tf, _extra in (
 NO_ZERO_SIGN = {"gelu"}
 
 
+def gelu_limit(x: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """``want`` with erf-GELU's value ``x`` (Phi(x) = 1) at +inf and above 1e38: torch 2.13
+    gives that on some CPUs and NaN (+inf) / +inf (near the max) on others (a Zen 5 host,
+    where its float32 and bfloat16 gelu compute x * (1 + erf) before halving)."""
+    xf = np.asarray(x, np.float64)
+    return np.where(xf > 1e38, xf, want)
+
+
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("name", sorted(COMPOSITES))
@@ -195,6 +203,8 @@ def test_composite_activation(name: str, dtype: str, path: str) -> None:
     fn, tfn, extra = COMPOSITES[name]
     x = as_dtype(specials(dtype, extra), dtype)
     want = from_torch(tfn(torch_of(x, dtype)))
+    if name == "gelu":
+        want = gelu_limit(x, want)
     got = PATHS[path](fn, x)
     assert_specials_match(got, want, dtype, f"{name}[{dtype}, {path}]", x,
                           zero_sign=name not in NO_ZERO_SIGN)

@@ -57,6 +57,8 @@ def test_special_values_eager_and_traced_match_torch(name: str, dt: str) -> None
     ours = _layers(sm)[name].to(getattr(sm, dt))
     with torch.no_grad():
         want = theirs(torch.tensor(x).to(getattr(torch, dt))).double().numpy()
+    if name == "GELU":      # x * Phi(x) = x at +inf and near the max; torch 2.13 gives NaN
+        want = np.where(x.astype(np.float64) > 1e38, x, want)    # / +inf there on some CPUs
     sx = sm.tensor(x).to(getattr(sm, dt))
     _check_special(name, dt, np.asarray(ours(sx).detach().double().numpy()), want, x)
     traced = sm.jit.trace(ours, sm.randn(3, 8).to(getattr(sm, dt)))
