@@ -1,7 +1,7 @@
-"""A float32 register-tile GEMM microkernel (AVX2 + FMA) as LLVM IR, for native loop nests
-that multiply small matrices they own (``codegen.attention``: QKᵀ and PV per block of
-query rows, where calling BLAS per block from each pool thread would fight BLAS's own
-threads).
+"""A float32 register-tile GEMM microkernel (FMA on AVX2 or AVX-512 registers) as LLVM IR,
+for native loop nests that multiply small matrices they own (``codegen.attention``: QKᵀ and
+PV per block of query rows, where calling BLAS per block from each pool thread would fight
+BLAS's own threads).
 
 The register shape is an ``Isa``: ``lanes`` floats per vector register, tiles of up to
 ``mr`` rows by ``nr`` columns. ``AVX2`` (8 lanes, 6 x 16: 12 of the 16 ymm registers hold
