@@ -58,10 +58,9 @@ def _isa(choice: str) -> Isa:
 
 
 @lru_cache(maxsize=None)
-def kernel(shape: Isa | None = None) -> tuple[Any, CompiledKernel]:
-    """The compiled kernel for ``shape`` (default ``isa()``): its ctypes function and the
+def kernel(shape: Isa) -> tuple[Any, CompiledKernel]:
+    """The compiled kernel for ``shape`` (``isa()`` picks it): its ctypes function and the
     ``CompiledKernel`` keeping it alive."""
-    shape = shape or isa()
     k = compile_cached(f"attention f32\0{shape!r}", partial(render_attention, shape),
                        name(shape))
     return ATTENTION_TYPE(k.address), k

@@ -243,37 +243,32 @@ def kernel() -> str | None:
     return None
 
 
-def kernel_hint(cpu_flags: set[str] | None = None, core: str | None = None) -> str:
+def kernel_hint(features: str | None = None, core: str | None = None) -> str:
     """A line for benchmark headers when OpenBLAS runs an AVX2-or-older kernel on a host
     with AVX-512 (OpenBLAS 0.3.31 does on Zen 5, which its CPU table does not know: 128
     against 247 GFLOP/s per core with its SkylakeX kernel forced); empty otherwise.
-    OpenBLAS picks its kernel once, when it is loaded, so the remedy is
-    ``OPENBLAS_CORETYPE`` set before Python starts; scriptmod does not switch a library's
-    kernel under a running process.
+    ``features`` is LLVM's host feature string (default ``llvm_jit.host()``'s), read as the
+    attention kernel reads it (``microkernel.host_isa``). OpenBLAS picks its kernel once,
+    when it is loaded, so the remedy is ``OPENBLAS_CORETYPE`` set before Python starts;
+    scriptmod does not switch a library's kernel under a running process.
 
-    >>> kernel_hint({"avx2", "avx512f"}, "Haswell")[:60]
+    >>> kernel_hint("+avx2,+avx512f", "Haswell")[:60]
     'BLAS: OpenBLAS runs its Haswell kernel on this AVX-512 host;'
-    >>> kernel_hint({"avx2", "avx512f"}, "SkylakeX"), kernel_hint({"avx2"}, "Haswell")
+    >>> kernel_hint("+avx2,+avx512f", "SkylakeX"), kernel_hint("+avx2,-avx512f", "Haswell")
     ('', '')
     """
+    from scriptmod.codegen.microkernel import AVX512, host_isa
     core = kernel() if core is None else core
-    flags = _cpu_flags() if cpu_flags is None else cpu_flags
-    if not core or core.lower() in _AVX512_KERNELS or "avx512f" not in flags:
+    if not core or core.lower() in _AVX512_KERNELS:
+        return ""
+    if features is None:
+        from .llvm_jit import host
+        features = host()[2]
+    if host_isa(features) is not AVX512:
         return ""
     return (f"BLAS: OpenBLAS runs its {core} kernel on this AVX-512 host; "
             f"OPENBLAS_CORETYPE=SkylakeX set before Python starts runs its AVX-512 kernel "
             f"(every GEMM, eager, fused and the floor alike)")
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def why_not() -> str:
