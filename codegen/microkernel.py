@@ -28,7 +28,8 @@ formulas on whole ``<lanes x float>`` registers (the attention kernel's exp).
 
 The AVX2 tile is the one measured on the ``wip/gemm-microkernel`` branch (issue 14): 72-81
 GFLOP/s per core in cache on an AVX2 guest, 5-10% behind OpenBLAS's kernel, which is why
-whole GEMMs still go to BLAS.
+whole GEMMs go to BLAS on such hosts; the AVX-512 tile runs whole GEMMs (``codegen.gemm``)
+where OpenBLAS has no AVX-512 kernel for the host.
 
     >>> m = ir.Module("t")
     >>> sorted(tiles(m, "k", AVX2))

@@ -268,7 +268,8 @@ def kernel_hint(features: str | None = None, core: str | None = None) -> str:
         return ""
     return (f"BLAS: OpenBLAS runs its {core} kernel on this AVX-512 host; "
             f"OPENBLAS_CORETYPE=SkylakeX set before Python starts runs its AVX-512 kernel "
-            f"(every GEMM, eager, fused and the floor alike)")
+            f"for eager's GEMMs and the floor's (without it, the compiled path's large float32 "
+            f"GEMMs run scriptmod's own AVX-512 kernel: runtime.gemm)")
 
 
 def why_not() -> str:

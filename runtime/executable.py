@@ -41,6 +41,7 @@ values are locals rebound per iteration. Every block has native segments of its 
 """
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable, Sequence
 
@@ -51,6 +52,7 @@ from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
 from scriptmod.ir.errors import TraceGuardError
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
+from scriptmod.ir.passes.effects import has_side_effects
 from scriptmod.ir.types import BoolType, FloatType, IntType, TensorType
 from . import profiling, pycode, threads
 from .fusion import TOPIC, FusedKernel
@@ -279,7 +281,10 @@ class _Program:
         self.state_reads = {n: i for p in plan_list for n, i in p.state_reads.items()}
         self._read_state(graph)
         self.seg_at = {s.nodes[0]: (s, j) for j, p in enumerate(plan_list) for s in p.segments}
-        self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments])
+        self.epilogues = self._epilogues(graph)
+        self.deferred = frozenset(m for m, _ in self.epilogues.values())
+        self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments],
+                                {g: list(m.inputs) for g, (m, _) in self.epilogues.items()})
         args = "".join(f"{self.name[v]}, " for v in graph.inputs)
         self._emit(0, None, f"def program({args}state):")
         if profiled:
@@ -332,6 +337,25 @@ class _Program:
                 unread.add(n)
         self.skipped = frozenset(unread)
 
+    def _epilogues(self, graph: Graph) -> dict[Node, tuple[Node, int]]:
+        """Fusion groups that run as the epilogue of the GEMM before them
+        (``runtime.gemm.epilogue_source``), with that matmul node and the group's input slot
+        it fills: both Python steps, the matmul one ``runtime.gemm`` takes, plain array ops.
+        The matmul's line moves to the group's (nothing else reads its result)."""
+        from .gemm import epilogue_source
+        if type(self.ex.ops) is not ArrayOps:
+            return {}
+        out = {}
+        for n in graph.walk():
+            src = epilogue_source(n) if n.kind == Prim.FUSION_GROUP else None
+            if src is None or n in self.native or src[0] in self.native \
+                    or src[0] in self.skipped:
+                continue
+            m = src[0]
+            if _plain_matmul(m, D.float32) and _own_gemm(m) and _movable(m, n):
+                out[n] = src
+        return out
+
     # ---- emitting ------------------------------------------------------------------------
     def _emit(self, depth: int, node: Node | None, line: str) -> None:
         self.lines.append("    " * depth + line)
@@ -357,7 +381,7 @@ class _Program:
         seg = self.seg_at.get(node)
         if seg is not None:
             self._segment(*seg, k, depth)
-        if node in self.native or node in self.skipped:
+        if node in self.native or node in self.skipped or node in self.deferred:
             return
         if node in self.state_reads:
             self.ns[f"i{k}"] = self.state_reads[node]
@@ -392,11 +416,14 @@ class _Program:
             self._emit(depth, node, f"{outs[0]} = c{k}")
             return
         step, single = _step(node, self.ex)
+        inputs = [self.name[v] for v in node.inputs]
+        dead = [self.name[v] for v in self.dying.get(node, ())]
+        if node in self.epilogues:              # the GEMM before it, with this as epilogue
+            step, inputs, dead = self._epilogue(node, step, inputs, dead)
         self.ns[f"h{k}"] = step
-        call = f"h{k}([{', '.join(self.name[v] for v in node.inputs)}])"
+        call = f"h{k}([{', '.join(inputs)}])"
         target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
         line = f"{target} = {call}" if outs else call
-        dead = [self.name[v] for v in self.dying.get(node, ())]
         if self.profiled:
             fk = self.ex.fused_kernel(node) if node.kind == Prim.FUSION_GROUP else None
             self.ns[f"ev{k}"] = profiling.python_step_event(node, fk)
@@ -406,6 +433,21 @@ class _Program:
         self._emit(depth, node, line + (f"; del {', '.join(dead)}" if dead else ""))
         if self.profiled:
             self._emit(depth, node, f"ev{k}(t_)")
+
+    def _epilogue(self, node: Node, group: Step, inputs: list[str], dead: list[str]
+                  ) -> tuple[Step, list[str], list[str]]:
+        """The step, arguments and dying values of a group run as its GEMM's epilogue."""
+        from .gemm import epilogue_step
+        m, slot = self.epilogues[node]
+        mstep = _step(m, self.ex)[0]
+        product = self.name[m.output]
+        inputs = [self.name[v] for v in m.inputs] + ["None" if i == slot else name
+                                                     for i, name in enumerate(inputs)]
+        dead = [d for d in dead if d != product] + \
+            [self.name[v] for v in self.dying.get(m, ())]
+        step = epilogue_step(slot, self.ex.fused_kernel(node), lambda a: [group(a)],
+                             lambda x, w: mstep([x, w]))
+        return step, inputs, dead
 
     def _if(self, node: Node, depth: int) -> None:
         """``if cond:`` / ``else:``, each branch assigning its outputs to the node's."""
@@ -480,17 +522,30 @@ def _defs(node: Node) -> list[Value]:
     return [p for b in node.blocks for p in b.params] + list(node.outputs)
 
 
-def _last_uses(graph: Graph, segments: Sequence[Any]) -> dict[Node, list[Value]]:
+def _movable(node: Node, to: Node) -> bool:
+    """Whether ``node`` may run at ``to``'s place instead (same block): nothing between them
+    has a side effect (an in-place write could change its operands)."""
+    n = node.next
+    while n is not None and n is not to:
+        if has_side_effects(n):
+            return False
+        n = n.next
+    return n is to
+
+
+def _last_uses(graph: Graph, segments: Sequence[Any],
+               reads: dict[Node, list[Value]] | None = None) -> dict[Node, list[Value]]:
     """Node (or a block's return node) -> the values to drop after it; graph outputs never
     die. Per block: a value dies in the block that defines it, after the node of that block
     whose nested blocks or inputs read it last, so a value defined outside a loop and read
     inside it lives until the loop is done. A loop body's parameters are never dropped at
     its return (they are rebound there). A native segment reads its imports on its first
     node's line, which may be later than any graph use (a view's base, when the view itself
-    runs natively)."""
-    imports: dict[Node, list[Value]] = {}
+    runs natively). ``reads``: more values a node's line reads (a GEMM deferred to the line
+    of its epilogue group reads the GEMM's operands there)."""
+    imports: dict[Node, list[Value]] = {n: list(vs) for n, vs in (reads or {}).items()}
     for seg in segments:
-        imports[seg.nodes[0]] = list(seg.imports)
+        imports.setdefault(seg.nodes[0], []).extend(seg.imports)
     out: dict[Node, list[Value]] = {}
     _block_last_uses(graph.block, imports, out)
     out.pop(graph.block.return_node, None)
@@ -579,6 +634,8 @@ def _op_step(node: Node) -> Step:
         # takes the few-GEMMs path of the kernel
         matmul = matmul_rows if _stack_by_matrix(node, dt) else np.matmul
         step = lambda a: matmul(a[0], a[1])                  # noqa: E731
+        if dt is D.float32 and _own_gemm(node):
+            step = _gemm_step(matmul)
     else:
         fn, want = KERNELS[name], np.dtype(dt.name)
         if name == "index":
@@ -602,6 +659,38 @@ def _attention_step(scale: float) -> Step:
         if supported(*a):
             return run_checked(*a, scale)
         return ref(np, *a, scale=scale)
+    return step
+
+
+def _own_gemm(node: Node) -> bool:
+    """Whether this float32 matmul is worth ``runtime.gemm`` (large enough, with a static
+    shape, on a host where it beats BLAS: ``gemm.preferred``)."""
+    from . import gemm
+    a, b = (v.type for v in node.inputs)
+    assert isinstance(a, TensorType) and isinstance(b, TensorType)
+    if b.shape is None or len(b.shape) != 2 or a.shape is None or len(a.shape) < 2:
+        return False
+    dims = [*a.shape, b.shape[1]]
+    if not all(isinstance(d, int) for d in dims):
+        return gemm.preferred()             # symbolic rows: decided per call by the step
+    rows = math.prod(dims[:-2])
+    return 2 * rows * dims[-2] * dims[-1] >= gemm.MIN_FLOPS and gemm.preferred()
+
+
+def _gemm_step(fallback: Callable[[Any, Any], Any]) -> Step:
+    """``runtime.gemm.matmul`` for the arrays it takes (a stack of rows is one GEMM when its
+    leading dims collapse), ``fallback`` for the rest."""
+    from .gemm import MIN_FLOPS, matmul, supported
+
+    def step(a: list) -> Any:
+        x, w = a
+        if x.ndim > 2 and x.flags.c_contiguous:
+            x2 = x.reshape(-1, x.shape[-1])
+            if supported(x2, w) and 2 * x2.shape[0] * x2.shape[1] * w.shape[1] >= MIN_FLOPS:
+                return matmul(x2, w).reshape(x.shape[:-1] + w.shape[1:])
+        elif supported(x, w) and 2 * x.shape[0] * x.shape[1] * w.shape[1] >= MIN_FLOPS:
+            return matmul(x, w)
+        return fallback(x, w)
     return step
 
 

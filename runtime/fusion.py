@@ -154,7 +154,7 @@ class Launch:
     """
 
     __slots__ = ("spec", "meta", "n", "out_shape", "out_shapes", "pools", "pooled", "empty", "run",
-                 "__weakref__")
+                 "kernel", "__weakref__")
 
     def __init__(self, backend: Backend, kernel: Any, spec: KernelSpec, meta: Sequence[int],
                  out_shape: tuple[int, ...], device: Any = None,
@@ -170,14 +170,20 @@ class Launch:
         self.pooled = backend.pools_outputs
         weakref.finalize(self, _release, self.pools)
         self.empty = backend.empty(device)
+        self.kernel = kernel
         self.run: Callable[[Sequence[Any], list[Any]], None] = (
             backend.caller(kernel, spec, self.meta, self.n, device) if self.n else _nothing)
 
     def launch(self, arrays: Sequence[Any]) -> list[Any]:
-        """Run the kernel on guarded ``arrays``; returns the output arrays.
+        """Run the kernel on guarded ``arrays``; returns the output arrays."""
+        outs = self.outputs()
+        self.run(arrays, outs)
+        return outs
 
-        An output buffer is reused only when its pool holds the only reference to it
-        (bind first, then count: two threads can never both take one buffer)."""
+    def outputs(self) -> list[Any]:
+        """This call's output arrays. A pooled buffer is reused only when its pool holds the
+        only reference to it (bind first, then count: two threads can never both take one
+        buffer)."""
         outs = []
         for pool, dt, shape in self.pools:
             for buf in pool:
@@ -186,7 +192,6 @@ class Launch:
             else:
                 buf = self._fresh(pool, dt, shape)
             outs.append(buf)
-        self.run(arrays, outs)
         return outs
 
     def _fresh(self, pool: list, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
@@ -292,7 +297,23 @@ class FusedKernel:
         return launch.launch(args)
 
     # ---- first call with a layout: guards, layout, compile --------------------------------------
+    def launch_for(self, args: Sequence[Any]) -> tuple[Launch, Sequence[Any]]:
+        """The launch for ``args`` (guarded, laid out and compiled on first sight of their
+        layout) and the arrays to pass it, without running it (``runtime.gemm``'s epilogue
+        calls the kernel itself). The launch may be a ``ReferenceLaunch``."""
+        try:
+            launch = self._launches.get(self._key(*args))
+        except (AttributeError, TypeError):
+            launch = None
+        if launch is not None:
+            return launch, args
+        return self._prepare(args)
+
     def _slow_call(self, args: Sequence[Any]) -> list[Any]:
+        launch, arrays = self._prepare(args)
+        return launch.launch(arrays)
+
+    def _prepare(self, args: Sequence[Any]) -> tuple[Launch, Sequence[Any]]:
         arrays = self.check(args)
         out_shape = self._out_shape(arrays)
         if self.lowered.is_row:
@@ -304,7 +325,7 @@ class FusedKernel:
             launch = self._launches[key] = self._launch_for(arrays, out_shape)
         else:                                   # converted inputs: never cached as a layout
             launch = self._launch_for(arrays, out_shape)
-        return launch.launch(arrays)
+        return launch, arrays
 
     def check(self, args: Sequence[Any]) -> list[Any]:
         """The guards: returns the arrays (0-d NumPy scalars and odd strides made arrays)."""

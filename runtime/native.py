@@ -178,6 +178,7 @@ class _Planner:
         self.why: dict[Node, str] = {}
         self.buffers: list[Buffer] = []
         self.fused_specs: list[Any] = []          # kernels of groups run by a FusedKernel
+        self.own_gemms: set[Node] = set()         # matmuls left to ``runtime.gemm``
 
     # -- 1. what can be native --------------------------------------------------------------------
     def analyze(self) -> list["Segment"] | None:
@@ -329,6 +330,10 @@ class _Planner:
         if ins is None:
             return "a fusion group reading a value native code does not hold"
         out_shape = tuple(outs[0].shape)                            # type: ignore[union-attr]
+        from .gemm import epilogue_source
+        source = epilogue_source(node)
+        if source is not None and source[0] in self.own_gemms:
+            return "a fusion group run as the epilogue of our GEMM (runtime.gemm)"
         if _has_row_ops(node):
             return self._row_group(node, ins, out_shape)
         if threads.get_num_threads() > 1 and _numel(out_shape) >= threads.MIN_SPLIT:
@@ -383,6 +388,12 @@ class _Planner:
         m, n, k = gemm["m"], gemm["n"], gemm["k"]
         if k == 0 and m * n:
             return "matmul with an empty contraction"
+        if t.dtype is D.float32 and gemm["batch"] == 1 and not gemm["trans_a"]:
+            from . import gemm as own
+            if 2 * m * n * k >= own.MIN_FLOPS and own.preferred():
+                self.own_gemms.add(node)
+                return (f"a {m}x{k} @ {k}x{n} float32 GEMM: our GEMM on the thread pool "
+                        f"(runtime.gemm)")
         if m * n * k > _inline_max():
             blas = cblas()
             if blas is None:

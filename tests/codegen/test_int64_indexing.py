@@ -261,6 +261,7 @@ def test_planner_keeps_too_big_gemms_away_from_a_32_bit_blas(bits, monkeypatch):
         pytest.skip("no CBLAS in this NumPy")
     monkeypatch.setattr(blas, "cblas", lambda: blas.Blas(found.sgemm, found.dgemm, bits,
                                                          found.source))
+    monkeypatch.setenv("SCRIPTMOD_GEMM", "blas")     # (else runtime.gemm takes it here)
     k = 1 << 31
     g = parse(f'''graph(%x : Float(2, {k}), %w : Float({k}, 2)):
       %y : Float(2, 2) = sm::matmul(%x, %w)
