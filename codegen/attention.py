@@ -43,7 +43,7 @@ from . import vmath
 from .emitter import Num
 from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import (AVX512, F32, ZERO, Isa, VectorEmitter, at, c64, carried_loop,
-                          dispatch, imin, intrinsic, splat, tiles)
+                          dispatch, imin, intrinsic, render_tiled, splat)
 
 KC = 256               # keys per K block of E V: a KC x nr panel of V (16/32 KiB) stays in L1
 PARAMS = ("H", "L", "S", "E", "Ev", "NB", "RB",
@@ -66,13 +66,8 @@ def workspace_floats(S: int, E: int, Ev: int, RB: int, isa: Isa) -> int:
 
 def render_attention(isa: Isa) -> str:
     """LLVM IR text of the attention module for ``isa`` (see the module docstring)."""
-    module = ir.Module(name=name(isa))
-    table = tiles(module, name(isa), isa)
-    fn = ir.Function(module, ir.FunctionType(
-        ir.VoidType(), [I64, I64, PTR, PTR, PTR, PTR, PTR, PTR, PTR, F32]), name=name(isa))
-    fn.attributes.add("nounwind")
-    _Body(fn, table, isa).build()
-    return str(module)
+    return render_tiled(name(isa), isa, [I64, I64, PTR, PTR, PTR, PTR, PTR, PTR, PTR, F32],
+                        lambda fn, table: _Body(fn, table, isa).build())
 
 
 class _Body:

@@ -39,7 +39,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .llvm_emit import I64, PTR, for_range
-from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, tiles
+from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, render_tiled
 
 KC = 256           # contraction steps per block: a KC x nr panel (32 KiB at nr = 32) in L1
 MC = 256           # rows per unit: A's MC x KC block (256 KiB) stays in L2 over the panels
@@ -84,14 +84,9 @@ def transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
 
 def render_gemm(isa: Isa) -> str:
     """LLVM IR text of the GEMM module for ``isa`` (see the module docstring)."""
-    module = ir.Module(name=name(isa))
-    table = tiles(module, name(isa), isa)
-    fn = ir.Function(module, ir.FunctionType(
-        ir.VoidType(), [I64, I64, PTR, PTR, PTR, PTR, PTR, EP_TYPE.as_pointer(), PTR, PTR]),
-        name=name(isa))
-    fn.attributes.add("nounwind")
-    _Body(fn, table, isa).build()
-    return str(module)
+    return render_tiled(name(isa), isa,
+                        [I64, I64, PTR, PTR, PTR, PTR, PTR, EP_TYPE.as_pointer(), PTR, PTR],
+                        lambda fn, table: _Body(fn, table, isa).build())
 
 
 class _Body:

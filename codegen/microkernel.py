@@ -222,6 +222,18 @@ def tiles(module: ir.Module, prefix: str, isa: Isa) -> dict[int, ir.Function]:
     return {mr: _TileBuilder(module, prefix, isa, mr).build() for mr in range(1, isa.mr + 1)}
 
 
+def render_tiled(fname: str, isa: Isa, args: Sequence[ir.Type],
+                 build: Callable[[ir.Function, dict[int, ir.Function]], None]) -> str:
+    """LLVM IR text of a module exporting ``void fname(args...)`` whose body
+    ``build(fn, table)`` writes, ``table`` the module's tiles for ``isa``."""
+    module = ir.Module(name=fname)
+    table = tiles(module, fname, isa)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), list(args)), name=fname)
+    fn.attributes.add("nounwind")
+    build(fn, table)
+    return str(module)
+
+
 def dispatch(b: ir.IRBuilder, mr: ir.Value, table: dict[int, ir.Function],
              args: list[ir.Value]) -> None:
     """``table[mr](*args)``: the full tile by default, a switch for the last rows."""

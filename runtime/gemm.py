@@ -12,7 +12,8 @@ When to use it (``preferred``): where it beats the BLAS NumPy runs. On an AVX-51
 OpenBLAS runs an AVX2-or-older kernel (Zen 5 with OpenBLAS 0.3.31 runs its Haswell kernel),
 our 8 x 32 zmm tiles run ~1.5x OpenBLAS's rate; elsewhere (an AVX2 host, or OpenBLAS's own
 AVX-512 kernel) BLAS is as fast or faster and keeps the GEMM. ``SCRIPTMOD_GEMM=own|blas``
-overrides that choice; ``auto`` (or unset) is the rule above.
+overrides that choice; ``auto`` (or unset) is the rule above. It is read when a
+specialization is planned, so a change applies to specializations built after it.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ import numpy as np
 
 from scriptmod.codegen.gemm import MC, NC, PARAMS, name, render_gemm, workspace_floats
 from scriptmod.codegen.microkernel import Isa, host_isa
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.graph import Node, Prim
+from scriptmod.ir.types import TensorType
 from . import threads as _threads
 from .llvm_jit import CompiledKernel, compile_cached, host
 
@@ -36,6 +40,7 @@ _UNIT = 64                    # ``parallel_for`` chunks at multiples of 64: one 
 MIN_FLOPS = 1 << 24           # smaller products stay with BLAS or the native inline loops
 MIN_THREAD_FLOPS = 1 << 22    # less work than this runs on the calling thread
 CHOICES = ("auto", "own", "blas")
+MAX_SHAPES = 8                # C buffer pools an epilogue step keeps (one per shape)
 
 
 def choice() -> str:
@@ -87,11 +92,11 @@ def supported(a: Any, b: Any) -> bool:
 class Epilogue:
     """A fusion-group kernel applied to each finished block of C: ``fn`` has
     ``codegen.llvm_ir``'s ABI ``(start, end, args, meta)`` over flat output indices, ``args``
-    is its pointer table (C's data pointer among its inputs), ``meta`` its shape and
-    strides; ``keep`` holds whatever keeps those alive."""
+    the address of its pointer table (C's data pointer among its inputs), ``meta`` of its
+    shape and strides; the caller keeps all three alive for the call."""
 
-    def __init__(self, fn: int, args: int, meta: int, keep: Any = None) -> None:
-        self.fn, self.args, self.meta, self.keep = fn, args, meta, keep
+    def __init__(self, fn: int, args: int, meta: int) -> None:
+        self.fn, self.args, self.meta = fn, args, meta
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
@@ -156,19 +161,17 @@ def _desc(a: Any) -> str:
 
 # ---- a fusion group as the GEMM's epilogue ------------------------------------------------
 
-def epilogue_source(group: Any) -> tuple[Any, int] | None:
+def epilogue_source(group: Node) -> tuple[Node, int] | None:
     """``(matmul node, input slot)`` when the fusion group ``group`` can run as that matmul's
     epilogue (``Epilogue``): an elementwise group (no row ops) with one float32 CPU output of
     the matmul's static shape, reading the matmul's result once, the group its only user, in
     the same block; the matmul of a float32 ``(..., K)`` by a ``(K, N)`` matrix. The GEMM is
     then deferred to the group's place (nothing else reads its result)."""
     from scriptmod.codegen.rows import has_row_ops
-    from scriptmod.ir.graph import Prim
-    from scriptmod.ir.types import TensorType
     if group.kind != Prim.FUSION_GROUP or len(group.outputs) != 1:
         return None
     out = group.output.type
-    if not _f32_cpu(out, TensorType) or has_row_ops(group.attrs["subgraph"]):
+    if not _f32_cpu(out) or has_row_ops(group.attrs["subgraph"]):
         return None
     for slot, v in enumerate(group.inputs):
         m = v.node
@@ -176,17 +179,16 @@ def epilogue_source(group: Any) -> tuple[Any, int] | None:
                 or m.owning_block is not group.owning_block:
             continue
         a, b = (u.type for u in m.inputs)
-        if not (_f32_cpu(v.type, TensorType) and _f32_cpu(a, TensorType)
-                and _f32_cpu(b, TensorType)):
+        if not (_f32_cpu(v.type) and _f32_cpu(a) and _f32_cpu(b)):
             continue
-        if len(b.shape) == 2 and len(a.shape) >= 2 and tuple(v.type.shape) == tuple(out.shape):
+        if len(b.shape or ()) == 2 and len(a.shape or ()) >= 2 \
+                and tuple(v.type.shape or ()) == tuple(out.shape or ()):
             return m, slot
     return None
 
 
-def _f32_cpu(t: Any, tensor_type: type) -> bool:
-    from scriptmod.ir import dtypes as D
-    return isinstance(t, tensor_type) and t.dtype is D.float32 and t.device == "cpu" \
+def _f32_cpu(t: Any) -> bool:
+    return isinstance(t, TensorType) and t.dtype is D.float32 and t.device == "cpu" \
         and t.shape is not None
 
 
@@ -222,6 +224,8 @@ def _fused(fk: Any, slot: int, x: Any, w: Any, ins: list, pools: dict) -> Any:
     shape = (x2.shape[0], w.shape[1])
     pool = pools.get(shape)
     if pool is None:
+        if len(pools) >= MAX_SHAPES:         # many batch sizes: keep the newest only
+            pools.clear()
         pool = pools[shape] = BufferPool(shape, np.dtype(np.float32))
     c = pool.take()
     ins[slot] = c.reshape(x.shape[:-1] + w.shape[1:])
