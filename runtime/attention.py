@@ -19,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-import threading
 from functools import lru_cache, partial
 from typing import Any
 
@@ -115,7 +114,7 @@ def run_checked(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | 
                 None if mask is None else mask.ctypes.data, out.ctypes.data)
 
     def run(lo: int, hi: int) -> None:
-        fn(lo // _UNIT, hi // _UNIT, *pointers, _workspace(floats), scale)
+        fn(lo // _UNIT, hi // _UNIT, *pointers, _threads.scratch(floats), scale)
     if threads == 1 or not split or units < MIN_THREAD_UNITS * _threads.get_num_threads():
         run(0, units * _UNIT)
     else:
@@ -155,19 +154,6 @@ def _plan(key: tuple) -> tuple[np.ndarray, tuple, int, int, bool]:
     params.flags.writeable = False
     split = 2 * B * H * L * S * (E + Ev) >= MIN_THREAD_FLOPS
     return params, out_shape, B * H * nb, workspace_floats(S, E, Ev, rb, shape), split
-
-
-_local = threading.local()
-
-
-def _workspace(floats: int) -> int:
-    """The address of this thread's workspace of at least ``floats`` floats, kept between
-    calls: a fresh one per call (hundreds of KiB at T = 512) would be new pages to fault in
-    every time."""
-    ws = getattr(_local, "ws", None)
-    if ws is None or ws.size < floats:
-        ws = _local.ws = np.empty(max(floats, 1 << 14), np.float32)
-    return ws.ctypes.data
 
 
 def _desc(a: Any) -> str:

@@ -635,7 +635,8 @@ def _op_step(node: Node) -> Step:
         matmul = matmul_rows if _stack_by_matrix(node, dt) else np.matmul
         step = lambda a: matmul(a[0], a[1])                  # noqa: E731
         if dt is D.float32 and _own_gemm(node):
-            step = _gemm_step(matmul)
+            from .gemm import matmul_step
+            step = matmul_step(matmul)
     else:
         fn, want = KERNELS[name], np.dtype(dt.name)
         if name == "index":
@@ -663,8 +664,8 @@ def _attention_step(scale: float) -> Step:
 
 
 def _own_gemm(node: Node) -> bool:
-    """Whether this float32 matmul is worth ``runtime.gemm`` (large enough, with a static
-    shape, on a host where it beats BLAS: ``gemm.preferred``)."""
+    """Whether this float32 matmul of static shape is one ``runtime.gemm`` takes
+    (``gemm.chosen``): a ``(..., K)`` stack of rows times a ``(K, N)`` matrix."""
     from . import gemm
     a, b = (v.type for v in node.inputs)
     assert isinstance(a, TensorType) and isinstance(b, TensorType)
@@ -673,25 +674,7 @@ def _own_gemm(node: Node) -> bool:
     dims = [*a.shape, b.shape[1]]
     if not all(isinstance(d, int) for d in dims):
         return gemm.preferred()             # symbolic rows: decided per call by the step
-    rows = math.prod(dims[:-2])
-    return 2 * rows * dims[-2] * dims[-1] >= gemm.MIN_FLOPS and gemm.preferred()
-
-
-def _gemm_step(fallback: Callable[[Any, Any], Any]) -> Step:
-    """``runtime.gemm.matmul`` for the arrays it takes (a stack of rows is one GEMM when its
-    leading dims collapse), ``fallback`` for the rest."""
-    from .gemm import MIN_FLOPS, matmul, supported
-
-    def step(a: list) -> Any:
-        x, w = a
-        if x.ndim > 2 and x.flags.c_contiguous:
-            x2 = x.reshape(-1, x.shape[-1])
-            if supported(x2, w) and 2 * x2.shape[0] * x2.shape[1] * w.shape[1] >= MIN_FLOPS:
-                return matmul(x2, w).reshape(x.shape[:-1] + w.shape[1:])
-        elif supported(x, w) and 2 * x.shape[0] * x.shape[1] * w.shape[1] >= MIN_FLOPS:
-            return matmul(x, w)
-        return fallback(x, w)
-    return step
+    return gemm.chosen(math.prod(dims[:-2]), dims[-2], dims[-1])
 
 
 def _basic_index(spec: Sequence[tuple]) -> Callable[..., Any] | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 from functools import lru_cache, partial
 from typing import Any, Callable
 
@@ -32,6 +31,7 @@ from scriptmod.ir.graph import Node, Prim
 from scriptmod.ir.types import TensorType
 from . import threads as _threads
 from .llvm_jit import CompiledKernel, compile_cached, host
+from .native import data_ptr
 
 EP_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
                            ctypes.c_void_p)
@@ -63,6 +63,39 @@ def _auto() -> bool:
     if host_isa(host()[2]).lanes < 16:
         return False
     return bool(blas.kernel_hint(host()[2], blas.kernel()))
+
+
+def chosen(m: int, k: int, n: int) -> bool:
+    """Whether an ``(m, k) @ (k, n)`` float32 GEMM runs here: ``MIN_FLOPS`` or more, on a
+    host where ``preferred``. The planner and the executor's matmul steps ask this."""
+    return 2 * m * k * n >= MIN_FLOPS and preferred()
+
+
+def rows(a: Any, b: Any) -> np.ndarray | None:
+    """``a`` as the 2-D ``(rows, K)`` operand ``matmul`` takes (a C-contiguous stack of rows
+    is one matrix), or None: arrays it does not take (``supported``) or under ``MIN_FLOPS``."""
+    if type(a) is not np.ndarray or a.ndim < 2:
+        return None
+    if a.ndim > 2:
+        if not a.flags.c_contiguous:
+            return None
+        a = a.reshape(-1, a.shape[-1])
+    if not supported(a, b) or 2 * a.shape[0] * a.shape[1] * b.shape[1] < MIN_FLOPS:
+        return None
+    return a
+
+
+def matmul_step(fallback: Callable[[Any, Any], Any]) -> Callable[[list], Any]:
+    """The executor's step for a matmul ``chosen`` at planning: ``matmul`` on the arrays
+    ``rows`` takes (the result shaped as ``a @ b``), ``fallback(a, b)`` for the rest."""
+    def step(args: list) -> Any:
+        a, b = args
+        a2 = rows(a, b)
+        if a2 is None:
+            return fallback(a, b)
+        out = matmul(a2, b)
+        return out if a2 is a else out.reshape(a.shape[:-1] + b.shape[1:])
+    return step
 
 
 def isa() -> Isa:
@@ -122,10 +155,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     floats = workspace_floats(shape)
     ep = (None, None, None) if epilogue is None else \
         (epilogue.fn, epilogue.args, epilogue.meta)
-    pointers = (params.ctypes.data, a.ctypes.data, b.ctypes.data, out.ctypes.data)
+    pointers = (data_ptr(params), data_ptr(a), data_ptr(b), data_ptr(out))
 
     def run(lo: int, hi: int) -> None:
-        fn(lo // _UNIT, hi // _UNIT, *pointers, _workspace(floats), *ep)
+        fn(lo // _UNIT, hi // _UNIT, *pointers, _threads.scratch(floats), *ep)
     if threads == 1 or 2 * M * N * K < MIN_THREAD_FLOPS or units < 2:
         run(0, units * _UNIT)
     else:
@@ -140,17 +173,6 @@ def _plan(M: int, N: int, K: int, lda: int, bsk: int, bsn: int) -> tuple[np.ndar
     params = np.array([sizes[p] for p in PARAMS], np.int64)
     params.flags.writeable = False
     return params, -(-M // MC) * nb
-
-
-_local = threading.local()
-
-
-def _workspace(floats: int) -> int:
-    """This thread's packing buffer (kept between calls), 64-byte aligned."""
-    ws = getattr(_local, "ws", None)
-    if ws is None or ws.size < floats + 16:
-        ws = _local.ws = np.empty(floats + 16, np.float32)
-    return (ws.ctypes.data + 63) & ~63
 
 
 def _desc(a: Any) -> str:
@@ -216,10 +238,8 @@ def _fused(fk: Any, slot: int, x: Any, w: Any, ins: list, pools: dict) -> Any:
     """The epilogue's output, or None where the arrays or the group's launch do not fit
     (then nothing was computed)."""
     from .fusion import BufferPool, Launch
-    if type(x) is not np.ndarray or x.ndim < 2:
-        return None
-    x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1]) if x.flags.c_contiguous else None
-    if x2 is None or not supported(x2, w) or 2 * x2.shape[0] * x2.shape[1] * w.shape[1] < MIN_FLOPS:
+    x2 = rows(x, w)
+    if x2 is None:
         return None
     shape = (x2.shape[0], w.shape[1])
     pool = pools.get(shape)
@@ -234,8 +254,7 @@ def _fused(fk: Any, slot: int, x: Any, w: Any, ins: list, pools: dict) -> Any:
             or launch.out_shape != ins[slot].shape or not launch.n:
         return None
     out, = launch.outputs()
-    table = (ctypes.c_void_p * (len(arrays) + 1))(*[a.ctypes.data for a in arrays],
-                                                  out.ctypes.data)
+    table = (ctypes.c_void_p * (len(arrays) + 1))(*[data_ptr(a) for a in arrays], data_ptr(out))
     meta = (ctypes.c_int64 * max(1, len(launch.meta)))(*launch.meta)
     matmul(x2, w, c, Epilogue(launch.kernel.address, ctypes.addressof(table),
                               ctypes.addressof(meta)))

@@ -390,7 +390,7 @@ class _Planner:
             return "matmul with an empty contraction"
         if t.dtype is D.float32 and gemm["batch"] == 1 and not gemm["trans_a"]:
             from . import gemm as own
-            if 2 * m * n * k >= own.MIN_FLOPS and own.preferred():
+            if own.chosen(m, k, n):
                 self.own_gemms.add(node)
                 return (f"a {m}x{k} @ {k}x{n} float32 GEMM: our GEMM on the thread pool "
                         f"(runtime.gemm)")

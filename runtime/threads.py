@@ -39,6 +39,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+import numpy as np
+
 from . import blas
 
 ALIGN = 64            # chunk boundaries are multiples of this many elements
@@ -128,6 +130,17 @@ def _release(pool: _Pool) -> None:
         last = pool.retired and pool.users == 0
     if last:
         pool.executor.shutdown(wait=False)
+
+
+def scratch(floats: int) -> int:
+    """The 64-byte aligned address of this thread's float32 scratch of at least ``floats``
+    floats, kept between calls (native kernels' packing buffers and workspaces: a fresh one
+    per call, hundreds of KiB, would be new pages to fault in every time). One per thread,
+    so a kernel must not hold it across a call into another kernel that uses it."""
+    ws = getattr(_local, "scratch", None)
+    if ws is None or ws.size < floats + 16:
+        ws = _local.scratch = np.empty(max(floats, 1 << 14) + 16, np.float32)
+    return (ws.ctypes.data + 63) & ~63
 
 
 def split(n: int, parts: int, align: int = ALIGN) -> list[tuple[int, int]]:
