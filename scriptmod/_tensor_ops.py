@@ -245,7 +245,10 @@ def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
         from scriptmod._creation import tensor
         src = tensor(src, dtype=self.dtype, device=self.device)
     out = src.to(device=self.device, dtype=self.dtype)
-    if tuple(out.shape) != tuple(self.shape):
+    if TRACERS and out._data is not self._data:
+        out = where(True, out, self)   # src broadcast to self's shape by an elementwise op,
+        # which follows another rank of self as eager's copy_ does (an expand records the sizes)
+    elif tuple(out.shape) != tuple(self.shape):
         out = out.expand(self.shape)
     if out._data is self._data:
         self._vc[0] += 1   # torch counts a copy onto itself (load_state_dict of its own state)

@@ -5,8 +5,8 @@ from typing import Any, Sequence
 from . import rules as R
 from .. import dtypes as D
 from ..dtypes import DType
-from ..schema import (BINARY, COMMUTATIVE, ELEMENTWISE, IMPURE, LONG, NONDIFF, OWN_DTYPES,
-                      SCALAR_OPMATH, UNARY, VIEW, op)
+from ..schema import (ANY_RANK, BINARY, COMMUTATIVE, ELEMENTWISE, IMPURE, LONG, NONDIFF,
+                      OWN_DTYPES, SCALAR_OPMATH, UNARY, VIEW, op)
 
 EW, UN, BIN, OPMATH = ELEMENTWISE, UNARY, BINARY, SCALAR_OPMATH
 
@@ -96,6 +96,7 @@ op("cast(Tensor self, *, ScalarType dtype) -> Tensor", R.from_attr(), R.same_sha
 # An in-place op on a traced graph's input (``ReLU(inplace=True)`` on an argument): the
 # tracer writes the input's final value back with ``copy_``, whose output is that input's
 # own storage. Not fused (impure); ``passes.inplace`` drops the copies nobody can observe.
+# It follows ``self``'s rank as eager's ``copy_`` does (a write-back follows its argument).
 def _copy_into(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> R.Shape | None:
     """``self``'s shape; ``src`` must broadcast to it (as ``Tensor.copy_`` requires)."""
     dst, src = ops[0][1], ops[1][1]
@@ -107,4 +108,4 @@ def _copy_into(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> R.Shap
     return dst
 
 
-op("copy_(Tensor self, Tensor src) -> Tensor", R.same, _copy_into, IMPURE, VIEW)
+op("copy_(Tensor self, Tensor src) -> Tensor", R.same, _copy_into, IMPURE, VIEW, ANY_RANK)

@@ -268,8 +268,10 @@ op("stack(Tensor... tensors, *, int dim=0) -> Tensor", R.promote, _stack)
 op("gather(Tensor self, Tensor index, *, int dim) -> Tensor", R.same, _gather)
 # indices: index tensors and run-time ints, referred to by the spec (see ``spec_value``)
 op("index(Tensor self, Any... indices, *, Any spec) -> Tensor", R.same, _index_shape)
+# the spec means what the user's index means at any rank of ``self`` (numpy's rules: leading
+# dims, ``...``, a mask of its rank), so a write-back through it follows the rank like eager
 op("index_put(Tensor self, Tensor values, Any... indices, *, Any spec, bool accumulate=False) -> Tensor",
-   R.same, R.same_shape)
+   R.same, R.same_shape, ANY_RANK)
 op("to_device(Tensor self, *, Device device) -> Tensor", R.same, R.same_shape, ANY_RANK)
 def _size(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape:
     """An int; its ``dim`` must exist where the rank is known."""

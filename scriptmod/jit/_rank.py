@@ -6,7 +6,10 @@ rank. The registry says which ops do (``ir.schema.rank_polymorphic``: elementwis
 reductions, softmax, matmul, ...); a view or reshape whose dims or sizes were recorded for the
 traced rank, a conv, an index, or an elementwise op broadcasting against a tensor the traced
 code reshaped for that rank (PReLU's ``(C, 1)`` weight) *pins* it, and the call gets a
-``ShapeError`` naming the op, the user's line, the operand and both ranks.
+``ShapeError`` naming the op, the user's line, the operand and both ranks. An in-place write
+into an argument follows its rank as eager's does: the tracer records the new value with
+rank-following ops (``copy_``'s broadcast as a ``where``) and writes it back with ``copy_`` or
+``index_put``, which follow ``self``'s rank.
 
     >>> traced = scriptmod.jit.trace(nn.Linear(4, 8), scriptmod.randn(2, 4))
     >>> traced(scriptmod.randn(3, 2, 4)).shape
