@@ -42,6 +42,8 @@ TOPICS: dict[str, tuple[str, str]] = {
                              "bytes) or runs op by op, and why"),
     "script": ("script", "scripted calls left to run as Python calls (arguments known only at "
                          "run time)"),
+    "errors": ("errors", "the IR line of each node whose op failed during a compiled call (the "
+                         "error's message names the op and your source line)"),
 }
 _SPECIAL = {"all": "every topic above", "help": "this list (printed to stderr; the program "
                                                 "goes on)"}

@@ -27,6 +27,7 @@ import numpy as np
 from scriptmod.codegen.attention import PARAMS, name, render_attention, workspace_floats
 from scriptmod.codegen.microkernel import ISAS, Isa, host_isa
 from . import threads as _threads
+from .errors import worded
 from .llvm_jit import CompiledKernel, compile_cached, host
 
 ATTENTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
@@ -91,10 +92,11 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     None or broadcasting to ``(..., L, S)``. Returns a new C-contiguous ``(..., L, Ev)``
     array. ``threads=1``: the calling thread only."""
     if not supported(q, k, v, mask):
-        raise ValueError(
+        raise worded(ValueError(
             f"attention: expected float32 arrays q (..., L, E), k (..., S, E), v (..., S, Ev) "
             f"of one leading shape, rank 2-4, no empty dim, and a float32 mask broadcasting to "
-            f"(..., L, S); got q {_desc(q)}, k {_desc(k)}, v {_desc(v)}, mask {_desc(mask)}")
+            f"(..., L, S); got q {_desc(q)}, k {_desc(k)}, v {_desc(v)}, mask {_desc(mask)}"),
+            internal=True)                    # the planner only sends what it takes
     return run_checked(q, k, v, mask, scale, threads)
 
 

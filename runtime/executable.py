@@ -56,8 +56,9 @@ from scriptmod.ir.passes.effects import has_side_effects
 from scriptmod.ir.types import BoolType, FloatType, IntType, TensorType
 from . import profiling, pycode, threads
 from .fusion import TOPIC, FusedKernel
+from .errors import node_failure, noted
 from .interpreter import (DISPATCH, Interpreter, InterpreterError, OpHandler, RaisedException,
-                          failure, python_error)
+                          python_error)
 from .kernels import KERNELS, run_kernel
 from .kernels.nn import matmul_rows
 
@@ -496,14 +497,15 @@ class _Program:
     def error(self, e: Exception) -> Exception:
         """The exception to raise for ``e`` raised by ``fn``: itself, or one that names the
         node whose line failed."""
-        if isinstance(e, (InterpreterError, RaisedException, TraceGuardError)) or getattr(
-                e, "scripted_raise", False):
+        if isinstance(e, (InterpreterError, TraceGuardError)):
             return e
         node = self._failing_node(e)
-        if node is None or python_error(node, e):
+        if node is None:
             return e
-        where = f" ({node.source})" if node.source else ""
-        err = failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n    {node!r}")
+        if isinstance(e, RaisedException) or getattr(e, "scripted_raise", False) \
+                or python_error(node, e):
+            return noted(node, e)
+        err = node_failure(node, e)
         err.__cause__ = e
         return err
 

@@ -57,6 +57,7 @@ from scriptmod.ir.types import TensorType
 from . import pycode
 from .arrays import NP_DTYPE
 from .backends import Backend, for_devices
+from .errors import shape_text, worded
 from .interpreter import Interpreter
 from .llvm_jit import CompileBudgetError
 
@@ -348,7 +349,8 @@ class FusedKernel:
                                    f"({t!r}), got {got.dtype}")
         if got.ndim != len(t.shape or ()) or any(
                 isinstance(d, int) and d != n for d, n in zip(t.shape or (), got.shape)):
-            raise ShapeError(f"{where}: expected shape {t!r}, got {tuple(got.shape)}")
+            raise worded(ShapeError(f"{where}: expected shape {t!r}, got {tuple(got.shape)}"),
+                         internal=True)                 # the specialization's guards passed it
         return self.backend.place(got, t, where)
 
     def _out_shape(self, arrays: Sequence[Any]) -> tuple[int, ...]:
@@ -362,12 +364,13 @@ class FusedKernel:
         try:
             shape = tuple(np.broadcast_shapes(*[a.shape for a in arrays]))
         except ValueError:
-            raise ShapeError(f"{self.name}: input shapes {[a.shape for a in arrays]} do not "
-                             f"broadcast together") from None
+            shapes = ", ".join(shape_text(a.shape) for a in arrays)
+            raise worded(ShapeError(f"{self.name}: input shapes {shapes} do not broadcast "
+                                    f"together"), f"shapes {shapes} do not broadcast") from None
         if len(shape) != len(t.shape or ()) or any(
                 isinstance(d, int) and d != n for d, n in zip(t.shape or (), shape)):
-            raise ShapeError(f"{self.name}: inputs broadcast to {shape}, but the group was "
-                             f"specialized for outputs {t!r}")
+            raise worded(ShapeError(f"{self.name}: inputs broadcast to {shape}, but the group "
+                                    f"was specialized for outputs {t!r}"), internal=True)
         return shape
 
     def _launch_for(self, arrays: Sequence[Any], out_shape: tuple[int, ...]) -> Launch:

@@ -30,6 +30,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir.graph import Node, Prim
 from scriptmod.ir.types import TensorType
 from . import threads as _threads
+from .errors import worded
 from .llvm_jit import CompiledKernel, compile_cached, host
 from .native import data_ptr
 
@@ -140,15 +141,16 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     the host's, ``isa()``). Raises ``ValueError`` naming the arrays it does not take
     (``supported``)."""
     if not supported(a, b):
-        raise ValueError(f"gemm.matmul: expected float32 arrays a (M, K) with unit column "
-                         f"stride and b (K, N), no empty dim; got a {_desc(a)}, b {_desc(b)}")
+        raise worded(ValueError(f"gemm.matmul: expected float32 arrays a (M, K) with unit "
+                                f"column stride and b (K, N), no empty dim; got a {_desc(a)}, "
+                                f"b {_desc(b)}"), internal=True)   # the planner checked
     M, K = a.shape
     N = b.shape[1]
     if out is None:
         out = np.empty((M, N), np.float32)
     elif out.shape != (M, N) or out.dtype != np.float32 or not out.flags.c_contiguous:
-        raise ValueError(f"gemm.matmul: out must be a C-contiguous float32 ({M}, {N}) array, "
-                         f"got {_desc(out)}")
+        raise worded(ValueError(f"gemm.matmul: out must be a C-contiguous float32 ({M}, {N}) "
+                                f"array, got {_desc(out)}"), internal=True)
     shape = shape or isa()
     params, units = _plan(M, N, K, a.strides[0] // 4, b.strides[0] // 4, b.strides[1] // 4)
     fn = kernel(shape)[0]

@@ -20,56 +20,15 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from scriptmod.ir import schema as S
-from scriptmod.ir.errors import (ArgumentValueError, DeviceError, DTypeError, ShapeError,
-                                 TraceGuardError)
+from scriptmod.ir.errors import (ArgumentError, ArgumentValueError, DeviceError, DTypeError,
+                                 ShapeError, TraceGuardError)
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
+from .errors import (DeviceFailure, DTypeFailure, IndexFailure, InternalError,  # noqa: F401
+                     InterpreterError, ShapeFailure, ValueFailure, failure, node_failure,
+                     noted, python_error)
 from .kernels import run_kernel
 
 MethodResolver = Callable[[Any, str], Graph]
-
-
-class InterpreterError(RuntimeError):
-    """A node failed at run time; the message quotes its IR line and user source."""
-
-
-class ShapeFailure(InterpreterError, ShapeError):
-    """An op's shape check failed at run time (``narrow`` past the end at this batch size)."""
-
-
-class DTypeFailure(InterpreterError, DTypeError):
-    """An op's dtype check failed at run time."""
-
-
-class ValueFailure(InterpreterError, ArgumentValueError):
-    """An op refused an argument's value at run time (``arange`` with the wrong step sign)."""
-
-
-class DeviceFailure(InterpreterError, DeviceError):
-    """An op's device check failed at run time."""
-
-
-_PY_ERRORS = (ZeroDivisionError, IndexError, KeyError, ValueError, TypeError, OverflowError)
-
-
-def python_error(node: Node, e: BaseException) -> bool:
-    """Whether ``e`` is a Python-value op's own Python error (``a // 0``, ``xs[7]``,
-    ``d['z']``): scripted code raises it as is, as the same Python code would."""
-    return isinstance(e, _PY_ERRORS) and node.is_op and node.op_name.startswith(
-        ("py_", "list_", "dict_", "int_"))
-
-
-def failure(e: Exception) -> type[InterpreterError]:
-    """The InterpreterError class that is also ``e``'s user-level class, so that ``except
-    ShapeError`` around a compiled call catches what it catches around eager code."""
-    for user, cls in _FAILURES:
-        if isinstance(e, user):
-            return cls
-    return InterpreterError
-
-
-_FAILURES: tuple[tuple[type, type[InterpreterError]], ...] = (
-    (ShapeError, ShapeFailure), (DTypeError, DTypeFailure), (ArgumentValueError, ValueFailure),
-    (DeviceError, DeviceFailure))
 
 
 class OpHandler:
@@ -156,10 +115,8 @@ class Interpreter:
             raise
         except Exception as e:
             if getattr(e, "scripted_raise", False) or python_error(node, e):
-                raise                                   # the program's own raise or error
-            where = f" ({node.source})" if node.source else ""
-            raise failure(e)(f"{node.kind} failed{where}: {type(e).__name__}: {e}\n"
-                              f"    {node!r}") from e
+                raise noted(node, e)                    # the program's own raise or error
+            raise node_failure(node, e) from e
 
     # ---- one method per kind -------------------------------------------------------------
     def call_op(self, node: Node, args: list[Any]) -> Sequence[Any]:
@@ -239,15 +196,27 @@ class Interpreter:
 def raised(kind: str, message: str) -> Exception:
     """The exception a ``prim::RaiseException`` raises (marked ``scripted_raise``: error
     mappers pass it through unchanged)."""
-    import builtins
-    cls = getattr(builtins, kind, None)
-    if isinstance(cls, type) and issubclass(cls, Exception) and cls not in (
-            SystemExit, KeyboardInterrupt, GeneratorExit):
+    cls = RAISABLE.get(kind)
+    if cls is not None:
         err: Exception = cls(message)
     else:
         err = RaisedException(kind, message)
     err.scripted_raise = True              # type: ignore[attr-defined]
     return err
+
+
+def _raisable() -> dict[str, type[Exception]]:
+    """Exception classes a ``prim::RaiseException`` raises by name: Python's own, and the
+    op errors (``DTypeError`` is a ``RuntimeError`` and a ``TypeError``, as in eager)."""
+    import builtins
+    found = {name: cls for name, cls in vars(builtins).items() if isinstance(cls, type)
+             and issubclass(cls, Exception)}
+    found.update((c.__name__, c) for c in (ShapeError, DTypeError, ArgumentError,
+                                           ArgumentValueError, DeviceError))
+    return found
+
+
+RAISABLE = _raisable()
 
 
 class RaisedException(Exception):

@@ -44,6 +44,7 @@ from scriptmod.ir.passes.effects import is_view
 from scriptmod.ir.types import TensorType
 from . import pycode, threads
 from .arrays import NP_DTYPE
+from .errors import article, describe_value, op_label, place, shape_text, worded
 from .kernels import KERNELS
 from .memory_plan import ALIGN, Buffer, PlanError, assign_offsets, check_plan  # noqa: F401
 
@@ -989,12 +990,13 @@ def _convert(a: Any, dt: np.dtype, shape: tuple, v: Value) -> np.ndarray:
     C-contiguous copy when only the layout differs; an error otherwise."""
     if isinstance(a, np.generic):
         a = np.asarray(a)
-    if not isinstance(a, np.ndarray):
-        raise TypeError(f"native segment: value {v!r} should be a NumPy array of {shape} "
-                        f"{dt}, got {type(a).__name__}")
-    if a.dtype != dt or tuple(a.shape) != tuple(shape):
-        raise TypeError(f"native segment: value {v!r} should be a NumPy array of shape "
-                        f"{tuple(shape)} and dtype {dt}, got {tuple(a.shape)} {a.dtype}")
+    if not isinstance(a, np.ndarray) or a.dtype != dt or tuple(a.shape) != tuple(shape):
+        # what the step before produced is not what the types promised: our bug, named by
+        # the op that made the value (``node_failure`` words it for the user)
+        made = f"{op_label(v.node)}{place(v.node)}" if v.node.kind != Prim.PARAM else "an input"
+        raise worded(TypeError(f"compiled code expected {article(f'{dt} tensor')} of shape "
+                               f"{shape_text(shape)} from {made}, got {describe_value(a)}"),
+                     internal=True)
     return np.ascontiguousarray(a.view(np.ndarray) if type(a) is not np.ndarray else a)
 
 

@@ -31,6 +31,7 @@ from scriptmod.ir.errors import DeviceError
 from scriptmod.ir.graph import Node
 from scriptmod.ir.types import TensorType
 from .. import arrays as array_modules      # NumPy/CuPy
+from ..errors import worded
 
 BLOCK = 256                    # threads per block
 MAX_GRID = 4096                # blocks per launch; the grid-stride loop does the rest
@@ -113,8 +114,8 @@ class CudaBackend:
         """``a`` on the device ``t`` names (``DeviceError`` if not), strides whole elements."""
         index = _device_index(t.device)
         if index is not None and a.device.id != index:
-            raise DeviceError(f"{where}: expected an array on {t.device}, got one on "
-                              f"cuda:{a.device.id}")
+            raise worded(DeviceError(f"{where}: expected an array on {t.device}, got one on "
+                                     f"cuda:{a.device.id}"), internal=True)   # guards passed it
         if any(s % a.itemsize for s in a.strides):
             a = self.xp.ascontiguousarray(a)
         return a
@@ -123,8 +124,9 @@ class CudaBackend:
         """The device every input is on (the current one when there are none)."""
         devices = sorted({a.device.id for a in arrays})
         if len(devices) > 1:
-            raise DeviceError(f"{name}: inputs on different devices "
-                              f"({', '.join(f'cuda:{d}' for d in devices)})")
+            on = ", ".join(f"cuda:{d}" for d in devices)
+            raise worded(DeviceError(f"{name}: inputs on different devices ({on})"),
+                         f"expected all tensors on one device, got tensors on {on}")
         return devices[0] if devices else self.xp.cuda.Device().id
 
     # ---- launching -----------------------------------------------------------------------------

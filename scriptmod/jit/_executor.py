@@ -42,6 +42,8 @@ from scriptmod.ir.passes.shapes import ShapePropagationError, extra_handlers
 from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, ModuleType,
                                 OptionalType, TensorType, TupleType, Type)
 from scriptmod.runtime import profiling
+from scriptmod.runtime.errors import article, describe_type, describe_value, op_label, place, \
+    shape_text
 from scriptmod.runtime.executable import ArrayOps, Executable
 from scriptmod.runtime.kernels import KERNELS
 from scriptmod.runtime.interpreter import OpHandler, evaluate_node
@@ -487,7 +489,7 @@ class Executor:
         that reaches that op with a dtype or size other than traced, when there is one."""
         node = getattr(e, "node", None)
         if node is None:
-            return e
+            return _reworded(e, f"{self.module.original_name}.{self.method}()")
         reaching, stack, seen = set(), list(node.inputs), set()
         while stack:
             v = stack.pop()
@@ -498,18 +500,17 @@ class Executor:
                 reaching.add(v)
             stack.extend(v.node.inputs)
         skip = 1 if self.has_self else 0
-        for i, v in enumerate(g.inputs[skip:]):
-            was, now = traced[i + skip], given[i + skip]
-            if v in reaching and isinstance(was, TensorType) and isinstance(now, TensorType) \
-                    and _differs(was, now):
-                name = self.arg_names[i] if i < len(self.arg_names) else f"arg{i}"
-                scope = f" (in {node.scope})" if getattr(node, "scope", None) else ""
-                err = type(e)(f"{self.module.original_name}.{self.method}(): argument "
-                              f"'{name}' (position {i}): expected {was!r} as traced, got "
-                              f"{now!r}, which {node.kind}{scope} refuses: {e}")
-                err.node = node                              # type: ignore[attr-defined]
-                return err
-        return e
+        found = _blamed(self.arg_names, [v in reaching for v in g.inputs[skip:]],
+                        traced[skip:], given[skip:])
+        if found is None:
+            return _reworded(e, f"{self.module.original_name}.{self.method}()")
+        i, label, was, now, note = found
+        err = type(e)(f"{self.module.original_name}.{self.method}(): argument {label} "
+                      f"(position {i}): expected {describe_type(was)} as traced{note}, got "
+                      f"{describe_type(now)}, which {op_label(node)}{place(node)} refuses: "
+                      f"{_refusal(e)}")
+        err.node = node                                          # type: ignore[attr-defined]
+        return err
 
     def check(self, args: Sequence[Any]) -> None:
         """Guard: arguments must fit the traced signature (count, kind, rank, dtype kind)."""
@@ -645,18 +646,42 @@ def submodule_of_value(root: Any, v: Value) -> Any:
 
 
 def _check_arg(mod: Any, method: str, name: str, pos: int, a: Any, t: Type) -> None:
-    where = f"{mod.original_name}.{method}(): argument '{name}' (position {pos})"
+    _check_value(f"{mod.original_name}.{method}(): argument '{name}", f"' (position {pos})", a, t)
+
+
+def _check_value(head: str, tail: str, a: Any, t: Type) -> None:
+    """``a`` against its declared or traced type ``t``; a tuple's items one by one (named
+    ``'hc[0]'``), so that native code never meets a value of another kind."""
+    where = head + tail
     if isinstance(t, TensorType):
         if not isinstance(a, Tensor):
-            raise ArgumentError(f"{where}: expected a Tensor {t!r}, got {type(a).__name__}")
+            traced = f" ({describe_type(t)} when traced)" if t.dtype is not None else ""
+            raise ArgumentError(f"{where}: expected a Tensor, got {_given(a)}{traced}")
         if t.dtype is not None and (a.dtype.category >= D.FLOAT) != (t.dtype.category >= D.FLOAT):
-            raise DTypeError(f"{where}: expected a {t.dtype.name} tensor (traced with {t!r}), "
-                             f"got {a.dtype.name}")
+            kind = "a floating-point" if t.dtype.category >= D.FLOAT else "an integer or bool"
+            raise DTypeError(f"{where}: expected {kind} tensor (traced with {describe_type(t)}), "
+                             f"got {_given(a)}")
     elif t == IntType and not isinstance(a, int):
-        raise ArgumentError(f"{where}: expected an int, got {type(a).__name__}")
-    elif isinstance(t, TupleType) and not (isinstance(a, (tuple, list)) and len(a) == len(t.elements)):
-        raise ArgumentError(f"{where}: expected a tuple of {len(t.elements)} tensors, got "
-                            f"{type(a).__name__}")
+        raise ArgumentError(f"{where}: expected an int, got {_given(a)}")
+    elif isinstance(t, TupleType):
+        if not (isinstance(a, (tuple, list)) and len(a) == len(t.elements)):
+            raise ArgumentError(f"{where}: expected a tuple of {len(t.elements)} "
+                                f"({', '.join(describe_type(e) for e in t.elements)}), "
+                                f"got {_given(a)}")
+        for k, (item, et) in enumerate(zip(a, t.elements)):
+            _check_value(f"{head}[{k}]", tail, item, et)
+
+
+def _given(a: Any) -> str:
+    """What the caller passed, in their terms."""
+    if isinstance(a, Tensor):
+        device = f" on {a._device_str()}" if a._device_str() != "cpu" else ""
+        return f"{article(a.dtype.name + ' tensor')} of shape {shape_text(a.shape)}{device}"
+    cls = type(a)
+    if cls.__module__ != "builtins" and cls.__module__.split(".")[0] in ("numpy", "torch"):
+        hint = " (convert it with scriptmod.from_numpy)" if cls.__module__ == "numpy" else ""
+        return f"a {cls.__module__.split('.')[0]}.{cls.__name__}{hint}"
+    return describe_value(a)
 
 
 def signature(args: Sequence[Any]) -> tuple:
@@ -673,6 +698,66 @@ def signature(args: Sequence[Any]) -> tuple:
         else:
             out.append((type(a), a if isinstance(a, int) else None))
     return tuple(out)
+
+
+def _blamed(names: Sequence[str], reaches: list[bool], traced: list, given: list) -> Any:
+    """The first argument (tuple item) that reaches the refusing op with a dtype or size
+    other than traced, or with a size other than an earlier argument gave its symbolic dim
+    (``B``): (position, 'label', traced type, given type, note), or None."""
+    bound: dict[str, tuple[int, str]] = {}          # symbolic dim -> (size, whose)
+    for i, (was_arg, now_arg) in enumerate(zip(traced, given)):
+        name = names[i] if i < len(names) else f"arg{i}"
+        for label, was, now in _tensor_pairs(f"'{name}", was_arg, now_arg):
+            clash = _clash(was, now, bound, f"{label}'")
+            if reaches[i] and (_differs(was, now) or clash):
+                return i, f"{label}'", was, now, clash
+    return None
+
+
+def _clash(was: TensorType, now: TensorType, bound: dict[str, tuple[int, str]],
+           label: str) -> str:
+    """`` (with B = 2 from 'x')`` when ``now`` gives a symbolic dim of ``was`` another size
+    than an earlier argument did; records the sizes it gives first."""
+    if was.shape is None or now.shape is None or len(was.shape) != len(now.shape):
+        return ""
+    for d, n in zip(was.shape, now.shape):
+        if isinstance(d, str) and isinstance(n, int):
+            size, whose = bound.setdefault(d, (n, label))
+            if size != n:
+                return f" (with {d} = {size} from {whose})"
+    return ""
+
+
+def _tensor_pairs(label: str, was: Any, now: Any) -> Any:
+    """(label, traced type, given type) per tensor of an argument (a tuple's items too)."""
+    if isinstance(was, TupleType) and isinstance(now, TupleType):
+        for k, (w, n) in enumerate(zip(was.elements, now.elements)):
+            yield from _tensor_pairs(f"{label}[{k}]", w, n)
+    elif isinstance(was, TensorType) and isinstance(now, TensorType):
+        yield label, was, now
+
+
+def _refusal(e: Exception) -> str:
+    """A type rule's refusal without the place and IR line the pass put around it."""
+    node = getattr(e, "node", None)
+    msg = str(e).split("\n")[0]
+    if node is not None and node.source and msg.startswith(f"{node.source}: "):
+        msg = msg[len(node.source) + 2:]
+    if node is not None and node.is_op and msg.startswith(f"{node.op_name}: "):
+        msg = msg[len(node.op_name) + 2:]
+    return msg
+
+
+def _reworded(e: Exception, where: str) -> Exception:
+    """A type rule's refusal that no argument explains, as the user reads it: the method,
+    the op, its module path and line, the rule's own words (the IR line goes to
+    ``.node_ir``)."""
+    node = getattr(e, "node", None)
+    text = f"{op_label(node)}{place(node)}: " if node is not None else ""
+    err = type(e)(f"{where}: {text}{_refusal(e)}")
+    err.node = node                                          # type: ignore[attr-defined]
+    err.node_ir = str(e).split("\n    ", 1)[-1] if "\n    " in str(e) else ""  # type: ignore
+    return err
 
 
 def _differs(was: TensorType, now: TensorType) -> bool:

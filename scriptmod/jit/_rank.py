@@ -24,6 +24,7 @@ from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.graph import Graph, Node, Value
 from scriptmod.ir.passes.shapes import ShapePropagationError
 from scriptmod.ir.types import TensorType, TupleType, Type
+from scriptmod.runtime.errors import op_label, place
 
 
 def rank_of(t: Type) -> int | None:
@@ -126,19 +127,19 @@ def _operand(node: Node, i: int) -> str:
 
 def _pinned(node: Node, i: int, was: int, now: Any, args: list[str], where: str,
             why: str) -> ShapeError:
-    at = f" at {node.source}" if node.source else ""
     return ShapeError(
         f"{where}: {'; '.join(args) or 'an input changed rank'}, and the traced graph cannot "
-        f"follow: {node.kind}{at} pins the rank: its operand '{_operand(node, i)}' was rank "
-        f"{was} when traced and would be rank {now} ({why}). Trace the model with an input "
+        f"follow: {op_label(node)}{place(node)} pins the rank: its operand "
+        f"'{_operand(node, i)}' was rank {was} when traced and would be rank {now} ({why}). Trace the model with an input "
         f"of this rank.")
 
 
 def propagation_error(e: ShapePropagationError, args: list[str], where: str) -> ShapeError:
     """A type rule rejected the new rank: the node it failed at pins it."""
     node = e.node
-    op = node.kind if node is not None else "an op"
-    at = f" at {node.source}" if node is not None and node.source else ""
+    op = f"{op_label(node)}{place(node)}" if node is not None else "an op"
     first = str(e).split("\n")[0]
-    return ShapeError(f"{where}: {'; '.join(args)}, and the traced graph cannot follow: {op}{at} "
+    if node is not None and node.source and first.startswith(f"{node.source}: "):
+        first = first[len(node.source) + 2:]
+    return ShapeError(f"{where}: {'; '.join(args)}, and the traced graph cannot follow: {op} "
                       f"pins the rank ({first}). Trace the model with an input of this rank.")

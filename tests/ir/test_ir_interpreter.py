@@ -5,6 +5,7 @@ from hypothesis import given
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.builder import Builder
+from scriptmod.ir.errors import ShapeError
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.passes import run_pipeline
 from scriptmod.ir.types import ModuleType
@@ -65,15 +66,22 @@ def test_raise_and_errors_cite_source():
     g1 = Graph()
     b1 = Builder(g1, source="r.py:5")
     x1 = b1.input(t(2), "x")
-    b1.raise_("odd", "ShapeError")                        # anything else: RaisedException
+    b1.raise_("odd", "OddError")                          # anything else: RaisedException
     b1.ret(x1)
-    with pytest.raises(RaisedException, match="ShapeError: odd"):
+    with pytest.raises(RaisedException, match="OddError: odd"):
         Interpreter(g1).run(np.ones(2, np.float32))
+    g3 = Graph()
+    b3 = Builder(g3, source="r.py:7")
+    x3 = b3.input(t(2), "x")
+    b3.raise_("odd", "ShapeError")                        # an op error: its own class
+    b3.ret(x3)
+    with pytest.raises(ShapeError, match="^odd$"):
+        Interpreter(g3).run(np.ones(2, np.float32))
     g2 = Graph()
     b2 = Builder(g2, source="r.py:9")
     a, c = b2.input(t("N"), "a"), b2.input(t("M"), "c")
     b2.ret(b2.op("add", a, c))
-    with pytest.raises(InterpreterError, match=r"sm::add failed \(r.py:9\)"):
+    with pytest.raises(InterpreterError, match=r"^add at r.py:9: "):
         Interpreter(g2).run(np.ones(2, np.float32), np.ones(3, np.float32))
 
 

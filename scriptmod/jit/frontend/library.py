@@ -26,6 +26,7 @@ import numpy as np
 from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_node, join_scope, known_value
 from scriptmod.ir.passes.inline import callee_scope
 from scriptmod.ir.types import BoolType, ListType, ModuleType, TensorType, TupleType, Type
+from scriptmod.runtime.errors import place
 from scriptmod.tensor import Tensor
 from .errors import FrontendError
 
@@ -157,13 +158,13 @@ class _Refused(Exception):
 def _raise_instead(node: Node, err: BaseException) -> list[Node]:
     from scriptmod.ir.builder import Builder           # noqa: PLC0415
     b = Builder(node.graph, node.source, node.scope)
-    kind = type(err).__name__
-    import builtins                                    # noqa: PLC0415
-    if not isinstance(getattr(builtins, kind, None), type):
-        kind = next((c.__name__ for c in type(err).__mro__ if isinstance(
-            getattr(builtins, c.__name__, None), type)), "RuntimeError")
+    from scriptmod.runtime.interpreter import RAISABLE  # noqa: PLC0415
+    kind = next((c.__name__ for c in type(err).__mro__ if c.__name__ in RAISABLE),
+                "RuntimeError")
+    # the call, its module path and the user's line, as a compiled call's other errors
+    at = f"{node.attrs.get('name', 'a call')}{place(node)}: "
     with b.insert_before(node):
-        r = b.node(Prim.RAISE, [], [], {"kind": kind, "message": str(err)})
+        r = b.node(Prim.RAISE, [], [], {"kind": kind, "message": at + str(err)})
         filler = b.node(Prim.UNINITIALIZED, [], [node.output.type])
     node.output.replace_all_uses_with(filler.output)
     node.destroy()
