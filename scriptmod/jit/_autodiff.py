@@ -32,8 +32,8 @@ import numpy as np
 from scriptmod.ir import schema as S
 from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_block_body, known_value
-from scriptmod.ir.passes import eliminate_dead_code
-from scriptmod.ir.types import IntType, TensorType
+from scriptmod.ir.passes import eliminate_dead_code, fold_constants
+from scriptmod.ir.types import IntType, TensorType, TupleType
 from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
@@ -81,6 +81,32 @@ def flat_tensor_outputs(g: Graph, n: int | None = None) -> list[Value]:
     for v in g.outputs[:n]:
         walk(v)
     return out
+
+
+def flatten_tuple_inputs(g: Graph, skip: int) -> tuple[Graph, tuple[int | None, ...]]:
+    """``g`` with each argument that is a tuple of tensors (an LSTM's ``(h, c)``) taken as one
+    input per tensor, and per argument after the first ``skip`` inputs its tensor count
+    (None: taken as it is). The gradient of a tensor inside a tuple is then a leaf's like any
+    argument's, and the compiled forward gets arrays, never the caller's Tensors."""
+    layout = tuple(len(v.type.elements) if isinstance(v.type, TupleType) and all(
+        isinstance(e, TensorType) for e in v.type.elements) else None for v in g.inputs[skip:])
+    if all(n is None for n in layout):
+        return g, layout
+    flat = Graph()
+    env: dict[Value, Value] = {}
+    for i, v in enumerate(g.inputs):
+        n = layout[i - skip] if i >= skip else None
+        if n is None:
+            env[v] = flat.add_input(v.type, v.debug_name)
+            continue
+        assert isinstance(v.type, TupleType)
+        items = [flat.add_input(t, f"{v.debug_name or 'arg'}_{k}")
+                 for k, t in enumerate(v.type.elements)]
+        env[v] = flat.append(flat.create(Prim.TUPLE_CONSTRUCT, items, [v.type])).output
+    clone_block_body(g.block, flat.block, env)
+    fold_constants(flat)              # the TupleUnpack of each tuple reads its items directly
+    eliminate_dead_code(flat)
+    return flat, layout
 
 
 def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],

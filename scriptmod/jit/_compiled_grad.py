@@ -11,6 +11,7 @@ why.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Callable, Sequence
@@ -47,8 +48,12 @@ class CompiledGrad:
     are then compiled on first use (a seed other than 1, a profiler), not with the plan."""
 
     def __init__(self, split: Split, compile: Callable[[Any, str], Executable], name: str,
-                 seeded: Executable | None = None, from_state: tuple = ()) -> None:
+                 seeded: Executable | None = None, from_state: tuple = (),
+                 layout: tuple = ()) -> None:
         self.split, self.name, self.seeded = split, name, seeded
+        # per argument, the tensor count of a tuple the graphs take item by item
+        # (``_autodiff.flatten_tuple_inputs``), else None; () when there is none
+        self.layout = layout if any(n is not None for n in layout) else ()
         # (saved position, module-state index) of the saved values the forward does not
         # return: module tensors, read from the node's ``tensors`` at backward
         self.from_state = from_state
@@ -108,6 +113,9 @@ class CompiledGrad:
             run, error = self._run, self._error
         else:
             run, error = self._plain or self._plain_program()
+        if self.layout:         # leaves and program inputs are the tuples' items
+            fallback = functools.partial(_with_args, fallback, args)
+            args = flat_args(args, self.layout)
         try:      # the executor checked the arguments: the program directly
             outs = run(*head, *[a._data if isinstance(a, Tensor) else a for a in args], state)
         except Exception as e:
@@ -199,6 +207,26 @@ class CompiledGrad:
                 saved.insert(p, ctx.tensors[j]._data)
         res = self.backward([*saved, *grads])
         return _owned(res, self._copy_backward)
+
+
+def flat_args(args: Sequence[Any], layout: tuple) -> Sequence[Any]:
+    """``args`` with the items of each tuple argument that ``layout`` counts
+    (``_autodiff.flatten_tuple_inputs``) in its place."""
+    if not layout:
+        return args
+    out: list[Any] = []
+    for a, n in zip(args, layout):
+        if n is None:
+            out.append(a)
+        else:
+            out.extend(a)
+    return out
+
+
+def _with_args(fallback: Callable[[Sequence[Any]], Any], args: Sequence[Any],
+               _flat: Sequence[Any]) -> Any:
+    """The op-by-op forward of a call whose tuples were flattened: the call's own arguments."""
+    return fallback(args)
 
 
 def _shared_outputs(g: Graph, n: int) -> tuple[bool, ...]:

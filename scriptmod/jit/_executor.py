@@ -51,8 +51,9 @@ from scriptmod._dispatch import dispatch
 from scriptmod.jit import _fastpath, _fuser, _rank
 from scriptmod.jit._batch_class import batch_class, named_sizes, typed_in
 from scriptmod.jit._fastpath import MISS
-from scriptmod.jit._autodiff import NotDifferentiable, differentiate, unit_seeded
-from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp
+from scriptmod.jit._autodiff import (NotDifferentiable, differentiate, flatten_tuple_inputs,
+                                      unit_seeded)
+from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp, flat_args
 from scriptmod.ir import log as irlog
 from scriptmod.jit._boundary import (HOOK_VERSION, BoundaryError, call_boundary, hooked_paths,
                                      kept_calls, module_path)
@@ -156,7 +157,7 @@ class Executor:
         st = self.__dict__.get("_state")
         tensors = st.tensors() if st is not None else ()
         needs = tuple(t._requires_grad for t in tensors)
-        if not any(needs) and not any(isinstance(a, Tensor) and a._requires_grad for a in args):
+        if not any(needs) and not any(a._requires_grad for a in _tensors_of(args)):
             return None
         key = (needs, self._flags(spec))
         plans = spec.grad_plans
@@ -223,11 +224,12 @@ class Executor:
             return OpByOp("it writes an argument in place")
         if spec.aliased:
             return OpByOp("it returns an argument, or one value twice")
-        if any(isinstance(a, Tensor) and a._device_str() != "cpu" for a in args):
+        if any(a._device_str() != "cpu" for a in _tensors_of(args)):
             return OpByOp("the compiled backward runs on the CPU only")
-        g = self._optimized(args, spec.key[3], fuse=False)
-        state_index = self._state_index()
         skip = 1 if self.has_self else 0
+        g, layout = flatten_tuple_inputs(self._optimized(args, spec.key[3], fuse=False), skip)
+        args = flat_args(args, layout)
+        state_index = self._state_index()
 
         def leaf_key(v: Value) -> tuple[str, int] | None:
             if v.node.kind == Prim.PARAM:
@@ -264,7 +266,7 @@ class Executor:
             if g is split.backward:
                 return Executable(g, ArrayOps(), name=name, native=fused)
             return self._executable(g, spec.key)
-        return CompiledGrad(split, compile, where, seeded, from_state)
+        return CompiledGrad(split, compile, where, seeded, from_state, layout)
 
     def _install(self, spec: Specialization, args: Sequence[Any], slots: Any) -> None:
         """Make ``spec`` the fast path (built once per specialization and module state);
@@ -682,6 +684,17 @@ def _given(a: Any) -> str:
         hint = " (convert it with scriptmod.from_numpy)" if cls.__module__ == "numpy" else ""
         return f"a {cls.__module__.split('.')[0]}.{cls.__name__}{hint}"
     return describe_value(a)
+
+
+def _tensors_of(args: Sequence[Any]) -> list[Tensor]:
+    """The tensors of a call's arguments, those inside a tuple or list argument included."""
+    out: list[Tensor] = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(a)
+        elif isinstance(a, (tuple, list)):
+            out += _tensors_of(a)
+    return out
 
 
 def signature(args: Sequence[Any]) -> tuple:
