@@ -93,6 +93,15 @@ class Frame:
     ints: dict[int, Value] = field(default_factory=dict)          # id(TracedInt) -> Value
     inputs: list[tuple[Any, Value]] = field(default_factory=list)  # (tensor argument, Value)
     bound_at: dict[int, int] = field(default_factory=dict)         # id(tensor) -> TICK of bind
+    # An inlined submodule call (see ``Tracer.call_module``) records into the graph of ``base``
+    # and shares its tables; ``path`` leads from base's module to ``module`` (None: unreachable)
+    base: "Frame | None" = None
+    path: list[str] | None = None
+
+    @property
+    def owner(self) -> "Frame":
+        """The frame whose graph this one records into (itself unless inlined)."""
+        return self.base or self
 
     def bind(self, t: Any, v: Value) -> None:
         self.values[id(t)] = v
@@ -122,7 +131,7 @@ class Tracer:
         self.frames: list[Frame] = []
         self.graphs: dict[int, dict[str, Graph]] = {}      # id(module) -> method -> graph
         self.modules: dict[int, Any] = {}
-        self.module_paths = {id(m): n for n, m in root.named_modules()} if root is not None else {}
+        self._sub_paths: dict[int, dict[int, list[str]]] = {}   # id(module) -> its submodules
         self.dependent: set[int] = set()                   # tensors that depend on inputs
         self.written: dict[int, tuple[Tensor, str | None, bool, int]] = {}  # id(storage root)
         # -> the last tensor written, where, whether its own value is recorded, and the TICK
@@ -194,29 +203,59 @@ class Tracer:
                     f"a tensor of an outer module is used inside {class_name(fr.module)}.forward "
                     f"without being passed as an argument; the trace bakes its current value in "
                     f"({user_source()})"), stacklevel=3)
+            elif t.requires_grad:      # torch refuses it: "Cannot insert a Tensor that requires
+                warnings.warn(TracerWarning(     # grad as a constant"
+                    f"a tensor that requires grad (shape {list(t.shape)}) is read at "
+                    f"{user_source()} but is not a parameter or buffer of the traced module (a "
+                    f"module held in a plain list or passed in from outside, or a captured "
+                    f"tensor); the trace bakes its current value in as a constant, so gradients "
+                    f"do not reach it and later changes to it are not seen. Register the module "
+                    f"as an attribute or in an nn.ModuleList to keep it live."), stacklevel=3)
             v = fr.b.constant(t._data.copy(), tensor_type(t).with_(requires_grad=False))
         fr.bind(t, v)
         return v
 
     def _get_attr_chain(self, fr: Frame, path: list[str], leaf_type: Type) -> Value:
-        cur, obj = fr.self_value, fr.module
-        assert cur is not None
-        for name in path[:-1]:
-            obj = getattr(obj, name)
-            cur = fr.b.get_attr(cur, name, ModuleType(class_name(obj)))
-        return fr.b.get_attr(cur, path[-1], leaf_type)
+        owner = self._module_chain(fr.owner, path[:-1])
+        return fr.b.get_attr(owner, path[-1], leaf_type)
 
-    def module_value(self, fr: Frame, module: Any) -> Value:
-        """The value of a submodule of the frame's module (a GetAttr chain from self)."""
-        own = self.module_paths.get(id(fr.module), "")
-        full = self.module_paths[id(module)]
-        rel = full[len(own) + 1:] if own else full
+    def _module_chain(self, fr: Frame, path: list[str]) -> Value:
+        """GetAttr from ``fr``'s self along ``path`` (submodule names)."""
         cur, obj = fr.self_value, fr.module
         assert cur is not None
-        for name in rel.split("."):
+        for name in path:
             obj = getattr(obj, name)
             cur = fr.b.get_attr(cur, name, ModuleType(class_name(obj)))
         return cur
+
+    def module_path(self, fr: Frame, module: Any) -> list[str] | None:
+        """Submodule names from the module of the graph ``fr`` records into to ``module``; None
+        where no attribute path leads there (a module in a plain list, or from outside)."""
+        base = fr.owner
+        if base.self_value is None:
+            return None
+        if module is base.module:
+            return []
+        paths = self._sub_paths.get(id(base.module))
+        if paths is None:
+            paths = self._sub_paths[id(base.module)] = {
+                id(m): n.split(".") for n, m in base.module.named_modules() if n}
+        return paths.get(id(module))
+
+    def module_value(self, fr: Frame, module: Any) -> Value:
+        """The value of a submodule of the frame's module (a GetAttr chain from self)."""
+        path = self.module_path(fr, module)
+        if path is None:
+            raise TracingError(f"{class_name(module)} is called inside "
+                               f"{class_name(fr.owner.module)}.forward but is not one of its "
+                               f"submodules ({user_source()})")
+        return self._module_chain(fr.owner, path)
+
+    def _self_value(self, fr: Frame) -> Value | None:
+        """The frame's module as a value (an inlined call's: a GetAttr chain from its base)."""
+        if fr.base is None:
+            return fr.self_value
+        return None if fr.path is None else self._module_chain(fr.base, fr.path)
 
     def int_value(self, fr: Frame, x: int) -> Value:
         if isinstance(x, TracedInt):
@@ -234,7 +273,9 @@ class Tracer:
             return self.int_value(fr, x)
         if isinstance(x, bool) and arg is not None and arg.name in ("train", "training") \
                 and fr.module is not None and x == fr.module.training:
-            return fr.b.get_attr(fr.self_value, "training", BoolType)
+            module = self._self_value(fr)
+            if module is not None:
+                return fr.b.get_attr(module, "training", BoolType)
         if isinstance(x, (list, tuple)) and any(isinstance(i, (TracedInt, Tensor)) for i in x):
             items = [self.input_value(fr, i) for i in x]
             return fr.b.list_(items) if isinstance(x, list) else fr.b.tuple_(items)
@@ -278,12 +319,7 @@ class Tracer:
         if id(out) in self.dependent:
             self.dependent.add(id(t))
         if path is not None:   # a module's own state changed: keep the write in the graph
-            owner = fr.self_value
-            obj = fr.module
-            for name in path[:-1]:
-                obj = getattr(obj, name)
-                owner = fr.b.get_attr(owner, name, ModuleType(class_name(obj)))
-            fr.b.set_attr(owner, path[-1], v)
+            fr.b.set_attr(self._module_chain(fr.owner, path[:-1]), path[-1], v)
 
     def _check_not_stale(self, fr: Frame, t: Tensor, what: str = "it") -> None:
         """The graph is functional: a write records a new value for the written tensor only,
@@ -351,9 +387,15 @@ class Tracer:
 
     # ---- submodule calls ------------------------------------------------------------------
     def call_module(self, module: Any, forward: Callable, args: tuple, kwargs: dict) -> Any:
+        """A submodule call: a ``prim::CallMethod`` of a graph of its own where that graph can
+        stand for the call (every argument a tensor, an int, a plain constant or a container
+        of them, and the module reachable by attributes), else inlined into the caller's."""
         parent = self.frames[-1]
         from scriptmod.jit._structure import flatten_inputs   # it imports this module
         names, flat = _flatten_args(forward, args, kwargs)
+        path = self.module_path(parent, module)
+        if path is None or not all(_boundary_arg(a) for a in flat):
+            return self._inline_call(parent, module, path, forward, names, flat)
         leaf_names, leaves, in_spec = flatten_inputs(names, flat)   # a dict: its tensors
         child = self.new_frame(module, leaves, leaf_names)
         try:
@@ -374,6 +416,22 @@ class Tracer:
             unchanged = self._mark_written_args(child, out)   # before the output's bind
             self._bind_output(parent, out, call[0], unchanged)
         return out
+
+    def _inline_call(self, parent: Frame, module: Any, path: list[str] | None,
+                     forward: Callable, names: list[str], flat: list[Any]) -> Any:
+        """Record the call's ops into the caller's graph: a callable argument runs the caller's
+        code (``lambda h: self.fc(h)``), and a module outside the traced tree has no
+        attribute path; the inlined module's own submodule calls stay ``CallMethod``s where
+        they can be."""
+        base = parent.owner
+        fr = Frame(module, base.graph, base.b, None, values=base.values, keep=base.keep,
+                   attr_paths=base.attr_paths, ints=base.ints, bound_at=base.bound_at,
+                   base=base, path=path)
+        self.frames.append(fr)
+        try:
+            return call_flat(forward, names, flat)
+        finally:
+            self.frames.pop()
 
     def call_scripted(self, graph: Graph, run: Callable[[], Any], args: Sequence[Any],
                       module: Any = None, method: str = "forward") -> Any:
@@ -473,6 +531,18 @@ def _size_maker(tracer: Tracer, t: Tensor, dim: int) -> Callable[[Frame], Value]
     def make(fr: Frame) -> Value:
         return fr.b.op("size", tracer.tensor_value(fr, t), dim=dim)
     return make
+
+
+_CONSTANTS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _boundary_arg(a: Any) -> bool:
+    """An argument a callee graph can take as an input or bake in as a constant of its own."""
+    if isinstance(a, (Tensor, TracedInt, _CONSTANTS)):
+        return True
+    if isinstance(a, dict):
+        return all(isinstance(k, _CONSTANTS) and _boundary_arg(v) for k, v in a.items())
+    return isinstance(a, (tuple, list)) and all(_boundary_arg(x) for x in a)
 
 
 def _is_traced_arg(a: Any) -> bool:
