@@ -75,8 +75,9 @@ def test_raise_and_errors_cite_source():
     x3 = b3.input(t(2), "x")
     b3.raise_("odd", "ShapeError")                        # an op error: its own class
     b3.ret(x3)
-    with pytest.raises(ShapeError, match="^odd$"):
+    with pytest.raises(ShapeError) as info:
         Interpreter(g3).run(np.ones(2, np.float32))
+    assert str(info.value) == "odd"                       # the line is in a note
     g2 = Graph()
     b2 = Builder(g2, source="r.py:9")
     a, c = b2.input(t("N"), "a"), b2.input(t("M"), "c")

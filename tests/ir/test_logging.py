@@ -93,7 +93,8 @@ def test_unknown_topic_fails_at_import_naming_it_and_the_valid_ones() -> None:
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ValueError: SCRIPTMOD_LOG: topic 'fusoin' is not a scriptmod log topic")
     assert "did you mean 'fusion'?" in last
-    assert "valid topics: autograd, cache, codegen, fusion, passes, script, all, help" in last
+    assert ("valid topics: autograd, cache, codegen, errors, fusion, passes, script, all, "
+            "help") in last
 
 
 def test_unknown_topic_set_after_import_fails_at_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
