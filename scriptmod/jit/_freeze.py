@@ -23,7 +23,7 @@ from scriptmod.ir.passes.freeze import KEEP, attribute_path, freeze_attributes
 from scriptmod.ir.printer import is_payload
 from scriptmod.ir.types import ModuleType
 from scriptmod.jit._executor import inlined
-from scriptmod.jit._script_module import ScriptModule
+from scriptmod.jit._script_module import ScriptModule, building
 from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter
 from scriptmod.runtime.interpreter import evaluate_node
@@ -189,8 +189,9 @@ def _frozen_module(mod: ScriptModule, graphs: dict[str, Graph]) -> ScriptModule:
                           {m: mod._out_specs.get(m) for m in graphs},
                           {m: mod._in_specs.get(m) for m in graphs})
     frozen._defaults = {m: d for m, d in mod._defaults.items() if m in graphs}
-    for path in sorted(_read_paths(graphs.values())):
-        _copy_attribute(mod, frozen, path)
+    with building():
+        for path in sorted(_read_paths(graphs.values())):
+            _copy_attribute(mod, frozen, path)
     frozen.training = mod.training
     frozen.__dict__["_frozen"] = True
     return frozen

@@ -9,7 +9,9 @@ method is reachable as an attribute (``traced.encode(x)``, ``traced.encode.code`
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator, Sequence
 
 from scriptmod.ir.code import code_with_constants, python_code
 from scriptmod.ir.graph import Graph
@@ -18,11 +20,24 @@ from scriptmod.jit._executor import Executor, inlined
 from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._structure import bind_keywords, bind_structured, unflatten
 from scriptmod.nn.module import Module
+from scriptmod.nn.parameter import Buffer, Parameter
 from scriptmod.tensor import wrap
 
 
 _FORWARD_VIEWS = frozenset({"graph", "inlined_graph", "code", "code_with_constants"})
 _CONTAINERS = {"nn.Sequential": "list", "nn.ModuleList": "list", "nn.ModuleDict": "dict"}
+_BUILDING: ContextVar[int] = ContextVar("scriptmod_building_script_modules", default=0)
+
+
+@contextmanager
+def building() -> Iterator[None]:
+    """Inside it, ScriptModules take new parameters, buffers and submodules: what tracing,
+    scripting, freezing and loading do to build them. Outside, their members are fixed."""
+    token = _BUILDING.set(_BUILDING.get() + 1)
+    try:
+        yield
+    finally:
+        _BUILDING.reset(token)
 
 
 class ScriptModule(Module):
@@ -129,6 +144,54 @@ class ScriptModule(Module):
     def extra_repr(self) -> str:
         return f"original_name={self.original_name}"
 
+    # ---- members are fixed once built: the graphs read them by name (PyTorch refuses too) --
+    def register_buffer(self, name: str, tensor: Any, persistent: bool = True) -> None:
+        if not _BUILDING.get():
+            raise AttributeError(self._fixed(f"register buffer '{name}'"))
+        super().register_buffer(name, tensor, persistent)
+
+    def register_parameter(self, name: str, param: Any) -> None:
+        if not _BUILDING.get():
+            raise AttributeError(self._fixed(f"register parameter '{name}'"))
+        super().register_parameter(name, param)
+
+    def add_module(self, name: str, module: Any) -> None:
+        if not _BUILDING.get():
+            raise RuntimeError(self._fixed(f"add or re-assign module '{name}'"))
+        super().add_module(name, module)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A parameter's or buffer's tensor may be replaced (as in PyTorch); a new
+        parameter, buffer or submodule, or another submodule, is refused."""
+        d = self.__dict__
+        if _BUILDING.get() or "_modules" not in d:
+            return super().__setattr__(name, value)
+        if isinstance(value, Module) or name in d["_modules"]:
+            raise RuntimeError(self._fixed(f"add or re-assign module '{name}'"))
+        if isinstance(value, Parameter) and name not in d["_parameters"]:
+            raise RuntimeError(f"Can't add a new parameter after ScriptModule construction. "
+                               f"Tried to add '{name}' to {self.original_name}: "
+                               f"{self._fixed('')}")
+        if name in d["_parameters"] or name in d["_buffers"]:
+            with building():
+                return super().__setattr__(name, value)
+        if isinstance(value, Buffer):
+            raise AttributeError(self._fixed(f"register buffer '{name}'"))
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        d = self.__dict__
+        if not _BUILDING.get() and any(name in d[r] for r in ("_parameters", "_buffers",
+                                                              "_modules")):
+            raise RuntimeError(self._fixed(f"delete '{name}'"))
+        super().__delattr__(name)
+
+    def _fixed(self, what: str) -> str:
+        head = f"cannot {what} on {self.original_name}, a compiled ScriptModule: " if what else ""
+        return (f"{head}its parameters, buffers and submodules are fixed when it is traced, "
+                f"scripted or loaded (its graphs read them by name). Change the original "
+                f"module and compile it again.")
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """``Module.__call__``, but a warm call without hooks or keywords goes straight to
         the forward's fast path (``_fastpath``: its own checks, then the program)."""
@@ -147,7 +210,9 @@ class ScriptModule(Module):
     def _run(self, method: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         if method not in self._methods:
             raise RuntimeError(f"{self.original_name}.{method}() has no compiled graph: the "
-                               f"module was not called during tracing")
+                               f"module was not called during tracing, or its calls were "
+                               f"inlined into its caller's graph (an argument that is not a "
+                               f"tensor or a constant, such as a callable or a module)")
         if self._in_specs and method in self._in_specs:   # dict/nested arguments: their tensors
             args = bind_structured(f"{self.original_name}.{method}()", self._in_specs[method],
                                    args, dict(kwargs))

@@ -17,7 +17,7 @@ from scriptmod.ir.schema import IMPURE, REGISTRY
 from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._executor import inlined, submodule_of
-from scriptmod.jit._script_module import ScriptFunction, ScriptModule
+from scriptmod.jit._script_module import ScriptFunction, ScriptModule, building
 from scriptmod.jit._structure import (caller_stacklevel, flatten, flatten_inputs, flatten_output,
                                       unflatten)
 from scriptmod.jit._tracer import (Tracer, TracerWarning, TracingError, _flatten_args,
@@ -218,7 +218,8 @@ def _trace_calls(mod: Module, calls: Calls, strict: bool) -> ScriptModule:
     for mid, sub in _SUB_SPECS.pop(tracer, {}).items():
         specs.setdefault(mid, {}).update(sub)
     _symbolic_batch(tracer, {m: a + tuple(kw.values()) for m, (a, kw) in calls.items()})
-    return _build(mod, tracer, arg_names, specs, {})
+    with building():
+        return _build(mod, tracer, arg_names, specs, {})
 
 
 def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,

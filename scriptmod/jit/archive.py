@@ -35,7 +35,8 @@ from scriptmod.jit import _archive_checks as C
 from scriptmod.jit import _archive_format as A
 from scriptmod.jit import _structure as S
 from scriptmod.jit._archive_format import ArchiveError
-from scriptmod.jit._script_module import RecursiveScriptModule, ScriptFunction, ScriptModule
+from scriptmod.jit._script_module import (RecursiveScriptModule, ScriptFunction, ScriptModule,
+                                          building)
 from scriptmod.nn.parameter import Parameter
 from scriptmod import _safetensors
 from scriptmod.serialization import _map_device
@@ -637,21 +638,22 @@ def _rebuild(manifest: dict[str, Any], graphs: dict[tuple[int, str], Graph],
         for i, e in enumerate(mods)]
     get: Any = lambda key: None if key is None else tensors[key]  # noqa: E731
     try:
-        for m, e in zip(objs, mods):
-            for p in e["parameters"]:
-                m.register_parameter(p["name"], get(p["tensor"]))
-            for b in e["buffers"]:
-                m.register_buffer(b["name"], get(b["tensor"]), persistent=b["persistent"])
-            for c in e["submodules"]:
-                m.add_module(c["name"], None if c["module"] is None else objs[c["module"]])
-            m.training = e["training"]
-            for meth in e["methods"]:
-                if "defaults" in meth:
-                    m._defaults[meth["name"]] = A.defaults_from_json(
-                        meth["defaults"], meth["arg_names"], "manifest: defaults")
-            if e.get("layer") is not None:
-                m.__dict__["_layer"] = _layer_ref(e["layer"])
-                C.check_layer_members(m.__dict__["_layer"], e)
+        with building():             # the members a ScriptModule is built with
+            for m, e in zip(objs, mods):
+                for p in e["parameters"]:
+                    m.register_parameter(p["name"], get(p["tensor"]))
+                for b in e["buffers"]:
+                    m.register_buffer(b["name"], get(b["tensor"]), persistent=b["persistent"])
+                for c in e["submodules"]:
+                    m.add_module(c["name"], None if c["module"] is None else objs[c["module"]])
+                m.training = e["training"]
+                for meth in e["methods"]:
+                    if "defaults" in meth:
+                        m._defaults[meth["name"]] = A.defaults_from_json(
+                            meth["defaults"], meth["arg_names"], "manifest: defaults")
+                if e.get("layer") is not None:
+                    m.__dict__["_layer"] = _layer_ref(e["layer"])
+                    C.check_layer_members(m.__dict__["_layer"], e)
     except ArchiveError:
         raise
     except (KeyError, TypeError, ValueError) as e:

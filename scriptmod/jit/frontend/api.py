@@ -119,7 +119,7 @@ class _ModuleScripter:
         return sm
 
     def module(self, mod: Module) -> Any:
-        from scriptmod.jit._script_module import ScriptModule
+        from scriptmod.jit._script_module import ScriptModule, building
         from scriptmod.jit._tracer import class_name
         if id(mod) in self.memo:
             return self.memo[id(mod)]
@@ -127,12 +127,13 @@ class _ModuleScripter:
         self.memo[id(mod)] = sm
         if library.is_builtin_layer(mod):           # a layer: traced per specialization
             sm.__dict__["_layer"] = library.LayerRef.of(mod)
-        for name, p in mod._parameters.items():
-            sm.register_parameter(name, p)
-        for name, b in mod._buffers.items():
-            sm.register_buffer(name, b, persistent=name not in mod._non_persistent_buffers_set)
-        for name, child in mod._modules.items():
-            sm.add_module(name, None if child is None else self.module(child))
+        with building():
+            for name, p in mod._parameters.items():
+                sm.register_parameter(name, p)
+            for name, b in mod._buffers.items():
+                sm.register_buffer(name, b, persistent=name not in mod._non_persistent_buffers_set)
+            for name, child in mod._modules.items():
+                sm.add_module(name, None if child is None else self.module(child))
         sm.training = mod.training
         return sm
 
