@@ -19,6 +19,11 @@ class DTypeError(RuntimeError, TypeError):
     """Dtypes that do not fit an op (``Linear`` weights of bfloat16 fed float32)."""
 
 
+class KernelDTypeError(DTypeError, NotImplementedError):
+    """An op with no kernel for the input's dtype: PyTorch's ``NotImplementedError``
+    (``"gelu" not implemented for 'Long'``), still a ``DTypeError``."""
+
+
 class ArgumentError(RuntimeError, TypeError):
     """Arguments that do not fit a compiled signature (missing, extra, of the wrong kind):
     a ``RuntimeError`` as in PyTorch's ``forward() is missing value for argument 'y'``, and

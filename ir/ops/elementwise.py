@@ -14,7 +14,7 @@ EW, UN, BIN, OPMATH = ELEMENTWISE, UNARY, BINARY, SCALAR_OPMATH
 op("neg(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)
 op("abs(Tensor self) -> Tensor", R.real_of, R.same_shape, EW, UN)
 op("sign(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)
-op("relu(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)
+op("relu(Tensor self) -> Tensor", R.not_bool("relu"), R.same_shape, EW, UN)
 op("floor(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)
 op("ceil(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)
 op("round(Tensor self) -> Tensor", R.same, R.same_shape, EW, UN)

@@ -26,10 +26,10 @@ op("any(Tensor self, *, int[]? dim=None, bool keepdim=False) -> Tensor", R.to_bo
 op("all(Tensor self, *, int[]? dim=None, bool keepdim=False) -> Tensor", R.to_bool, R.reduce, RED, NONDIFF)
 
 # along one dim, same shape out
-op("softmax(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor", R.float_only("softmax"), R.same_shape,
-   ANY_RANK, UPCAST, ROW)
-op("log_softmax(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor", R.float_only("log_softmax"),
-   R.same_shape, ANY_RANK, UPCAST, ROW)
+op("softmax(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor",
+   R.float_only("softmax", kernel=True), R.same_shape, ANY_RANK, UPCAST, ROW)
+op("log_softmax(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor",
+   R.float_only("log_softmax", kernel=True), R.same_shape, ANY_RANK, UPCAST, ROW)
 op("cumsum(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor", R.sum_like, R.same_shape,
    ANY_RANK, UPCAST)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .. import dtypes as D
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, KernelDTypeError, ShapeError
 from ..dtypes import DType
 from ..types import Dim, Shape
 
@@ -92,15 +92,35 @@ def sum_like(ops: Sequence[Any], attrs: dict) -> DType:
     return D.int64 if t.category <= D.INT else t
 
 
-def float_only(opname: str) -> Any:
+def float_only(opname: str, kernel: bool = False) -> Any:
+    """The input's dtype, which must be floating or complex unless ``dtype=`` is given;
+    ``kernel``: PyTorch has no kernel for the others (its NotImplementedError)."""
     def rule(ops: Sequence[Any], attrs: dict) -> DType:
         d = attrs.get("dtype")
         if d is not None:
             return d if isinstance(d, DType) else D.BY_NAME[d]
         t = same(ops, attrs)
         if t.category < D.FLOAT:
+            if kernel:
+                raise no_kernel(opname, t)
             raise DTypeError(f"{opname}(): expected a floating point or complex input, "
                              f"got {t.name}; pass dtype= or convert with .float()")
+        return t
+    return rule
+
+
+def no_kernel(opname: str, d: DType) -> KernelDTypeError:
+    """PyTorch's message for an op without a kernel for ``d`` (``d.short``: 'Long')."""
+    return KernelDTypeError(f"\"{opname}\" not implemented for '{d.short}': {opname} takes a "
+                            f"floating-point tensor, got {d.name} (convert it with .float())")
+
+
+def not_bool(opname: str) -> Any:
+    """The input's dtype, any but bool (PyTorch: 'Boolean inputs not supported for relu')."""
+    def rule(ops: Sequence[Any], attrs: dict) -> DType:
+        t = same(ops, attrs)
+        if t is D.bool_:
+            raise DTypeError(f"Boolean inputs not supported for {opname}")
         return t
     return rule
 

@@ -26,6 +26,7 @@ from scriptmod._tensor_ops import where
 from scriptmod.ir import dtypes
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
+from scriptmod.ir.ops.rules import no_kernel
 from scriptmod.tensor import Tensor
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -70,6 +71,14 @@ def _apply(input: Tensor, fn: Callable[[Tensor], Tensor], inplace: bool) -> Tens
     return input.copy_(out)
 
 
+def _floating(x: Tensor, name: str) -> Tensor:
+    """The activations PyTorch has float kernels only for refuse an integer or bool input
+    (NotImplementedError) instead of computing in float."""
+    if x.dtype.category < dtypes.FLOAT:
+        raise no_kernel(name, x.dtype)
+    return x
+
+
 def _opmath(x: Tensor) -> Tensor:
     """What PyTorch compares a half tensor with a bound in: float32 (``x <= 0.1`` on a
     bfloat16 tensor would round 0.1 to bfloat16 first)."""
@@ -101,6 +110,10 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
              inplace: bool = False) -> Tensor:
     if min_val > max_val:
         raise ValueError("hardtanh: min_val cannot be greater than max_val")
+    if input.dtype is dtypes.bool_:
+        raise DTypeError("Bool inputs not supported for hardtanh")
+    if input.dtype is dtypes.uint8 and (min_val < 0 or max_val < 0):
+        raise DTypeError("cannot do hardtanh on an unsigned type with negative limits")
     return _apply(input, lambda x: _hardtanh(x, min_val, max_val), inplace)
 
 
@@ -133,6 +146,7 @@ def _gelu_tanh(x: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit; ``approximate='tanh'`` is the tanh approximation."""
+    _floating(input, "gelu")
     if approximate == "none":
         return _gelu_none(input)
     if approximate == "tanh":
@@ -141,22 +155,24 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    return _apply(input, _rounded_once(lambda x: x * x.sigmoid()), inplace)
+    return _apply(_floating(input, "silu"), _rounded_once(lambda x: x * x.sigmoid()), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     # expm1 sees min(x, 0) so that the unused branch never overflows (its grad would be NaN)
-    return _apply(input, _rounded_once(lambda x: where(x > 0, x, x.clamp(max=0.0).expm1() * alpha)),
-                  inplace)
+    return _apply(_floating(input, "elu"),
+                  _rounded_once(lambda x: where(x > 0, x, x.clamp(max=0.0).expm1() * alpha)), inplace)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    return _apply(input, lambda x: where(x > 0, x, x * negative_slope), inplace)
+    return _apply(_floating(input, "leaky_relu"), lambda x: where(x > 0, x, x * negative_slope),
+                  inplace)
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """where(x > 0, x, w * x) with ``weight`` broadcast over channel dim 1; with more than one
     weight a 1-D input (one channel) raises, as PyTorch documents."""
+    _floating(input, "prelu")
     if weight.dtype is not input.dtype:
         raise DTypeError(f"prelu: Type promoting not supported. Got {input.dtype.short} and "
                          f"{weight.dtype.short}")
@@ -180,6 +196,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """value if x <= threshold else x (so NaN stays NaN, as in PyTorch)."""
+    if input.dtype is dtypes.bool_:
+        raise no_kernel("threshold", input.dtype)
     return _apply(input, lambda x: where(_opmath(x) <= threshold, value, x).to(x.dtype), inplace)
 
 
@@ -208,13 +226,17 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
         z = x * beta if beta != 1 else x
         sp = _softplus(z) if beta == 1 else _softplus(z) / beta
         return where(z > threshold, x, sp)
-    return fn(input)
+    return fn(_floating(input, "softplus"))
 
 
-@_rounded_once
 def logsigmoid(input: Tensor) -> Tensor:
     """min(x, 0) - log1p(exp(-|x|)), PyTorch's form (logsigmoid(+inf) is +0.0); -|x| is
     written as a where so that the gradient at 0 is exact (1/2)."""
+    return _logsigmoid(_floating(input, "log_sigmoid"))
+
+
+@_rounded_once
+def _logsigmoid(input: Tensor) -> Tensor:
     neg = input < 0
     return where(neg, input, 0.0) - where(neg, input, -input).exp().log1p()
 
