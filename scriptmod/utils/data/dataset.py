@@ -42,17 +42,25 @@ class IterableDataset(Dataset[T_co]):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
 
+class SizeMismatchError(AssertionError, ValueError):
+    """``TensorDataset`` of tensors whose first sizes differ: PyTorch's ``AssertionError``
+    ('Size mismatch between tensors'), and the ``ValueError`` earlier releases raised."""
+
+
 class TensorDataset(Dataset[tuple]):
     """Samples are ``tuple(t[i] for t in tensors)``; every tensor has the same first size."""
 
     def __init__(self, *tensors: Any) -> None:
         if not tensors:
             raise ValueError("TensorDataset: expected at least one tensor, got none")
-        sizes = [t.shape[0] if len(t.shape) else None for t in tensors]
-        if None in sizes or len(set(sizes)) != 1:
+        for t in tensors:
+            if not len(t.shape):                      # PyTorch's t.size(0) of a 0-d tensor
+                raise IndexError("TensorDataset: Dimension specified as 0 but tensor has no "
+                                 "dimensions")
+        if len({t.shape[0] for t in tensors}) != 1:
             shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
-            raise ValueError(f"TensorDataset: tensors: expected the same size in dimension 0, "
-                             f"got shapes {shapes}")
+            raise SizeMismatchError(f"Size mismatch between tensors: TensorDataset expects the "
+                                    f"same size in dimension 0, got shapes {shapes}")
         self.tensors = tensors
 
     def __getitem__(self, index: Any) -> tuple:
