@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from scriptmod.ir import dtypes as D
-from scriptmod.ir.errors import ArgumentError, DTypeError
+from scriptmod.ir.errors import ArgumentError, DTypeError, TraceGuardError
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import eliminate_dead_code, inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
@@ -50,6 +50,7 @@ from scriptmod.runtime.interpreter import OpHandler, evaluate_node
 from scriptmod._dispatch import dispatch
 from scriptmod.jit import _fastpath, _fuser, _rank
 from scriptmod.jit._batch_class import batch_class, named_sizes, typed_in
+from scriptmod.jit._batch_dims import pinning_error
 from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._autodiff import (NotDifferentiable, differentiate, flatten_tuple_inputs,
                                       unit_seeded)
@@ -471,13 +472,10 @@ class Executor:
         where = f"{self.module.original_name}.{self.method}()"
         traced = [v.type for v in g.inputs]
         try:
-            if any(n.kind == Prim.CALL_FUNCTION for n in g.walk()):
-                # scripted library calls are expanded where their input types are known
-                from scriptmod.jit.frontend.library import expansion_handlers
-                with extra_handlers(expansion_handlers(self.owner)):
-                    propagate_shapes(g, types, keep_symbolic=symbolic)
-            else:
-                propagate_shapes(g, types, keep_symbolic=symbolic)
+            self._propagate(g, types, symbolic)
+        except TraceGuardError as e:        # name the argument whose size the guard pins
+            raise pinning_error(e, self._retyped_copy, traced[skip:], types[skip:],
+                                self.arg_names, where) from None
         except (ShapePropagationError, DTypeError) as e:
             if not changed:
                 raise self._blame(e, g, traced, types) from None
@@ -485,6 +483,22 @@ class Executor:
             raise _rank.propagation_error(e, changed, where) from None
         if changed:
             _rank.check_ranks(g, traced_ranks, changed, where)
+
+    def _propagate(self, g: Graph, types: list[Type | None], symbolic: bool = False) -> None:
+        if any(n.kind == Prim.CALL_FUNCTION for n in g.walk()):
+            # scripted library calls are expanded where their input types are known
+            from scriptmod.jit.frontend.library import expansion_handlers
+            with extra_handlers(expansion_handlers(self.owner)):
+                propagate_shapes(g, types, keep_symbolic=symbolic)
+        else:
+            propagate_shapes(g, types, keep_symbolic=symbolic)
+
+    def _retyped_copy(self, arg_types: list[Type]) -> None:
+        """Type a fresh copy of the method's graph from ``arg_types`` (an error's probe)."""
+        g = inlined(self.module, self.method)
+        if self.has_self:
+            _refresh_attribute_types(g, self.owner)
+        self._propagate(g, [g.inputs[0].type] * self.has_self + list(arg_types))
 
     def _blame(self, e: Exception, g: Graph, traced: list, given: list) -> Exception:
         """``e`` (an op's type rule refused the call's types) as an error about the argument

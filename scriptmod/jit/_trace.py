@@ -10,13 +10,12 @@ from typing import Any, Callable, Dict, Iterator, Sequence, Tuple
 
 import numpy as np
 
-from scriptmod.ir.graph import Graph, Prim
-from scriptmod.ir.passes import propagate_shapes
-from scriptmod.ir.types import TensorType, TupleType
+from scriptmod.ir.graph import Graph
 from scriptmod.ir.schema import IMPURE, REGISTRY
 from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
-from scriptmod.jit._executor import inlined, submodule_of
+from scriptmod.jit._batch_dims import name_batch_dims
+from scriptmod.jit._executor import inlined
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule, building
 from scriptmod.jit._structure import (caller_stacklevel, flatten, flatten_inputs, flatten_output,
                                       unflatten)
@@ -280,39 +279,13 @@ def _function_call(example: Any, kwarg_inputs: dict[str, Any] | None) -> tuple[t
 
 
 def _symbolic_batch(tracer: Tracer, inputs: dict[str, Any]) -> None:
-    """Name the batch dim ``B`` in every graph's tensor inputs and re-derive the types
-    (callees before callers), so a graph reads ``Float(B, 4096)``; each call still
+    """Name the batch dim ``B`` in the graphs' types (``_batch_dims``); each call still
     specializes on concrete shapes. Each traced method has its own example batch."""
-    done: set[int] = set()
-    root = tracer.root
+    batches: dict[str, int | None] = {}
     for method, args in inputs.items():
         first = _leaves(_as_tuple(args))          # a dict argument: its tensors
-        if first and first[0].dim() >= 2:
-            _propagate(tracer, root, tracer.graphs[id(root)][method], first[0].shape[0], done)
-
-
-def _propagate(tracer: Tracer, module: Any, g: Graph, batch: int, done: set[int]) -> None:
-    if id(g) in done:
-        return
-    done.add(id(g))
-    for node in g.walk():
-        if node.kind == Prim.CALL_METHOD:
-            sub = submodule_of(module, node)
-            if id(sub) not in tracer.graphs:         # a scripted submodule: its own types
-                continue
-            callee = tracer.graphs[id(sub)][node.attrs["name"]]
-            _propagate(tracer, sub, callee, batch, done)
-            for out, t in zip(node.outputs, (v.type for v in callee.outputs)):
-                out.type = t
-    propagate_shapes(g, [_batch_type(v.type, batch) for v in g.inputs], keep_symbolic=True)
-
-
-def _batch_type(t: Any, batch: int) -> Any:
-    if isinstance(t, TensorType) and t.shape and len(t.shape) >= 2 and t.shape[0] == batch:
-        return t.with_(shape=("B",) + tuple(t.shape[1:]))
-    if isinstance(t, TupleType):
-        return TupleType(tuple(_batch_type(e, batch) for e in t.elements))
-    return t
+        batches[method] = first[0].shape[0] if first and first[0].dim() >= 2 else None
+    name_batch_dims(tracer.graphs, tracer.root, batches)
 
 
 def _build(mod: Module, tracer: Tracer, arg_names: dict[int, dict[str, list[str]]],
