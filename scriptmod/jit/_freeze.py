@@ -2,8 +2,10 @@
 parameters, buffers and flags are constants of its graphs (PyTorch's ``torch.jit.freeze``).
 
 Freezing inlines each kept method, replaces every module attribute it only reads by a
-constant (``ir.passes.freeze_attributes``) holding a copy of the value as it is now, and
-folds what became constant (``fold_constants`` through the registry's kernels). Then
+constant (``ir.passes.freeze_attributes``) holding the value itself (a tensor constant is the
+parameter's or buffer's own array, as PyTorch's frozen module shares the original's storage),
+and folds what became constant (``fold_constants`` through the registry's kernels; a folded
+view of a tensor constant, such as a Linear's ``W^T``, is a view of the same array). Then
 ``run_frozen_optimizations`` removes eval-mode dropout and, with ``optimize_numerics``,
 folds BatchNorm into the preceding convolution or linear layer. The normal fusion and
 codegen pipeline compiles the frozen graph per call signature, as for any ScriptModule.
@@ -20,12 +22,10 @@ from typing import Any, Iterable, Sequence
 from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import run_pipeline
 from scriptmod.ir.passes.freeze import KEEP, attribute_path, freeze_attributes
-from scriptmod.ir.printer import is_payload
 from scriptmod.ir.types import ModuleType
 from scriptmod.jit._executor import inlined
 from scriptmod.jit._script_module import ScriptModule, building
 from scriptmod.nn.module import Module
-from scriptmod.nn.parameter import Parameter
 from scriptmod.runtime.interpreter import evaluate_node
 from scriptmod.tensor import Tensor
 
@@ -38,9 +38,14 @@ def freeze(mod: ScriptModule, preserved_attrs: Sequence[str] | None = None,
            optimize_numerics: bool = True) -> ScriptModule:
     """A frozen copy of the eval-mode ScriptModule ``mod``: its parameters, buffers and
     attributes are constants of ``forward``'s graph (and of the methods named in
-    ``preserved_attrs``; attributes named there stay attributes). Later changes to ``mod``
-    do not reach the copy. ``optimize_numerics`` also folds BatchNorm into the preceding
-    Conv2d/Linear, which may change results in the last bits.
+    ``preserved_attrs``; attributes named there stay attributes). As in PyTorch, the frozen
+    module shares the original's tensors: an in-place edit of a parameter or buffer
+    (``p.data.add_(1)``, ``p.add_(1)`` under ``no_grad``) reaches it, except where freezing
+    computed a new value from it (BatchNorm folded into a convolution, arithmetic on
+    parameters alone); assigning a new tensor (``m.weight = ...``, ``p.data = ...``) does not.
+    ``optimize_numerics`` also folds BatchNorm into the preceding Conv2d/Linear, which may
+    change results in the last bits. Like PyTorch's, a frozen module has no ``training``
+    flag until ``train()``/``eval()`` sets one: its graphs run as they were frozen.
 
         >>> model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU()).eval()
         >>> x = scriptmod.randn(3, 4)
@@ -51,12 +56,16 @@ def freeze(mod: ScriptModule, preserved_attrs: Sequence[str] | None = None,
         ['sm::matmul', 'sm::add', 'sm::relu']
         >>> bool(scriptmod.allclose(frozen(x), model(x), atol=1e-6))
         True
+        >>> with scriptmod.no_grad():
+        ...     _ = model[0].bias.add_(1.0)          # an in-place edit of the original
+        >>> bool(scriptmod.allclose(frozen(x), model(x), atol=1e-6))
+        True
     """
     if not isinstance(mod, ScriptModule):
         raise RuntimeError("Freezing expects a ScriptModule as input. Please use "
                            "scriptmod.jit.script or scriptmod.jit.trace to compile your "
                            f"'nn.Module' (got {type(mod).__name__}).")
-    if mod.training:
+    if getattr(mod, "training", False):        # a frozen module has no flag
         raise RuntimeError("Freezing is currently only implemented for modules in eval mode. "
                            "Please call .eval() on your module before freezing.")
     preserved = _check_preserved(mod, preserved_attrs)
@@ -88,8 +97,9 @@ def _frozen_passes(optimize_numerics: bool) -> list[Any]:
     passes: list[Any] = ["remove_dropout", _FOLD]
     if optimize_numerics:
         passes += ["fold_batchnorm", _FOLD]
-    return passes + [_contiguous_constants, "eliminate_common_subexpressions",
-                     "eliminate_dead_code"]
+    # a folded view of a parameter (a Linear's W^T) stays a view of its array: in-place
+    # edits of the original reach it, as the constant itself does
+    return passes + ["eliminate_common_subexpressions", "eliminate_dead_code"]
 
 
 class _FreezeExpanded:
@@ -163,18 +173,16 @@ def _lookup(mod: Any, path: str) -> Any:
 
 
 class _Snapshot:
-    """The values attribute reads become: copies, one per tensor (tied weights stay tied)."""
+    """The values attribute reads become: a tensor's own array (shared with the original,
+    as PyTorch's frozen constants are), scalars and tuples of scalars as they are now."""
 
     def __init__(self, root: ScriptModule) -> None:
         self.root = root
-        self.copies: dict[int, Any] = {}
 
     def read(self, path: str) -> Any:
         value = _lookup(self.root, path)
         if isinstance(value, Tensor):
-            if id(value) not in self.copies:
-                self.copies[id(value)] = value._data.copy()
-            return self.copies[id(value)]
+            return value._data
         if isinstance(value, _SCALARS) or (isinstance(value, tuple) and all(
                 isinstance(v, _SCALARS) for v in value)):
             return value
@@ -189,10 +197,11 @@ def _frozen_module(mod: ScriptModule, graphs: dict[str, Graph]) -> ScriptModule:
                           {m: mod._out_specs.get(m) for m in graphs},
                           {m: mod._in_specs.get(m) for m in graphs})
     frozen._defaults = {m: d for m, d in mod._defaults.items() if m in graphs}
+    shared = {id(t): t for t in (*mod.parameters(), *mod.buffers())}
     with building():
         for path in sorted(_read_paths(graphs.values())):
-            _copy_attribute(mod, frozen, path)
-    frozen.training = mod.training
+            _share_attribute(mod, frozen, path, shared)
+    frozen.__dict__.pop("training", None)   # PyTorch's has none until train()/eval()
     frozen.__dict__["_frozen"] = True
     return frozen
 
@@ -213,7 +222,11 @@ def _read_paths(graphs: Iterable[Graph]) -> set[str]:
     return out
 
 
-def _copy_attribute(src_root: Module, dst_root: Module, path: str) -> None:
+def _share_attribute(src_root: Module, dst_root: Module, path: str,
+                     shared: dict[int, Tensor]) -> None:
+    """Put the attribute at ``path`` into the frozen tree: the original's own Parameter or
+    buffer (PyTorch shares them), a copy of a module whose tensors are the original's, a
+    copy of any other value."""
     *owners, name = path.split(".")
     src, dst = src_root, dst_root
     for part in owners:
@@ -222,15 +235,12 @@ def _copy_attribute(src_root: Module, dst_root: Module, path: str) -> None:
             setattr(dst, part, _skeleton(src))
         dst = dst._modules[part]
     if name in src._parameters:
-        p = src._parameters[name]
-        dst.register_parameter(name, None if p is None else
-                               Parameter(p.detach().clone(), requires_grad=p.requires_grad))
+        dst.register_parameter(name, src._parameters[name])
     elif name in src._buffers:
-        b = src._buffers[name]
-        dst.register_buffer(name, None if b is None else b.detach().clone(),
+        dst.register_buffer(name, src._buffers[name],
                             persistent=name not in src._non_persistent_buffers_set)
     elif name in src._modules:
-        setattr(dst, name, copy.deepcopy(src._modules[name]))
+        setattr(dst, name, copy.deepcopy(src._modules[name], dict(shared)))
     else:
         setattr(dst, name, copy.deepcopy(getattr(src, name)))
 
@@ -239,18 +249,8 @@ def _skeleton(src: Module) -> ScriptModule:
     """An empty ScriptModule standing for ``src`` on a path to a kept attribute."""
     name = getattr(src, "original_name", type(src).__name__)
     out = ScriptModule(name, getattr(src, "_qualified_name", name))
-    out.training = src.training
+    out.__dict__.pop("training", None)     # as the frozen root: no flag of its own
     return out
-
-
-def _contiguous_constants(graph: Graph) -> Graph:
-    """Folded constants may be views (a transposed weight): compiled code and the archive
-    read contiguous arrays."""
-    for node in graph.walk():
-        value = node.attrs.get("value") if node.kind == Prim.CONSTANT else None
-        if is_payload(value) and hasattr(value, "flags") and not value.flags.c_contiguous:
-            node.attrs["value"] = value.copy()
-    return graph
 
 
 def _check_no_training(graph: Graph, where: str) -> None:

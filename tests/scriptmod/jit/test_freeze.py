@@ -82,7 +82,9 @@ def test_the_frozen_graph_reads_no_module_state():
         assert gone not in kinds
     assert kinds.count("sm::conv2d") == 2
     assert list(frozen.parameters()) == [] and list(frozen.buffers()) == []
-    assert frozen.state_dict() == {} and not frozen.training
+    assert frozen.state_dict() == {}
+    with pytest.raises(AttributeError, match="has no attribute 'training'"):
+        frozen.training                                 # torch's frozen module has none
     assert isinstance(frozen, jit.ScriptModule) and len(frozen.code_with_constants[1]) >= 6
 
 
@@ -160,7 +162,7 @@ def test_preserved_attribute_stays_an_attribute_of_the_frozen_module():
         before = frozen(x)
         frozen.head.bias.add_(1.0)                  # still read at run time
         _close(frozen(x), before + 1.0)
-        assert frozen.head.bias is not model.head.bias      # a copy, as torch's clone
+        assert frozen.head.bias is model.head.bias          # shared, as in torch
 
 
 def test_preserved_submodule_and_flag():
@@ -173,8 +175,10 @@ def test_preserved_submodule_and_flag():
     x = _x(2)
     with sm.no_grad():
         _close(frozen(x), model(x))
-        frozen.bn1.running_mean.add_(1.0)
-        assert not np.allclose(frozen(x).numpy(), model(x).numpy())
+        before = frozen(x)
+        frozen.bn1.running_mean.add_(1.0)               # the original's buffer (torch too)
+        assert not np.allclose(frozen(x).numpy(), before.numpy())
+        _close(frozen(x), model(x))
 
 
 def test_unknown_preserved_name():
@@ -279,14 +283,14 @@ def test_scripted_module_freezes(tmp_path):
     x = sm.randn(5, 4)
     with sm.no_grad():
         _close(frozen(x), model(x))
-        model.fc.weight.mul_(2.0)                   # the frozen copy keeps the old weights
+        model.fc.weight.mul_(2.0)      # BatchNorm was folded into it: the fold keeps the old
         assert not np.allclose(frozen(x).numpy(), model(x).numpy())
     # layer calls expand per call signature; each specialization is frozen after expansion
     run = [n.kind for n in frozen.graph_for(x).walk()]
     assert "prim::GetAttr" not in run and "sm::batch_norm" not in run
-    frozen.save(tmp_path / "scripted.smod")
+    frozen.save(tmp_path / "scripted.smod")     # its layers' tensors, folded again at load
     with sm.no_grad():
-        _close(jit.load(tmp_path / "scripted.smod")(x), frozen(x))
+        _close(jit.load(tmp_path / "scripted.smod")(x), model(x))
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")     # torch.jit is deprecated
