@@ -343,8 +343,8 @@ class Tracer:
         v = self.frames[-1].values.get(id(t))
         name = v.debug_name if v is not None and v.node.kind == Prim.PARAM and v.debug_name \
             else f"<tensor of shape {list(shape)}>"
-        return Size(TracedInt(d, self, _size_maker(self, t, i), f"{name}.shape[{i}]")
-                    for i, d in enumerate(shape))
+        return _TracedSize((TracedInt(d, self, _size_maker(self, t, i), f"{name}.shape[{i}]")
+                            for i, d in enumerate(shape)), self, t, name)
 
     def numel_of(self, t: Tensor) -> int:
         """``x.numel()``: the product of the (symbolic) sizes."""
@@ -525,6 +525,24 @@ def _schema_args(schema: S.OpSchema, n: int) -> list[S.Arg | None]:
         else:
             args.append(a)
     return (args + [None] * n)[:n]
+
+
+class _TracedSize(Size):
+    """A traced tensor's shape whose negative indices stay negative: ``x.shape[-1]`` and
+    ``x.size(-1)`` record ``sm::size[dim=-1]``, the last dim at any rank the graph is run at
+    (a positive index would read another dim there)."""
+
+    def __new__(cls, sizes: Any, tracer: Tracer, t: Tensor, name: str) -> "_TracedSize":
+        out = super().__new__(cls, sizes)
+        out._source = (tracer, t, name)
+        return out
+
+    def __getitem__(self, i: Any) -> Any:
+        if type(i) is int and -len(self) <= i < 0:
+            tracer, t, name = self._source
+            return TracedInt(int.__int__(tuple.__getitem__(self, i)), tracer,
+                             _size_maker(tracer, t, i), f"{name}.shape[{i}]")
+        return tuple.__getitem__(self, i)
 
 
 def _size_maker(tracer: Tracer, t: Tensor, dim: int) -> Callable[[Frame], Value]:
