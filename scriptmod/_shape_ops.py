@@ -426,6 +426,11 @@ def _setitem(self: Tensor, idx: Any, value: Any) -> None:
     grad = _gstate.enabled and (self._requires_grad or v._requires_grad)
     if grad or TRACERS:
         _check_leaf(self)
+        if TRACERS and isinstance(value, Tensor) and \
+                not any(isinstance(t, Tensor) for t in tensors):    # x[i] op= v stores x[i]
+            from scriptmod.runtime.kernels.shape import build_index
+            TRACERS[-1].on_store_back(self, value, build_index(
+                spec, [int.__int__(t) for t in tensors], self._data.shape))
         _assign(self, dispatch("index_put", (self, v.to(self.dtype), *tensors), {"spec": spec},
                                inplace=True))
         return

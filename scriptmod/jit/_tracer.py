@@ -133,8 +133,9 @@ class Tracer:
         self.modules: dict[int, Any] = {}
         self._sub_paths: dict[int, dict[int, list[str]]] = {}   # id(module) -> its submodules
         self.dependent: set[int] = set()                   # tensors that depend on inputs
-        self.written: dict[int, tuple[Tensor, str | None, bool, int]] = {}  # id(storage root)
-        # -> the last tensor written, where, whether its own value is recorded, and the TICK
+        self.written: dict[int, tuple[Tensor, str | None, bool, int, int]] = {}  # id(storage
+        # root) -> the last tensor written, where, whether its own value is recorded, the TICK,
+        # and the TICK of the write before it (-1: none)
         self.arg_names_of_calls: dict[int, dict[str, list[str]]] = {}
         self.input_specs_of_calls: dict[int, dict[str, Any]] = {}   # dict/nested arguments
 
@@ -312,7 +313,7 @@ class Tracer:
 
     def on_inplace(self, t: Tensor, out: Tensor) -> None:
         fr = self.frames[-1]
-        self.written[id(_root(t))] = (t, user_source(), True, next(TICK))
+        self._note_write(t, user_source(), True)
         v = self.tensor_value(fr, out)
         path = fr.attr_paths.get(id(t))
         fr.bind(t, v)
@@ -320,6 +321,25 @@ class Tracer:
             self.dependent.add(id(t))
         if path is not None:   # a module's own state changed: keep the write in the graph
             fr.b.set_attr(self._module_chain(fr.owner, path[:-1]), path[-1], v)
+
+    def _note_write(self, t: Tensor, src: str | None, recorded: bool) -> None:
+        last = self.written.get(id(_root(t)))
+        prev = -1 if last is None else last[3]
+        self.written[id(_root(t))] = (t, src, recorded, next(TICK), prev)
+
+    def on_store_back(self, t: Tensor, value: Tensor, index: tuple) -> None:
+        """``x[i] op= v``: Python changed the view ``x[i]`` in place and now stores it back
+        into ``x[i]``. ``x``'s old value is stale exactly there, which this store overwrites,
+        so reading it for the store is right, unless an earlier write into ``x``'s storage
+        (another view) would be lost."""
+        last = self.written.get(id(_root(t)))
+        if last is None or last[0] is not value or not last[2] or _root(value) is not _root(t) \
+                or self.frames[-1].bound_at.get(id(t), -1) < last[4]:
+            return
+        region = t._data[index]
+        if region.shape == value._data.shape and region.strides == value._data.strides and \
+                region.__array_interface__["data"][0] == value._data.__array_interface__["data"][0]:
+            self.written[id(_root(t))] = (t,) + last[1:]
 
     def _check_not_stale(self, fr: Frame, t: Tensor, what: str = "it") -> None:
         """The graph is functional: a write records a new value for the written tensor only,
@@ -467,7 +487,7 @@ class Tracer:
             if child.values.get(id(t)) is v:
                 unchanged.add(id(t))
             else:
-                self.written[id(_root(t))] = (t, user_source(), id(t) in returned, next(TICK))
+                self._note_write(t, user_source(), id(t) in returned)
         return frozenset(unchanged)
 
     def _bind_output(self, fr: Frame, out: Any, v: Value,

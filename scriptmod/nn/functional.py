@@ -160,8 +160,8 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     # expm1 sees min(x, 0) so that the unused branch never overflows (its grad would be NaN)
-    return _apply(_floating(input, "elu"),
-                  _rounded_once(lambda x: where(x > 0, x, x.clamp(max=0.0).expm1() * alpha)), inplace)
+    fn = _rounded_once(lambda x: where(x > 0, x, x.clamp(max=0.0).expm1() * alpha))
+    return _apply(_floating(input, "elu"), fn, inplace)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
