@@ -26,7 +26,7 @@ from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod.runtime.executable import Executable
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import Node
-from scriptmod.tensor import Tensor, wrap_tree
+from scriptmod.tensor import Tensor, unwrap_tree, wrap_tree
 from scriptmod.jit._autodiff import Split, flat_tensor_outputs
 
 TOPIC = "autograd"
@@ -117,7 +117,8 @@ class CompiledGrad:
             fallback = functools.partial(_with_args, fallback, args)
             args = flat_args(args, self.layout)
         try:      # the executor checked the arguments: the program directly
-            outs = run(*head, *[a._data if isinstance(a, Tensor) else a for a in args], state)
+            outs = run(*head, *[a._data if isinstance(a, Tensor) else unwrap_tree(a)
+                                for a in args], state)
         except Exception as e:
             raise error(e) from None
         n = self.split.n_outputs

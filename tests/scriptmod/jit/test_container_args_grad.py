@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Tuple
 
 import numpy as np
 import pytest
@@ -223,3 +223,31 @@ def test_create_graph_through_a_tuple_argument() -> None:
     gg, = sm.autograd.grad(g.sum(), [x])
     gge, = sm.autograd.grad(ge.sum(), [xe])
     _close(gg, gge)
+
+
+class _MixedTuple(nn.Module):
+    """A scripted ``Tuple[Tensor, int]`` argument: not a tuple of tensors, so the compiled
+    forward takes it whole and must get arrays inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(H, H)
+
+    def forward(self, p: Tuple[sm.Tensor, int]) -> sm.Tensor:
+        x, k = p
+        return self.fc(x).relu()
+
+
+def test_scripted_tuple_with_an_int_runs_the_compiled_backward() -> None:
+    sm.manual_seed(4)
+    model = _MixedTuple()
+    scripted = sm.jit.script(model)
+    x = sm.randn(3, H)
+    out = scripted((x, 2))
+    assert out.grad_fn.name() == COMPILED
+    out.sum().backward()
+    want = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model((x, 2)).sum().backward()
+    for n, p in model.named_parameters():
+        _close(p.grad, want[n])
