@@ -286,6 +286,8 @@ class _Program:
         self.deferred = frozenset(m for m, _ in self.epilogues.values())
         self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments],
                                 {g: list(m.inputs) for g, (m, _) in self.epilogues.items()})
+        self.unbound = _unbound(graph, self.native | self.skipped | self.deferred,
+                                [s for p in plan_list for s in p.segments])
         args = "".join(f"{self.name[v]}, " for v in graph.inputs)
         self._emit(0, None, f"def program({args}state):")
         if profiled:
@@ -367,8 +369,11 @@ class _Program:
             self._emit(depth, node, f"{', '.join(targets)} = {', '.join(sources)}")
 
     def _del(self, depth: int, node: Node, at: Node) -> None:
-        """``del`` the values whose last use is ``at`` (a node or a block's return)."""
-        dead = [self.name[v] for v in self.dying.get(at, ())]
+        """``del`` the values whose last use is ``at`` (a node or a block's return) that the
+        program bound: a nested block's reads count as uses of the ``if``/``while`` that holds
+        it, also where the reader runs natively or not at all (a module ``GetAttr`` outside an
+        unrolled loop's ``if``, whose weights the branch's native code reads from ``state``)."""
+        dead = [self.name[v] for v in self.dying.get(at, ()) if v not in self.unbound]
         if dead:
             self._emit(depth, node, f"del {', '.join(dead)}")
 
@@ -522,6 +527,14 @@ class _Program:
 def _defs(node: Node) -> list[Value]:
     """The values a node defines: its blocks' parameters, then its outputs."""
     return [p for b in node.blocks for p in b.params] + list(node.outputs)
+
+
+def _unbound(graph: Graph, absent: frozenset[Node], segments: Sequence[Any]) -> frozenset[Value]:
+    """The values no line of the program assigns: the results of ``absent`` nodes (native,
+    skipped, deferred to an epilogue) that no native segment exports."""
+    exported = {v for seg in segments for v in seg.exports}
+    return frozenset(v for n in graph.walk() if n in absent for v in n.outputs
+                     if v not in exported)
 
 
 def _movable(node: Node, to: Node) -> bool:
