@@ -18,11 +18,12 @@ from scriptmod.codegen.kernel import SCALAR_INTS, checked_float, scalar_overflow
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import schema as S
 from scriptmod.ir.errors import ArgumentError, ArgumentValueError, DTypeError
-from scriptmod.ir.ops.rules import promote, to_bool
+from scriptmod.ir.ops.rules import norm_dim, promote, to_bool
 from scriptmod._dispatch import TRACERS, dispatch, unary
+from scriptmod._traced_int import TracedInt, fixed
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import SavedTensor
-from scriptmod.tensor import MinMax, Tensor, _dtype_arg
+from scriptmod.tensor import Tensor, _dtype_arg
 
 _gstate = grad_mode._state
 _NUMBER = (int, float, bool, complex)
@@ -322,7 +323,7 @@ def _extreme(name: str) -> Any:
         if dim is None:
             return dispatch("a" + name, (self,))
         values, indices = dispatch(name + "_dim", (self,), {"dim": int(dim), "keepdim": keepdim})
-        return MinMax(values, indices)
+        return RETURN_TYPES[name](values, indices)
     method.__name__ = name
     return method
 
@@ -384,14 +385,17 @@ def _norm(self: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
 Tensor.norm = _norm
 
 # ---- sorting and closeness -------------------------------------------------------------
-# torch.return_types.sort / topk: (values, indices), indexable and unpackable
-SortResult = namedtuple("sort", ["values", "indices"])
-TopKResult = namedtuple("topk", ["values", "indices"])
+# torch.return_types: each op's (values, indices) a namedtuple named for the op, indexable,
+# unpackable and read by name (``x.topk(k).indices``)
+RETURN_TYPES = {name: namedtuple(name, ["values", "indices"])
+                for name in ("max", "min", "sort", "topk", "kthvalue", "median")}
 
 
 def _int_arg(op: str, name: str, v: Any) -> int:
+    """An int attribute of an op: a traced size is guarded to keep its value (the attribute
+    cannot follow it; ``x.topk(x.size(0) - 1)`` at another size raises TraceGuardError)."""
     try:
-        return operator.index(v)
+        return operator.index(fixed(v, f"{op}()'s {name}"))
     except TypeError:
         raise TypeError(f"{op}(): argument '{name}' must be int, got {type(v).__name__}") from None
 
@@ -400,7 +404,7 @@ def _sort(self: Tensor, dim: Any = -1, descending: bool = False, stable: bool = 
     """Always stable: equal values keep their order, so ``stable`` changes nothing."""
     values, indices = dispatch("sort", (self,), {"dim": _int_arg("sort", "dim", dim),
                                                  "descending": bool(descending)})
-    return SortResult(values, indices)
+    return RETURN_TYPES["sort"](values, indices)
 
 
 def _argsort(self: Tensor, dim: Any = -1, descending: bool = False, stable: bool = False) -> Tensor:
@@ -412,7 +416,60 @@ def _topk(self: Tensor, k: Any, dim: Any = -1, largest: bool = True, sorted: boo
     values, indices = dispatch("topk", (self,), {
         "k": _int_arg("topk", "k", k), "dim": _int_arg("topk", "dim", dim),
         "largest": bool(largest), "sorted": bool(sorted)})
-    return TopKResult(values, indices)
+    return RETURN_TYPES["topk"](values, indices)
+
+
+def _kthvalue(self: Tensor, k: Any, dim: Any = -1, keepdim: bool = False) -> Any:
+    """The ``k``-th smallest along ``dim`` (NaN counts as the largest) and its index, from a
+    stable sort: of equal values, the first in index order (PyTorch leaves which one open)."""
+    k = k if type(k) is TracedInt else _int_arg("kthvalue", "k", k)   # a traced k follows
+    d, n = _sorted_dim("kthvalue", self, dim)
+    if not 1 <= k <= n:
+        raise ArgumentValueError(f"kthvalue(): selected number k out of range for dimension "
+                                 f"{d} (k={k}, its size is {n})")
+    return _nth_smallest(self, "kthvalue", d, k - 1, keepdim)
+
+
+def _median(self: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """The lower median along ``dim`` and its index (NaN, at a NaN's index, where the row
+    holds one); without ``dim`` the lower median of all elements, a tensor."""
+    if dim is None:
+        flat = self.reshape(-1)
+        if flat.numel() == 0 and self.is_floating_point():
+            return self.new_full((), float("nan"))              # as torch
+        return _median(flat, 0).values
+    d, n = _sorted_dim("median", self, dim)
+    pos: Any = (n - 1) // 2
+    if self.is_floating_point():             # NaN sorts last: pick the first of them
+        nans = (self.reshape(1) if self.ndim == 0 else self).isnan().sum(d, keepdim=True)
+        pos = dispatch("where", (nans > 0, nans.neg() + n, nans * 0 + pos))
+    return _nth_smallest(self, "median", d, pos, keepdim)
+
+
+def _sorted_dim(op: str, x: Tensor, dim: Any) -> tuple[int, Any]:
+    """``dim`` normalized, and its size (a 0-d tensor has one element along dim 0 or -1);
+    a dim of no elements refused as torch does."""
+    d = norm_dim(_int_arg(op, "dim", dim), x.ndim, f"{op}()")
+    n = x.shape[d] if x.ndim else 1
+    if n == 0:
+        raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
+    return d, n
+
+
+def _nth_smallest(self: Tensor, op: str, d: int, pos: Any, keepdim: bool) -> Any:
+    """(values, indices) at position ``pos`` (an int, or an int64 tensor of one element along
+    ``d``) of ``self`` sorted along ``d``, as ``RETURN_TYPES[op]``."""
+    x = self.reshape(1) if self.ndim == 0 else self
+    values, indices = dispatch("sort", (x,), {"dim": d, "descending": False})
+    if isinstance(pos, Tensor):
+        values, indices = values.gather(d, pos), indices.gather(d, pos)
+    else:
+        values, indices = values.narrow(d, pos, 1), indices.narrow(d, pos, 1)
+    if self.ndim == 0:
+        values, indices = values.reshape(()), indices.reshape(())
+    elif not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return RETURN_TYPES[op](values, indices)
 
 
 def _isclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
@@ -440,6 +497,7 @@ def _allclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08
 
 
 Tensor.sort, Tensor.argsort, Tensor.topk = _sort, _argsort, _topk
+Tensor.kthvalue, Tensor.median = _kthvalue, _median
 Tensor.isclose, Tensor.allclose = _isclose, _allclose
 
 # ---- elementwise with attributes ------------------------------------------------------
@@ -547,4 +605,5 @@ FUNCTIONS = (UNARY + BINARY + tuple(_ALIASES) +
               "tril", "triu", "outer", "dot", "addmm", "unbind", "detach",
               "relu_", "sigmoid_", "tanh_", "exp_", "zero_", "fill_", "abs_", "neg_"))
 _FN_TABLE = {n: _function(n) for n in FUNCTIONS}
-_FN_TABLE.update({n: _function(n) for n in ("sort", "argsort", "topk", "isclose", "allclose")})
+_FN_TABLE.update({n: _function(n) for n in ("sort", "argsort", "topk", "kthvalue", "median",
+                                             "isclose", "allclose")})

@@ -32,6 +32,7 @@ from scriptmod import _device
 from scriptmod._formats import SerializationError, UnpicklingRefused
 from scriptmod._safetensors import np_dtype
 from scriptmod.ir import dtypes as D
+from scriptmod.runtime.trees import rebuilt
 from scriptmod.tensor import Size, Tensor
 
 MAX_PICKLE = 256 * 2**20          # data.pkl
@@ -423,7 +424,9 @@ class _Finisher:
             if isinstance(obj, OrderedDict):      # a state dict's _metadata (versions)
                 vars(out).update(vars(obj))
             return out
-        if isinstance(obj, (list, tuple, set, frozenset)) and not isinstance(obj, Size):
+        if isinstance(obj, (list, tuple)) and not isinstance(obj, Size):
+            return rebuilt(obj, (self.finish(v) for v in obj))
+        if isinstance(obj, (set, frozenset)):
             return type(obj)(self.finish(v) for v in obj)
         return obj
 

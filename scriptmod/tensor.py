@@ -8,7 +8,6 @@ dtype promotion and autograd. Every op goes through ``scriptmod._dispatch.dispat
 from __future__ import annotations
 
 import weakref
-from collections import namedtuple
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -17,6 +16,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
 from scriptmod.ir.errors import ShapeError
 from scriptmod.runtime import arrays
+from scriptmod.runtime.trees import rebuilt
 from scriptmod import _device
 from scriptmod import _memory_format as _mf
 from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class
@@ -25,8 +25,6 @@ from scriptmod.autograd.engine import AccumulateGrad, RemovableHandle, run_backw
 
 _gstate = grad_mode._state
 _NP_TO_D = {np.dtype(v): k for k, v in arrays.NP_DTYPE.items()}
-
-MinMax = namedtuple("MinMax", ["values", "indices"])
 
 
 class Tensor:
@@ -526,11 +524,11 @@ def wrap(arr: Any) -> Tensor:
 
 def wrap_tree(x: Any) -> Any:
     """``wrap`` every array in a nest of tuples, lists and dicts (a compiled graph's
-    outputs)."""
+    outputs); a namedtuple stays one (``runtime.trees.rebuilt``)."""
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return Tensor._make(x)
     if isinstance(x, (tuple, list)):
-        return type(x)(wrap_tree(i) for i in x)
+        return rebuilt(x, (wrap_tree(i) for i in x))
     if type(x) is dict:
         return {k: wrap_tree(v) for k, v in x.items()}
     return x
@@ -538,11 +536,11 @@ def wrap_tree(x: Any) -> Any:
 
 def unwrap_tree(x: Any) -> Any:
     """Every Tensor's array in a nest of tuples, lists and dicts (a compiled graph's
-    inputs)."""
+    inputs, a library call's result); a namedtuple stays one."""
     if isinstance(x, Tensor):
         return x._data
     if isinstance(x, (tuple, list)):
-        return type(x)(unwrap_tree(i) for i in x)
+        return rebuilt(x, (unwrap_tree(i) for i in x))
     if type(x) is dict:
         return {k: unwrap_tree(v) for k, v in x.items()}
     return x

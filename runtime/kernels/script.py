@@ -24,6 +24,7 @@ from scriptmod.ir.ops.pyfuncs import call as call_named
 from scriptmod.ir.ops.script import PY_ARITH, PY_COMPARE
 from . import kernel
 from ..arrays import is_cupy
+from ..trees import is_namedtuple, rebuilt
 
 TensorText = Callable[[Any], str]
 
@@ -129,8 +130,8 @@ def _printable(x: Any) -> Any:
     """``x`` with every array, also inside lists, tuples and dicts, standing as a tensor."""
     if _is_array(x):
         return _TensorText(x)
-    if type(x) in (list, tuple):
-        return type(x)(_printable(v) for v in x)
+    if type(x) in (list, tuple) or is_namedtuple(x):
+        return rebuilt(x, (_printable(v) for v in x))
     if type(x) is dict:
         return {k: _printable(v) for k, v in x.items()}
     return x

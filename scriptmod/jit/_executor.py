@@ -46,6 +46,7 @@ from scriptmod.runtime.errors import article, describe_type, describe_value, op_
     shape_text
 from scriptmod.runtime.executable import ArrayOps, Executable
 from scriptmod.runtime.kernels import KERNELS
+from scriptmod.runtime.trees import rebuilt
 from scriptmod.runtime.interpreter import OpHandler, evaluate_node
 from scriptmod._dispatch import dispatch
 from scriptmod.jit import _fastpath, _fuser, _rank
@@ -923,7 +924,7 @@ def _same_objects(x: Any, by_array: dict[int, Tensor]) -> Any:
     if isinstance(x, Tensor):
         return by_array.setdefault(id(x._data), x)
     if isinstance(x, (tuple, list)):
-        return type(x)(_same_objects(i, by_array) for i in x)
+        return rebuilt(x, (_same_objects(i, by_array) for i in x))
     return x
 
 

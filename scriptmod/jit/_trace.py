@@ -12,6 +12,7 @@ import numpy as np
 
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.schema import IMPURE, REGISTRY
+from scriptmod.runtime.trees import rebuilt
 from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._batch_dims import name_batch_dims
@@ -132,8 +133,8 @@ def _distinct(flat: list[Any]) -> list[Any]:
             if id(a) in seen:
                 return a.detach()
             seen.add(id(a))
-        elif isinstance(a, (tuple, list)) and not hasattr(type(a), "_fields"):
-            return type(a)(own(x) for x in a)
+        elif isinstance(a, (tuple, list)):
+            return rebuilt(a, (own(x) for x in a))
         elif isinstance(a, dict):
             return {k: own(v) for k, v in a.items()}
         return a
@@ -385,8 +386,8 @@ def _clone(x: Any) -> Any:
         return copy.requires_grad_(True) if x.requires_grad else copy
     if isinstance(x, dict):
         return {k: _clone(v) for k, v in x.items()}
-    if isinstance(x, (tuple, list)) and not hasattr(type(x), "_fields"):
-        return type(x)(_clone(v) for v in x)
+    if isinstance(x, (tuple, list)):
+        return rebuilt(x, (_clone(v) for v in x))
     return x
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 from scriptmod.autograd.grad_mode import enable_grad, no_grad
 from scriptmod.optim import _fused
 from scriptmod.optim._fused import Plan
+from scriptmod.runtime.trees import rebuilt
 from scriptmod.tensor import Tensor
 
 
@@ -247,7 +248,7 @@ def _copy_all(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _copy_all(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_copy_all(v) for v in obj)
+        return rebuilt(obj, (_copy_all(v) for v in obj))
     return copy.deepcopy(obj)
 
 

@@ -27,6 +27,7 @@ from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_node, join_scope,
 from scriptmod.ir.passes.inline import callee_scope
 from scriptmod.ir.types import BoolType, ListType, ModuleType, TensorType, TupleType, Type
 from scriptmod.runtime.errors import place
+from scriptmod.runtime.trees import rebuilt
 from scriptmod.tensor import Tensor
 from .errors import FrontendError
 
@@ -261,7 +262,7 @@ def _swap(x: Any, swap: dict[int, Tensor]) -> Any:
     if isinstance(x, list):
         return [_swap(i, swap) for i in x]
     if isinstance(x, tuple):
-        return tuple(_swap(i, swap) for i in x)
+        return rebuilt(x, (_swap(i, swap) for i in x))
     return x
 
 
@@ -524,6 +525,9 @@ def _call_library(node: Node, args: list, raw: bool) -> Any:
     out = fn(*pos, **{k: arg(e) for k, e in node.attrs.get("kwargs", [])})
     if isinstance(out, tuple) and isinstance(node.output.type, ListType):
         out = list(out)
+    elif type(out) is not tuple and isinstance(out, tuple) and isinstance(node.output.type,
+                                                                          TupleType):
+        out = tuple(out)    # ``x.topk(k)`` as the op gives it: scripted pairs are plain tuples
     return unwrap_tree(out) if raw else out
 
 
