@@ -1422,8 +1422,7 @@ class FunctionCompiler:
         if obj is print:
             args, _ = self.args_of(e)
             vals = [self.value(a, e) for a in args]
-            vals = [self.op("py_str", v, node=e) if isinstance(v.type, TensorType) else v
-                    for v in vals]
+            vals = [self.op("py_str", v, node=e) if _holds_tensor(v.type) else v for v in vals]
             self.b.print_(*vals)
             return self.const(None)
         if obj in (len, int, float, bool, str, abs, min, max, isinstance, range):
@@ -1909,6 +1908,18 @@ def _walk_loop_level(st: ast.stmt):
 
 def _target_names(t: ast.expr) -> set[str]:
     return {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _holds_tensor(t: Type) -> bool:
+    """Whether a value of type ``t`` may hold a tensor: printed through ``py_str``, which
+    shows arrays as eager tensors, also inside tuples, lists and dicts."""
+    if isinstance(t, TensorType) or t == AnyType:
+        return True
+    if isinstance(t, TupleType):
+        return any(_holds_tensor(e) for e in t.elements)
+    if isinstance(t, (ListType, OptionalType)):
+        return _holds_tensor(t.element)
+    return isinstance(t, DictType) and _holds_tensor(t.value)
 
 
 def _fits(have: Type, want: Type) -> bool:

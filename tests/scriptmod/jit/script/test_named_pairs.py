@@ -185,3 +185,15 @@ def test_a_traced_namedtuple_argument_and_result_keep_their_type() -> None:
     traced = sm.jit.trace(f, (sm.randn(3, 2),))
     out = traced(sm.randn(5, 2))
     assert type(out).__name__ == "sort" and out.values.shape == (5, 2)
+
+
+def test_scripted_print_shows_tensors_inside_tuples_and_lists(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A tuple or list holding tensors printed NumPy arrays (``(array([...]), ...)``); the
+    pairs print as the plain tuples scripted code holds (as TorchScript prints them)."""
+    x = _x((3, 4))
+    sm.jit.script(P.print_pairs)(x, 2)
+    got = capsys.readouterr().out
+    want = (f"{tuple(x.topk(2))} {tuple(x.max(0))}\n"
+            f"{[x.sort(0)[0], x]} {(2, (x.min(1)[1],))}\n")
+    assert got == want and "array" not in got
