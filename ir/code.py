@@ -1,4 +1,5 @@
-"""``.code``: a graph as readable Python (valid syntax; not meant to be executed as is).
+"""``.code``: a graph as readable Python, which runs: ``exec`` it in the namespace that
+``scriptmod.jit.code_namespace(module)`` returns (``ops``, ``CONSTANTS``, ``dtypes``, ...).
 
 Ops read ``ops.sm.add(a, b)`` with attributes as keywords, tensor constants read
 ``CONSTANTS.c0``, dtypes ``dtypes.float32``; unnamed pure values used once are inlined
@@ -37,7 +38,7 @@ from __future__ import annotations
 import json
 import keyword
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from . import schema as S
 from .dtypes import DType
@@ -175,8 +176,10 @@ class PyNamer:
 
 
 class CodePrinter:
-    def __init__(self, graph: Graph, constants: dict[Node, str], fusions: list[Graph]) -> None:
+    def __init__(self, graph: Graph, constants: dict[Node, str], fusions: list[Graph],
+                 defaults: Mapping[int, Any] | None = None) -> None:
         self.graph = graph
+        self.defaults = dict(defaults or {})   # graph input index -> its default value
         self.constants = constants
         self.fusions = fusions
         self.names = PyNamer()
@@ -201,7 +204,8 @@ class CodePrinter:
         for i, v in enumerate(self.graph.inputs):
             pname = self.names.define(v)
             is_self = i == 0 and isinstance(v.type, ModuleType)
-            params.append(pname if is_self else f"{pname}: {annotation(v.type)}")
+            param = pname if is_self else f"{pname}: {annotation(v.type)}"
+            params.append(f"{param}={literal(self.defaults[i])}" if i in self.defaults else param)
         outs = self.graph.outputs
         ret = annotation(outs[0].type) if len(outs) == 1 else \
             "None" if not outs else f"Tuple[{', '.join(annotation(v.type) for v in outs)}]"
@@ -226,6 +230,8 @@ class CodePrinter:
             return False
         if any(u.user.owning_block is not node.owning_block for u in uses):
             return False
+        if node.kind != "sm::size" and _effect_between(node, uses[0].user):
+            return False      # its read would move past a write (``x.add_(1)``'s copy_)
         if node.is_op and node.op_name in S.REGISTRY:
             return not S.REGISTRY[node.op_name].has(S.IMPURE)
         return node.kind in _PURE_PRIMS or (node.kind == Prim.GET_ATTR and not self.mutates)
@@ -286,8 +292,9 @@ class CodePrinter:
             return f"{a[0]}[{node.attrs['index']}]"
         if k in (Prim.TUPLE_UNPACK, Prim.LIST_UNPACK):
             return a[0]
-        if k == Prim.RAISE:
-            return f"raise {node.attrs.get('kind', 'RuntimeError')}({node.attrs.get('message', '')!r})"
+        if k == Prim.RAISE:      # the message computed at run time (an f-string), if any
+            message = a[0] if a else repr(node.attrs.get("message", ""))
+            return f"raise {node.attrs.get('kind', 'RuntimeError')}({message})"
         if k == Prim.PRINT:
             return f"print({', '.join(a)})"
         if k == Prim.CALL_FUNCTION:
@@ -361,12 +368,31 @@ def _library_call(node: Node, a: list[str]) -> str:
     return f"{short}({', '.join(args)})"
 
 
+_EFFECT_PRIMS = {Prim.SET_ATTR, Prim.CALL_METHOD, Prim.CALL_FUNCTION, Prim.PRINT, Prim.RAISE,
+                 Prim.IF, Prim.LOOP}
+
+
+def _effect_between(node: Node, user: Node) -> bool:
+    """A node after ``node`` and before ``user`` (same block) may write memory, draw random
+    numbers or raise: an expression inlined into ``user`` would run after it."""
+    n = node.next
+    while n is not None and n is not user and n.kind != Prim.RETURN:
+        if n.kind in _EFFECT_PRIMS or (n.is_op and n.op_name in S.REGISTRY and n.kind !=
+                                       "sm::guard" and S.REGISTRY[n.op_name].has(S.IMPURE)):
+            return True
+        n = n.next
+    return False
+
+
 def _is_true(v: Value) -> bool:
     return v.node.kind == Prim.CONSTANT and v.node.attrs.get("value") is True
 
 
-def code_with_constants(graph: Graph, name: str = "forward") -> tuple[str, dict[str, Any]]:
+def code_with_constants(graph: Graph, name: str = "forward",
+                        defaults: Mapping[int, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """``(code, {"c0": payload, ...})``: the Python view and the tensor constants it names.
+    ``defaults`` maps a graph input's index to the default its parameter prints with
+    (``mask: Optional[Tensor]=None``, as torch's ``.code``: a scripted method's defaults).
 
         >>> from scriptmod.ir import parse
         >>> g = parse('''graph(%x : Float(2)):
@@ -386,12 +412,13 @@ def code_with_constants(graph: Graph, name: str = "forward") -> tuple[str, dict[
     nodes = tensor_constants(graph)
     names = {n: f"c{i}" for i, n in enumerate(nodes)}
     fusions = subgraphs(graph)
-    lines = CodePrinter(graph, names, fusions).function(name)
+    lines = CodePrinter(graph, names, fusions, defaults).function(name)
     for i, sub in enumerate(fusions):
         lines += [""] + CodePrinter(sub, names, fusions).function(f"FusionGroup_{i}")
     return "\n".join(lines) + "\n", {names[n]: n.attrs["value"] for n in nodes}
 
 
-def python_code(graph: Graph, name: str = "forward") -> str:
+def python_code(graph: Graph, name: str = "forward",
+                defaults: Mapping[int, Any] | None = None) -> str:
     """The graph as a Python function (see the module docstring); ``graph.code`` calls this."""
-    return code_with_constants(graph, name)[0]
+    return code_with_constants(graph, name, defaults)[0]

@@ -18,6 +18,7 @@ from scriptmod.jit.archive import ArchiveError, load, save  # noqa: F401
 from scriptmod.jit._fuser import fuser, kernels_for  # noqa: F401
 from scriptmod.jit._freeze import (freeze, optimize_for_inference,  # noqa: F401
                                    run_frozen_optimizations)
+from scriptmod.jit._code_namespace import code_namespace  # noqa: F401
 from scriptmod.jit.frontend import (Final, FrontendError, annotate, export, ignore,  # noqa: F401
                                     is_scripting, is_tracing, script, unused)
 from scriptmod.jit._compile_inplace import compile_in_place as _compile_in_place
@@ -32,4 +33,4 @@ __all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "Sc
            "TracingError", "TraceGuardError", "ArgumentError", "PicklingError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
            "kernels_for", "script", "export", "ignore", "unused", "annotate", "Final",
            "is_scripting", "is_tracing", "FrontendError", "freeze", "optimize_for_inference",
-           "run_frozen_optimizations"]
+           "run_frozen_optimizations", "code_namespace"]

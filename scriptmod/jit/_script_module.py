@@ -209,6 +209,9 @@ class ScriptModule(Module):
 
     def _run(self, method: str, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         if method not in self._methods:
+            layer = self.__dict__.get("_layer")
+            if layer is not None:    # a scripted built-in layer: its graphs call the eager one
+                return getattr(layer.instance(self), method)(*args, **kwargs)
             raise RuntimeError(f"{self.original_name}.{method}() has no compiled graph: the "
                                f"module was not called during tracing, or its calls were "
                                f"inlined into its caller's graph (an argument that is not a "
@@ -264,8 +267,18 @@ class ScriptModule(Module):
 
     @property
     def code(self) -> str:
-        """Python-syntax view of ``graph`` (a saved traced function keeps its name)."""
-        return python_code(self.graph, self._code_name())
+        """Python-syntax view of ``graph`` (a saved traced function keeps its name); it runs
+        with ``exec(code, scriptmod.jit.code_namespace(module))``."""
+        return python_code(self.graph, self._code_name(), self._code_defaults("forward"))
+
+    def _code_defaults(self, method: str) -> dict[int, Any]:
+        """A scripted method's parameter defaults by graph input index, for ``.code``."""
+        defaults = self._defaults.get(method)
+        if not defaults:
+            return {}
+        names = self._arg_names.get(method, [])
+        first = len(self._method_graph(method).inputs) - len(names)   # after ``self``
+        return {first + i: defaults[n] for i, n in enumerate(names) if n in defaults}
 
     def _code_name(self) -> str:
         g = self.graph
@@ -275,7 +288,7 @@ class ScriptModule(Module):
     @property
     def code_with_constants(self) -> tuple[str, "ConstMap"]:
         """``(code, consts)``: ``consts.c0`` is the Tensor ``CONSTANTS.c0`` in ``code``."""
-        return _with_constants(self.graph, self._code_name())
+        return _with_constants(self.graph, self._code_name(), self._code_defaults("forward"))
 
     def graph_for(self, *inputs: Any, backward: bool = False) -> Graph:
         """The optimized graph actually run for ``inputs`` (specializing it if needed);
@@ -372,8 +385,9 @@ class ConstMap(dict):
         return dict(self)
 
 
-def _with_constants(graph: Graph, name: str) -> tuple[str, ConstMap]:
-    code, payloads = code_with_constants(graph, name)
+def _with_constants(graph: Graph, name: str,
+                    defaults: dict[int, Any] | None = None) -> tuple[str, ConstMap]:
+    code, payloads = code_with_constants(graph, name, defaults)
     return code, ConstMap({k: wrap(v) for k, v in payloads.items()})
 
 
@@ -415,11 +429,11 @@ class ScriptMethod:
 
     @property
     def code(self) -> str:
-        return python_code(self.graph, self.name)
+        return python_code(self.graph, self.name, self.owner._code_defaults(self.name))
 
     @property
     def code_with_constants(self) -> tuple[str, ConstMap]:
-        return _with_constants(self.graph, self.name)
+        return _with_constants(self.graph, self.name, self.owner._code_defaults(self.name))
 
     def graph_for(self, *inputs: Any) -> Graph:
         """The optimized graph run for ``inputs``."""
@@ -448,11 +462,11 @@ class ScriptFunction:
 
     @property
     def code(self) -> str:
-        return python_code(self.graph, self.name)
+        return python_code(self.graph, self.name, self._module._code_defaults("forward"))
 
     @property
     def code_with_constants(self) -> tuple[str, ConstMap]:
-        return _with_constants(self.graph, self.name)
+        return _with_constants(self.graph, self.name, self._module._code_defaults("forward"))
 
     def graph_for(self, *inputs: Any, backward: bool = False) -> Graph:
         return self._module.graph_for(*inputs, backward=backward)
