@@ -1,5 +1,7 @@
 """Shared test setup: the op table (``tests/scriptmod/op_cases.py``) is importable as
-``op_cases`` from every suite; hypothesis runs few examples so the suites stay fast."""
+``op_cases`` from every suite; hypothesis runs few examples so the suites stay fast; every
+module a test compiles is saved/loaded and its ``.code`` run (``module_checks``, off with
+``SCRIPTMOD_SUITE_CHECKS=0``)."""
 import sys
 from pathlib import Path
 
@@ -28,3 +30,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # here, not in tests/fuzz/conftest.py: ``pytest tests --long`` must know the option too
     parser.addoption("--long", action="store_true", default=False,
                      help="run the long fuzz campaigns (tests/fuzz) and print their figures")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests import module_checks
+    config.addinivalue_line("markers", f"{module_checks.MARKER}(reason): the suite checks of "
+                            "tests/module_checks.py do not apply to the modules it makes")
+    if module_checks.enabled():
+        config.pluginmanager.register(module_checks.SuiteChecks(), "scriptmod-suite-checks")

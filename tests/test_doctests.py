@@ -199,7 +199,7 @@ def test_failing_examples_and_broken_modules_fail_with_their_output(tmp_path: Pa
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     (tmp_path / "tests").mkdir()
-    for name in ("__init__.py", "conftest.py", "test_doctests.py"):
+    for name in ("__init__.py", "conftest.py", "module_checks.py", "test_doctests.py"):
         (tmp_path / "tests" / name).write_text((ROOT / "tests" / name).read_text())
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/test_doctests.py", "-q", "-rA",

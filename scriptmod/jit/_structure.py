@@ -285,8 +285,8 @@ def _flatten_input(x: Any, where: str, path: list[str], leaves: list[Any],
     raise TracingError(f"argument {where!r} holds a value of type {type(x).__name__} "
                        f"({str(x)[:40]}) beside "
                        f"tensors: only Tensors and (possibly nested) Lists, Dicts, and Tuples "
-                       f"of Tensors can be traced (PyTorch's rule); pass it as an argument of "
-                       f"its own")
+                       f"of Tensors can be traced (PyTorch's rule); leave it out of the example "
+                       f"inputs (a default value or a module attribute) or use jit.script")
 
 
 def _leaf_name(name: str, path: list[str], taken: set[str]) -> str:

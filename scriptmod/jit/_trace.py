@@ -19,7 +19,7 @@ from scriptmod.jit._batch_dims import name_batch_dims
 from scriptmod.jit._executor import inlined
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule, building
 from scriptmod.jit._structure import (caller_stacklevel, flatten, flatten_inputs, flatten_output,
-                                      unflatten)
+                                      holds_tensor, unflatten)
 from scriptmod.jit._tracer import (Tracer, TracerWarning, TracingError, _flatten_args,
                                    _is_traced_arg, call_flat, class_name)
 from scriptmod._traced_int import watch_range
@@ -106,6 +106,7 @@ def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple,
             kwargs: dict) -> tuple[Graph, list[str], Any, Any]:
     """One root call traced: its graph, the names of its graph inputs, its output structure
     and its input structure (dict and nested arguments reach the graph as their tensors)."""
+    _refuse_untraceable(fn, args, kwargs)
     names, flat = _flatten_args(fn, args, kwargs)
     flat = _distinct(flat)
     try:
@@ -121,6 +122,32 @@ def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple,
             raise
         graph = tracer.finish_frame(frame, plain)
     return graph, [n for n, a in zip(leaf_names, leaves) if _is_traced_arg(a)], spec, in_spec
+
+
+def _refuse_untraceable(fn: Callable, args: tuple, kwargs: dict) -> None:
+    """PyTorch's rule for example inputs: tensors and (nested) lists, tuples and dicts of them.
+    A graph takes tensors only, so an int or a string would be baked in and the traced module
+    could not be called with it again (parameters left to their defaults are not inputs)."""
+    import inspect
+    try:
+        given = inspect.signature(fn).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        given = {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
+    for i, (name, a) in enumerate(given.items()):
+        if not holds_tensor(a):     # a container mixing both: flatten_inputs names the leaf
+            raise TracingError(
+                f"tracing {getattr(fn, '__qualname__', fn)}: argument {name!r} (position {i}) "
+                f"is {_kind(a)}, which cannot be traced: only Tensors and (possibly nested) Lists, "
+                f"Dicts, and Tuples of Tensors can be traced (PyTorch's rule). Leave it out of the example inputs "
+                f"(fix it with functools.partial, a default value or a module attribute), or "
+                f"use scriptmod.jit.script, which takes non-tensor arguments")
+
+
+def _kind(a: Any) -> str:
+    if a is None:
+        return "None"
+    name = type(a).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name} ({str(a)[:40]})"
 
 
 def _distinct(flat: list[Any]) -> list[Any]:
