@@ -56,9 +56,11 @@ def freeze(mod: ScriptModule, preserved_attrs: Sequence[str] | None = None,
         ['sm::matmul', 'sm::add', 'sm::relu']
         >>> bool(scriptmod.allclose(frozen(x), model(x), atol=1e-6))
         True
+        >>> lin = nn.Linear(4, 2).eval()
+        >>> frozen = scriptmod.jit.freeze(scriptmod.jit.trace(lin, x))
         >>> with scriptmod.no_grad():
-        ...     _ = model[0].bias.add_(1.0)          # an in-place edit of the original
-        >>> bool(scriptmod.allclose(frozen(x), model(x), atol=1e-6))
+        ...     _ = lin.bias.add_(1.0)          # an in-place edit of the original reaches it
+        >>> bool(scriptmod.allclose(frozen(x), lin(x), atol=1e-6))
         True
     """
     if not isinstance(mod, ScriptModule):

@@ -225,7 +225,8 @@ class _Writer:
         ref = lambda name, t: None if t is None else self.tensor_key(t, pre + name)  # noqa: E731
         return {
             "path": path, "original_name": m.original_name,
-            "qualified_name": _safe_class_name(m._qualified_name), "training": bool(m.__dict__.get("training", False)),  # frozen: none
+            "qualified_name": _safe_class_name(m._qualified_name),
+            "training": bool(m.__dict__.get("training", False)),     # a frozen module: none
             "parameters": [{"name": k, "tensor": ref(k, p)} for k, p in m._parameters.items()],
             "buffers": [{"name": k, "tensor": ref(k, b),
                          "persistent": k not in m._non_persistent_buffers_set}
