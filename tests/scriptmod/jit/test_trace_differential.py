@@ -447,9 +447,14 @@ def test_bool_output_kernel_in_half_precision(dtype, n):
 def test_python_scalar_arguments_are_refused_like_torch():
     with pytest.raises(RuntimeError, match="cannot be traced"):
         torch.jit.trace(lambda x, s: x * s, (torch.randn(2, 3), 2.0))
-    traced = _trace(lambda x, s: x * s, (sm.randn(2, 3), 2.0))   # the float is baked in
-    with pytest.raises(TypeError, match="expected 1 argument"):
-        traced(sm.randn(2, 3), 3.0)
+    for scalar in (2.0, 3, True, "relu", None):   # refused at trace time, as torch does, and
+        with pytest.raises(jit.TracingError,      # not baked in (a later call could not pass it)
+                           match=r"argument 's' \(position 1\) is .* cannot be traced"):
+            _trace(lambda x, s: x * s, (sm.randn(2, 3), scalar))
+    def f(x, s=2.0):                                # a default left out is no example input
+        return x * s
+    x = sm.randn(2, 3)
+    assert sm.allclose(_trace(f, x)(x), x * 2.0)
 
 
 def test_range_swap_does_not_disturb_other_threads():
