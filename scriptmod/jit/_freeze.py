@@ -24,7 +24,7 @@ from scriptmod.ir.passes import run_pipeline
 from scriptmod.ir.passes.freeze import KEEP, attribute_path, freeze_attributes
 from scriptmod.ir.types import ModuleType
 from scriptmod.jit._executor import inlined
-from scriptmod.jit._script_module import ScriptModule, building
+from scriptmod.jit._script_module import RecursiveScriptModule, ScriptModule, building
 from scriptmod.nn.module import Module
 from scriptmod.runtime.interpreter import evaluate_node
 from scriptmod.tensor import Tensor
@@ -194,7 +194,8 @@ class _Snapshot:
 def _frozen_module(mod: ScriptModule, graphs: dict[str, Graph]) -> ScriptModule:
     """A new ScriptModule running ``graphs``, holding copies of the attributes they still
     read (preserved, written, or not constant) in a skeleton of ``mod``'s tree."""
-    frozen = ScriptModule(mod.original_name, mod._qualified_name, graphs,
+    # torch's frozen module is a RecursiveScriptModule (its repr, and its messages' name)
+    frozen = RecursiveScriptModule(mod.original_name, mod._qualified_name, graphs,
                           {m: mod._arg_names[m] for m in graphs if m in mod._arg_names},
                           {m: mod._out_specs.get(m) for m in graphs},
                           {m: mod._in_specs.get(m) for m in graphs})
