@@ -49,7 +49,7 @@ class Recorded:
     where: str                         # the test's file:line that made it
     args: tuple | None = None          # cloned example arguments; None until known
     kwargs: dict = field(default_factory=dict)
-    versions: list[int] = field(default_factory=list)    # of its tensors, when it was made
+    versions: list[tuple[int, int]] = field(default_factory=list)   # its tensors, when made
 
 
 class Recorder:
@@ -93,12 +93,13 @@ class Recorder:
 RECORDER = Recorder()
 
 
-def _versions(module: Any) -> list[int]:
-    """The version counters of a module's parameters and buffers (an in-place edit bumps)."""
+def _versions(module: Any) -> list[tuple[int, int]]:
+    """Which tensors a module holds, and their version counters (an in-place edit bumps
+    one; ``.double()`` or an assignment replaces one)."""
     from scriptmod.nn import Module
     if not isinstance(module, Module):
         return []
-    return [t._vc[0] for t in (*module.parameters(), *module.buffers())]
+    return [(id(t), t._vc[0]) for t in (*module.parameters(), *module.buffers())]
 
 
 def _checkable(module: Any) -> bool:
@@ -216,7 +217,7 @@ def _skip_reason(rec: Recorded) -> str | None:
     if _versions(rec.module) != rec.versions:
         # the test edited its tensors in place: values a frozen module folded from them
         # (per call signature, for scripted layers) and an archive of it legitimately differ
-        return "the test edited the module's tensors after making it"
+        return "the test edited or replaced the module's tensors after making it"
     if any(getattr(t, "device", None) is not None and str(t.device) != "cpu"
            for t in _tensors((rec.args, rec.kwargs))):
         return "CUDA: the checks compare CPU runs"
