@@ -106,7 +106,6 @@ def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple,
             kwargs: dict) -> tuple[Graph, list[str], Any, Any]:
     """One root call traced: its graph, the names of its graph inputs, its output structure
     and its input structure (dict and nested arguments reach the graph as their tensors)."""
-    _refuse_untraceable(fn, args, kwargs)
     names, flat = _flatten_args(fn, args, kwargs)
     flat = _distinct(flat)
     try:
@@ -127,7 +126,9 @@ def _record(tracer: Tracer, target: Any, fn: Callable, args: tuple,
 def _refuse_untraceable(fn: Callable, args: tuple, kwargs: dict) -> None:
     """PyTorch's rule for example inputs: tensors and (nested) lists, tuples and dicts of them.
     A graph takes tensors only, so an int or a string would be baked in and the traced module
-    could not be called with it again (parameters left to their defaults are not inputs)."""
+    could not be called with it again (parameters left to their defaults are not inputs).
+    Only the public entry points ask: a scripted layer call traces its layer with the call's
+    non-tensor arguments as constants of that specialization (``frontend.library``)."""
     import inspect
     try:
         given = inspect.signature(fn).bind(*args, **kwargs).arguments
@@ -188,6 +189,8 @@ def trace_module(mod: Module, inputs: dict[str, Any], *, check_trace: bool = Tru
         raise TypeError(f"trace_module: inputs must be a non-empty dict of method name -> example "
                         f"inputs, got {type(inputs).__name__}")
     calls = _calls(mod, inputs, example_kwarg_inputs, example_inputs_is_kwarg)
+    for method, (args, kwargs) in calls.items():
+        _refuse_untraceable(getattr(mod, method), args, kwargs)
     sm = _trace_calls(mod, calls, strict)
     if check_trace:
         for check in check_inputs or [inputs]:
@@ -284,6 +287,7 @@ def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,
     if not callable(func):
         raise TypeError(f"trace: expected a Module or a function, got {type(func).__name__}")
     call = _function_call(example_inputs, example_kwarg_inputs)
+    _refuse_untraceable(func, *call)
     graph, names, spec, in_spec = _record(Tracer(None, strict), None, func, *call)
     sf = ScriptFunction(getattr(func, "__name__", "function"), graph, names, spec, in_spec)
     if check_trace:

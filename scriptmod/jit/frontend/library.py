@@ -273,7 +273,7 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
     are bound to the method's parameters by name, as Python binds them; the traced graph
     takes the tensor ones in that order, the others are constants of the specialization."""
     from scriptmod.jit._executor import inlined         # noqa: PLC0415
-    from scriptmod.jit._trace import trace_module       # noqa: PLC0415
+    from scriptmod.jit._trace import _calls, _trace_calls  # noqa: PLC0415
     fn = getattr(type(module), method)
     try:
         sig = inspect.signature(fn)
@@ -298,8 +298,9 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            traced = trace_module(module, {method: example}, check_trace=False,
-                                  example_inputs_is_kwarg=isinstance(example, dict))
+            # _trace_calls, not trace_module: the call's non-tensor arguments are constants
+            traced = _trace_calls(module, _calls(module, {method: example}, None,
+                                                 isinstance(example, dict)), strict=True)
     except FrontendError:
         raise
     except Exception as e:
