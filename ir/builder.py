@@ -23,7 +23,7 @@ from . import dtypes as D
 from . import schema as S
 from .dtypes import DType
 from .graph import Block, Graph, IRError, Node, Prim, Value, known_value
-from .types import (SCALAR_TYPES, AnyType, BoolType, DTypeType, IntType, ListType,
+from .types import (SCALAR_TYPES, AnyType, BoolType, DictType, DTypeType, IntType, ListType,
                       ModuleType, NoneType, OptionalType, TensorType, TupleType, Type)
 
 ValueLike = Union[Value, int, float, bool, str, None, DType, list, tuple]
@@ -64,6 +64,8 @@ def join_types(a: Type, b: Type) -> Type:
         return TupleType(tuple(join_types(x, y) for x, y in zip(a.elements, b.elements)))
     if isinstance(a, ListType) and isinstance(b, ListType):
         return ListType(join_types(a.element, b.element))
+    if isinstance(a, DictType) and isinstance(b, DictType) and a.key == b.key:
+        return DictType(a.key, join_types(a.value, b.value))
     if NoneType in (a, b):
         other = b if a == NoneType else a
         return other if isinstance(other, OptionalType) else OptionalType(other)

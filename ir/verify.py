@@ -20,7 +20,7 @@ from . import schema as S
 from .builder import constant_type, infer_op_types
 from .graph import Block, Graph, Node, Prim, Value
 from .printer import describe, is_payload
-from .types import (AnyType, BoolType, FloatType, IntType, ListType, ModuleType, NoneType,
+from .types import (AnyType, BoolType, DictType, FloatType, IntType, ListType, ModuleType, NoneType,
                       NumberType, OptionalType, TensorType, TupleType, Type)
 
 
@@ -55,6 +55,9 @@ def is_subtype(actual: Type, declared: Type) -> bool:
         return actual == NoneType or is_subtype(inner, declared.element)
     if isinstance(declared, ListType):
         return isinstance(actual, ListType) and is_subtype(actual.element, declared.element)
+    if isinstance(declared, DictType):
+        return isinstance(actual, DictType) and actual.key == declared.key and is_subtype(
+            actual.value, declared.value)
     if isinstance(declared, TupleType):
         return (isinstance(actual, TupleType) and len(actual.elements) == len(declared.elements)
                 and all(is_subtype(a, d) for a, d in zip(actual.elements, declared.elements)))

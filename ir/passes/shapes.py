@@ -9,7 +9,7 @@ from ..builder import infer_op_types, join_types
 from ..errors import DTypeError, ShapeError, guard_failure
 from ..graph import Block, Graph, Node, Prim, Value, known_value
 from ..printer import describe
-from ..types import AnyType, ListType, TensorType, TupleType, Type
+from ..types import AnyType, DictType, ListType, TensorType, TupleType, Type
 
 MAX_LOOP_ROUNDS = 32
 
@@ -155,16 +155,20 @@ def _loop(node: Node) -> None:
                     if init.node.kind == Prim.UNINITIALIZED}
     for _ in range(MAX_LOOP_ROUNDS):
         _BOTTOM.update(placeholders)
+        start = [p.type for p in params]
         try:
             propagate_block(body)
         finally:
             _BOTTOM.difference_update(placeholders)
+        # a store in the body widened a list it carries (``xs.append(..)`` writes into the
+        # carried value itself, so the join below cannot see it): type the body again
+        widened = any(p.type != t for p, t in zip(params, start))
         for p, init, o in zip(params, node.inputs[2:], body.outputs[1:]):
             if init.node.kind == Prim.UNINITIALIZED and init.type != o.type and o is not p:
                 init.type = p.type = o.type        # a placeholder: the body's type is it
         placeholders = set()
         joined = [join_types(p.type, o.type) for p, o in zip(params, body.outputs[1:])]
-        if all(j == p.type for j, p in zip(joined, params)):
+        if not widened and all(j == p.type for j, p in zip(joined, params)):
             break
         for p, j in zip(params, joined):
             p.type = j
@@ -217,6 +221,35 @@ def _list_construct(node: Node) -> None:
         node.output.type = ListType(elem)
 
 
+def _store(node: Node) -> None:
+    """A store into a list or dict (``append``, ``xs[i] = v``, ``insert``, ``extend``,
+    ``d[k] = v``, ``update``): typed by its rule, then the container's type widens to hold what it
+    stores. A list of tensors holds tensors of many shapes, and a read after the store
+    (``xs[-1].shape[0]``) must not take the first item's type for every item's."""
+    _op(node)
+    stored = _stored(node)
+    target = node.inputs[0] if node.inputs else None
+    if stored is None or target is None:
+        return
+    t = target.type
+    if isinstance(t, ListType):
+        target.type = ListType(join_types(t.element, stored))
+    elif isinstance(t, DictType):
+        target.type = DictType(t.key, join_types(t.value, stored))
+
+
+def _stored(node: Node) -> Type | None:
+    fn = node.attrs.get("fn")
+    if node.kind in ("sm::list_append", "sm::list_set", "sm::dict_set") or fn == "list.insert":
+        return node.inputs[-1].type
+    t = node.inputs[-1].type if node.inputs else None
+    if fn == "list.extend" and isinstance(t, ListType):
+        return t.element
+    if fn == "dict.update" and isinstance(t, DictType):
+        return t.value
+    return None
+
+
 def _list_unpack(node: Node) -> None:
     t = node.inputs[0].type
     for v in node.outputs:
@@ -229,4 +262,6 @@ HANDLERS: dict[str, Callable[[Node], None]] = {
     Prim.TUPLE_CONSTRUCT: _tuple_construct, Prim.TUPLE_UNPACK: _tuple_unpack,
     Prim.TUPLE_INDEX: _tuple_index, Prim.LIST_CONSTRUCT: _list_construct,
     Prim.LIST_UNPACK: _list_unpack, "sm::guard": _guard,
+    "sm::list_append": _store, "sm::list_set": _store, "sm::dict_set": _store,
+    "sm::py_call": _store,
 }
