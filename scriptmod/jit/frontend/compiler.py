@@ -203,7 +203,7 @@ class FunctionCompiler:
     def _hints(self) -> dict[str, Type]:
         out: dict[str, Type] = {}
         try:
-            hints = typing.get_type_hints(self.fn)
+            hints = typing.get_type_hints(self.fn, localns=self.closure)   # as TorchScript
         except Exception as e:                       # a name in an annotation is undefined
             raise self.error(f"cannot resolve the annotations of '{self.name}': {e}",
                              self.fdef) from None
@@ -346,7 +346,7 @@ class FunctionCompiler:
             raise self.error("a declaration without a value is not supported", st)
         try:
             want = to_ir_type(eval(compile(ast.Expression(st.annotation), "<annotation>",
-                                           "eval"), dict(self.globals), {}))
+                                           "eval"), {**self.globals, **self.closure}, {}))
         except Exception as e:
             raise self.error(f"cannot resolve the annotation: {e}", st.annotation) from None
         if isinstance(st.value, ast.Dict) and not st.value.keys and \
@@ -1425,7 +1425,7 @@ class FunctionCompiler:
             vals = [self.op("py_str", v, node=e) if _holds_tensor(v.type) else v for v in vals]
             self.b.print_(*vals)
             return self.const(None)
-        if obj in (len, int, float, bool, str, abs, min, max, isinstance, range):
+        if obj in (len, int, float, bool, str, abs, min, max, isinstance, range, list):
             return self.call_builtin(obj, e)
         if id(obj) in pyfuncs.BY_OBJECT:              # math.sqrt, round, sum, sorted, ...
             args, kwargs = self.args_of(e)
@@ -1521,6 +1521,8 @@ class FunctionCompiler:
         if kwargs:
             raise self.error(f"{fn.__name__}() takes no keyword arguments here", e)
         vals = [self.value(a, e) for a in args]
+        if fn is list:
+            return self.list_of(vals, e)
         if fn is len:
             if vals[0].type == StrType:
                 return self.op("str_len", vals[0], node=e)
@@ -1545,6 +1547,18 @@ class FunctionCompiler:
                 return self.op("int_min" if fn is min else "int_max", a, c, node=e)
             return self.op("py_min" if fn is min else "py_max", a, c, node=e)
         raise self.error(f"{fn.__name__}() is only supported as a for-loop iterator", e)
+
+    def list_of(self, vals: list[Value], e: ast.Call) -> Value:
+        """``list()``, ``list(xs)`` (a copy) and ``list(d)`` (its keys), as TorchScript."""
+        if not vals:
+            return self.fresh_list(self.b.list_([], AnyType), e)
+        t = vals[0].type
+        if len(vals) == 1 and isinstance(t, ListType):
+            return self.fresh_list(vals[0], e)
+        if len(vals) == 1 and isinstance(t, DictType):
+            return self.op("dict_keys", vals[0], node=e)
+        raise self.error(f"list() takes a list or a dict here, got "
+                         f"{', '.join(repr(v.type) for v in vals) or 'nothing'}", e)
 
     def call_method(self, m: Method, e: ast.Call) -> Sugared:
         if isinstance(m.obj, ModuleRef):

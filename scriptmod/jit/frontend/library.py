@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_node, join_scope, known_value
+from scriptmod.ir.graph import Block, Graph, Node, Prim, Value, clone_node, join_scope, \
+    known_value
 from scriptmod.ir.passes.inline import callee_scope
 from scriptmod.ir.types import BoolType, ListType, ModuleType, TensorType, TupleType, Type
 from scriptmod.runtime.errors import place
@@ -184,12 +185,11 @@ def _call_arguments(node: Node, where: str) -> tuple[list, dict, dict[Value, Ten
             if v not in standins:
                 standins[v] = _standin(v, where)
             return standins[v]
-        src = v.node
-        if src.kind == "sm::list_slice" and src.inputs[0].node.kind == Prim.LIST_CONSTRUCT:
-            src = src.inputs[0].node            # a fresh copy of a list literal
-        if src.kind in (Prim.LIST_CONSTRUCT, Prim.TUPLE_CONSTRUCT):
-            items = [conv(i) for i in src.inputs]   # ``sm.cat([x, y])``: tensors stand in
-            return tuple(items) if src.kind == Prim.TUPLE_CONSTRUCT else items
+        if v.node.kind == Prim.TUPLE_CONSTRUCT:
+            return tuple(conv(i) for i in v.node.inputs)
+        items = items_at(v, node)
+        if items is not None:
+            return [conv(i) for i in items]     # ``sm.cat([x, y])``: tensors stand in
         return _known(v, where)
 
     def arg(entry: Any) -> Any:
@@ -199,6 +199,55 @@ def _call_arguments(node: Node, where: str) -> tuple[list, dict, dict[Value, Ten
     args = [arg(e) for e in node.attrs.get("args", [])]
     kwargs = {k: arg(e) for k, e in node.attrs.get("kwargs", [])}
     return args, kwargs, standins
+
+
+# uses of a list that read it and keep no reference to it
+_LIST_READERS = frozenset({"sm::list_get", "sm::list_len", "sm::list_contains", "sm::list_slice",
+                           "sm::list_concat", "sm::list_min", "sm::list_max", "sm::list_eq"})
+
+
+def items_at(v: Value, reader: Node) -> list[Value] | None:
+    """The items the list ``v`` holds when ``reader`` runs, where the graph fixes them: a
+    literal (or the fresh copy of one, ``fresh_list``) and the appends to it that run
+    before ``reader`` in the literal's own block. None where anything else may change the
+    list first: an append in a loop or a branch, ``extend``/``insert``/``+=``, a store, a
+    call or a container it is handed to. (A list built while the program runs was read as
+    the empty literal it started as, issue 35.)"""
+    src = v.node
+    if src.kind == "sm::list_slice" and src.inputs[0].node.kind == Prim.LIST_CONSTRUCT and \
+            all(known_value(b) is None and b.node.kind == Prim.CONSTANT for b in src.inputs[1:]):
+        src = src.inputs[0].node
+    if src.kind != Prim.LIST_CONSTRUCT:
+        return None
+    block = v.node.owning_block
+    at = _ancestor_in(reader, block)
+    if at is None:
+        return None
+    appends: list[Node] = []
+    for u in v.uses:
+        user = u.user
+        if user is reader or user.kind in _LIST_READERS or (
+                user.kind == Prim.CALL_FUNCTION and not user.attrs.get("python")) or (
+                user.kind == Prim.RETURN and user.owning_block is block):
+            continue                       # reads it, or hands it on after ``reader`` ran
+        if user.kind == "sm::list_append" and u.index == 0 and user.owning_block is block:
+            appends.append(user)
+            continue
+        return None
+    return list(src.inputs) + [a.inputs[1] for a in _in_order(appends) if a.is_before(at)]
+
+
+def _ancestor_in(node: Node, block: Block | None) -> Node | None:
+    """``node`` or the node of ``block`` whose blocks hold it; None if it is not in it."""
+    n: Node | None = node
+    while n is not None and n.owning_block is not block:
+        owner = n.owning_block.owning_node if n.owning_block is not None else None
+        n = owner
+    return n
+
+
+def _in_order(nodes: list[Node]) -> list[Node]:
+    return sorted(nodes, key=lambda n: sum(1 for o in nodes if o.is_before(n)))
 
 
 def _known(v: Value, where: str) -> Any:
@@ -437,10 +486,10 @@ class LayerRef:
         Module.__init__(layer)
         for k, v in self.config.items():
             object.__setattr__(layer, k, tuple(v["tuple"]) if isinstance(v, dict) else v)
-        for name, p in shell._parameters.items():
-            layer._parameters[name] = p
-        for name, b in shell._buffers.items():
-            layer._buffers[name] = b
+        # the shell's own registries, not copies: a tensor the shell gets later (.double()
+        # replaces buffers, an assignment a parameter) is the one the layer reads
+        layer.__dict__["_parameters"] = shell._parameters
+        layer.__dict__["_buffers"] = shell._buffers
         layer._non_persistent_buffers_set = set(shell._non_persistent_buffers_set)
         for name, child in shell._modules.items():
             ref = None if child is None else child.__dict__.get("_layer")
