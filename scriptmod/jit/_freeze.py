@@ -23,7 +23,7 @@ from scriptmod.ir.graph import Graph, Prim
 from scriptmod.ir.passes import run_pipeline
 from scriptmod.ir.passes.freeze import KEEP, attribute_path, freeze_attributes
 from scriptmod.ir.types import ModuleType
-from scriptmod.jit._executor import inlined
+from scriptmod.jit._retype import current_inlined
 from scriptmod.jit._script_module import RecursiveScriptModule, ScriptModule, building
 from scriptmod.nn.module import Module
 from scriptmod.runtime.interpreter import evaluate_node
@@ -74,7 +74,8 @@ def freeze(mod: ScriptModule, preserved_attrs: Sequence[str] | None = None,
     methods = [m for m in dict.fromkeys(["forward", *preserved]) if m in mod._methods]
     attrs = [p for p in preserved if p not in mod._methods]
     read = _Snapshot(mod).read
-    graphs = {m: run_pipeline(freeze_attributes(inlined(mod, m), read, keep=attrs),
+    # typed for the tensors the module holds now (it may have been cast since it was traced)
+    graphs = {m: run_pipeline(freeze_attributes(current_inlined(mod, m), read, keep=attrs),
                               [_FOLD, "eliminate_dead_code"]) for m in methods}
     return run_frozen_optimizations(_frozen_module(mod, graphs), optimize_numerics)
 

@@ -35,6 +35,7 @@ from scriptmod.jit import _archive_checks as C
 from scriptmod.jit import _archive_format as A
 from scriptmod.jit import _structure as S
 from scriptmod.jit._archive_format import ArchiveError
+from scriptmod.jit._retype import current_graphs
 from scriptmod.jit._script_module import (RecursiveScriptModule, ScriptFunction, ScriptModule,
                                           building)
 from scriptmod.nn.parameter import Parameter
@@ -78,6 +79,7 @@ def archive_bytes(m: ScriptModule | ScriptFunction,
                            f"{type(m).__name__}")
     w = _Writer()
     w.collect(m, "")
+    w.graphs = current_graphs(w.modules, w.paths)
     modules = [w.module_entry(i) for i in range(len(w.modules))]
     extras = _extra_entries(extra_files or {})
     import scriptmod
@@ -188,6 +190,7 @@ class _Writer:
         self.keep: list[Any] = []
         self.ops: set[str] = set()
         self.entries: list[tuple[str, bytes, bool]] = []
+        self.graphs: dict[tuple[int, str], Graph] = {}      # as they run now (current_graphs)
 
     def collect(self, m: Any, path: str) -> int:
         if id(m) in self.index:
@@ -233,7 +236,7 @@ class _Writer:
                         for k, b in m._buffers.items()],
             "submodules": [{"name": k, "module": None if c is None else self.index[id(c)]}
                            for k, c in m._modules.items()],
-            "methods": [self.method_entry(i, k, g) for k, g in m._methods.items()],
+            "methods": [self.method_entry(i, k, self.graphs[(i, k)]) for k in m._methods],
             **self.layer_entry(m, path)}
 
     def layer_entry(self, m: Any, path: str) -> dict[str, Any]:
