@@ -16,10 +16,11 @@ underscore name), so loading an archive that names a function runs nothing from 
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -345,7 +346,7 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
     value_of = {id(t): v for v, t in tensors.items()}
     inputs = [value_of[id(a)] for a in flat if isinstance(a, Tensor)]
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _buffers_kept(module):
             warnings.simplefilter("ignore")
             # _trace_calls, not trace_module: the call's non-tensor arguments are constants
             traced = _trace_calls(module, _calls(module, {method: example}, None,
@@ -356,6 +357,25 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
         raise _Refused(e) from e
     g = inlined(traced, method)
     return _splice(node, g, [node.inputs[0]] + inputs, where)
+
+
+@contextlib.contextmanager
+def _buffers_kept(module: Any) -> Iterator[None]:
+    """Trace ``module`` without its buffers keeping what the trace's stand-ins wrote: a
+    BatchNorm in training mode updates ``running_mean``/``running_var`` and counts
+    ``num_batches_tracked`` on every run, and tracing is not a call of the user's (their
+    values, storage and version counters are put back as they were)."""
+    kept = [(owner, name, t, t._data, t._data.copy(), t._vc[0])
+            for owner in module.modules() for name, t in owner._buffers.items()
+            if t is not None]
+    try:
+        yield
+    finally:
+        for owner, name, t, data, values, version in kept:
+            data[...] = values
+            t._data = data
+            t._vc[0] = version
+            owner._buffers[name] = t
 
 
 def _splice(node: Node, g: Graph, inputs: list[Value], where: str) -> list[Node]:
