@@ -15,6 +15,8 @@ methods keep their Python control flow as ``prim::If``/``prim::Loop``.
 """
 from __future__ import annotations
 
+import inspect
+import os
 import typing
 from typing import Any, Callable, TypeVar
 
@@ -75,7 +77,8 @@ def script(obj: Any, optimize: Any = None, _frames_up: int = 0, _rcb: Any = None
     A function becomes a ``ScriptFunction``; a module a ``ScriptModule`` whose ``forward``
     and every method it reaches (and each ``@export`` method) are compiled, its submodules
     scripted in turn; layers of ``scriptmod.nn`` itself stay as they are and are compiled
-    per input signature from their eager code. Raises ``FrontendError`` (a RuntimeError)
+    per input signature from their eager code (a layer scripted alone, ``script(nn.Linear(4,
+    2))``, too: its ``forward`` is a call of the layer on ``self``). Raises ``FrontendError`` (a RuntimeError)
     with the file, line and a caret under what cannot be compiled."""
     from scriptmod.jit._script_module import ScriptFunction, ScriptModule
     if isinstance(obj, (ScriptModule, ScriptFunction)):
@@ -150,15 +153,64 @@ class _ModuleScripter:
             raise FrontendError(f"{type(mod).__name__} has no method {name!r}")
         if getattr(fn, "_script_unused", False):
             raise FrontendError(f"{type(mod).__name__}.{name} is @unused")
-        fc = FunctionCompiler(fn, self.ctx, module=mod, name=name)
-        g = fc.compile()
+        if library.is_builtin_layer(mod):
+            # a built-in layer scripted as the root: its method is a layer call on self,
+            # traced per specialization like a contained layer's (torch.jit.script(nn.X()))
+            g, arg_names, defaults = _layer_method_graph(mod, name, fn)
+        else:
+            fc = FunctionCompiler(fn, self.ctx, module=mod, name=name)
+            g, arg_names, defaults = fc.compile(), fc.arg_names, fc.defaults
         sm._methods[name] = g
-        sm._arg_names[name] = fc.arg_names
-        sm._defaults[name] = fc.defaults
+        sm._arg_names[name] = arg_names
+        sm._defaults[name] = defaults
         from scriptmod.jit._script_module import ScriptMethod, _installable
         if name != "forward" and _installable(sm, name):
             sm.__dict__[name] = ScriptMethod(sm, name)
         return g
+
+
+def _layer_method_graph(mod: Module, name: str,
+                        fn: Callable) -> tuple[Graph, list[str], dict[str, Any]]:
+    """``mod.name`` of a built-in layer as one ``prim::CallFunction`` on ``self`` with the
+    method's parameters (typed by their annotations, a tensor where there is none), which
+    ``library.expand_call`` expands per call signature from the layer's eager code, as it
+    expands a contained layer's call. Returns the graph, its argument names and defaults."""
+    from scriptmod.ir.builder import Builder
+    from scriptmod.ir.graph import Prim
+    from scriptmod.ir.types import ModuleType, TensorType
+    from scriptmod.jit._tracer import class_name
+    from .annotations import to_ir_type
+    from .compiler import _layer_result
+    where = f"{type(mod).__name__}.{name}"
+    sig = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:                                       # noqa: BLE001
+        hints = {}
+    try:
+        src = f"{os.path.basename(inspect.getsourcefile(fn) or '?')}:" \
+              f"{inspect.getsourcelines(fn)[1]}"
+    except (OSError, TypeError):
+        src = None
+    g = Graph()
+    b = Builder(g, src)
+    inputs = [b.input(ModuleType(class_name(mod)), "self")]
+    names: list[str] = []
+    defaults: dict[str, Any] = {}
+    for p in list(sig.parameters.values())[1:]:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            raise FrontendError(f"script: {where}() takes *args, **kwargs or keyword-only "
+                                f"parameter '{p.name}', which a scripted method cannot")
+        hint = hints.get(p.name)
+        inputs.append(b.input(TensorType() if hint is None else to_ir_type(hint), p.name))
+        names.append(p.name)
+        if p.default is not p.empty:
+            defaults[p.name] = p.default
+    attrs = {"name": where, "args": [["v", i] for i in range(len(inputs))],
+             "kwargs": [], "method": name}
+    out = b.node(Prim.CALL_FUNCTION, inputs, [_layer_result(mod, name)], attrs).output
+    b.ret(out)
+    return g, names, defaults
 
 
 def _sequential_forward(self, input: Tensor) -> Tensor:  # type: ignore[no-untyped-def]

@@ -1,0 +1,189 @@
+"""``jit.script`` of a built-in ``scriptmod.nn`` layer as the root (``torch.jit.script(nn.Linear(4,
+2))``): every layer exported by ``scriptmod.nn`` whose forward takes one tensor, scripted alone,
+against eager on a copy (outputs, input and parameter gradients, buffers a training step
+updates) at two batch sizes, and again after save -> load."""
+from __future__ import annotations
+
+import copy
+import inspect
+import io
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import scriptmod as sm
+import scriptmod.nn as nn
+import scriptmod.nn.modules as modules
+from scriptmod.jit._script_module import ScriptModule
+from scriptmod.nn.module import Module
+
+
+def _floats(*shape: int) -> Callable[[int], sm.Tensor]:
+    def make(batch: int) -> sm.Tensor:
+        data = np.random.RandomState(batch).randn(batch, *shape).astype(np.float32)
+        return sm.from_numpy(data).requires_grad_(True)
+    return make
+
+
+def _indices(n: int, high: int) -> Callable[[int], sm.Tensor]:
+    def make(batch: int) -> sm.Tensor:
+        data = np.random.RandomState(batch).randint(0, high, size=(batch, n))
+        return sm.from_numpy(data.astype(np.int64))
+    return make
+
+
+def _lazy_linear() -> Module:
+    layer = nn.LazyLinear(3)
+    layer(sm.zeros(1, 4))            # materialized, as torch.jit.script needs it
+    return layer
+
+
+# class name -> (make the layer, make an input of a batch size); one entry per layer class
+# of scriptmod.nn whose forward takes a single tensor (test_table_covers_every_layer)
+LAYERS: dict[str, tuple[Callable[[], Module], Callable[[int], sm.Tensor]]] = {
+    "ELU": (lambda: nn.ELU(alpha=0.7), _floats(3, 4)),
+    "GELU": (lambda: nn.GELU(approximate="tanh"), _floats(3, 4)),
+    "Hardtanh": (lambda: nn.Hardtanh(-0.5, 0.8), _floats(3, 4)),
+    "Identity": (lambda: nn.Identity(), _floats(3, 4)),
+    "LeakyReLU": (lambda: nn.LeakyReLU(0.2), _floats(3, 4)),
+    "LogSoftmax": (lambda: nn.LogSoftmax(dim=1), _floats(3, 4)),
+    "PReLU": (lambda: nn.PReLU(3, init=0.1), _floats(3, 4)),
+    "ReLU": (lambda: nn.ReLU(), _floats(3, 4)),
+    "ReLU6": (lambda: nn.ReLU6(), _floats(3, 4)),
+    "Sigmoid": (lambda: nn.Sigmoid(), _floats(3, 4)),
+    "SiLU": (lambda: nn.SiLU(), _floats(3, 4)),
+    "Softmax": (lambda: nn.Softmax(dim=-1), _floats(3, 4)),
+    "Softplus": (lambda: nn.Softplus(beta=2.0, threshold=5.0), _floats(3, 4)),
+    "Tanh": (lambda: nn.Tanh(), _floats(3, 4)),
+    "Threshold": (lambda: nn.Threshold(0.1, 20.0), _floats(3, 4)),
+    "LazyLinear": (_lazy_linear, _floats(4)),
+    "Linear": (lambda: nn.Linear(4, 2), _floats(4)),
+    "NonDynamicallyQuantizableLinear": (lambda: nn.NonDynamicallyQuantizableLinear(4, 3),
+                                        _floats(2, 4)),
+    "Conv2d": (lambda: nn.Conv2d(2, 3, 3, padding=1), _floats(2, 5, 5)),
+    "AvgPool2d": (lambda: nn.AvgPool2d(2), _floats(2, 4, 4)),
+    "MaxPool2d": (lambda: nn.MaxPool2d(2, stride=1), _floats(2, 4, 4)),
+    "Flatten": (lambda: nn.Flatten(), _floats(2, 3, 2)),
+    "Unflatten": (lambda: nn.Unflatten(1, (2, 3)), _floats(6)),
+    "Dropout": (lambda: nn.Dropout(0.3).eval(), _floats(3, 4)),
+    "BatchNorm1d": (lambda: nn.BatchNorm1d(3), _floats(3)),
+    "BatchNorm2d": (lambda: nn.BatchNorm2d(2), _floats(2, 3, 3)),
+    "LayerNorm": (lambda: nn.LayerNorm(4), _floats(3, 4)),
+    "Embedding": (lambda: nn.Embedding(10, 3), _indices(5, 10)),
+}
+
+
+def _single_tensor_layers() -> list[str]:
+    """Layer classes of scriptmod.nn's ``__all__`` whose forward takes one required argument."""
+    out = []
+    for name in modules.__all__:
+        cls = getattr(nn, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, Module)) or cls.forward is Module.forward:
+            continue
+        params = list(inspect.signature(cls.forward).parameters.values())[1:]
+        if sum(p.default is p.empty for p in params) == 1:
+            out.append(name)
+    return out
+
+
+def test_table_covers_every_layer() -> None:
+    assert sorted(LAYERS) == sorted(_single_tensor_layers())
+
+
+def _run(module: Any, x: sm.Tensor) -> tuple[sm.Tensor, sm.Tensor | None, dict[str, Any]]:
+    """The output, the input's gradient and each parameter's gradient of a weighted sum."""
+    for p in module.parameters():
+        p.grad = None
+    x = x.detach().clone().requires_grad_(x.requires_grad)
+    out = module(x)
+    w = sm.from_numpy(np.random.RandomState(7).randn(*out.shape).astype(np.float32))
+    (out * w).sum().backward()
+    return out, x.grad, {n: p.grad for n, p in module.named_parameters()}
+
+
+def _same(got: Any, want: Any, where: str) -> None:
+    if want is None:
+        assert got is None, where
+        return
+    assert got is not None, where
+    assert tuple(got.shape) == tuple(want.shape) and got.dtype == want.dtype, where
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(),
+                               rtol=1e-5, atol=1e-6, err_msg=where)
+
+
+def _check(scripted: Any, eager: Module, make: Callable[[int], sm.Tensor], what: str) -> None:
+    for batch in (2, 5):
+        x = make(batch)
+        got, want = _run(scripted, x), _run(eager, x)
+        _same(got[0], want[0], f"{what} batch {batch}: output")
+        _same(got[1], want[1], f"{what} batch {batch}: input grad")
+        assert got[2].keys() == want[2].keys()
+        for name in want[2]:
+            _same(got[2][name], want[2][name], f"{what} batch {batch}: {name}.grad")
+        for name, b in eager.named_buffers():
+            _same(dict(scripted.named_buffers())[name], b, f"{what} batch {batch}: {name}")
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_script_layer_alone(name: str) -> None:
+    make_layer, make_input = LAYERS[name]
+    layer = make_layer()
+    eager = copy.deepcopy(layer)
+    scripted = sm.jit.script(layer)
+    assert isinstance(scripted, ScriptModule)
+    assert [n for n, _ in scripted.named_parameters()] == [n for n, _ in layer.named_parameters()]
+    assert "forward" in scripted.code and scripted.graph is not None
+    _check(scripted, eager, make_input, "scripted")
+
+    buf = io.BytesIO()
+    sm.jit.save(scripted, buf)
+    buf.seek(0)
+    loaded = sm.jit.load(buf)
+    _check(loaded, eager, make_input, "loaded")
+
+
+def test_script_layer_in_eval_mode_follows_training_flag() -> None:
+    """A scripted BatchNorm switched to eval uses its running statistics, as eager does."""
+    layer = nn.BatchNorm1d(3)
+    eager = copy.deepcopy(layer)
+    scripted = sm.jit.script(layer)
+    _check(scripted, eager, _floats(3), "train")
+    scripted.eval()
+    eager.eval()
+    _check(scripted, eager, _floats(3), "eval")
+
+
+class _Doubled(nn.Linear):
+    """A user's subclass with its own forward: compiled from its source, not a layer call."""
+
+    def forward(self, input: sm.Tensor) -> sm.Tensor:
+        return input.matmul(self.weight.t()) * 2.0 + self.bias
+
+
+def test_user_subclass_with_own_forward_is_scripted_from_its_source() -> None:
+    layer = _Doubled(4, 2)
+    scripted = sm.jit.script(layer)
+    assert "_Doubled.forward" not in str(scripted.graph)      # not a layer call on self
+    _check(scripted, copy.deepcopy(layer), _floats(4), "subclass")
+
+
+class _WithBatchNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.bn = nn.BatchNorm1d(3)
+
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        return self.bn(self.fc(x)).relu()
+
+
+def test_contained_layer_buffers_updated_once_per_call() -> None:
+    """Expanding a contained BatchNorm traces it on stand-ins; that must not update its running
+    statistics (they were updated by the trace as well as the call: num_batches_tracked 3
+    after one call, running_var pulled towards the stand-ins')."""
+    model = _WithBatchNorm()
+    eager = copy.deepcopy(model)
+    scripted = sm.jit.script(model)
+    _check(scripted, eager, _floats(3), "contained")
+    assert int(dict(scripted.named_buffers())["bn.num_batches_tracked"]) == 2
