@@ -11,7 +11,6 @@ import textwrap
 from typing import Any
 
 from scriptmod.ir.graph import Graph, Prim, known_value
-from scriptmod.ir.passes.shapes import extra_handlers, propagate_shapes
 from scriptmod.ir.verify import types_agree
 from scriptmod.jit import _archive_format as A
 from scriptmod.jit._archive_format import ArchiveError
@@ -47,15 +46,8 @@ def check_types(root: ScriptModule, manifest: dict[str, Any]) -> None:
 def _typed(mod: ScriptModule, name: str) -> Graph:
     """``mod.<name>`` inlined, its attributes typed from the loaded tensors, then typed from
     its declared inputs (scripted library calls expanded where their types are known)."""
-    from scriptmod.jit._executor import _refresh_attribute_types, inlined
-    g = inlined(mod, name)
-    _refresh_attribute_types(g, mod)
-    types = [v.type for v in g.inputs]
-    if not any(n.kind == Prim.CALL_FUNCTION for n in g.walk()):
-        return propagate_shapes(g, types)
-    from scriptmod.jit.frontend.library import expansion_handlers
-    with extra_handlers(expansion_handlers(mod)):
-        return propagate_shapes(g, types)
+    from scriptmod.jit._executor import typed_inlined
+    return typed_inlined(mod, name)
 
 
 _BROKEN = ("AttributeError", "NameError", "KeyError")

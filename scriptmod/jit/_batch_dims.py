@@ -136,16 +136,8 @@ def _pins(traced: Graph, env: dict[Value, Value]) -> bool:
 
 def _scripted_outputs(module: Any, method: str, types: list[Type]) -> list[Type]:
     """The result types of a scripted submodule's method at ``types``, as inlining gives."""
-    from scriptmod.jit._executor import _refresh_attribute_types, inlined
-    g = inlined(module, method)
-    _refresh_attribute_types(g, module)
-    if any(n.kind == Prim.CALL_FUNCTION for n in g.walk()):
-        from scriptmod.jit.frontend.library import expansion_handlers
-        with extra_handlers(expansion_handlers(module)):
-            propagate_shapes(g, types)
-    else:
-        propagate_shapes(g, types)
-    return [v.type for v in g.outputs]
+    from scriptmod.jit._executor import typed_inlined
+    return [v.type for v in typed_inlined(module, method, types).outputs]
 
 
 def _meet(traced: list[Type], seen: list[list[Type]]) -> list[Type]:

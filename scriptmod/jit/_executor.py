@@ -486,13 +486,7 @@ class Executor:
             _rank.check_ranks(g, traced_ranks, changed, where)
 
     def _propagate(self, g: Graph, types: list[Type | None], symbolic: bool = False) -> None:
-        if any(n.kind == Prim.CALL_FUNCTION for n in g.walk()):
-            # scripted library calls are expanded where their input types are known
-            from scriptmod.jit.frontend.library import expansion_handlers
-            with extra_handlers(expansion_handlers(self.owner)):
-                propagate_shapes(g, types, keep_symbolic=symbolic)
-        else:
-            propagate_shapes(g, types, keep_symbolic=symbolic)
+        propagate_calls(g, types, self.owner, symbolic)
 
     def _retyped_copy(self, arg_types: list[Type]) -> None:
         """Type a fresh copy of the method's graph from ``arg_types`` (an error's probe)."""
@@ -638,6 +632,25 @@ _getitem = dict.__getitem__
 _ndarray = np.ndarray
 _is = operator.is_
 _data_of = operator.attrgetter("_data")
+
+
+def propagate_calls(g: Graph, types: Sequence[Type | None], owner: Any,
+                    symbolic: bool = False) -> Graph:
+    """Type ``g`` from ``types``, its scripted library calls expanded where their input
+    types are known (the executor, archive checks, batch dims and save's re-typing share it)."""
+    if not any(n.kind == Prim.CALL_FUNCTION for n in g.walk()):
+        return propagate_shapes(g, list(types), keep_symbolic=symbolic)
+    from scriptmod.jit.frontend.library import expansion_handlers
+    with extra_handlers(expansion_handlers(owner)):
+        return propagate_shapes(g, list(types), keep_symbolic=symbolic)
+
+
+def typed_inlined(module: Any, method: str, types: Sequence[Type] | None = None) -> Graph:
+    """``module.<method>`` inlined, its attribute reads typed from the module's tensors now,
+    then typed from ``types`` (its declared inputs when None)."""
+    g = inlined(module, method)
+    _refresh_attribute_types(g, module)
+    return propagate_calls(g, [v.type for v in g.inputs] if types is None else types, module)
 
 
 def _refresh_attribute_types(g: Graph, owner: Any) -> None:

@@ -251,15 +251,8 @@ def _typed_calls(mod: Any, name: str, types: list[Type]) -> Graph:
 def _check_as_load(mod: Any, name: str, types: list[Type], g: Graph) -> None:
     """``jit.load`` types the method inlined, its library calls expanded, from its declared
     inputs (``_archive_checks._typed``): that must succeed and agree with ``g``'s outputs."""
-    from scriptmod.jit._executor import _refresh_attribute_types, inlined
-    flat = inlined(mod, name)
-    _refresh_attribute_types(flat, mod)
-    if any(n.kind == Prim.CALL_FUNCTION for n in flat.walk()):
-        from scriptmod.jit.frontend.library import expansion_handlers
-        with extra_handlers(expansion_handlers(mod)):
-            propagate_shapes(flat, types)
-    else:
-        propagate_shapes(flat, types)
+    from scriptmod.jit._executor import typed_inlined
+    flat = typed_inlined(mod, name, types)
     for k, (d, v) in enumerate(zip(g.outputs, flat.outputs)):
         if not types_agree(d.type, v.type):
             raise ArchiveError(f"output {k} types {d.type!r} through its calls but "
