@@ -73,6 +73,27 @@ class Outcome:
     args: Sequence[Any] = ()
 
 
+def assert_same_gradients(scripted: Callable, model: Any, make_x: Callable[[], Any],
+                          args: Sequence[Any], where: str) -> None:
+    """``(out * out).sum().backward()`` through the scripted module and the eager model: the
+    same output, input gradient and parameter gradients."""
+    params = dict(model.named_parameters())
+    grads = []
+    for fn in (scripted, model):
+        model.zero_grad()
+        x = make_x().requires_grad_(True)
+        out = fn(x, *args)
+        (out * out).sum().backward()
+        grads.append((out.detach(), x.grad,
+                      {n: p.grad for n, p in params.items() if p.grad is not None}))
+    (got, gx, gp), (want, wx, wp) = grads
+    assert_same(got, want, where)
+    assert_same(gx, wx, f"{where}: input gradient")
+    assert sorted(gp) == sorted(wp), f"{where}: parameters with a gradient"
+    for n in wp:
+        assert_same(gp[n], wp[n], f"{where}: gradient of {n}")
+
+
 def call(fn: Callable, args: Sequence[Any]) -> Outcome:
     """``fn(*copies of args)``, catching any Exception."""
     args = copied(tuple(args))

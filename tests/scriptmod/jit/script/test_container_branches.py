@@ -15,7 +15,7 @@ from scriptmod import Tensor, nn
 from scriptmod.jit import FrontendError
 
 from . import container_models
-from .script_util import assert_same, tensor
+from .script_util import assert_same, assert_same_gradients, tensor
 
 MODELS = container_models.build(sm)
 NAMES = sorted(MODELS)
@@ -44,24 +44,10 @@ def test_scripted_equals_eager_under_no_grad(name: str) -> None:
 def test_scripted_gradients_equal_eager(name: str) -> None:
     model = _model(name)
     scripted = sm.jit.script(model)
-    params = dict(model.named_parameters())
     for batch in BATCHES:
         for k, args in enumerate(MODELS[name][1]):
-            grads = []
-            for fn in (scripted, model):
-                model.zero_grad()
-                x = tensor(batch, 8, seed=batch + k).requires_grad_(True)
-                out = fn(x, *args)
-                (out * out).sum().backward()
-                grads.append((out.detach(), x.grad,
-                              {n: p.grad for n, p in params.items() if p.grad is not None}))
-            (got, gx, gp), (want, wx, wp) = grads
-            where = f"{name} batch {batch} args {args}"
-            assert_same(got, want, where)
-            assert_same(gx, wx, f"{where}: input gradient")
-            assert sorted(gp) == sorted(wp), f"{where}: parameters with a gradient"
-            for n in wp:
-                assert_same(gp[n], wp[n], f"{where}: gradient of {n}")
+            assert_same_gradients(scripted, model, lambda: tensor(batch, 8, seed=batch + k),
+                                  args, f"{name} batch {batch} args {args}")
 
 
 @pytest.mark.parametrize("name", NAMES)
