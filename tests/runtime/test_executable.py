@@ -261,12 +261,13 @@ def test_threads_share_one_executable() -> None:
     wants = [as_list(Interpreter(g64).run(*[a.astype(np.float64) for a in ins]))
              for ins in inputs]
     errors: list[str] = []
-    frames: dict[int, int] = {}
+    frames: dict[int, object] = {}   # the frames themselves: a finished thread's freed frame
+                                     # could hand its id() to a later one
     start = threading.Barrier(4)
 
     def work(t: int) -> None:
         start.wait()
-        frames[t] = id(ex.frame())
+        frames[t] = ex.frame()
         for i in range(200):
             ins = inputs[(t + i) % 4]
             got = ex(ins)
@@ -280,7 +281,7 @@ def test_threads_share_one_executable() -> None:
     for t in ts:
         t.join()
     assert not errors, errors[:3]
-    assert len(set(frames.values())) == 4                # one arena per thread
+    assert len({id(f) for f in frames.values()}) == 4    # one arena per thread
 
 
 # ---- SCRIPTMOD_LOG=codegen ----------------------------------------------------------------------
