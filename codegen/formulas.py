@@ -12,15 +12,14 @@ and PyTorch round it; operands promoted into a half dtype are rounded by ``to``.
 from __future__ import annotations
 
 import math
-import struct
 from typing import Callable, NamedTuple, Sequence
 
 from . import vmath
 from .emitter import Emitter, Num, V, compute_dtype
-from .kernel import Imm, KernelSpec, OpStep, checked_float, checked_int, wrap_int
+from .kernel import Imm, KernelSpec, OpStep, checked_float, checked_int
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentValueError
-from scriptmod.ir.dtypes import DType
+from scriptmod.ir.dtypes import DType, imm_value
 
 
 class TV(NamedTuple):
@@ -54,31 +53,6 @@ def round_to(e: Emitter, v: V, dt: DType) -> V:
     if dt is D.bfloat16:
         return round_bf16(e, v)
     return v
-
-
-def imm_value(value: bool | int | float, dt: DType) -> bool | int | float:
-    """A Python constant converted to ``dt`` (halves rounded to nearest even)."""
-    if dt is D.bool_:
-        return bool(value)
-    if dt.category == D.INT:
-        return wrap_int(int(value), dt)
-    f = float(value)
-    if dt is D.float16 and math.isfinite(f):
-        return _round_ieee(f, "<e", 65520.0)
-    if dt is D.bfloat16 and math.isfinite(f):     # as PyTorch: to float32, then to bfloat16
-        b = struct.unpack("<I", struct.pack("<f", _round_ieee(f, "<f", 3.4028235677973366e38)))[0]
-        b = ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000) & 0xFFFFFFFF
-        return struct.unpack("<f", struct.pack("<I", b))[0]
-    if dt is D.float32 and math.isfinite(f):
-        return _round_ieee(f, "<f", 3.4028235677973366e38)
-    return f
-
-
-def _round_ieee(f: float, fmt: str, overflow: float) -> float:
-    """``f`` rounded to nearest-even in struct format ``fmt``; inf from ``overflow`` up."""
-    if abs(f) >= overflow:
-        return math.copysign(math.inf, f)
-    return struct.unpack(fmt, struct.pack(fmt, f))[0]
 
 
 def to(e: Emitter, a: TV, dt: DType) -> V:

@@ -31,13 +31,13 @@ value) or per element. ``start``/``end`` of its ABI count rows.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
-from scriptmod.ir.errors import ArgumentValueError
+from scriptmod.ir.dtypes import (FLOAT_MAX, SCALAR_INTS, checked_float, checked_int,  # noqa: F401
+                                 scalar_overflow, wrap_int)   # (scalar conversions live in ir)
 from scriptmod.ir.types import TensorType
 
 KINDS = ("contiguous", "strided", "scalar")     # the layouts a renderer reads
@@ -56,63 +56,6 @@ class Imm:
 
 
 Arg = Union[int, Imm]
-
-
-def wrap_int(value: int, dt: DType) -> int:
-    """A Python int wrapped into int dtype ``dt`` (two's complement), as PyTorch wraps a
-    weak scalar operand: int8 + 1000 adds -24."""
-    v = value & ((1 << dt.bits) - 1)
-    return v - (1 << dt.bits) if dt.signed and v >= 1 << (dt.bits - 1) else v
-
-
-def checked_int(value: int, dt: DType, op: str) -> int:
-    """A Python int in int dtype ``dt`` as PyTorch's checked conversion (c10's
-    ``checked_convert``) makes it, for the operands PyTorch does not wrap (pow's exponent,
-    where's values, clamp's bounds): an unsigned dtype takes a negative value down to -max,
-    wrapped (uint8: -2 is 254); any other value outside the dtype raises.
-
-    >>> checked_int(-2, D.uint8, "clamp"), checked_int(-128, D.int8, "where")
-    (254, -128)
-    """
-    top = (1 << (dt.bits - dt.signed)) - 1
-    if not (-top - dt.signed) <= value <= top:
-        raise ArgumentValueError(f"{op}: value {value} cannot be converted to type {dt.name} "
-                                 f"without overflow")
-    return wrap_int(value, dt)
-
-
-# the largest finite value of each float dtype
-FLOAT_MAX = {D.float16: 65504.0, D.bfloat16: 3.3895313892515355e38,
-             D.float32: 3.4028234663852886e38, D.float64: 1.7976931348623157e308}
-
-
-def checked_float(value: bool | int | float, dt: DType, op: str) -> bool | int | float:
-    """``value`` if float dtype ``dt`` holds it as PyTorch's checked conversion asks (finite
-    and within the dtype's range, or not finite: inf and NaN convert); raises otherwise, as
-    PyTorch does for clamp's bounds, add's alpha and a float16 pow's exponent.
-
-    >>> checked_float(65504.0, D.float16, "clamp")
-    65504.0
-    """
-    f = float(value)
-    if math.isfinite(f) and abs(f) > FLOAT_MAX[dt]:
-        raise ArgumentValueError(f"{op}: value {value} cannot be converted to type {dt.name} "
-                                 f"without overflow")
-    return value
-
-
-SCALAR_INTS = range(-(1 << 63), 1 << 64)   # the Python ints PyTorch takes as a Scalar
-
-
-def scalar_overflow(value: int, op: str) -> OverflowError:
-    """PyTorch's error for a Python int operand of ``op`` outside ``SCALAR_INTS`` (neither an
-    int64 nor a uint64), which it raises whatever the tensor's dtype is.
-
-    >>> scalar_overflow(2**64, "add")
-    OverflowError('add: int too big to convert: 18446744073709551616 is not in [-2**63, 2**64)')
-    """
-    what = "int too big to convert" if value > 0 else "can't convert negative int to unsigned"
-    return OverflowError(f"{op}: {what}: {value} is not in [-2**63, 2**64)")
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,12 @@ Pure data: no NumPy here (the runtime maps a DType to an array dtype by ``name``
 """
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+from scriptmod.ir.errors import ArgumentValueError
 
 BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3  # promotion categories, ordered
 
@@ -174,3 +178,88 @@ def to_float(d: DType) -> DType:
 def to_real(d: DType) -> DType:
     """abs() of a complex number is real."""
     return {complex64: float32, complex128: float64}.get(d, d)
+
+
+# ---- Python scalars converted to a dtype, as PyTorch converts them ---------------------------
+# (eager kernels, dispatch and codegen all use these: they live here so that the eager core
+# never imports codegen)
+def wrap_int(value: int, dt: DType) -> int:
+    """A Python int wrapped into int dtype ``dt`` (two's complement), as PyTorch wraps a
+    weak scalar operand: int8 + 1000 adds -24."""
+    v = value & ((1 << dt.bits) - 1)
+    return v - (1 << dt.bits) if dt.signed and v >= 1 << (dt.bits - 1) else v
+
+
+def checked_int(value: int, dt: DType, op: str) -> int:
+    """A Python int in int dtype ``dt`` as PyTorch's checked conversion (c10's
+    ``checked_convert``) makes it, for the operands PyTorch does not wrap (pow's exponent,
+    where's values, clamp's bounds): an unsigned dtype takes a negative value down to -max,
+    wrapped (uint8: -2 is 254); any other value outside the dtype raises.
+
+    >>> checked_int(-2, uint8, "clamp"), checked_int(-128, int8, "where")
+    (254, -128)
+    """
+    top = (1 << (dt.bits - dt.signed)) - 1
+    if not (-top - dt.signed) <= value <= top:
+        raise ArgumentValueError(f"{op}: value {value} cannot be converted to type {dt.name} "
+                                 f"without overflow")
+    return wrap_int(value, dt)
+
+
+# the largest finite value of each float dtype
+FLOAT_MAX = {float16: 65504.0, bfloat16: 3.3895313892515355e38,
+             float32: 3.4028234663852886e38, float64: 1.7976931348623157e308}
+
+
+def checked_float(value: bool | int | float, dt: DType, op: str) -> bool | int | float:
+    """``value`` if float dtype ``dt`` holds it as PyTorch's checked conversion asks (finite
+    and within the dtype's range, or not finite: inf and NaN convert); raises otherwise, as
+    PyTorch does for clamp's bounds, add's alpha and a float16 pow's exponent.
+
+    >>> checked_float(65504.0, float16, "clamp")
+    65504.0
+    """
+    f = float(value)
+    if math.isfinite(f) and abs(f) > FLOAT_MAX[dt]:
+        raise ArgumentValueError(f"{op}: value {value} cannot be converted to type {dt.name} "
+                                 f"without overflow")
+    return value
+
+
+SCALAR_INTS = range(-(1 << 63), 1 << 64)   # the Python ints PyTorch takes as a Scalar
+
+
+def scalar_overflow(value: int, op: str) -> OverflowError:
+    """PyTorch's error for a Python int operand of ``op`` outside ``SCALAR_INTS`` (neither an
+    int64 nor a uint64), which it raises whatever the tensor's dtype is.
+
+    >>> scalar_overflow(2**64, "add")
+    OverflowError('add: int too big to convert: 18446744073709551616 is not in [-2**63, 2**64)')
+    """
+    what = "int too big to convert" if value > 0 else "can't convert negative int to unsigned"
+    return OverflowError(f"{op}: {what}: {value} is not in [-2**63, 2**64)")
+
+
+def imm_value(value: bool | int | float, dt: DType) -> bool | int | float:
+    """A Python constant converted to ``dt`` (halves rounded to nearest even)."""
+    if dt is bool_:
+        return bool(value)
+    if dt.category == INT:
+        return wrap_int(int(value), dt)
+    f = float(value)
+    if dt is float16 and math.isfinite(f):
+        return _round_ieee(f, "<e", 65520.0)
+    if dt is bfloat16 and math.isfinite(f):     # as PyTorch: to float32, then to bfloat16
+        b = struct.unpack("<I", struct.pack("<f", _round_ieee(f, "<f", 3.4028235677973366e38)))[0]
+        b = ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000) & 0xFFFFFFFF
+        return struct.unpack("<f", struct.pack("<I", b))[0]
+    if dt is float32 and math.isfinite(f):
+        return _round_ieee(f, "<f", 3.4028235677973366e38)
+    return f
+
+
+def _round_ieee(f: float, fmt: str, overflow: float) -> float:
+    """``f`` rounded to nearest-even in struct format ``fmt``; inf from ``overflow`` up."""
+    if abs(f) >= overflow:
+        return math.copysign(math.inf, f)
+    return struct.unpack(fmt, struct.pack(fmt, f))[0]

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from scriptmod.codegen.kernel import SCALAR_INTS, scalar_overflow
+from scriptmod.ir.dtypes import SCALAR_INTS, scalar_overflow
 from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.ir.ops.rules import broadcast_shapes
 from scriptmod.ir.schema import ELEMENTWISE, FACTORY, IMPURE, NONDIFF, REGISTRY, VIEW, OpSchema

@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
-from scriptmod.codegen.formulas import imm_value
-from scriptmod.codegen.kernel import SCALAR_INTS, checked_float, scalar_overflow
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.dtypes import SCALAR_INTS, checked_float, imm_value, scalar_overflow
 from scriptmod.ir import schema as S
 from scriptmod.ir.errors import ArgumentError, ArgumentValueError, DTypeError
 from scriptmod.ir.ops.rules import norm_dim, promote, to_bool
