@@ -13,13 +13,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-import scriptmod
+from scriptmod._device import device
 from scriptmod._dispatch import dispatch
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import schema as S
 from scriptmod.ir.code import annotation
 from scriptmod.ir.graph import OP_NAMESPACE, Graph, Prim
 from scriptmod.ir.types import ModuleType
+from scriptmod.nn import functional as F
 from scriptmod.jit._executor import _CONTAINER_OPS
 from scriptmod.jit._script_module import (ConstMap, ScriptFunction, ScriptMethod, ScriptModule,
                                           _with_constants)
@@ -76,10 +77,11 @@ def _uninitialized() -> None:
 
 
 def _base_namespace() -> dict[str, Any]:
+    import scriptmod   # the whole package as ``torch``: imported here, it imports this module
     ns: dict[str, Any] = {
-        "ops": OPS, "dtypes": DTYPES, "torch": scriptmod, "F": scriptmod.nn.functional,
+        "ops": OPS, "dtypes": DTYPES, "torch": scriptmod, "F": F,
         "Tensor": Tensor, "List": typing.List, "Tuple": typing.Tuple,
-        "Optional": typing.Optional, "Any": typing.Any, "Device": scriptmod.device,
+        "Optional": typing.Optional, "Any": typing.Any, "Device": device,
         "dtype": D.DType, "number": typing.Union[int, float], "uninitialized": _uninitialized,
     }
     # ``raise ShapeError(...)``: the op errors a scripted raise may name beside Python's own
