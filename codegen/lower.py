@@ -77,6 +77,32 @@ def supported_on(node: Node, on_device: Callable[[str], bool]) -> bool:
     return True
 
 
+def on_kind(device: str, kind: str) -> bool:
+    """Whether ``device`` ("cpu", "cuda", "cuda:1") is of ``kind`` ("cpu", "cuda").
+
+        >>> on_kind("cuda:1", "cuda"), on_kind("cpu", "cuda")
+        (True, False)
+    """
+    return device == kind or device.startswith(kind + ":")
+
+
+def can_lower(node: Node, device_kind: str) -> bool:
+    """Whether codegen can lower ``node`` into a kernel for devices of ``device_kind``
+    ("cpu": LLVM, "cuda": CUDA C): ``supported_on`` with every tensor on such a device. Each
+    ``runtime.targets`` target's ``can_lower`` is this for its kind; the fusion passes get it
+    from the target (``scriptmod.jit._fuser``).
+
+        >>> from scriptmod.ir import parse
+        >>> g = parse('''graph(%x : Float(4)):
+        ...   %y : Float(4) = sm::exp(%x)
+        ...   return (%y)
+        ... ''')
+        >>> can_lower(g.nodes[0], "cpu"), can_lower(g.nodes[0], "cuda")
+        (True, False)
+    """
+    return supported_on(node, lambda device: on_kind(device, device_kind))
+
+
 def _integer_result(node: Node) -> bool:
     t = node.outputs[0].type
     return isinstance(t, TensorType) and not t.dtype.is_floating_point

@@ -1,6 +1,6 @@
 """Array modules: NumPy on the CPU, CuPy on CUDA when present. Reference kernels are written
 against the array module ``xp`` that ``array_module`` returns, never against NumPy by name.
-(Not to be confused with ``runtime.backends``, which compile and launch fused kernels.)
+(Not to be confused with ``runtime.targets``, which compile and launch fused kernels.)
 
     >>> array_module(np.zeros(3)) is np
     True

@@ -3,9 +3,9 @@
 A fusion group's subgraph is lowered once (``codegen.lower.lower_group``) to a ``KernelSpec``
 without a layout. Each call then looks up a ``Launch`` keyed by the exact (type, dtype, shape,
 strides; the device on CUDA) of every input; a miss runs the guards, lays out the kernel
-(``codegen.lower.plan_layout``) and has the backend compile (or fetch from its caches) the
-kernel for that layout. A hit costs a tuple compare and the launch. The backend
-(``runtime.backends``: LLVM on the CPU, CUDA with CuPy) is chosen from the group's devices.
+(``codegen.lower.plan_layout``) and has the target compile (or fetch from its caches) the
+kernel for that layout. A hit costs a tuple compare and the launch. The target
+(``runtime.targets``: LLVM on the CPU, CUDA with CuPy) is chosen from the group's devices.
 
     >>> from scriptmod.ir import parse
     >>> from scriptmod.ir.passes import fuse_elementwise
@@ -21,12 +21,12 @@ kernel for that layout. A hit costs a tuple compare and the launch. The backend
     >>> y, = fk([x, a]); y
     array([[0., 0., 1., 2.],
            [0., 0., 1., 2.]], dtype=float32)
-    >>> fk.backend.name, fk.spec.inputs[1].text()
+    >>> fk.target.name, fk.spec.inputs[1].text()
     ('LLVM', 'float32:strided:1')
     >>> print(fk.llvm_ir[:36], "zmm" in fk.asm)    # zmm: AVX-512 hosts only   # doctest: +SKIP
     ; ModuleID = "sm_ew_5778afff1b019e14" True
 
-Output buffers (backends that pool, i.e. the CPU): each launch keeps up to ``POOL`` arrays
+Output buffers (targets that pool, i.e. the CPU): each launch keeps up to ``POOL`` arrays
 per output (at most ``POOL_BYTES``, env ``SCRIPTMOD_POOL_MB``, over the process). A call
 reuses one only when the pool holds the *only* reference to it (``sys.getrefcount``), i.e.
 nothing outside this object (user code, a Tensor, a view's ``.base``, an executor's
@@ -45,8 +45,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scriptmod.codegen.kernel import KernelSpec
-from scriptmod.codegen.lower import (DTYPES, c_strides, lower_group, plan_layout, static_layout,
-                                     supported_on)
+from scriptmod.codegen.lower import (DTYPES, c_strides, can_lower, lower_group, plan_layout,
+                                     static_layout, supported_on)
 from scriptmod.codegen.kernel import broadcast_strides
 from scriptmod.codegen.rows import (geometry, has_row_ops, lower_row_group, output_shapes,
                                     plan_row_layout, reduced_stride)
@@ -56,7 +56,7 @@ from scriptmod.ir.graph import Graph, Node
 from scriptmod.ir.types import TensorType
 from . import pycode
 from .arrays import NP_DTYPE
-from .backends import Backend, for_devices
+from .targets import Target, for_devices
 from .errors import shape_text, worded
 from .interpreter import Interpreter
 from .llvm_jit import CompileBudgetError
@@ -78,9 +78,9 @@ class FusionGuardError(RuntimeError, TypeError):
 
 
 def supported(node: Node) -> bool:
-    """The CPU backend's veto for ``fuse_elementwise``: ``supported_on`` with every tensor
-    on the CPU (the CUDA one is ``runtime.backends.cuda.supported``)."""
-    return supported_on(node, lambda device: device == "cpu")
+    """``LLVMTarget.can_lower``: codegen lowers ``node`` with every tensor on the CPU (the
+    CUDA one is ``runtime.targets.cuda.supported``)."""
+    return can_lower(node, "cpu")
 
 
 # ---- the launcher ---------------------------------------------------------------------------
@@ -137,12 +137,12 @@ def _nothing(arrays: Sequence[Any], outs: list[Any]) -> None:
 
 
 class Launch:
-    """One laid-out kernel, ready per call: outputs (pooled when the backend pools), then the
-    backend's call over ``[0, n)``. The one launcher of every backend.
+    """One laid-out kernel, ready per call: outputs (pooled when the target pools), then the
+    target's call over ``[0, n)``. The one launcher of every target.
 
         >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
         >>> from scriptmod.ir import dtypes as D
-        >>> from scriptmod.runtime.backends import LLVM
+        >>> from scriptmod.runtime.targets import LLVM
         >>> spec = KernelSpec([InputSpec(D.float32)], [OpStep("neg", (0,), {}, D.float32)],
         ...                   [1], [D.float32])
         >>> launch = Launch(LLVM, LLVM.compile(spec), spec, (), (2, 3))
@@ -157,7 +157,7 @@ class Launch:
     __slots__ = ("spec", "meta", "n", "out_shape", "out_shapes", "pools", "pooled", "empty", "run",
                  "kernel", "__weakref__")
 
-    def __init__(self, backend: Backend, kernel: Any, spec: KernelSpec, meta: Sequence[int],
+    def __init__(self, target: Target, kernel: Any, spec: KernelSpec, meta: Sequence[int],
                  out_shape: tuple[int, ...], device: Any = None,
                  out_shapes: Sequence[tuple[int, ...]] | None = None) -> None:
         self.spec, self.meta, self.out_shape = spec, tuple(meta), tuple(out_shape)
@@ -168,12 +168,12 @@ class Launch:
             else (self.out_shape,) * len(spec.out_dtypes)
         self.pools: tuple[tuple[list, np.dtype, tuple], ...] = tuple(
             ([], NP_DTYPE[d], s) for d, s in zip(spec.out_dtypes, self.out_shapes))
-        self.pooled = backend.pools_outputs
+        self.pooled = target.pools_outputs
         weakref.finalize(self, _release, self.pools)
-        self.empty = backend.empty(device)
+        self.empty = target.empty(device)
         self.kernel = kernel
         self.run: Callable[[Sequence[Any], list[Any]], None] = (
-            backend.caller(kernel, spec, self.meta, self.n, device) if self.n else _nothing)
+            target.caller(kernel, spec, self.meta, self.n, device) if self.n else _nothing)
 
     def launch(self, arrays: Sequence[Any]) -> list[Any]:
         """Run the kernel on guarded ``arrays``; returns the output arrays."""
@@ -245,7 +245,7 @@ class ReferenceLaunch:
 # ---- the fused kernel ---------------------------------------------------------------------------
 
 class FusedKernel:
-    """A fusion group compiled by a backend: call it with the group's input arrays.
+    """A fusion group compiled by a target: call it with the group's input arrays.
 
         >>> from scriptmod.ir import parse
         >>> subgraph = parse('''graph(%x : Float(B, 4), %a : Float(4)):
@@ -260,9 +260,10 @@ class FusedKernel:
           ...
         scriptmod.runtime.fusion.FusionGuardError: FusionGroup_0 (model.py:7): argument 'x' (input 0): expected dtype float32 (Float(B, 4)), got float64
 
-    ``backend``: a ``runtime.backends`` object; None picks it from the group's devices (CPU:
-    LLVM; CUDA: ``CudaBackend()``, ``NotImplementedError`` without CuPy). Guards: every
-    input is an array of the backend (NumPy on the CPU, CuPy on CUDA, all on one device, the
+    ``target``: a ``runtime.targets`` object; None picks it from the group's devices (CPU:
+    LLVM; CUDA: ``CudaTarget()``, ``NotImplementedError`` without CuPy); ``backend`` is its
+    older name (argument and attribute). Guards: every
+    input is an array of the target (NumPy on the CPU, CuPy on CUDA, all on one device, the
     one the group's types name) of the subgraph's dtype and rank whose concrete dims match
     the subgraph's types (else ``TypeError`` / ``ValueError`` / ``DeviceError`` naming the
     argument); a new shape/stride combination gets its own launch (and kernel, when the
@@ -273,17 +274,18 @@ class FusedKernel:
     """
 
     def __init__(self, subgraph: Graph, name: str = "fusion group",
-                 backend: Backend | None = None) -> None:
+                 target: Target | None = None, *, backend: Target | None = None) -> None:
         self.subgraph, self.name = subgraph, name
         self.lowered = lower_row_group(subgraph) if has_row_ops(subgraph) \
             else lower_group(subgraph)
-        if backend is None:
+        target = target or backend
+        if target is None:
             types = self.lowered.in_types + self.lowered.out_types
-            backend = for_devices({t.device for t in types})
-        self.backend: Backend = backend
+            target = for_devices({t.device for t in types})
+        self.target: Target = target
         self._np_in = tuple(NP_DTYPE[s.dtype] for s in self.lowered.inputs)
         self._launches: dict[tuple, Launch] = {}
-        self._key = layout_key(len(self.lowered.inputs), backend.key_fields)
+        self._key = layout_key(len(self.lowered.inputs), target.key_fields)
         self._kernels: dict[str, Any] = {}
         self._last: Any = None
         self._last_spec: KernelSpec | None = None
@@ -334,15 +336,15 @@ class FusedKernel:
         if len(args) != n:
             raise FusionGuardError(f"{self.name}: expected {n} input(s), got {len(args)}")
         arrays = [self._check_one(i, a) for i, a in enumerate(args)]
-        self.backend.device_of(arrays, self.name)
+        self.target.device_of(arrays, self.name)
         return arrays
 
     def _check_one(self, i: int, a: Any) -> Any:
         t = self.lowered.in_types[i]
         where = f"{self.name}: argument '{self.lowered.in_names[i]}' (input {i})"
-        got = self.backend.admit(a)
+        got = self.target.admit(a)
         if got is None:
-            raise FusionGuardError(f"{where}: expected {self.backend.array_name} on {t.device} "
+            raise FusionGuardError(f"{where}: expected {self.target.array_name} on {t.device} "
                                    f"like {t!r}, got {type(a).__module__}.{type(a).__name__}")
         if got.dtype != self._np_in[i]:
             raise FusionGuardError(f"{where}: expected dtype {self.lowered.inputs[i].dtype.name} "
@@ -351,7 +353,7 @@ class FusedKernel:
                 isinstance(d, int) and d != n for d, n in zip(t.shape or (), got.shape)):
             raise worded(ShapeError(f"{where}: expected shape {t!r}, got {tuple(got.shape)}"),
                          internal=True)                 # the specialization's guards passed it
-        return self.backend.place(got, t, where)
+        return self.target.place(got, t, where)
 
     def _out_shape(self, arrays: Sequence[Any]) -> tuple[int, ...]:
         t = self.lowered.out_types[0]
@@ -378,7 +380,7 @@ class FusedKernel:
         strides = [[s // a.itemsize for s in a.strides] for a in arrays]
         outs = None
         if self.lowered.is_row:
-            if self.backend.device_kind != "cpu":
+            if not self.target.row_kernels:
                 raise NotImplementedError(f"{self.name}: row kernels run on the CPU only")
             spec, meta = plan_row_layout(self.lowered, shapes, strides, out_shape)
             outs = output_shapes(self.lowered, out_shape)
@@ -390,8 +392,8 @@ class FusedKernel:
         except CompileBudgetError as exc:
             irlog.log(TOPIC, f"{self.name}: reference kernels ({exc})")
             return ReferenceLaunch(self.subgraph)       # type: ignore[return-value]
-        device = self.backend.device_of(arrays, self.name)
-        return Launch(self.backend, kernel, spec, meta, out_shape, device, outs)
+        device = self.target.device_of(arrays, self.name)
+        return Launch(self.target, kernel, spec, meta, out_shape, device, outs)
 
     def _rows_walk(self, arrays: list[Any], out_shape: tuple[int, ...]) -> list[Any]:
         """The arrays, each input that does not walk the reduced dims as one (a broadcast
@@ -408,18 +410,23 @@ class FusedKernel:
         return out
 
     def _compile(self, spec: KernelSpec) -> Any:
-        """The backend's kernel for ``spec``, built once per layout."""
+        """The target's kernel for ``spec``, built once per layout."""
         key = spec.key()
         kernel = self._kernels.get(key)
         if kernel is None:
             if irlog.enabled(TOPIC):
-                irlog.log(TOPIC, f"{self.name}: {self.backend.name} kernel for layout "
+                irlog.log(TOPIC, f"{self.name}: {self.target.name} kernel for layout "
                                  f"{[s.text() for s in spec.inputs]} rank {spec.rank}")
-            kernel = self._kernels[key] = self.backend.compile(spec)
+            kernel = self._kernels[key] = self.target.compile(spec)
         self._last, self._last_spec = kernel, spec
         return kernel
 
     # ---- inspection ------------------------------------------------------------------------------
+    @property
+    def backend(self) -> Target:
+        """``target`` under its older name (``kernels_for`` hands these objects to users)."""
+        return self.target
+
     @property
     def kernels(self) -> list[Any]:
         """Every kernel compiled for this group so far (one per input layout kind)."""
@@ -450,26 +457,26 @@ class FusedKernel:
         return static_layout(self.lowered)[0]
 
     def _text(self, what: str) -> str:
-        if what not in self.backend.texts:
-            raise AttributeError(f"{self.name} runs on {self.backend.name}: see "
-                                 f"{', '.join('.' + t for t in self.backend.texts)}")
-        return self.backend.text(what, self.kernel, self.spec)
+        if what not in self.target.texts:
+            raise AttributeError(f"{self.name} runs on {self.target.name}: see "
+                                 f"{', '.join('.' + t for t in self.target.texts)}")
+        return self.target.text(what, self.kernel, self.spec)
 
     @property
     def llvm_ir(self) -> str:
-        """LLVM IR text of ``kernel`` (CPU backend)."""
+        """LLVM IR text of ``kernel`` (CPU target)."""
         return self._text("llvm_ir")
 
     @property
     def asm(self) -> str:
-        """Host assembly of ``kernel`` (CPU backend)."""
+        """Host assembly of ``kernel`` (CPU target)."""
         return self._text("asm")
 
     @property
     def cuda_source(self) -> str:
-        """CUDA C text of ``kernel`` (CUDA backend)."""
+        """CUDA C text of ``kernel`` (CUDA target)."""
         return self._text("cuda_source")
 
     def __repr__(self) -> str:
-        return f"<FusedKernel {self.name} on {self.backend.name}: " \
+        return f"<FusedKernel {self.name} on {self.target.name}: " \
                f"{len(self.lowered.ops)} op(s), {len(self._kernels)} kernel(s)>"

@@ -4,7 +4,7 @@ New pass builder at O3 (loop + SLP vectorization; interleaving and unrolling whe
 asks, see ``PIPELINE``) for the host CPU name and features; the object code goes through
 ``runtime.kernel_cache`` so that a second process compiles nothing. ``compile_together``
 compiles several units (a specialization's segments and kernels) as one module.
-Calling a kernel is the LLVM backend's job (``runtime.backends.llvm``, through the one
+Calling a kernel is the LLVM target's job (``runtime.targets.llvm``, through the one
 launcher ``runtime.fusion.Launch``); this module only makes the function pointer.
 
     >>> import ctypes

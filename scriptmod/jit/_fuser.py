@@ -126,7 +126,7 @@ def _row_fusible(node: Node) -> bool:
 
 def _fusible(node: Node) -> bool:
     """A backend can compile ``node``: LLVM for CPU tensors, CUDA C for CuPy tensors."""
-    from scriptmod.runtime.backends import cuda
+    from scriptmod.runtime.targets import cuda
     return supported(node) or cuda.supported(node)
 
 

@@ -37,7 +37,7 @@ from scriptmod.codegen.llvm_ir import render_llvm
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
 from scriptmod.runtime.arrays import NP_DTYPE
-from scriptmod.runtime.backends.llvm import LLVM
+from scriptmod.runtime.targets.llvm import LLVM
 from scriptmod.runtime.llvm_jit import CompiledKernel, compile_cached
 from scriptmod.tensor import Tensor
 

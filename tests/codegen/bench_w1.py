@@ -62,7 +62,7 @@ def median_ms(fn, reps: int) -> float:
 def main() -> None:
     os.environ.setdefault("SCRIPTMOD_CACHE_DIR", tempfile.mkdtemp(prefix="smbench-"))
     from scriptmod.runtime import llvm_jit, threads
-    from scriptmod.runtime.backends import LLVM
+    from scriptmod.runtime.targets import LLVM
     from scriptmod.runtime.fusion import Launch
     from scriptmod.runtime.kernel_cache import KernelCache
     n = 4096

@@ -41,7 +41,7 @@ def layout(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple) -> 
 def run_llvm(spec: KernelSpec, inputs: Sequence[np.ndarray], out_shape: tuple = None):
     """Compile with the LLVM backend and run through the runtime's launcher; returns the
     output arrays."""
-    from scriptmod.runtime.backends import LLVM
+    from scriptmod.runtime.targets import LLVM
     from scriptmod.runtime.fusion import Launch
     out_shape = tuple(out_shape if out_shape is not None else inputs[0].shape)
     launch = Launch(LLVM, LLVM.compile(spec), spec, layout(spec, inputs, out_shape), out_shape)

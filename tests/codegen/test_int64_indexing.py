@@ -24,7 +24,7 @@ from scriptmod.codegen.rows import lower_row_group, plan_row_layout
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import parse
 from scriptmod.runtime import threads
-from scriptmod.runtime.backends import LLVM
+from scriptmod.runtime.targets import LLVM
 from scriptmod.runtime.llvm_jit import KERNEL_TYPE
 
 BIG = 1 << 32                  # a first index that no 32-bit integer holds

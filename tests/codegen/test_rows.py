@@ -11,7 +11,7 @@ import pytest
 
 from scriptmod.codegen.rows import lower_row_group, plan_row_layout
 from scriptmod.ir import parse
-from scriptmod.runtime.backends import LLVM
+from scriptmod.runtime.targets import LLVM
 
 SIZES = (1, 7, 128, 1023, 4097)
 ROWS = 5

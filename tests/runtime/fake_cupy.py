@@ -1,4 +1,4 @@
-"""A stand-in for the parts of CuPy that ``runtime.backends.cuda`` uses, for machines without
+"""A stand-in for the parts of CuPy that ``runtime.targets.cuda`` uses, for machines without
 a GPU: NumPy arrays posing as device arrays (``FakeArray``, with a ``.device``), a current
 device (``cuda.Device``), ``empty``/``ascontiguousarray``, and a ``RawKernel`` that runs the
 CUDA source it is given on the CPU.

@@ -1,4 +1,4 @@
-"""runtime.backends.cuda: fusion groups on CUDA (CuPy arrays), through the one FusedKernel.
+"""runtime.targets.cuda: fusion groups on CUDA (CuPy arrays), through the one FusedKernel.
 
 Without a GPU, a fake ``cupy`` (``fake_cupy``: NumPy arrays posing as device arrays, a
 ``RawKernel`` that runs the CUDA source it gets on the CPU shim) checks what CuPy would be
@@ -27,8 +27,8 @@ from scriptmod.ir.types import TensorType
 from op_graphs import compiled, fused_kernel, group_graph
 from scriptmod.runtime import arrays as array_modules      # NumPy/CuPy
 from scriptmod.runtime import fusion as F
-from scriptmod.runtime.backends import cuda as cuda_backend
-from scriptmod.runtime.backends.cuda import CudaBackend, launch_dims
+from scriptmod.runtime.targets import cuda as cuda_backend
+from scriptmod.runtime.targets.cuda import CudaTarget, launch_dims
 from scriptmod.runtime.fusion import FusedKernel
 from scriptmod.runtime.interpreter import Interpreter
 from tests.codegen.harness import have_gxx
@@ -61,11 +61,11 @@ def w1_graph(dt: D.DType = F32, device: str = "cuda:0", fuse: bool = True) -> Gr
 
 
 def kernel_of(g: Graph, cp: ModuleType) -> FusedKernel:
-    return FusedKernel(g.nodes[0].attrs["subgraph"], name="G", backend=CudaBackend(cp))
+    return FusedKernel(g.nodes[0].attrs["subgraph"], name="G", target=CudaTarget(cp))
 
 
 def on_cuda(fk: FusedKernel | None) -> bool:
-    return fk is not None and isinstance(fk.backend, CudaBackend)
+    return fk is not None and isinstance(fk.backend, CudaTarget)
 
 
 def reference(g: Graph, *arrays: np.ndarray) -> list[np.ndarray]:
@@ -266,7 +266,7 @@ def test_kernel_factory_is_injectable() -> None:
         seen.append(src)
         return lambda grid, block, args: None
     fk = FusedKernel(w1_graph().nodes[0].attrs["subgraph"],
-                     backend=CudaBackend(cp, make_kernel=factory))
+                     target=CudaTarget(cp, make_kernel=factory))
     fk([cp.asarray(v) for v in _inputs(2, 2)])
     assert len(seen) == 1 and seen[0].text.startswith(CUDA.prelude) and seen[0].n_meta == 4
 
@@ -310,7 +310,7 @@ def test_without_cupy_cuda_groups_run_on_the_reference_kernels(
     monkeypatch.setattr(array_modules, "cupy", None)
     g = w1_graph()
     with pytest.raises(NotImplementedError, match="CuPy"):
-        CudaBackend()
+        CudaTarget()
     with pytest.raises(NotImplementedError, match="CuPy"):
         FusedKernel(g.nodes[0].attrs["subgraph"])               # backend from the devices
     assert fused_kernel(g.nodes[0]) is None

@@ -1,4 +1,4 @@
-"""runtime.fusion / runtime.backends.llvm / codegen.lower: fusion groups lowered to KernelSpecs
+"""runtime.fusion / runtime.targets.llvm / codegen.lower: fusion groups lowered to KernelSpecs
 and run natively,
 against the reference interpreter and the float64 op table (``op_cases``): every fusible op
 and dtype, broadcast / 0-d / empty / non-contiguous / negative-stride / zero-stride inputs,

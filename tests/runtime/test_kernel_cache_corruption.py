@@ -23,7 +23,7 @@ from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
 from scriptmod.ir import dtypes as D
 from scriptmod.runtime import kernel_cache as kc
 from scriptmod.runtime import llvm_jit
-from scriptmod.runtime.backends import LLVM
+from scriptmod.runtime.targets import LLVM
 from scriptmod.runtime.fusion import Launch
 from scriptmod.runtime.kernel_cache import KernelCache
 

@@ -19,7 +19,7 @@ from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep  # noqa:
 from scriptmod.codegen.llvm_ir import render_llvm  # noqa: E402
 from scriptmod.ir import dtypes as D  # noqa: E402
 from scriptmod.runtime import llvm_jit, threads  # noqa: E402
-from scriptmod.runtime.backends import LLVM  # noqa: E402
+from scriptmod.runtime.targets import LLVM  # noqa: E402
 from scriptmod.runtime.fusion import Launch  # noqa: E402
 from scriptmod.runtime.kernel_cache import KernelCache, undefined_symbols  # noqa: E402
 

@@ -45,7 +45,7 @@ def test_kernel_cache_keeps_recent_and_live_kernels_only(tmp_path: Any) -> None:
 
 
 def _launch(kernel: Any, spec: KernelSpec) -> list[np.ndarray]:
-    from scriptmod.runtime.backends import LLVM
+    from scriptmod.runtime.targets import LLVM
     from scriptmod.runtime.fusion import Launch
     return Launch(LLVM, kernel, spec, (), (8,)).launch([np.ones(8, np.float32)])
 

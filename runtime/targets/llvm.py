@@ -1,4 +1,4 @@
-"""The CPU backend: ``KernelSpec`` -> LLVM IR (``codegen.llvm_ir``) -> machine code
+"""The CPU target: ``KernelSpec`` -> LLVM IR (``codegen.llvm_ir``) -> machine code
 (``runtime.llvm_jit``: MCJIT, O3, disk cache) -> a ctypes call split over the thread pool.
 
     >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
@@ -23,6 +23,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scriptmod.codegen.kernel import KernelSpec
+from scriptmod.codegen.lower import can_lower
+from scriptmod.ir.graph import Node
 from scriptmod.ir.types import TensorType
 from .. import pycode, threads
 from ..llvm_jit import CompiledKernel, compile_spec
@@ -42,8 +44,9 @@ def _fast_pointers_work() -> bool:
 FAST_POINTERS = _fast_pointers_work()
 
 
-class LLVMBackend:
-    """Compile, load and launch fused kernels on the CPU (see the module docstring)."""
+class LLVMTarget:
+    """Compile, load and launch kernels on the CPU (see the module docstring); the one target
+    with every capability: native programs, our own GEMM, row kernels."""
 
     name = "LLVM"
     device_kind = "cpu"
@@ -51,6 +54,14 @@ class LLVMBackend:
     key_fields: tuple[str, ...] = ("dtype", "shape", "strides")   # a cached layout's key
     pools_outputs = True
     texts: tuple[str, ...] = ("llvm_ir", "asm")
+    native_program = True
+    own_gemm = True
+    row_kernels = True
+
+    @classmethod
+    def can_lower(cls, node: Node) -> bool:
+        """Whether codegen lowers ``node`` for the CPU (``codegen.lower.can_lower``)."""
+        return can_lower(node, cls.device_kind)
 
     def compile(self, spec: KernelSpec) -> CompiledKernel:
         """The loaded kernel of ``spec`` (memory and disk cache of ``runtime.llvm_jit``);
@@ -104,10 +115,10 @@ class LLVMBackend:
         return run
 
     def __repr__(self) -> str:
-        return "<LLVMBackend>"
+        return "<LLVMTarget>"
 
 
-LLVM = LLVMBackend()
+LLVM = LLVMTarget()
 
 
 def _runner_factory(n_in: int, n_out: int) -> Callable[..., Run]:

@@ -1,8 +1,8 @@
-"""The CUDA backend: ``KernelSpec`` -> CUDA C (``codegen.c_source``, grid-stride loop) ->
+"""The CUDA target: ``KernelSpec`` -> CUDA C (``codegen.c_source``, grid-stride loop) ->
 ``cupy.RawKernel`` (one per source text in this process; CuPy keeps the binaries in its own
 disk cache) -> a launch on the device that holds the inputs. Arrays are CuPy arrays.
 
-    >>> fk = FusedKernel(subgraph, name="FusionGroup_0", backend=CudaBackend())  # doctest: +SKIP
+    >>> fk = FusedKernel(subgraph, name="FusionGroup_0", target=CudaTarget())   # doctest: +SKIP
     >>> y, = fk([x_gpu, a_gpu]); print(fk.cuda_source[:60])                     # doctest: +SKIP
 
 (Not run as doctests: they need a CUDA GPU and CuPy; ``tests/runtime`` runs the same source
@@ -26,7 +26,7 @@ import numpy as np
 
 from scriptmod.codegen.c_source import CUDA, CSource, render_c
 from scriptmod.codegen.kernel import KernelSpec
-from scriptmod.codegen.lower import supported_on
+from scriptmod.codegen.lower import can_lower
 from scriptmod.ir.errors import DeviceError
 from scriptmod.ir.graph import Node
 from scriptmod.ir.types import TensorType
@@ -46,9 +46,8 @@ _RAW_LOCK = threading.Lock()
 
 
 def supported(node: Node) -> bool:
-    """The CUDA backend's veto for ``fuse_elementwise``: ``codegen.lower.supported_on`` with
-    every tensor on a CUDA device."""
-    return supported_on(node, lambda device: device.startswith("cuda"))
+    """``CudaTarget.can_lower``: codegen lowers ``node`` with every tensor on a CUDA device."""
+    return can_lower(node, "cuda")
 
 
 def raw_kernel(src: CSource, cupy: ModuleType) -> Kernel:
@@ -78,9 +77,11 @@ def _device_index(device: str) -> int | None:
     return int(device.split(":", 1)[1]) if ":" in device else None
 
 
-class CudaBackend:
+class CudaTarget:
     """Compile and launch fused kernels with CuPy (see the module docstring). Raises
-    ``NotImplementedError`` when CuPy is not installed and none is injected."""
+    ``NotImplementedError`` when CuPy is not installed and none is injected. Elementwise
+    fusion groups only: no native programs, no GEMM of our own, no row kernels (the class
+    answers these, and ``can_lower``, without CuPy)."""
 
     name = "CUDA"
     device_kind = "cuda"
@@ -88,6 +89,14 @@ class CudaBackend:
     key_fields: tuple[str, ...] = ("dtype", "shape", "strides", "device.id")
     pools_outputs = False
     texts: tuple[str, ...] = ("cuda_source",)
+    native_program = False
+    own_gemm = False
+    row_kernels = False
+
+    @classmethod
+    def can_lower(cls, node: Node) -> bool:
+        """Whether codegen lowers ``node`` for CUDA devices (``codegen.lower.can_lower``)."""
+        return can_lower(node, cls.device_kind)
 
     def __init__(self, cupy: ModuleType | None = None,
                  make_kernel: KernelFactory | None = None) -> None:
@@ -153,4 +162,4 @@ class CudaBackend:
         return run
 
     def __repr__(self) -> str:
-        return f"<CudaBackend {getattr(self.xp, '__name__', self.xp)}>"
+        return f"<CudaTarget {getattr(self.xp, '__name__', self.xp)}>"
