@@ -12,7 +12,7 @@ from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
 from scriptmod.ir.errors import ArgumentValueError, ShapeError
 from scriptmod.tensor import Tensor
-from scriptmod.nn.functional import dropout, linear, pad
+from scriptmod.nn._functional_layers import dropout, linear, pad
 
 
 # ---- attention ------------------------------------------------------------------------------

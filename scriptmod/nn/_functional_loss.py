@@ -9,7 +9,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod._dispatch import dispatch
-from scriptmod.nn.functional import _softplus, _tracing
+from scriptmod.nn._functional_activation import _softplus, _tracing
 
 
 # ---- losses ---------------------------------------------------------------------------------

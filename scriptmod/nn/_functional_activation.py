@@ -1,0 +1,240 @@
+"""Activations of ``scriptmod.nn.functional`` and the helpers every functional family shares
+(re-exported by ``scriptmod.nn.functional``; the other families build on this module)."""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from scriptmod import _dispatch
+from scriptmod._tensor_ops import where
+from scriptmod.ir import dtypes
+from scriptmod.autograd import grad_mode
+from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
+from scriptmod.ir.ops.rules import no_kernel
+from scriptmod.tensor import Tensor
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+_HALVES = (dtypes.float16, dtypes.bfloat16)
+
+
+# ---- helpers ----------------------------------------------------------------------------
+def _tracing() -> bool:
+    return bool(_dispatch.TRACERS)
+
+
+def _pair(v: Any, name: str) -> tuple[int, int]:
+    """``3`` or ``(3, 2)`` -> ``(3, 2)``; the error names the argument."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v), int(v)
+    if isinstance(v, (tuple, list)) and len(v) in (1, 2):
+        return (int(v[0]), int(v[-1]))
+    raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}")
+
+
+def _apply(input: Tensor, fn: Callable[[Tensor], Tensor], inplace: bool) -> Tensor:
+    """``fn(input)``, or with ``inplace`` written back into ``input`` (same object returned).
+
+    In place under autograd, ``fn`` reads a clone so that the values its derivative saved
+    are not the ones overwritten (PyTorch saves the result instead; same gradients)."""
+    if not inplace:
+        return fn(input)
+    needs_clone = input.requires_grad and grad_mode.is_grad_enabled()
+    out = fn(input.clone() if needs_clone else input)
+    if out._data is input._data and not _tracing():   # nothing written (eval dropout): torch
+        return input                                   # leaves the version as it is
+    return input.copy_(out)
+
+
+def _floating(x: Tensor, name: str) -> Tensor:
+    """The activations PyTorch has float kernels only for refuse an integer or bool input
+    (NotImplementedError) instead of computing in float."""
+    if x.dtype.category < dtypes.FLOAT:
+        raise no_kernel(name, x.dtype)
+    return x
+
+
+def _opmath(x: Tensor) -> Tensor:
+    """What PyTorch compares a half tensor with a bound in: float32 (``x <= 0.1`` on a
+    bfloat16 tensor would round 0.1 to bfloat16 first)."""
+    return x.float() if x.dtype in _HALVES else x
+
+
+def _rounded_once(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """``fn`` computed in float32 for a float16/bfloat16 input and its result rounded once to
+    the input's dtype, as PyTorch's activation kernels compute (silu(-20.3) in float16 is
+    -6e-08, not the -0.0 of a decomposition that rounds after each op). A traced graph holds
+    the two casts, and a fused kernel computes the same."""
+    @functools.wraps(fn)
+    def once(x: Tensor) -> Tensor:
+        return fn(x.float()).to(x.dtype) if x.dtype in _HALVES else fn(x)
+    return once
+
+
+# ---- activations ------------------------------------------------------------------------
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0)."""
+    return input.relu_() if inplace else input.relu()
+
+
+def relu_(input: Tensor) -> Tensor:
+    return input.relu_()
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
+    if min_val > max_val:
+        raise ValueError("hardtanh: min_val cannot be greater than max_val")
+    if input.dtype is dtypes.bool_:
+        raise DTypeError("Bool inputs not supported for hardtanh")
+    if input.dtype is dtypes.uint8 and (min_val < 0 or max_val < 0):
+        raise DTypeError("cannot do hardtanh on an unsigned type with negative limits")
+    return _apply(input, lambda x: _hardtanh(x, min_val, max_val), inplace)
+
+
+def _hardtanh(x: Tensor, lo: float, hi: float) -> Tensor:
+    """where, not clamp: PyTorch's gradient is 0 at the bounds themselves. A bound of 0 is
+    relu, which keeps -0.0 (as PyTorch's clamp does) and has gradient 0 at 0; NaN stays NaN."""
+    c = _opmath(x)
+    lower = x.relu() if lo == 0 else where(c <= lo, lo, x)
+    return where(c >= hi, hi, lower).to(x.dtype)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+@_rounded_once
+def _gelu_none(x: Tensor) -> Tensor:
+    # erfc form: no cancellation for large negative x (0.5 x (1 + erf) loses all digits there)
+    return 0.5 * x * (x * -_SQRT1_2).erfc()
+
+
+@_rounded_once
+def _gelu_tanh(x: Tensor) -> Tensor:
+    # x * (1 + tanh u) / 2 == x * sigmoid(2u): one exp, no cancellation; sigmoid saturates to
+    # exactly 0 or 1, so backward never meets 0 * inf, and x = -inf gives -inf * 0 = NaN,
+    # large negative x gives -0.0, as PyTorch's formula does
+    u = (x + 0.044715 * (x * x * x)) * _SQRT_2_PI
+    return x * (u * 2.0).sigmoid()
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit; ``approximate='tanh'`` is the tanh approximation."""
+    _floating(input, "gelu")
+    if approximate == "none":
+        return _gelu_none(input)
+    if approximate == "tanh":
+        return _gelu_tanh(input)
+    raise ArgumentValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    return _apply(_floating(input, "silu"), _rounded_once(lambda x: x * x.sigmoid()), inplace)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    # expm1 sees min(x, 0) so that the unused branch never overflows (its grad would be NaN)
+    fn = _rounded_once(lambda x: where(x > 0, x, x.clamp(max=0.0).expm1() * alpha))
+    return _apply(_floating(input, "elu"), fn, inplace)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    return _apply(_floating(input, "leaky_relu"), lambda x: where(x > 0, x, x * negative_slope),
+                  inplace)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """where(x > 0, x, w * x) with ``weight`` broadcast over channel dim 1; with more than one
+    weight a 1-D input (one channel) raises, as PyTorch documents."""
+    _floating(input, "prelu")
+    if weight.dtype is not input.dtype:
+        raise DTypeError(f"prelu: Type promoting not supported. Got {input.dtype.short} and "
+                         f"{weight.dtype.short}")
+    if weight.dim() > 1:
+        raise ShapeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                         f"ndim = {weight.dim()}")
+    n = weight.numel()
+    if n != 1:   # PyTorch: the channel dim is dim 1, and a 1-D input has one channel
+        if input.dim() == 0:
+            raise ShapeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.dim() >= 2 else 1
+        if channels != n:
+            raise ShapeError(f"Mismatch of parameter numbers and input channel size. Found "
+                             f"parameter numbers = {n} and channel size = {channels}.")
+        if input.dim() >= 2:
+            weight = weight.reshape([n] + [1] * (input.dim() - 2))
+    elif weight.dim() != 0:
+        weight = weight.reshape([])
+    return where(input > 0, input, weight * input)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """value if x <= threshold else x (so NaN stays NaN, as in PyTorch)."""
+    if input.dtype is dtypes.bool_:
+        raise no_kernel("threshold", input.dtype)
+    return _apply(input, lambda x: where(_opmath(x) <= threshold, value, x).to(x.dtype), inplace)
+
+
+def threshold_(input: Tensor, threshold_: float, value: float) -> Tensor:
+    return threshold(input, threshold_, value, True)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:
+    return input.tanh()
+
+
+def _softplus(z: Tensor) -> Tensor:
+    """log(1 + e^z) with an exact gradient everywhere, sigmoid(z), including z == 0:
+    both branches only ever exponentiate -|z|, so neither overflows nor yields 0 * inf."""
+    pos = z > 0
+    return where(pos, z, 0.0) + where(pos, -z, z).exp().log1p()
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    @_rounded_once
+    def fn(x: Tensor) -> Tensor:
+        z = x * beta if beta != 1 else x
+        sp = _softplus(z) if beta == 1 else _softplus(z) / beta
+        return where(z > threshold, x, sp)
+    return fn(_floating(input, "softplus"))
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """min(x, 0) - log1p(exp(-|x|)), PyTorch's form (logsigmoid(+inf) is +0.0); -|x| is
+    written as a where so that the gradient at 0 is exact (1/2)."""
+    return _logsigmoid(_floating(input, "log_sigmoid"))
+
+
+@_rounded_once
+def _logsigmoid(input: Tensor) -> Tensor:
+    neg = input < 0
+    return where(neg, input, 0.0) - where(neg, input, -input).exp().log1p()
+
+
+def _softmax_dim(name: str, ndim: int) -> int:
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype: Any = None) -> Tensor:
+    if dim is None:
+        dim = _softmax_dim("softmax", input.dim())
+    return input.softmax(dim, dtype=dtype)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                dtype: Any = None) -> Tensor:
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.dim())
+    return input.log_softmax(dim, dtype=dtype)
