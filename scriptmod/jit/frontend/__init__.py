@@ -3,7 +3,8 @@
 - ``api``: ``script`` and the decorators (``export``, ``ignore``, ``unused``, ``annotate``,
   ``Final``, ``is_scripting``, ``is_tracing``);
 - ``compiler``: one function's AST -> a graph (types, statements, expressions, the exit
-  transform for break/continue/return);
+  transform for break/continue/return); a package with one module per section of
+  ``FunctionCompiler`` (``_statements``, ``_control_flow``, ``_expressions``, ``_calls``);
 - ``library``: calls into scriptmod itself (ops where 1:1, else ``prim::CallFunction``
   expanded per specialization by tracing the eager function);
 - ``annotations``: Python annotations -> IR types; ``errors``: ``FrontendError``.
