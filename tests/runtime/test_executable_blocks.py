@@ -23,7 +23,7 @@ from scriptmod.ir.graph import Graph, Prim, Value
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import BoolType, IntType, TensorType
 from scriptmod.ir.verify import verify
-from scriptmod.runtime import executable as E
+from scriptmod.runtime import steps as E      # where Python steps make their Interpreter
 from scriptmod.runtime import interpreter as I
 from scriptmod.runtime.executable import Executable
 from scriptmod.runtime.interpreter import InterpreterError, RaisedException, run_graph
