@@ -55,7 +55,8 @@ from . import profiling
 from .fusion import FusedKernel
 from .interpreter import Interpreter, InterpreterError, OpHandler
 from .program import _Program
-from .steps import _REFERENCE, Step, _basic_index, _build_fused, _op_step, group_name  # noqa: F401
+from .steps import (_REFERENCE, Step, StepPlan, _basic_index, _build_fused,  # noqa: F401
+                    group_fn, group_name, op_step)
 
 CODEGEN = "codegen"                  # SCRIPTMOD_LOG topic: what became native, and why not
 
@@ -87,9 +88,10 @@ class ArrayOps(OpHandler):
         return self._call_method(node, obj, args)
 
     def step(self, node: Node) -> Step | None:
-        """A fast single-output closure for ``node`` (see ``_op_step``), or None."""
+        """A fast single-output closure for ``node`` (the op rows of ``runtime.steps``),
+        or None."""
         if node.is_op and S.REGISTRY[node.op_name].n_outputs == 1:
-            return _op_step(node)
+            return op_step(node)
         if node.kind == Prim.GET_ATTR:
             name, read = node.attrs["name"], self._get_attr
             return lambda a: read(a[0], name)
@@ -116,6 +118,7 @@ class Executable:
         self.ops = ops if ops is not None else ArrayOps()
         self.grad_ops = grad_ops
         self.plain_arrays = type(self.ops) is ArrayOps    # GEMM epilogues need plain arrays
+        self.array_steps = isinstance(self.ops, ArrayOps) and type(self.ops).step is ArrayOps.step
         self._fused: dict[Node, FusedKernel | str] = {}
         self.state_index, self.n_state = state_index, len(state)
         self.plans: dict[Block, Any] = {}        # block -> runtime.native.NativePlan
@@ -125,6 +128,7 @@ class Executable:
             self.plans = plan_blocks(graph, state_index, state, name)
         self.plan: Any = self.plans.get(graph.block)     # the top block's plan, or None
         self.segments: list[Any] = [s for p in self.plans.values() for s in p.segments]
+        self.steps = StepPlan(graph, self, self.plans)   # how every node runs, and why
         self._program = _Program(graph, self, self.plans)
         self._profiled: _Program | None = None   # built on the first call under a profiler
         if irlog.enabled(CODEGEN):
@@ -193,6 +197,10 @@ class Executable:
             fk = self._fused[node] = _build_fused(node)
         return fk if isinstance(fk, FusedKernel) else None
 
+    def fusion_reason(self, node: Node) -> str:
+        """Why the group has no ``FusedKernel`` ("" when it has one)."""
+        return "" if self.fused_kernel(node) is not None else str(self._fused[node])
+
     def kernels(self) -> list[FusedKernel]:
         """The ``FusedKernel`` of every fusion group, in graph order (for inspection:
         groups that run inside a native segment get one built on demand)."""
@@ -200,11 +208,8 @@ class Executable:
                 for fk in [self.fused_kernel(node)] if fk is not None]
 
     def group_step(self, node: Node) -> Step:
-        fk = self.fused_kernel(node)
-        if fk is None:
-            sub = node.attrs["subgraph"]
-            return lambda a: Interpreter(sub, ops=self.ops).run_graph(sub, a)
-        return fk
+        """The group's outputs (a list) for its inputs: its kernel or the reference kernels."""
+        return group_fn(node, self.steps.site)
 
     def frames(self) -> list[Any]:
         """This thread's arena and pointer table of each plan (``runtime.native.Frame``, in

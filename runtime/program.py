@@ -9,15 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import TraceGuardError
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
-from scriptmod.ir.passes.effects import has_side_effects
-from scriptmod.ir.types import TensorType
 from . import profiling, pycode, threads
 from .errors import node_failure, noted
-from .interpreter import InterpreterError, OpHandler, RaisedException, python_error
-from .steps import Step, _own_gemm, _plain_matmul, _step
+from .interpreter import InterpreterError, RaisedException, python_error
+from .steps import StepPlan
 
 if TYPE_CHECKING:
     from .executable import Executable
@@ -51,13 +48,12 @@ class _Program:
         for v in list(graph.inputs) + [v for n in graph.walk() for v in _defs(n)]:
             self.name.setdefault(v, f"v{len(self.name)}")
         plan_list = list(plans.values())
-        self.native = frozenset().union(*(p.native_nodes for p in plan_list))
-        self.skipped = frozenset().union(*(p.skipped for p in plan_list))
-        self.state_reads = {n: i for p in plan_list for n, i in p.state_reads.items()}
-        self._read_state(graph)
+        self.plan: StepPlan = ex.steps             # how each node runs: the program obeys it
+        self.native, self.skipped = self.plan.native, self.plan.skipped
+        self.state_reads, self.epilogues = self.plan.state_reads, self.plan.epilogues
+        self.deferred = self.plan.deferred
         self.seg_at = {s.nodes[0]: (s, j) for j, p in enumerate(plan_list) for s in p.segments}
-        self.epilogues = self._epilogues(graph)
-        self.deferred = frozenset(m for m, _ in self.epilogues.values())
+        self.built: dict[Node, str] = {}           # node -> the row that built its step
         self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments],
                                 {g: list(m.inputs) for g, (m, _) in self.epilogues.items()})
         self.unbound = _unbound(graph, self.native | self.skipped | self.deferred,
@@ -93,45 +89,6 @@ class _Program:
         self.source = "\n".join(self.lines) + "\n"
         exec(pycode.code(self.source, "<scriptmod program>"), self.ns)
         self.fn = self.ns["program"]
-
-    def _read_state(self, graph: Graph) -> None:
-        """Python steps read module tensors from ``state`` too (a tuple index, where the
-        attribute callback walks the module), unless the graph assigns attributes."""
-        index = self.ex.state_index
-        if index is None or any(n.kind == Prim.SET_ATTR for n in graph.walk()):
-            return
-        for n in graph.walk():
-            if n.kind == Prim.GET_ATTR and isinstance(n.output.type, TensorType) \
-                    and n not in self.state_reads and n not in self.native:
-                i = index(n)
-                if i is not None and i < self.ex.n_state:
-                    self.state_reads[n] = i
-        # a submodule read only for its tensors, now read from ``state``, is not read at all
-        unread = set(self.skipped)
-        for n in reversed(list(graph.walk())):
-            if n.kind == Prim.GET_ATTR and n not in self.native and n.output.uses and all(
-                    u.user in self.state_reads or u.user in unread for u in n.output.uses):
-                unread.add(n)
-        self.skipped = frozenset(unread)
-
-    def _epilogues(self, graph: Graph) -> dict[Node, tuple[Node, int]]:
-        """Fusion groups that run as the epilogue of the GEMM before them
-        (``runtime.gemm.epilogue_source``), with that matmul node and the group's input slot
-        it fills: both Python steps, the matmul one ``runtime.gemm`` takes, plain array ops.
-        The matmul's line moves to the group's (nothing else reads its result)."""
-        from .gemm import epilogue_source
-        if not self.ex.plain_arrays:
-            return {}
-        out = {}
-        for n in graph.walk():
-            src = epilogue_source(n) if n.kind == Prim.FUSION_GROUP else None
-            if src is None or n in self.native or src[0] in self.native \
-                    or src[0] in self.skipped:
-                continue
-            m = src[0]
-            if _plain_matmul(m, D.float32) and _own_gemm(m) and _movable(m, n):
-                out[n] = src
-        return out
 
     # ---- emitting ------------------------------------------------------------------------
     def _emit(self, depth: int, node: Node | None, line: str) -> None:
@@ -190,16 +147,17 @@ class _Program:
 
     def _step_line(self, node: Node, k: int, depth: int) -> None:
         outs = [self.name[v] for v in node.outputs]
-        if node.kind == Prim.CONSTANT and len(outs) == 1 and \
-                type(self.ex.ops).constant is OpHandler.constant:
+        decision = self.plan.decisions[node]
+        self.built[node] = decision.step
+        if decision.step == "constant":          # its value, bound once
             self.ns[f"c{k}"] = node.attrs.get("value")
             self._emit(depth, node, f"{outs[0]} = c{k}")
             return
-        step, single = _step(node, self.ex)
+        step, single = self.plan.step(node)
         inputs = [self.name[v] for v in node.inputs]
         dead = [self.name[v] for v in self.dying.get(node, ())]
         if node in self.epilogues:              # the GEMM before it, with this as epilogue
-            step, inputs, dead = self._epilogue(node, step, inputs, dead)
+            inputs, dead = self._epilogue_args(node, inputs, dead)
         self.ns[f"h{k}"] = step
         call = f"h{k}([{', '.join(inputs)}])"
         target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
@@ -214,20 +172,17 @@ class _Program:
         if self.profiled:
             self._emit(depth, node, f"ev{k}(t_)")
 
-    def _epilogue(self, node: Node, group: Step, inputs: list[str], dead: list[str]
-                  ) -> tuple[Step, list[str], list[str]]:
-        """The step, arguments and dying values of a group run as its GEMM's epilogue."""
-        from .gemm import epilogue_step
+    def _epilogue_args(self, node: Node, inputs: list[str], dead: list[str]
+                       ) -> tuple[list[str], list[str]]:
+        """The arguments and dying values of a group run as its GEMM's epilogue: the
+        matmul's operands, then the group's inputs (the product's slot a placeholder)."""
         m, slot = self.epilogues[node]
-        mstep = _step(m, self.ex)[0]
         product = self.name[m.output]
         inputs = [self.name[v] for v in m.inputs] + ["None" if i == slot else name
                                                      for i, name in enumerate(inputs)]
         dead = [d for d in dead if d != product] + \
             [self.name[v] for v in self.dying.get(m, ())]
-        step = epilogue_step(slot, self.ex.fused_kernel(node), lambda a: [group(a)],
-                             lambda x, w: mstep([x, w]))
-        return step, inputs, dead
+        return inputs, dead
 
     def _if(self, node: Node, depth: int) -> None:
         """``if cond:`` / ``else:``, each branch assigning its outputs to the node's."""
@@ -309,17 +264,6 @@ def _unbound(graph: Graph, absent: frozenset[Node], segments: Sequence[Any]) -> 
     exported = {v for seg in segments for v in seg.exports}
     return frozenset(v for n in graph.walk() if n in absent for v in n.outputs
                      if v not in exported)
-
-
-def _movable(node: Node, to: Node) -> bool:
-    """Whether ``node`` may run at ``to``'s place instead (same block): nothing between them
-    has a side effect (an in-place write could change its operands)."""
-    n = node.next
-    while n is not None and n is not to:
-        if has_side_effects(n):
-            return False
-        n = n.next
-    return n is to
 
 
 def _last_uses(graph: Graph, segments: Sequence[Any],

@@ -1,32 +1,199 @@
-"""How a node runs when it is not in a native segment: its Python step.
+"""How a node runs when it is not in a native segment: one registry of steps.
 
-``_step`` answers for one node of a generated program (``runtime.program``): a fusion
-group's kernel (or the reference kernels), the handler's fast step for an op, or the
-interpreter's method.
+Each ``Row`` of ``ROWS`` is one way a node can run: its ``name`` (what the plan prints),
+``applies(node, site)`` (why it applies, a short reason, or None) and ``build(node, site)``
+(the ``Step``: a closure from the node's input values to its output value(s)). The rows are
+tried in order and the first that applies wins (``choose``). ``StepPlan`` asks the registry
+once per node of an ``Executable`` and records every decision with its reason, also for
+the nodes native segments run (``runtime.native``); the generated program
+(``runtime.program``) builds each line's step from the plan's row and decides nothing.
+
+A new fast way to run an op is one ``Row`` in ``ROWS``, before the rows it should win over.
+Rules that depend on the device ask the node's target (``runtime.targets``) for its
+capabilities (``own_gemm``: our GEMM and attention kernels) instead of naming a device.
+
+    >>> from scriptmod.ir import parse
+    >>> g = parse('''graph(%x : Float(2, 3), %w : Float(3, 4)):
+    ...   %y : Float(2, 4) = sm::matmul(%x, %w)
+    ...   %t : Float(4, 3) = sm::transpose[dim0=0, dim1=1](%w)
+    ...   return (%y, %t)
+    ... ''')
+    >>> [choose(n, ARRAYS)[0].name for n in g.nodes]
+    ['matmul', 'kernel']
 """
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
-from scriptmod.ir.graph import Node, Prim
+from scriptmod.ir.graph import Block, Graph, Node, Prim
+from scriptmod.ir.passes.effects import has_side_effects
 from scriptmod.ir.types import BoolType, FloatType, IntType, TensorType
 from . import profiling, pycode
 from .fusion import TOPIC, FusedKernel
-from .interpreter import DISPATCH, Interpreter
+from .interpreter import DISPATCH, Interpreter, OpHandler
 from .kernels import KERNELS, run_kernel
 from .kernels.nn import matmul_rows
-
-if TYPE_CHECKING:
-    from .executable import Executable
+from .targets import target_type
 
 Step = Callable[[list], Any]         # a Python step: its input values -> its output value(s)
-_REFERENCE = "reference"             # marker: this fusion group runs on the reference kernels
+Built = tuple[Step, bool]            # (step, whether it returns the one output itself)
+_REFERENCE = "reference"             # (kept for importers: a group on the reference kernels)
+
+
+# ---- the registry ---------------------------------------------------------------------------
+
+@dataclass
+class Site:
+    """What a row may ask about the executable it plans for. ``ops``: the handler Python
+    steps run through; ``array_steps``: it is ``ArrayOps`` with its own fast steps (the op
+    rows below); ``plain_arrays``: exactly ``ArrayOps`` (a GEMM may take an epilogue);
+    ``ex``: the ``Executable`` (its fusion groups' kernels); ``epilogues``: fusion group ->
+    (matmul, slot) run as that GEMM's epilogue, and ``deferred``: matmul -> its group."""
+    ops: Any = None
+    array_steps: bool = False
+    plain_arrays: bool = False
+    ex: Any = None
+    graph: Graph | None = None
+    epilogues: dict[Node, tuple[Node, int]] = field(default_factory=dict)
+    deferred: dict[Node, Node] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One way a node runs (see the module docstring). ``compiled``: its step runs machine
+    code generated for the node's target; else NumPy/CuPy or Python."""
+    name: str
+    applies: Callable[[Node, Site], str | None]
+    build: Callable[[Node, Site], Built]
+    compiled: bool = False
+
+
+ARRAYS = Site(array_steps=True)     # what ``ArrayOps.step`` asks for an op
+
+
+def choose(node: Node, site: Site, after: Row | None = None) -> tuple[Row, str]:
+    """The first row (after ``after``, if given) that applies to ``node``, and why."""
+    start = 0 if after is None else ROWS.index(after) + 1
+    for row in ROWS[start:]:
+        why = row.applies(node, site)
+        if why is not None:
+            return row, why
+    raise NotImplementedError(f"the executor cannot run {node.kind}")   # (the last row applies)
+
+
+def build(node: Node, site: Site, after: Row | None = None) -> Built:
+    """The step of the row ``choose`` picks."""
+    return choose(node, site, after)[0].build(node, site)
+
+
+def op_step(node: Node) -> Step:
+    """``ArrayOps.step`` of a single-output op: the first op row that applies."""
+    return build(node, ARRAYS)[0]
+
+
+def target_of(node: Node) -> Any | None:
+    """The target class (``runtime.targets``) of the devices of ``node``'s tensors; None for
+    a mix of devices or a kind no target serves. The one place the rows ask for it."""
+    try:
+        return target_type(_devices(node))
+    except NotImplementedError:
+        return None
+
+
+def _devices(node: Node) -> set[str]:
+    return {v.type.device for v in list(node.inputs) + node.outputs
+            if isinstance(v.type, TensorType) and v.type.device is not None}
+
+
+def where(node: Node, compiled: bool) -> str:
+    """The plan's target column: the target's name for compiled code, else the array
+    library (NumPy, CuPy) or plain Python for a node without tensors."""
+    devices = _devices(node)
+    if compiled:
+        t = target_of(node)
+        return t.name if t is not None else "?"
+    if not devices:
+        return "Python"
+    kinds = {d.split(":", 1)[0] for d in devices}
+    return "NumPy" if kinds == {"cpu"} else "CuPy" if kinds == {"cuda"} else "/".join(sorted(kinds))
+
+
+def _single(node: Node, fn: Callable[[list], Any]) -> Built:
+    """A list-returning ``fn`` as the step of ``node``: its one output, or all of them."""
+    if len(node.outputs) == 1:
+        return (lambda a: fn(a)[0]), True
+    return fn, False
+
+
+# ---- rows: structure-free nodes the program binds or defers -----------------------------------
+
+def _is_constant(node: Node, site: Site) -> str | None:
+    if node.kind == Prim.CONSTANT and len(node.outputs) == 1 and \
+            type(site.ops).constant is OpHandler.constant:
+        return "bound once into the program's namespace"
+    return None
+
+
+def _constant(node: Node, site: Site) -> Built:
+    value = node.attrs.get("value")
+    return (lambda a: value), True
+
+
+def _is_epilogue(node: Node, site: Site) -> str | None:
+    if node in site.epilogues:
+        return f"applied per block of C by our GEMM of input {site.epilogues[node][1]}"
+    if node in site.deferred:
+        return "deferred to its epilogue group's line: our GEMM, the group per block of C"
+    return None
+
+
+def _epilogue(node: Node, site: Site) -> Built:
+    """The group's GEMM-with-epilogue step (``gemm.epilogue_step``), called with the
+    matmul's operands then the group's inputs; for the deferred matmul, its own step."""
+    from .gemm import epilogue_step
+    if node in site.deferred:
+        return build(node, site, EPILOGUE)
+    m, slot = site.epilogues[node]
+    mstep = build(m, site, EPILOGUE)[0]
+    group = group_fn(node, site)
+    return epilogue_step(slot, site.ex.fused_kernel(node), lambda a: [group(a)[0]],
+                         lambda x, w: mstep([x, w])), True
+
+
+# ---- rows: fusion groups ----------------------------------------------------------------------
+
+def _has_kernel(node: Node, site: Site) -> str | None:
+    if node.kind != Prim.FUSION_GROUP or site.ex.fused_kernel(node) is None:
+        return None
+    ops = [n for n in node.attrs["subgraph"].nodes if n.kind != Prim.CONSTANT]
+    return f"one generated kernel for its {len(ops)} op(s) (FusedKernel)"
+
+
+def _on_reference(node: Node, site: Site) -> str | None:
+    if node.kind != Prim.FUSION_GROUP:
+        return None
+    return f"the reference kernels, op by op: {site.ex.fusion_reason(node)}"
+
+
+def group_fn(node: Node, site: Site) -> Callable[[list], list]:
+    """A fusion group's outputs (a list): its ``FusedKernel``, or its subgraph on the
+    reference kernels where it has none."""
+    fk = site.ex.fused_kernel(node)
+    if fk is None:
+        sub = node.attrs["subgraph"]
+        return lambda a: Interpreter(sub, ops=site.ops).run_graph(sub, a)
+    return fk
+
+
+def _group(node: Node, site: Site) -> Built:
+    return _single(node, group_fn(node, site))
 
 
 def group_name(node: Node) -> str:
@@ -36,86 +203,348 @@ def group_name(node: Node) -> str:
 
 
 def _build_fused(node: Node) -> FusedKernel | str:
+    """The group's ``FusedKernel``, or why it runs on the reference kernels."""
     devices = {v.type.device for v in list(node.inputs) + node.outputs
                if isinstance(v.type, TensorType)}
     if not devices or not (all(d.startswith("cuda") for d in devices) or devices == {"cpu"}):
-        return _REFERENCE
+        return f"no one device for its tensors ({sorted(map(str, devices))})"
     try:
         return FusedKernel(node.attrs["subgraph"], group_name(node))
     except NotImplementedError as e:
         irlog.log(TOPIC, f"{group_name(node)} runs on the reference kernels: {e}")
-        return _REFERENCE
+        return f"no lowering: {e}"
 
 
-def _step(node: Node, ex: Executable) -> tuple[Step, bool]:
-    """How one Python node runs: (step, single output)."""
-    single = len(node.outputs) == 1
-    ops = ex.ops
-    if node.kind == Prim.FUSION_GROUP:
-        fn = ex.group_step(node)
-        if single:
-            return (lambda a: fn(a)[0]), True
-        return fn, False
-    fast = ops.step(node) if single else None
-    if fast is not None:
-        return fast, True
-    interp = Interpreter(ex.graph, ops=ops)
-    method = DISPATCH.get(node.kind)
-    if method is None and not node.is_op:
-        raise NotImplementedError(f"the executor cannot run {node.kind}")
-    run = getattr(interp, method) if method is not None else interp.call_op
-    if single:
-        return (lambda a: run(node, a)[0]), True
-    return (lambda a: run(node, a)), False
-
-
-# ---- fast array steps for ops ------------------------------------------------------------------
+# ---- rows: single-output ops on arrays (ArrayOps) ---------------------------------------------
 
 _PY_SCALARS = (IntType, FloatType, BoolType)
 
 
-def _op_step(node: Node) -> Step:
-    """``run_kernel``; or the reference kernel itself when the static types show that
-    ``run_kernel`` would neither cast an input nor convert the result (a CPU op, not
-    elementwise or a factory, every tensor operand already of the result dtype, no halves).
-    View ops of module state are memoized (see ``_memo_view``)."""
+def _array_op(node: Node, site: Site) -> bool:
+    """``ArrayOps`` runs this op with a fast step of its own (one output)."""
+    return site.array_steps and node.is_op and len(node.outputs) == 1 \
+        and S.REGISTRY[node.op_name].n_outputs == 1
+
+
+def _is_scalar_kernel(node: Node, site: Site) -> str | None:
+    if _array_op(node, site) and node.output.type in _PY_SCALARS and node.op_name in KERNELS \
+            and not S.REGISTRY[node.op_name].has(S.FACTORY):
+        # the type rule gives no dtype, so ``run_kernel`` would return the value untouched
+        return f"a {node.output.type} result: the reference kernel's value as it is"
+    return None
+
+
+def _scalar_kernel(node: Node, site: Site) -> Built:
+    fn, attrs = KERNELS[node.op_name], node.attrs
+    if attrs:
+        return (lambda a: fn(np, *a, **attrs)), True
+    return (lambda a: fn(np, *a)), True
+
+
+def _is_view_memo(node: Node, site: Site) -> str | None:
+    if not (_array_op(node, site) and _memoizable(node)):
+        return None
+    inner, _ = choose(node, site, VIEW_MEMO)
+    return f"a view of module attribute {node.inputs[0].node.attrs['name']!r}, reused " \
+           f"while it is the same array; else {inner.name}"
+
+
+def _view_memo(node: Node, site: Site) -> Built:
+    return _memo_view(build(node, site, VIEW_MEMO)[0]), True
+
+
+def _is_attention(node: Node, site: Site) -> str | None:
+    out = node.outputs[0].type if node.outputs else None
+    if _array_op(node, site) and node.op_name == "attention" and \
+            isinstance(out, TensorType) and out.dtype is D.float32 and _own_kernels(node):
+        return "float32: our fused attention kernel where the arrays fit, else the unfused chain"
+    return None
+
+
+def _attention(node: Node, site: Site) -> Built:
+    return _attention_step(node.attrs["scale"]), True
+
+
+def _own_kernels(node: Node) -> bool:
+    """Whether the node's target runs our own GEMM and attention microkernels."""
+    t = target_of(node)
+    return t is not None and bool(t.own_gemm)
+
+
+def _direct(node: Node, site: Site) -> D.DType | None:
+    """The result dtype when the reference kernel may be called directly (``_direct_dtype``)."""
+    return _direct_dtype(node, S.REGISTRY[node.op_name]) if _array_op(node, site) else None
+
+
+def _plain(node: Node, site: Site) -> D.DType | None:
+    """The dtype of a matmul ``np.matmul`` computes exactly (``_plain_matmul``), or None."""
+    if not _array_op(node, site) or node.op_name != "matmul" or node.attrs:
+        return None
+    dt = _direct(node, site)
+    return dt if dt is not None and _plain_matmul(node, dt) else None
+
+
+def _is_own_gemm(node: Node, site: Site) -> str | None:
+    if _plain(node, site) is D.float32 and _own_kernels(node) and _own_gemm(node):
+        from . import gemm
+        return f"float32, large enough, our GEMM beats BLAS here (SCRIPTMOD_GEMM={gemm.choice()})"
+    return None
+
+
+def _own_gemm_step(node: Node, site: Site) -> Built:
+    from .gemm import matmul_step
+    return matmul_step(_matmul_fn(node, D.float32)), True
+
+
+def _is_matmul(node: Node, site: Site) -> str | None:
+    dt = _plain(node, site)
+    if dt is None:
+        return None
+    how = "matmul_rows: a stack of rows by a matrix as few GEMMs" if \
+        _stack_by_matrix(node, dt) else "np.matmul"
+    return f"{dt.name} operands and contraction dims fixed by the guards: {how}"
+
+
+def _matmul(node: Node, site: Site) -> Built:
+    fn = _matmul_fn(node, _plain(node, site))
+    return (lambda a: fn(a[0], a[1])), True
+
+
+def _matmul_fn(node: Node, dt: Any) -> Callable[[Any, Any], Any]:
+    return matmul_rows if _stack_by_matrix(node, dt) else np.matmul
+
+
+def _is_basic_index(node: Node, site: Site) -> str | None:
+    if node.op_name == "index" and _direct(node, site) is not None and \
+            _index_parts(node.attrs["spec"]) is not None:
+        return "basic indexing (ints, slices with a positive step): one generated expression"
+    return None
+
+
+def _is_kernel(node: Node, site: Site) -> str | None:
+    dt = _direct(node, site)
+    if dt is None:
+        return None
+    return f"every operand already {dt.name} on the CPU: the reference kernel, called directly"
+
+
+def _kernel(node: Node, site: Site) -> Built:
+    """The reference kernel itself, its result made an array of the static dtype."""
     name, attrs = node.op_name, node.attrs
-    schema = S.REGISTRY[name]
-    if len(node.outputs) == 1 and node.output.type in _PY_SCALARS and name in KERNELS \
-            and not schema.has(S.FACTORY):
-        # an int/float/bool result (loop counters, comparisons, ``float(t)``): the type rule
-        # gives no dtype, so ``run_kernel`` would return the kernel's value untouched
-        fn = KERNELS[name]
-        if attrs:
-            return lambda a: fn(np, *a, **attrs)             # noqa: E731
-        return lambda a: fn(np, *a)                          # noqa: E731
-    dt = _direct_dtype(node, schema)
-    out = node.outputs[0].type
-    if name == "attention" and isinstance(out, TensorType) and out.dtype is D.float32 \
-            and out.device == "cpu":
-        step = _attention_step(attrs["scale"])
-    elif dt is None:
-        step: Step = lambda a: run_kernel(name, a, attrs)   # noqa: E731
-    elif name == "matmul" and not attrs and _plain_matmul(node, dt):
-        # the guards already proved what ``_matmul`` checks; a stack times a float matrix
-        # takes the few-GEMMs path of the kernel
-        matmul = matmul_rows if _stack_by_matrix(node, dt) else np.matmul
-        step = lambda a: matmul(a[0], a[1])                  # noqa: E731
-        if dt is D.float32 and _own_gemm(node):
-            from .gemm import matmul_step
-            step = matmul_step(matmul)
-    else:
-        fn, want = KERNELS[name], np.dtype(dt.name)
-        if name == "index":
-            fn = _basic_index(attrs["spec"]) or fn
+    fn, want = KERNELS[name], np.dtype(_direct(node, site).name)
+    if name == "index":
+        fn = _basic_index(attrs["spec"]) or fn
 
-        def step(a: list) -> Any:
-            out = fn(np, *a, **attrs)
-            if type(out) is not np.ndarray or out.dtype != want:
-                out = np.asarray(out, dtype=want)
-            return out
-    return _memo_view(step) if _memoizable(node) else step
+    def step(a: list) -> Any:
+        out = fn(np, *a, **attrs)
+        if type(out) is not np.ndarray or out.dtype != want:
+            out = np.asarray(out, dtype=want)
+        return out
+    return step, True
 
+
+def _is_op(node: Node, site: Site) -> str | None:
+    if _array_op(node, site):
+        return "run_kernel: dtype promotion and result conversion (elementwise, factory, " \
+               "mixed or half dtypes, non-CPU)"
+    return None
+
+
+def _op(node: Node, site: Site) -> Built:
+    name, attrs = node.op_name, node.attrs
+    return (lambda a: run_kernel(name, a, attrs)), True
+
+
+# ---- rows: what the handler or the interpreter runs -----------------------------------------
+
+def _is_get_attr(node: Node, site: Site) -> str | None:
+    if site.array_steps and node.kind == Prim.GET_ATTR and len(node.outputs) == 1:
+        return "the frontend's attribute callback"
+    return None
+
+
+def _handler_step(node: Node, site: Site) -> Built:
+    return site.ops.step(node), True
+
+
+def _is_handler_step(node: Node, site: Site) -> str | None:
+    if not site.array_steps and len(node.outputs) == 1 and \
+            type(site.ops).step is not OpHandler.step and site.ops.step(node) is not None:
+        return f"{type(site.ops).__name__}.step, the handler's own fast step"
+    return None
+
+
+def _is_kind(kind: str, why: str) -> Callable[[Node, Site], str | None]:
+    return lambda node, site: why if node.kind == kind else None
+
+
+def _is_interpreted(node: Node, site: Site) -> str:
+    method = DISPATCH.get(node.kind)
+    if method is None:
+        return f"{type(site.ops).__name__}.call_op" if node.is_op else "no way to run it"
+    return f"Interpreter.{method}"
+
+
+def _interpreted(node: Node, site: Site) -> Built:
+    """The interpreter's method for the node's kind (ops: ``call_op``), through ``ops``."""
+    interp = Interpreter(site.graph, ops=site.ops)
+    method = DISPATCH.get(node.kind)
+    if method is None and not node.is_op:
+        raise NotImplementedError(f"the executor cannot run {node.kind}")
+    run = getattr(interp, method) if method is not None else interp.call_op
+    return _single(node, lambda a: run(node, a))
+
+
+EPILOGUE = Row("gemm+epilogue", _is_epilogue, _epilogue, compiled=True)
+VIEW_MEMO = Row("view-memo", _is_view_memo, _view_memo)
+ROWS: list[Row] = [
+    Row("constant", _is_constant, _constant),
+    EPILOGUE,
+    Row("fusion-group", _has_kernel, _group, compiled=True),
+    Row("reference-kernel", _on_reference, _group),
+    Row("scalar-kernel", _is_scalar_kernel, _scalar_kernel),
+    VIEW_MEMO,
+    Row("attention", _is_attention, _attention, compiled=True),
+    Row("own-gemm", _is_own_gemm, _own_gemm_step, compiled=True),
+    Row("matmul", _is_matmul, _matmul),
+    Row("basic-index", _is_basic_index, _kernel),
+    Row("kernel", _is_kernel, _kernel),
+    Row("op", _is_op, _op),
+    Row("get-attr", _is_get_attr, _handler_step),
+    Row("handler-step", _is_handler_step, _handler_step),
+    Row("call-method", _is_kind(Prim.CALL_METHOD, "the handler's call_method: a kept "
+                                "submodule or library call"), _interpreted),
+    Row("call-function", _is_kind(Prim.CALL_FUNCTION, "a Python function called at run "
+                                  "time (the frontend's hook)"), _interpreted),
+    Row("interpreter", _is_interpreted, _interpreted),
+]
+
+
+# ---- the plan: every node's step, target and reason --------------------------------------------
+
+@dataclass(frozen=True)
+class Decision:
+    """How one node runs: ``step`` (a row's name, or ``native``, ``skipped``, ``state-read``,
+    ``if``, ``loop``), ``target`` (where), ``reason`` (why), ``row`` (the registry row that
+    builds its step; None for the rest) and ``depth`` (block nesting, for printing)."""
+    node: Node
+    step: str
+    target: str
+    reason: str
+    row: Row | None = None
+    depth: int = 0
+
+
+class StepPlan:
+    """How every node of ``graph`` runs, decided once for an ``Executable``: native segments
+    (``plans``, block -> ``runtime.native.NativePlan``), module tensors read from the call's
+    ``state`` tuple, GEMMs deferred into their epilogue group, and a registry row for each
+    other node. ``decisions`` is in graph order, nested blocks after their node."""
+
+    def __init__(self, graph: Graph, ex: Any, plans: dict[Block, Any]) -> None:
+        plan_list = list(plans.values())
+        self.native = frozenset().union(*(p.native_nodes for p in plan_list))
+        self.skipped = frozenset().union(*(p.skipped for p in plan_list))
+        self.state_reads = {n: i for p in plan_list for n, i in p.state_reads.items()}
+        self._unread: frozenset[Node] = frozenset()
+        self._read_state(graph, ex)
+        self.site = Site(ex.ops, ex.array_steps, ex.plain_arrays, ex, graph)
+        self.site.epilogues = self._epilogues(graph)
+        self.site.deferred = {m: g for g, (m, _) in self.site.epilogues.items()}
+        self.epilogues, self.deferred = self.site.epilogues, frozenset(self.site.deferred)
+        self._why = {n: w for p in plan_list for n, w in getattr(p, "why", {}).items()}
+        self._segment = {n: s.index for p in plan_list for s in p.segments for n in s.nodes}
+        self.decisions: dict[Node, Decision] = {}
+        self._decide(graph.block, 0)
+
+    def step(self, node: Node) -> Built:
+        """The node's step, built by its row (the generated program calls this)."""
+        row = self.decisions[node].row
+        assert row is not None, f"{node.kind} has no Python step ({self.decisions[node].step})"
+        return row.build(node, self.site)
+
+    # ---- deciding ---------------------------------------------------------------------------
+    def _decide(self, block: Block, depth: int) -> None:
+        for node in block:
+            self.decisions[node] = self._decision(node, depth)
+            for b in node.blocks:
+                self._decide(b, depth + 1)
+
+    def _decision(self, node: Node, depth: int) -> Decision:
+        why = self._why.get(node)
+        if node in self.native:
+            reason = why or f"native segment {self._segment.get(node, '?')}"
+            return Decision(node, "native", where(node, True), reason, None, depth)
+        if node in self.skipped:
+            reason = why or ("not run: its users read module tensors from state"
+                             if node in self._unread else "not run: native code reads it")
+            return Decision(node, "skipped", "-", reason, None, depth)
+        if node in self.state_reads:
+            return Decision(node, "state-read", "Python", f"module tensor {self.state_reads[node]}"
+                            " of the call's state tuple", None, depth)
+        if node.kind in (Prim.IF, Prim.LOOP):
+            what = "an if/else" if node.kind == Prim.IF else "a while loop over locals"
+            return Decision(node, node.kind.split("::")[-1].lower(), "Python",
+                            f"{what} in the program; its blocks below", None, depth)
+        row, reason = choose(node, self.site)
+        if why is not None:
+            reason += f" (not native: {why})"
+        return Decision(node, row.name, where(node, row.compiled), reason, row, depth)
+
+    def _read_state(self, graph: Graph, ex: Any) -> None:
+        """Python steps read module tensors from ``state`` too (a tuple index, where the
+        attribute callback walks the module), unless the graph assigns attributes."""
+        index = ex.state_index
+        if index is None or any(n.kind == Prim.SET_ATTR for n in graph.walk()):
+            return
+        for n in graph.walk():
+            if n.kind == Prim.GET_ATTR and isinstance(n.output.type, TensorType) \
+                    and n not in self.state_reads and n not in self.native:
+                i = index(n)
+                if i is not None and i < ex.n_state:
+                    self.state_reads[n] = i
+        # a submodule read only for its tensors, now read from ``state``, is not read at all
+        unread = set(self.skipped)
+        for n in reversed(list(graph.walk())):
+            if n.kind == Prim.GET_ATTR and n not in self.native and n.output.uses and all(
+                    u.user in self.state_reads or u.user in unread for u in n.output.uses):
+                unread.add(n)
+        self._unread = frozenset(unread) - self.skipped
+        self.skipped = frozenset(unread)
+
+    def _epilogues(self, graph: Graph) -> dict[Node, tuple[Node, int]]:
+        """Fusion groups that run as the epilogue of the GEMM before them
+        (``runtime.gemm.epilogue_source``), with that matmul node and the group's input slot
+        it fills: both Python steps, the matmul one our GEMM takes, plain array ops. The
+        matmul's line moves to the group's (nothing else reads its result)."""
+        from .gemm import epilogue_source
+        if not self.site.plain_arrays:
+            return {}
+        out = {}
+        for n in graph.walk():
+            src = epilogue_source(n) if n.kind == Prim.FUSION_GROUP else None
+            if src is None or n in self.native or src[0] in self.native \
+                    or src[0] in self.skipped:
+                continue
+            m = src[0]
+            if _plain_matmul(m, D.float32) and _own_kernels(m) and _own_gemm(m) \
+                    and _movable(m, n):
+                out[n] = src
+        return out
+
+
+def _movable(node: Node, to: Node) -> bool:
+    """Whether ``node`` may run at ``to``'s place instead (same block): nothing between them
+    has a side effect (an in-place write could change its operands)."""
+    n = node.next
+    while n is not None and n is not to:
+        if has_side_effects(n):
+            return False
+        n = n.next
+    return n is to
+
+
+# ---- helpers of the op rows ---------------------------------------------------------------------
 
 def _attention_step(scale: float) -> Step:
     """The fused attention kernel (``runtime.attention``) for the arrays it takes; the
@@ -148,6 +577,23 @@ def _basic_index(spec: Sequence[tuple]) -> Callable[..., Any] | None:
     """The ``index`` kernel for a basic-indexing ``spec`` as one generated expression
     (``x[:, t]`` in a loop: the spec is read once, not per call); None for tensor indices
     or a step not known to be positive (the kernel's own checks and messages apply)."""
+    parts = _index_parts(spec)
+    if parts is None:
+        return None
+    source = ("def index(xp, x, *ops, spec=spec):\n"
+              "    try:\n"
+              f"        out = x[({', '.join(parts)},)]\n"
+              "    except IndexError:\n"
+              "        return kernel(xp, x, *ops, spec=spec)\n"
+              "    return out if type(out) is ndarray else xp.asarray(out)\n")
+    ns: dict[str, Any] = {"kernel": KERNELS["index"], "spec": spec, "ndarray": np.ndarray}
+    exec(pycode.code(source, "<scriptmod index>"), ns)
+    return ns["index"]
+
+
+def _index_parts(spec: Sequence[tuple]) -> list[str] | None:
+    """The subscript of each ``spec`` entry as Python text (``int(ops[0])``, ``slice(1,
+    None, None)``, ``None``, ``...``), or None where ``_basic_index`` does not apply."""
     def val(v: Any) -> str | None:
         if isinstance(v, tuple):
             return f"int(ops[{v[1]}])"
@@ -165,15 +611,7 @@ def _basic_index(spec: Sequence[tuple]) -> Callable[..., Any] | None:
             parts.append("None" if kind == "none" else "...")
         else:
             return None
-    source = ("def index(xp, x, *ops, spec=spec):\n"
-              "    try:\n"
-              f"        out = x[({', '.join(parts)},)]\n"
-              "    except IndexError:\n"
-              "        return kernel(xp, x, *ops, spec=spec)\n"
-              "    return out if type(out) is ndarray else xp.asarray(out)\n")
-    ns: dict[str, Any] = {"kernel": KERNELS["index"], "spec": spec, "ndarray": np.ndarray}
-    exec(pycode.code(source, "<scriptmod index>"), ns)
-    return ns["index"]
+    return parts
 
 
 def _memoizable(node: Node) -> bool:
