@@ -60,8 +60,10 @@ def fuse_elementwise(graph: Graph, *, min_size: int = 1,
                      supported: Supported | None = None) -> Graph:
     """Group connected elementwise ops into ``prim::FusionGroup`` nodes, in place.
 
-    ``min_size``: groups with fewer ops stay unfused. ``supported(node)``: the backend's
-    veto (e.g. dtypes it cannot compile). The same graph always gives the same groups.
+    ``min_size``: groups with fewer ops stay unfused. ``supported(node)``: the target's veto
+    (e.g. dtypes it cannot compile): ``scriptmod.jit._fuser`` passes the ``can_lower`` of the
+    node's ``runtime.targets`` target, which is codegen's ``codegen.lower.can_lower``. The
+    same graph always gives the same groups.
 
         >>> from scriptmod.ir import parse
         >>> g = parse('''graph(%x : Float(B, 4)):

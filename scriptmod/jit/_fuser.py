@@ -27,7 +27,8 @@ from scriptmod.ir import schema as S
 from scriptmod.ir.graph import Node
 from scriptmod.ir.types import TensorType
 from scriptmod.runtime import threads
-from scriptmod.runtime.fusion import FusedKernel, supported
+from scriptmod.runtime.fusion import FusedKernel
+from scriptmod.runtime.targets import target_type
 
 class _Local(threading.local):
     stack: list = []          # class default: a thread that never entered a context (no
@@ -115,19 +116,31 @@ def compile_passes() -> list[Any]:
             ("fuse_elementwise", {"supported": _fusible})]
 
 
+def _target(node: Node) -> type | None:
+    """The ``runtime.targets`` class for the devices of ``node``'s tensors (no CuPy needed to
+    ask it), or None when no target runs them together."""
+    devices = {v.type.device for v in list(node.inputs) + node.outputs
+               if isinstance(v.type, TensorType)}
+    try:
+        return target_type(devices)
+    except NotImplementedError:
+        return None
+
+
 def _row_fusible(node: Node) -> bool:
-    """Row groups compile for the CPU (native programs): row ops with every tensor on the
-    CPU, elementwise ops the LLVM backend compiles."""
-    if node.is_op and S.REGISTRY[node.op_name].has(S.ROW):
-        return all(v.type.device == "cpu" for v in list(node.inputs) + node.outputs
-                   if isinstance(v.type, TensorType))
-    return supported(node)
+    """``fuse_rows``' veto: the node's target has row kernels (the CPU's native programs),
+    and it is a row op or an elementwise op codegen lowers for that target."""
+    target = _target(node)
+    if target is None or not target.row_kernels:
+        return False
+    return (node.is_op and S.REGISTRY[node.op_name].has(S.ROW)) or target.can_lower(node)
 
 
 def _fusible(node: Node) -> bool:
-    """A backend can compile ``node``: LLVM for CPU tensors, CUDA C for CuPy tensors."""
-    from scriptmod.runtime.targets import cuda
-    return supported(node) or cuda.supported(node)
+    """``fuse_elementwise``' veto: codegen lowers ``node`` for its target (LLVM for CPU
+    tensors, CUDA C for CUDA tensors), asked of the target, not of ``runtime.fusion``."""
+    target = _target(node)
+    return target is not None and target.can_lower(node)
 
 
 def kernels_for(script_module: Any, *inputs: Any, backward: bool = False) -> list[FusedKernel]:
