@@ -21,7 +21,9 @@ from scriptmod.runtime import arrays
 from scriptmod.runtime import random as rng
 from scriptmod import _device
 from scriptmod import _memory_format as _mf
+from scriptmod import autograd
 from scriptmod._dispatch import dispatch
+from scriptmod.autograd.engine import run_backward
 from scriptmod.tensor import Tensor, _dtype_arg, wrap
 
 
@@ -346,3 +348,65 @@ def seed() -> int:
 
 def initial_seed() -> int:
     return rng.initial_seed()
+
+
+# ---- Tensor methods that make tensors ------------------------------------------------------
+# Attached here, from above: ``scriptmod.tensor`` defines the class and its storage and
+# imports no factory.
+def _construct(self: Tensor, data: Any = None, *, dtype: DType | None = None, device: Any = None,
+               requires_grad: bool = False) -> None:
+    if data is None:
+        data = np.empty((0,), dtype=arrays.NP_DTYPE[D.get_default_dtype()])
+    t = tensor(data, dtype=dtype, device=device) if not isinstance(data, Tensor) else data
+    Tensor._init(self, t._data)
+    self.requires_grad = requires_grad
+
+
+def _backward(self: Tensor, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
+              create_graph: bool = False, inputs: Sequence["Tensor"] | None = None) -> None:
+    """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
+    if gradient is None:
+        if self.numel() != 1:
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs; "
+                               f"this tensor has shape {tuple(self.shape)}")
+        gradient = ones_like(self)
+    elif not isinstance(gradient, Tensor):
+        gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+    if tuple(gradient.shape) != tuple(self.shape):
+        raise RuntimeError(f"backward: gradient has shape {tuple(gradient.shape)} but the "
+                           f"tensor has shape {tuple(self.shape)}")
+    if inputs is None:
+        retain = create_graph if retain_graph is None else retain_graph
+        run_backward([self], [gradient], retain, create_graph)
+        return
+    autograd.backward([self], [gradient], retain_graph, create_graph, inputs)
+
+
+def _new_tensor(self: Tensor, data: Any, dtype: Any = None, device: Any = None,
+                requires_grad: bool = False) -> Tensor:
+    return tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+                  requires_grad=requires_grad)
+
+
+def _new_zeros(self: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    return zeros(*size, dtype=dtype or self.dtype, device=device or self.device)
+
+
+def _new_ones(self: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    return ones(*size, dtype=dtype or self.dtype, device=device or self.device)
+
+
+def _new_full(self: Tensor, size: Any, fill_value: Any, dtype: Any = None,
+              device: Any = None) -> Tensor:
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device)
+
+
+def _new_empty(self: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    return empty(*size, dtype=dtype or self.dtype, device=device or self.device)
+
+
+for _name, _method in {"__init__": _construct, "backward": _backward, "new_tensor": _new_tensor,
+                       "new_zeros": _new_zeros, "new_ones": _new_ones, "new_full": _new_full,
+                       "new_empty": _new_empty}.items():
+    _method.__name__, _method.__qualname__ = _name, f"Tensor.{_name}"
+    setattr(Tensor, _name, _method)

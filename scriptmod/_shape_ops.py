@@ -16,7 +16,10 @@ from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.ir.ops.rules import norm_dim
-from scriptmod.tensor import Tensor
+from scriptmod.runtime.arrays import NP_DTYPE
+from scriptmod.runtime.kernels.shape import build_index
+from scriptmod.tensor import Tensor, _assign, _check_leaf, _check_writable, wrap
+from scriptmod._creation import arange, tensor
 from scriptmod._traced_int import TracedInt, ceil_div, check, fixed, sym_max
 
 _gstate = grad_mode._state
@@ -53,8 +56,6 @@ def view(self: Tensor, *shape: Any) -> Tensor:
 
 
 def _view_dtype(self: Tensor, dtype: D.DType) -> Tensor:
-    from scriptmod.runtime.arrays import NP_DTYPE
-    from scriptmod.tensor import wrap
     if dtype.itemsize != self.dtype.itemsize:
         raise RuntimeError(f"view(dtype): {self.dtype.name} and {dtype.name} have different sizes")
     out = wrap(self._data.view(NP_DTYPE[dtype]))
@@ -257,7 +258,6 @@ def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:
 
 
 def flip(self: Tensor, dims: Any) -> Tensor:
-    from scriptmod._creation import arange
     out = self
     for d in ([dims] if isinstance(dims, int) else dims):
         n = self.shape[d]
@@ -266,7 +266,6 @@ def flip(self: Tensor, dims: Any) -> Tensor:
 
 
 def _tri_mask(self: Tensor, diagonal: int, lower: bool) -> Tensor:
-    from scriptmod._creation import arange
     r, c = self.shape[-2], self.shape[-1]
     rows = arange(r, device=self.device).unsqueeze(1)
     cols = arange(c, device=self.device).unsqueeze(0)
@@ -345,7 +344,6 @@ def _index_parts(self: Tensor, idx: Any) -> tuple[tuple, list[Any]]:
     """Python index -> (spec, operands) for the ``index``/``index_put`` ops. Operands are
     index tensors and, while tracing, sizes computed from ``x.shape`` (``x[:n // 2]``): the
     spec refers to them as ``("input", k)`` so the trace follows other input sizes."""
-    from scriptmod._creation import tensor
     items = idx if isinstance(idx, tuple) else (idx,)
     spec: list[tuple] = []
     tensors: list[Any] = []
@@ -395,7 +393,6 @@ def _getitem(self: Tensor, idx: Any) -> Tensor:
             arr = self._data[tuple(_np_index(spec))]
         except IndexError as e:
             raise IndexError(f"index: {e} (tensor of shape {tuple(self.shape)})") from None
-        from scriptmod.tensor import wrap
         out = wrap(arr)
         out._vc, out._base = self._vc, (self._base if self._base is not None else self)
         return out
@@ -416,8 +413,6 @@ def _np_index(spec: tuple) -> list[Any]:
 
 
 def _setitem(self: Tensor, idx: Any, value: Any) -> None:
-    from scriptmod._creation import tensor
-    from scriptmod._tensor_ops import _assign, _check_leaf, _check_writable
     _check_writable(self)
     spec, tensors = _index_parts(self, idx)
     v = value if isinstance(value, Tensor) else tensor(value, dtype=self.dtype, device=self.device)
@@ -428,13 +423,11 @@ def _setitem(self: Tensor, idx: Any, value: Any) -> None:
         _check_leaf(self)
         if TRACERS and isinstance(value, Tensor) and \
                 not any(isinstance(t, Tensor) for t in tensors):    # x[i] op= v stores x[i]
-            from scriptmod.runtime.kernels.shape import build_index
             TRACERS[-1].on_store_back(self, value, build_index(
                 spec, [int.__int__(t) for t in tensors], self._data.shape))
         _assign(self, dispatch("index_put", (self, v.to(self.dtype), *tensors), {"spec": spec},
                                inplace=True))
         return
-    from scriptmod.runtime.kernels.shape import build_index
     try:
         self._data[build_index(spec, [t._data for t in tensors], self._data.shape)] = \
             v._data.astype(self._data.dtype, copy=False)

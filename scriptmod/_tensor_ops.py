@@ -21,8 +21,8 @@ from scriptmod.ir.ops.rules import norm_dim, promote, to_bool
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod._traced_int import TracedInt, fixed
 from scriptmod.autograd import grad_mode
-from scriptmod.autograd.engine import SavedTensor
-from scriptmod.tensor import Tensor, _dtype_arg
+from scriptmod.tensor import Tensor, _assign, _check_leaf, _dtype_arg
+from scriptmod._creation import tensor
 
 _gstate = grad_mode._state
 _NUMBER = (int, float, bool, complex)
@@ -43,7 +43,6 @@ def _operand(x: Any) -> Any:
     if isinstance(x, (Tensor,) + _NUMBER):
         return x
     if isinstance(x, (np.ndarray, np.generic)):
-        from scriptmod._creation import tensor
         return tensor(x)
     raise TypeError(f"expected a Tensor or a number as operand, got {type(x).__name__}")
 
@@ -173,61 +172,6 @@ Tensor.__pos__ = lambda self: self
 
 
 # ---- in-place forms ------------------------------------------------------------------
-def _assign(self: Tensor, out: Tensor) -> Tensor:
-    """Write ``out`` into ``self``'s storage and take over its autograd history."""
-    if tuple(out.shape) != tuple(self.shape):
-        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
-                           f"shape {list(out.shape)}")
-    if out.dtype is not self.dtype and out.dtype.category > self.dtype.category:
-        raise RuntimeError(f"result type {out.dtype.short} can't be cast to the desired output "
-                           f"type {self.dtype.short}")
-    arr = out._data if out.dtype is self.dtype else out._data.astype(self._data.dtype)
-    if out.grad_fn is not None:
-        _keep_saved_self(out.grad_fn, self)
-    _check_writable(self)
-    self._data[...] = arr
-    self._vc[0] += 1
-    if out.grad_fn is not None:
-        self._set_grad_fn(out.grad_fn, out._output_nr)
-    elif self.grad_fn is not None:   # changed under no_grad: the old history stays in force
-        self._hv = self._vc[0]
-    if TRACERS:
-        TRACERS[-1].on_inplace(self, out)
-    return self
-
-
-def _check_writable(self: Tensor) -> None:
-    """PyTorch's refusal to write into an expanded tensor whose elements share memory."""
-    data = self._data
-    if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
-        raise RuntimeError("unsupported operation: more than one element of the written-to "
-                           "tensor refers to a single memory location. Please clone() the tensor "
-                           "before performing the operation.")
-    if not getattr(data, "flags", None) or data.flags.writeable:
-        return
-    raise RuntimeError("in-place write into this tensor is not possible: it is a read-only "
-                       "view; call .clone() first")
-
-
-def _keep_saved_self(node: Any, self: Tensor) -> None:
-    """The op being done in place saved ``self`` for backward: keep a copy of the old value."""
-    saved = getattr(node.ctx, "_saved", None) or ()
-    for k, s in enumerate(saved):
-        if isinstance(s, SavedTensor) and s.tensor is self:
-            saved[k] = SavedTensor(self.detach().clone())
-
-
-def _check_leaf(self: Tensor) -> None:
-    if not _gstate.enabled:
-        return
-    if self._requires_grad and self.grad_fn is None:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-    base = self._base
-    if base is not None and base._requires_grad and base.grad_fn is None:
-        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
-                           "in-place operation.")
-
-
 def _inplace_of(method_name: str) -> Any:
     method = getattr(Tensor, method_name)
 
@@ -242,7 +186,6 @@ def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     _check_leaf(self)
     src = _operand(src)
     if not isinstance(src, Tensor):
-        from scriptmod._creation import tensor
         src = tensor(src, dtype=self.dtype, device=self.device)
     out = src.to(device=self.device, dtype=self.dtype)
     if TRACERS and out._data is not self._data:
@@ -371,7 +314,7 @@ def _norm(self: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
           dtype: Any = None) -> Tensor:
     """torch.norm's dispatch to ``scriptmod.linalg``: a number (None: 2) is a vector norm
     over ``dim``; ``'fro'`` over at most two dims the 2-norm; another string a matrix norm."""
-    from scriptmod import linalg
+    from scriptmod import linalg   # a lazy submodule of scriptmod: imported on first use
     dims = None if dim is None else [dim] if isinstance(dim, int) else list(dim)
     if not isinstance(p, str):
         return linalg.vector_norm(self, 2 if p is None else p, dims, keepdim, dtype=dtype)
@@ -559,15 +502,11 @@ Tensor.__ipow__ = lambda self, o: _inplace_of("pow")(self, o)
 Tensor.__iand__ = lambda self, o: _inplace_of("bitwise_and")(self, o)
 Tensor.__ior__ = lambda self, o: _inplace_of("bitwise_or")(self, o)
 
-from scriptmod._shape_ops import *  # noqa: E402,F401,F403
-from scriptmod._shape_ops import cat, index, index_put  # noqa: E402,F401
-
 
 # ---- function forms (scriptmod.exp(x), scriptmod.add(a, b), ...) --------------------
 def _as_tensor(x: Any) -> Tensor:
     if isinstance(x, Tensor):
         return x
-    from scriptmod._creation import tensor
     return tensor(x)
 
 

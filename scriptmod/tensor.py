@@ -1,6 +1,12 @@
 """``scriptmod.Tensor``: an n-d array (NumPy on the CPU, CuPy on CUDA) with PyTorch's API,
 dtype promotion and autograd. Every op goes through ``scriptmod._dispatch.dispatch``.
 
+This module defines the class, its storage (construction from an array, views' version
+counters, in-place writes) and the methods that need no other op. It imports no op family:
+the families above it attach their methods to the class (``_creation``: the constructor,
+``new_*`` and ``backward``; ``_shape_ops``: views, indexing and matmul; ``_tensor_ops``: the
+registry's elementwise vocabulary, reductions and in-place forms).
+
     >>> x = scriptmod.tensor([[1.0, 2.0]], requires_grad=True)
     >>> (x * 3).sum().backward(); x.grad
     tensor([[3., 3.]])
@@ -21,27 +27,20 @@ from scriptmod import _device
 from scriptmod import _memory_format as _mf
 from scriptmod._dispatch import TRACERS, dispatch, set_tensor_class
 from scriptmod.autograd import grad_mode
-from scriptmod.autograd.engine import AccumulateGrad, RemovableHandle, run_backward
+from scriptmod.autograd.engine import AccumulateGrad, RemovableHandle, SavedTensor
 
 _gstate = grad_mode._state
 _NP_TO_D = {np.dtype(v): k for k, v in arrays.NP_DTYPE.items()}
 
 
 class Tensor:
-    """A tensor. Construct with ``scriptmod.tensor(...)`` or a factory, not directly."""
+    """A tensor. Construct with ``scriptmod.tensor(...)`` or a factory, not directly (the
+    constructor and most methods are attached by the op families, see the module docstring)."""
 
     __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_base", "_hv",
                  "_accum", "_hooks", "_retains_grad", "__weakref__", "__dict__")
 
     # ---- construction ---------------------------------------------------------------
-    def __init__(self, data: Any = None, *, dtype: DType | None = None, device: Any = None,
-                 requires_grad: bool = False) -> None:
-        if data is None:
-            data = np.empty((0,), dtype=arrays.NP_DTYPE[D.get_default_dtype()])
-        t = tensor(data, dtype=dtype, device=device) if not isinstance(data, Tensor) else data
-        Tensor._init(self, t._data)
-        self.requires_grad = requires_grad
-
     def _init(self, arr: Any) -> None:
         self._data = arr
         self._requires_grad = False
@@ -272,26 +271,6 @@ class Tensor:
                 t.grad = g.detach() if t.grad is None else t.grad + g.detach()
         self.register_hook(keep)
 
-    def backward(self, gradient: "Tensor | None" = None, retain_graph: bool | None = None,
-                 create_graph: bool = False, inputs: Sequence["Tensor"] | None = None) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
-        if gradient is None:
-            if self.numel() != 1:
-                raise RuntimeError(f"grad can be implicitly created only for scalar outputs; "
-                                   f"this tensor has shape {tuple(self.shape)}")
-            gradient = ones_like(self)
-        elif not isinstance(gradient, Tensor):
-            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
-        if tuple(gradient.shape) != tuple(self.shape):
-            raise RuntimeError(f"backward: gradient has shape {tuple(gradient.shape)} but the "
-                               f"tensor has shape {tuple(self.shape)}")
-        if inputs is None:
-            retain = create_graph if retain_graph is None else retain_graph
-            run_backward([self], [gradient], retain, create_graph)
-            return
-        from scriptmod.autograd import backward
-        backward([self], [gradient], retain_graph, create_graph, inputs)
-
     def detach(self) -> "Tensor":
         if TRACERS:      # recorded, so the trace reads the value and cuts the gradient
             return dispatch("detach", (self,))
@@ -448,21 +427,6 @@ class Tensor:
     def bool(self) -> "Tensor":
         return self.to(D.bool_)
 
-    def new_tensor(self, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> "Tensor":
-        return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
-
-    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None) -> "Tensor":
-        return zeros(*size, dtype=dtype or self.dtype, device=device or self.device)
-
-    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None) -> "Tensor":
-        return ones(*size, dtype=dtype or self.dtype, device=device or self.device)
-
-    def new_full(self, size: Any, fill_value: Any, dtype: Any = None, device: Any = None) -> "Tensor":
-        return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device)
-
-    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> "Tensor":
-        return empty(*size, dtype=dtype or self.dtype, device=device or self.device)
-
 
 class Size(tuple):
     """``tensor.shape``: a tuple of ints that prints as ``scriptmod.Size([2, 3])``."""
@@ -517,6 +481,62 @@ def _is_dtype_name(s: str) -> bool:
     return s.replace("scriptmod.", "").replace("torch.", "") in D.BY_NAME
 
 
+# ---- writing into a tensor's storage (every in-place op and setitem ends here) -------------
+def _assign(self: Tensor, out: Tensor) -> Tensor:
+    """Write ``out`` into ``self``'s storage and take over its autograd history."""
+    if tuple(out.shape) != tuple(self.shape):
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
+                           f"shape {list(out.shape)}")
+    if out.dtype is not self.dtype and out.dtype.category > self.dtype.category:
+        raise RuntimeError(f"result type {out.dtype.short} can't be cast to the desired output "
+                           f"type {self.dtype.short}")
+    arr = out._data if out.dtype is self.dtype else out._data.astype(self._data.dtype)
+    if out.grad_fn is not None:
+        _keep_saved_self(out.grad_fn, self)
+    _check_writable(self)
+    self._data[...] = arr
+    self._vc[0] += 1
+    if out.grad_fn is not None:
+        self._set_grad_fn(out.grad_fn, out._output_nr)
+    elif self.grad_fn is not None:   # changed under no_grad: the old history stays in force
+        self._hv = self._vc[0]
+    if TRACERS:
+        TRACERS[-1].on_inplace(self, out)
+    return self
+
+
+def _check_writable(self: Tensor) -> None:
+    """PyTorch's refusal to write into an expanded tensor whose elements share memory."""
+    data = self._data
+    if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the tensor "
+                           "before performing the operation.")
+    if not getattr(data, "flags", None) or data.flags.writeable:
+        return
+    raise RuntimeError("in-place write into this tensor is not possible: it is a read-only "
+                       "view; call .clone() first")
+
+
+def _keep_saved_self(node: Any, self: Tensor) -> None:
+    """The op being done in place saved ``self`` for backward: keep a copy of the old value."""
+    saved = getattr(node.ctx, "_saved", None) or ()
+    for k, s in enumerate(saved):
+        if isinstance(s, SavedTensor) and s.tensor is self:
+            saved[k] = SavedTensor(self.detach().clone())
+
+
+def _check_leaf(self: Tensor) -> None:
+    if not _gstate.enabled:
+        return
+    if self._requires_grad and self.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    base = self._base
+    if base is not None and base._requires_grad and base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+
+
 def wrap(arr: Any) -> Tensor:
     """A tensor around an array (no copy) — for runtime internals and backward kernels."""
     return Tensor._make(arr)
@@ -547,8 +567,3 @@ def unwrap_tree(x: Any) -> Any:
 
 
 set_tensor_class(Tensor)
-
-from scriptmod._tensor_ops import *  # noqa: E402,F401,F403  (methods and function forms)
-from scriptmod._creation import (empty, full, full_like, ones, ones_like, tensor,  # noqa: E402
-                                 zeros, zeros_like, arange)
-from scriptmod._tensor_ops import cat, floor_divide, index, index_put, where  # noqa: E402,F401

@@ -19,7 +19,7 @@ def _seq(x: Any) -> list:
 
 
 def _default_grads(outputs: list, grads: list) -> list:
-    from scriptmod.tensor import ones_like
+    from scriptmod._creation import ones_like
     out = []
     for o, g in zip(outputs, grads):
         if g is None:

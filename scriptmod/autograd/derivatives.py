@@ -10,16 +10,18 @@ replays its draw: those are first-order only, and say so.
 """
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from scriptmod.ir.ops.rules import broadcast_shapes, reduce_dims
+from scriptmod.runtime import random as rng
 from scriptmod.runtime.kernels import nn as knn
-from scriptmod.tensor import Tensor
-
-# the module, not the ``scriptmod.tensor`` factory function that shadows it on the package
-T: Any = importlib.import_module("scriptmod.tensor")
+from scriptmod._creation import arange, full_like, zeros
+from scriptmod._dispatch import dispatch
+from scriptmod._shape_ops import cat, index, index_put
+from scriptmod._tensor_ops import floor_divide, where
+from scriptmod.tensor import Tensor, wrap
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ derivative("neg")(lambda ctx, g: (-g,))
 derivative("abs", saves=(0,))(lambda ctx, g: (g * ctx.inputs[0].sign(),))
 for _n in ("sign", "floor", "ceil", "round", "trunc"):
     derivative(_n)(lambda ctx, g: (_zero(g),))
-derivative("relu", output=True)(lambda ctx, g: (T.where(ctx.output > 0, g, 0.0),))
+derivative("relu", output=True)(lambda ctx, g: (where(ctx.output > 0, g, 0.0),))
 derivative("exp", output=True)(lambda ctx, g: (g * ctx.output,))
 derivative("log", saves=(0,))(lambda ctx, g: (g / ctx.inputs[0],))
 derivative("log1p", saves=(0,))(lambda ctx, g: (g / (ctx.inputs[0] + 1),))
@@ -87,7 +89,7 @@ derivative("copy_")(lambda ctx, g: (None, g))     # self's old value is overwrit
 @derivative("remainder", saves=(0, 1))
 def _remainder(ctx: Any, g: Tensor) -> tuple:
     a, b = ctx.inputs
-    return g, (None if not isinstance(b, Tensor) else -g * T.floor_divide(a, b))
+    return g, (None if not isinstance(b, Tensor) else -g * floor_divide(a, b))
 
 
 @derivative("pow", saves=(0, 1), output=True)
@@ -96,20 +98,20 @@ def _pow(ctx: Any, g: Tensor) -> tuple:
     ga = gb = None
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
-            ga = T.where(b == 0, 0.0, g * b * a ** (b - 1))
+            ga = where(b == 0, 0.0, g * b * a ** (b - 1))
         else:
             ga = _zero(g) if b == 0 else g * b * a ** (b - 1)
     if isinstance(b, Tensor):
-        base = a if isinstance(a, Tensor) else T.full_like(b, a)
-        gb = T.where((base == 0) & (b >= 0), 0.0, g * ctx.output * base.log())
+        base = a if isinstance(a, Tensor) else full_like(b, a)
+        gb = where((base == 0) & (b >= 0), 0.0, g * ctx.output * base.log())
     return ga, gb
 
 
 def _minmax(ctx: Any, g: Tensor, pick_a: Callable) -> tuple:
     a, b = ctx.inputs
     half = g / 2
-    ga = T.where(a == b, half, T.where(pick_a(a, b), g, 0.0))
-    gb = T.where(a == b, half, T.where(pick_a(a, b), 0.0, g))
+    ga = where(a == b, half, where(pick_a(a, b), g, 0.0))
+    gb = where(a == b, half, where(pick_a(a, b), 0.0, g))
     return ga, gb
 
 
@@ -127,7 +129,7 @@ def _atan2(ctx: Any, g: Tensor) -> tuple:
 @derivative("where", saves=(0,))
 def _where(ctx: Any, g: Tensor) -> tuple:
     c = ctx.inputs[0]
-    return None, T.where(c, g, 0.0), T.where(c, 0.0, g)
+    return None, where(c, g, 0.0), where(c, 0.0, g)
 
 
 @derivative("clamp", saves=(0,))
@@ -138,12 +140,11 @@ def _clamp(ctx: Any, g: Tensor) -> tuple:
         keep = x >= lo
     if hi is not None:
         keep = (x <= hi) if keep is None else keep & (x <= hi)
-    return (T.where(keep, g, 0.0),)
+    return (where(keep, g, 0.0),)
 
 
 # ---- reductions ----------------------------------------------------------------------
 def _dims(ctx: Any) -> list[int]:
-    from scriptmod.ir.ops.rules import reduce_dims
     return list(reduce_dims(ctx.attrs, len(ctx.input_meta[0][0])))
 
 
@@ -187,9 +188,9 @@ def _prod(ctx: Any, g: Tensor) -> tuple:
     out, gg = _unreduce(ctx, ctx.output), _unreduce(ctx, g)
     is_zero = x == 0
     zeros = is_zero.sum(dim=dims, keepdim=True)
-    others = T.where(is_zero, 1.0, x).prod(dim=dims, keepdim=True)
-    safe_x = T.where(is_zero, 1.0, x)
-    grad = T.where(is_zero, T.where(zeros == 1, others, 0.0), T.where(zeros == 0, out / safe_x, 0.0))
+    others = where(is_zero, 1.0, x).prod(dim=dims, keepdim=True)
+    safe_x = where(is_zero, 1.0, x)
+    grad = where(is_zero, where(zeros == 1, others, 0.0), where(zeros == 0, out / safe_x, 0.0))
     return (gg * grad,)
 
 
@@ -210,7 +211,7 @@ def _sgn(x: Tensor) -> Tensor:
     if not x.is_complex():
         return x.sign()
     mag = x.abs()
-    return T.where(mag == 0, 0.0, x / mag)
+    return where(mag == 0, 0.0, x / mag)
 
 
 @derivative("linalg_vector_norm", saves=(0,), output=True)
@@ -224,14 +225,14 @@ def _vector_norm(ctx: Any, g: Tensor) -> tuple:
     if p == 1:
         return (_sgn(x) * g,)
     if p == 2:
-        return (g * T.where(norm == 0, 0.0, x / norm),)
+        return (g * where(norm == 0, 0.0, x / norm),)
     mag = x.abs()
     if math.isinf(p):
         mask = ((mag == norm) | mag.isnan()).to(g.dtype)
         return (_sgn(x) * (g / mask.sum(dim=_dims(ctx), keepdim=True) * mask),)
     if p < 1:
-        return (_sgn(x) * T.where(x == 0, 0.0, mag ** (p - 1)) * g * norm ** (1 - p),)
-    scale = T.where(norm == 0, 0.0, g / norm ** (p - 1))
+        return (_sgn(x) * where(x == 0, 0.0, mag ** (p - 1)) * g * norm ** (1 - p),)
+    scale = where(norm == 0, 0.0, g / norm ** (p - 1))
     return ((_sgn(x) * mag ** (p - 1) if p < 2 else x * mag ** (p - 2)) * scale,)
 
 
@@ -245,8 +246,8 @@ def _select_back(ctx: Any, gs: list) -> tuple:
         g, idx = g.unsqueeze(d), idx.unsqueeze(d)
     view = [1] * len(shape)
     view[d] = shape[d]
-    pos = T.arange(shape[d], device=g.device).reshape(view)
-    return (T.where(pos == idx, g, 0.0),)
+    pos = arange(shape[d], device=g.device).reshape(view)
+    return (where(pos == idx, g, 0.0),)
 
 
 derivative("max_dim", output=True)(_select_back)
@@ -304,10 +305,10 @@ def _narrow(ctx: Any, g: Tensor) -> tuple:
         if size:
             s = list(shape)
             s[d] = size
-            parts.append(T.zeros(s, dtype=g.dtype, device=g.device))
+            parts.append(zeros(s, dtype=g.dtype, device=g.device))
     if not parts:
         return (g, None, None)
-    return (T.cat(parts[:1] + [g] + parts[1:] if start else [g] + parts, dim=d), None, None)
+    return (cat(parts[:1] + [g] + parts[1:] if start else [g] + parts, dim=d), None, None)
 
 
 @derivative("cat")
@@ -340,15 +341,15 @@ def _grid_index(index: Tensor, dim: int) -> list[Tensor]:
         else:
             view = [1] * n
             view[k] = index.shape[k]
-            out.append(T.arange(index.shape[k], device=index.device).reshape(view).expand(index.shape))
+            out.append(arange(index.shape[k], device=index.device).reshape(view).expand(index.shape))
     return out
 
 
 def _scatter_add(shape: Any, g: Tensor, index: Tensor, dim: int) -> Tensor:
     """Zeros of ``shape`` with ``g`` added at ``index`` along ``dim`` (gather's transpose)."""
-    base = T.zeros(shape, dtype=g.dtype, device=g.device)
+    base = zeros(shape, dtype=g.dtype, device=g.device)
     spec = tuple(("tensor", k) for k in range(index.ndim))
-    return T.index_put(base, g, *_grid_index(index, dim), spec=spec, accumulate=True)
+    return index_put(base, g, *_grid_index(index, dim), spec=spec, accumulate=True)
 
 
 @derivative("gather", saves=(1,))
@@ -371,17 +372,17 @@ derivative("topk", output=True)(_sorted_back)
 @derivative("index", saves="all")
 def _index(ctx: Any, g: Tensor) -> tuple:
     tensors = ctx.inputs[1:]
-    base = T.zeros(ctx.input_meta[0][0], dtype=g.dtype, device=g.device)
-    out = T.index_put(base, g, *tensors, spec=ctx.attrs["spec"], accumulate=True)
+    base = zeros(ctx.input_meta[0][0], dtype=g.dtype, device=g.device)
+    out = index_put(base, g, *tensors, spec=ctx.attrs["spec"], accumulate=True)
     return (out,) + (None,) * len(tensors)
 
 
 @derivative("index_put", saves="all")
 def _index_put(ctx: Any, g: Tensor) -> tuple:
     tensors, spec = ctx.inputs[2:], ctx.attrs["spec"]
-    gx = g if ctx.attrs["accumulate"] else T.index_put(g, T.zeros((), dtype=g.dtype, device=g.device),
+    gx = g if ctx.attrs["accumulate"] else index_put(g, zeros((), dtype=g.dtype, device=g.device),
                                                        *tensors, spec=spec)
-    gv = T.index(g, *tensors, spec=spec)
+    gv = index(g, *tensors, spec=spec)
     return (gx, gv) + (None,) * len(tensors)
 
 
@@ -413,7 +414,6 @@ def _matmul(ctx: Any, g: Tensor) -> tuple:
 
 
 def _op(name: str, *inputs: Any, **attrs: Any) -> Tensor:
-    from scriptmod._dispatch import dispatch
     return dispatch(name, inputs, attrs)
 
 
@@ -480,9 +480,9 @@ def _embedding(ctx: Any, g: Tensor) -> tuple:
     shape = ctx.input_meta[0][0]
     pad = ctx.attrs["padding_idx"]
     if pad is not None:
-        g = T.where((idx == pad).unsqueeze(-1), 0.0, g)
-    base = T.zeros(shape, dtype=g.dtype, device=g.device)
-    return T.index_put(base, g, idx, spec=(("tensor", 0),), accumulate=True), None
+        g = where((idx == pad).unsqueeze(-1), 0.0, g)
+    base = zeros(shape, dtype=g.dtype, device=g.device)
+    return index_put(base, g, idx, spec=(("tensor", 0),), accumulate=True), None
 
 
 @derivative("mse_loss", saves=(0, 1))
@@ -501,7 +501,6 @@ def _mse_loss(ctx: Any, g: Tensor) -> tuple:
 
 
 def _broadcast(a: Any, b: Any) -> tuple:
-    from scriptmod.ir.ops.rules import broadcast_shapes
     return tuple(broadcast_shapes(tuple(a), tuple(b)) or ())
 
 
@@ -514,10 +513,9 @@ def _dropout(ctx: Any, g: Tensor) -> tuple:
         return g, None
     if p == 1.0:
         return _zero(g), None
-    from scriptmod.runtime import random as rng
     with rng.replay(ctx.device, ctx.rng):
         mask = knn.dropout_mask(x._xp(), x._data, p)
-    return g * T.wrap(mask).to(g.dtype), None
+    return g * wrap(mask).to(g.dtype), None
 
 
 @derivative("batch_norm", saves=(0, 1, 2, 3, 5))

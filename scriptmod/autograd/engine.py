@@ -250,5 +250,5 @@ def _run_node(node: Node, gs: list[Any], pending: dict[int, list[Any]],
 
 def _zeros_for(node: Node, k: int) -> Any:
     shape, dtype, device = node.ctx.out_meta[k]
-    from scriptmod.tensor import zeros
+    from scriptmod._creation import zeros   # autograd.engine sits below the tensor core
     return zeros(shape, dtype=dtype, device=device)
