@@ -166,3 +166,143 @@ def test_jit_is_on_no_import_cycle() -> None:
 def test_the_cycle_walk_finds_indirect_cycles() -> None:
     graph = {"jit": {"nn"}, "nn": {"func"}, "func": {"jit"}, "optim": {"nn"}}
     assert _reaches(graph, "nn", "jit") and not _reaches(graph, "optim", "tensor")
+
+
+# ---- no module-level import cycle (issue 36) -------------------------------------------------
+PACKAGE_OF = {"ir": "scriptmod.ir", "codegen": "scriptmod.codegen", "runtime": "scriptmod.runtime",
+              "scriptmod": "scriptmod"}
+
+
+def _dotted(path: Path, root: Path) -> str:
+    """``ir/passes/fuse.py`` -> ``scriptmod.ir.passes.fuse`` (the installed name)."""
+    parts = _module_name(path, root)
+    return ".".join([PACKAGE_OF[parts[0]]] + parts[1:])
+
+
+def _installed(name: str) -> str:
+    """``ir.graph`` or ``scriptmod.ir.graph`` -> ``scriptmod.ir.graph``."""
+    head = name.split(".")[0]
+    return PACKAGE_OF[head] + name[len(head):] if head in PACKAGE_OF else name
+
+
+def _import_time_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The import statements that run when the module is imported: not those inside functions
+    (run when called) nor under ``if TYPE_CHECKING:`` (never run)."""
+    out: list[ast.stmt] = []
+    for st in body:
+        if isinstance(st, (ast.Import, ast.ImportFrom)):
+            out.append(st)
+        elif isinstance(st, ast.If):
+            if "TYPE_CHECKING" not in ast.unparse(st.test):
+                out += _import_time_statements(st.body)
+            out += _import_time_statements(st.orelse)
+        elif isinstance(st, (ast.Try, ast.With, ast.ClassDef)):
+            for block in ("body", "orelse", "finalbody"):
+                out += _import_time_statements(getattr(st, block, []))
+            for handler in getattr(st, "handlers", []):
+                out += _import_time_statements(handler.body)
+    return out
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Which project module imports which when it is imported. ``from a import b`` counts as
+    an import of ``a.b`` when that is a module, else of ``a``; a module importing its own
+    package's ``__init__`` is left out (Python has run that ``__init__`` first anyway)."""
+    files = {_dotted(p, root): p for pkg in PACKAGE_OF for p in sorted((root / pkg).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        is_pkg = path.name == "__init__.py"
+        base = name.split(".") if is_pkg else name.split(".")[:-1]
+        targets = set()
+        for st in _import_time_statements(ast.parse(path.read_text(), filename=str(path)).body):
+            if isinstance(st, ast.Import):
+                targets |= {_installed(a.name) for a in st.names}
+                continue
+            pkg = ".".join(base[:len(base) - (st.level - 1)] + [st.module or ""]).strip(".") \
+                if st.level else _installed(st.module or "")
+            targets |= {f"{pkg}.{a.name}" if f"{pkg}.{a.name}" in files else pkg for a in st.names}
+        own_package = name.rsplit(".", 1)[0] if not is_pkg else None
+        graph[name] = {t for t in targets if t in files and t != own_package and t != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_module_level_import_cycle() -> None:
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_cycle_checker_catches_a_planted_cycle(tmp_path: Path) -> None:
+    for folder in PACKAGE_OF:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "scriptmod" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom scriptmod import b\n"
+        "if TYPE_CHECKING:\n    from scriptmod import c\n"
+        "def f():\n    from scriptmod import d\n")
+    (tmp_path / "scriptmod" / "b.py").write_text("import scriptmod.ir.x\nfrom . import a\n")
+    (tmp_path / "scriptmod" / "c.py").write_text("from scriptmod.a import f\n")
+    (tmp_path / "scriptmod" / "d.py").write_text("import scriptmod.a\n")
+    (tmp_path / "ir" / "x.py").write_text("try:\n    from ..ir import y\nexcept ImportError:\n"
+                                          "    pass\nfrom scriptmod.ir import X\n")
+    (tmp_path / "ir" / "y.py").write_text("from ir import x\nfrom . import Y\n")
+    graph = import_graph(tmp_path)
+    assert graph["scriptmod.a"] == {"scriptmod.b"} and graph["scriptmod.ir.y"] == {"scriptmod.ir.x"}
+    assert import_cycles(graph) == [["scriptmod.a", "scriptmod.b"],
+                                    ["scriptmod.ir.x", "scriptmod.ir.y"]]
+
+
+# ---- no source file over 900 lines (issue 36) ------------------------------------------------
+MAX_LINES = 900
+
+
+def long_files(root: Path = ROOT) -> list[str]:
+    """``file: N lines`` for every module of the four packages longer than ``MAX_LINES``."""
+    out = []
+    for path in sorted(p for pkg in LAYERS for p in (root / pkg).rglob("*.py")):
+        n = len(path.read_text().splitlines())
+        if n > MAX_LINES:
+            out.append(f"{path.relative_to(root)}: {n} lines")
+    return out
+
+
+def test_no_source_file_over_900_lines() -> None:
+    assert long_files() == []
+
+
+def test_the_length_checker_catches_a_long_file(tmp_path: Path) -> None:
+    for pkg in LAYERS:
+        (tmp_path / pkg).mkdir()
+    (tmp_path / "runtime" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "runtime" / "ok.py").write_text("x = 1\n" * MAX_LINES)
+    assert long_files(tmp_path) == [f"runtime/long.py: {MAX_LINES + 1} lines"]
