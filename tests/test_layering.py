@@ -7,6 +7,7 @@ subpackage ``jit`` imports leads back to it (issue 12)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -306,3 +307,49 @@ def test_the_length_checker_catches_a_long_file(tmp_path: Path) -> None:
     (tmp_path / "runtime" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
     (tmp_path / "runtime" / "ok.py").write_text("x = 1\n" * MAX_LINES)
     assert long_files(tmp_path) == [f"runtime/long.py: {MAX_LINES + 1} lines"]
+
+
+# ---- IR objects carry no runtime state (issue 36) --------------------------------------------
+# Node, Block and Graph declare __slots__ (below), so nothing can hang state on them; this
+# parse also names any ``__dict__`` read on a name that holds an IR object outside ``ir/``.
+IR_NAME = re.compile(r"(^|_)(node|n|call|callee|graph|g|block|blk)$")
+
+
+def _base_name(expr: ast.expr) -> str:
+    return expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) \
+        else ""
+
+
+def ir_dict_uses(path: Path, root: Path = ROOT) -> list[str]:
+    """``file:line name.__dict__`` for ``X.__dict__``, ``vars(X)`` and ``getattr(X, "__dict__")``
+    where ``X`` names a node, block or graph."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        target = None
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            target = node.value
+        elif isinstance(node, ast.Call) and node.args and (
+                _base_name(node.func) == "vars" or _base_name(node.func) == "getattr"
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value == "__dict__"):
+            target = node.args[0]
+        if target is not None and IR_NAME.search(_base_name(target)):
+            out.append((node.lineno, f"{path.relative_to(root)}:{node.lineno} "
+                                     f"{_base_name(target)}.__dict__"))
+    return [use for _, use in sorted(out)]
+
+
+def test_nothing_outside_ir_reads_an_ir_objects_dict() -> None:
+    outside = [p for pkg in ("codegen", "runtime", "scriptmod")
+               for p in sorted((ROOT / pkg).rglob("*.py"))]
+    assert [use for p in outside for use in ir_dict_uses(p)] == []
+
+
+def test_the_dict_checker_catches_ir_state(tmp_path: Path) -> None:
+    mod = tmp_path / "m.py"
+    mod.write_text("callee = node.__dict__['callee']\nx = self.__dict__\nvars(graph)\n"
+                   "getattr(call, '__dict__')\nn.__dict__.get('callee')\nvars(module)\n"
+                   "sub_graph.__dict__\nop.node.__dict__\n")
+    assert ir_dict_uses(mod, tmp_path) == ["m.py:1 node.__dict__", "m.py:3 graph.__dict__",
+                                           "m.py:4 call.__dict__", "m.py:5 n.__dict__",
+                                           "m.py:7 sub_graph.__dict__", "m.py:8 node.__dict__"]
