@@ -25,6 +25,15 @@ the frontend's autograd handler runs them through its dispatcher (``run_autograd
     >>> [k.llvm_ir[:28] for k in ex.kernels()]
     ['; ModuleID = "sm_ew_...']
 
+``explain()`` says per node how it runs (a ``runtime.steps`` row, or native), where and why,
+then prints every generated source (``sources()``):
+
+    >>> print("\\n".join(ex.explain().splitlines()[:4]))
+    <Executable graph: 1 node(s), 1 native in 1 segment(s)>
+    inputs: v0 : Float(2, 4), v1 : Float(4)
+      outputs = kind                    step    target  reason
+      v2      = FusionGroup(mul, relu)  native  LLVM    ...
+
 A graph runs as one generated Python function (as ``torch.fx`` does): one line per Python
 step or native segment, values in local variables, handlers bound once. Blocks become Python
 control flow: ``prim::If`` an ``if``/``else``, ``prim::Loop`` a ``while`` loop whose carried
@@ -51,11 +60,11 @@ from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
 from scriptmod.ir.graph import Block, Graph, Node, Prim
 from scriptmod.ir.types import TensorType  # noqa: F401  (doctests)
-from . import profiling
+from . import profiling, pycode
 from .fusion import FusedKernel
 from .interpreter import Interpreter, InterpreterError, OpHandler
 from .program import _Program
-from .steps import (_REFERENCE, Step, StepPlan, _basic_index, _build_fused,  # noqa: F401
+from .steps import (_REFERENCE, Decision, Step, StepPlan, _basic_index, _build_fused,  # noqa: F401
                     group_fn, group_name, op_step)
 
 CODEGEN = "codegen"                  # SCRIPTMOD_LOG topic: what became native, and why not
@@ -225,7 +234,110 @@ class Executable:
         block = self.graph.block if block is None else block
         return self.frames()[list(self.plans).index(block)]
 
+    # ---- what runs where, and why --------------------------------------------------------
+    @property
+    def plan_rows(self) -> list[Decision]:
+        """Every node of every block, nested blocks after their node: how it runs
+        (``step``: a ``runtime.steps`` row, ``native``, ...), where (``target``) and why
+        (``reason``), as the planner decided (``self.plan`` is the top block's native plan)."""
+        return list(self.steps.decisions.values())
+
+    def explain(self) -> str:
+        """One line per node (blocks indented): its outputs' names in the program, its kind,
+        then step, target and reason in columns; then the source of every generated
+        function this executable holds (``sources``).
+        """
+        names = self._program.name
+        rows = [("  outputs", "kind", "step", "target", "reason")]
+        rows += [("  " * (1 + d.depth) + (", ".join(names[v] for v in d.node.outputs) or "-"),
+                 profiling.node_label(d.node), d.step, d.target, d.reason)
+                for d in self.plan_rows]
+        inputs = ", ".join(f"{names[v]} : {v.type}" for v in self.graph.inputs)
+        head = [f"{self}", f"inputs: {inputs}", *_columns(rows)]
+        return "\n".join(head + [f"\n---- {title}\n{src.rstrip()}"
+                                 for title, src in self.sources().items()]) + "\n"
+
+    def sources(self) -> dict[str, str]:
+        """Title -> source of every generated function: the program, each native segment's
+        steps and runner, and the generated Python its steps and kernels hold (index
+        functions, layout key functions, launchers: those made so far)."""
+        out = {"program": self._program.source}
+        for seg in self.segments:
+            out[f"native segment {seg.index}: steps"] = seg.program.text()
+            runner = pycode.source_of(seg.run)
+            if runner is not None:
+                out[f"native segment {seg.index}: runner"] = runner
+        roots: list[Any] = [(n, s) for n, s in self._program.step_of.items()]
+        roots += [(n, fk) for n, fk in self._fused.items() if isinstance(fk, FusedKernel)]
+        for node, root in roots:
+            for title, src in _generated(root).items():
+                out.setdefault(f"{title} ({profiling.node_label(node)})", src)
+        return out
+
     def __repr__(self) -> str:
         native = sum(len(s.nodes) for s in self.segments)
         return f"<Executable {self.name}: {len(self.graph.nodes)} node(s), {native} native " \
                f"in {len(self.segments)} segment(s)>"
+
+
+# ---- explain -----------------------------------------------------------------------------------
+
+def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """``outputs = kind  step  target  reason``, each column padded to its widest entry."""
+    widths = [max((len(r[i]) for r in rows), default=0) for i in range(len(rows[0]) - 1)] \
+        if rows else []
+    out = []
+    for outs, kind, *rest in rows:
+        cells = [f"{outs:<{widths[0]}} = {kind:<{widths[1]}}"] + \
+            [f"{c:<{w}}" for c, w in zip(rest[:-1], widths[2:])] + [rest[-1]]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+_SKIP = (str, bytes, int, float, bool, type(None), np.ndarray)
+
+
+def _generated(root: Any, depth: int = 5) -> dict[str, str]:
+    """``co_filename co_name`` -> source of the generated functions (``pycode.source_of``)
+    reachable from ``root``: through closures, defaults, bound objects, containers and the
+    attributes of runtime objects (kernels, launches), ``depth`` links deep."""
+    found: dict[str, str] = {}
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(root, depth)]
+    while todo:
+        obj, d = todo.pop()
+        if d < 0 or id(obj) in seen or isinstance(obj, _SKIP):
+            continue
+        seen.add(id(obj))
+        todo += [(x, d - 1) for x in _links(obj, found)]
+    return found
+
+
+def _links(obj: Any, found: dict[str, str]) -> list[Any]:
+    """What ``_generated`` follows from ``obj`` (recording it in ``found`` if generated)."""
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        src = pycode.source_of(code)
+        if src is not None:
+            found[f"{code.co_filename} {code.co_name}"] = src
+        cells = [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
+        return cells + list(obj.__defaults__ or ())
+    if hasattr(obj, "__self__") and hasattr(obj, "__func__"):
+        return [obj.__self__, obj.__func__]
+    if isinstance(obj, dict):
+        return list(obj.values())[:64]
+    if isinstance(obj, (list, tuple)):
+        return list(obj)[:64]
+    if type(obj).__module__.startswith("scriptmod.runtime"):     # kernels, launches
+        slots = [s for k in type(obj).__mro__ for s in getattr(k, "__slots__", ())]
+        return list(getattr(obj, "__dict__", {}).values()) + \
+            [getattr(obj, s) for s in slots if s != "__weakref__" and hasattr(obj, s)]
+    return []
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True

@@ -54,6 +54,7 @@ class _Program:
         self.deferred = self.plan.deferred
         self.seg_at = {s.nodes[0]: (s, j) for j, p in enumerate(plan_list) for s in p.segments}
         self.built: dict[Node, str] = {}           # node -> the row that built its step
+        self.step_of: dict[Node, Any] = {}         # node -> the step its line calls
         self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments],
                                 {g: list(m.inputs) for g, (m, _) in self.epilogues.items()})
         self.unbound = _unbound(graph, self.native | self.skipped | self.deferred,
@@ -158,7 +159,7 @@ class _Program:
         dead = [self.name[v] for v in self.dying.get(node, ())]
         if node in self.epilogues:              # the GEMM before it, with this as epilogue
             inputs, dead = self._epilogue_args(node, inputs, dead)
-        self.ns[f"h{k}"] = step
+        self.ns[f"h{k}"] = self.step_of[node] = step
         call = f"h{k}([{', '.join(inputs)}])"
         target = outs[0] if single else ", ".join(outs) + ("," if len(outs) == 1 else "")
         line = f"{target} = {call}" if outs else call

@@ -16,6 +16,13 @@ archive.
     2
     >>> code("def f(x):\\n    return x + 1\\n", "<doctest>") is c          # memory hit
     True
+
+``source_of`` gives back the text a generated function (or code object) was compiled from,
+so every generated function can be printed (``Executable.explain``):
+
+    >>> print(source_of(ns["f"]), end="")
+    def f(x):
+        return x + 1
 """
 from __future__ import annotations
 
@@ -24,12 +31,15 @@ import marshal
 import sys
 import threading
 from types import CodeType
+from typing import Any
 
 from .kernel_cache import KernelCache
 
 CACHE = KernelCache(folder="python")   # beside kernels/, with counters of its own
 MEMORY_ENTRIES = 512     # code objects kept in memory (their generated sources with them)
+SOURCE_ENTRIES = 8192    # code objects (nested functions too) whose source ``source_of`` knows
 _memory: dict[tuple[str, str], CodeType] = {}
+_sources: dict[CodeType, str] = {}      # every code object ``code`` made -> its source text
 _lock = threading.Lock()
 _TAG = f"{sys.implementation.cache_tag} {sys.version}"
 
@@ -38,6 +48,7 @@ def code(source: str, filename: str) -> CodeType:
     """``compile(source, filename, "exec")``, cached (see the module docstring)."""
     hit = _memory.get((source, filename))
     if hit is not None:
+        _remember(hit, source)
         return hit
     key = _key(source, filename)
     data = CACHE.load_object(key)
@@ -56,7 +67,30 @@ def code(source: str, filename: str) -> CodeType:
     with _lock:
         if len(_memory) >= MEMORY_ENTRIES:          # oldest first: a long-lived process that
             _memory.pop(next(iter(_memory)))        # specializes without end stays bounded
-        return _memory.setdefault((source, filename), c)
+        c = _memory.setdefault((source, filename), c)
+    _remember(c, source)
+    return c
+
+
+def source_of(obj: Any) -> str | None:
+    """The generated source a function or code object came from (through ``code``), or
+    None for code ``code`` did not compile (or compiled long ago: ``SOURCE_ENTRIES``)."""
+    c = getattr(obj, "__code__", obj)
+    return _sources.get(c) if isinstance(c, CodeType) else None
+
+
+def _remember(c: CodeType, source: str) -> None:
+    """Record ``source`` for ``c`` and the code of every function defined in it."""
+    if c in _sources:
+        return
+    todo = [c]
+    with _lock:
+        while todo:
+            k = todo.pop()
+            if len(_sources) >= SOURCE_ENTRIES:
+                _sources.pop(next(iter(_sources)))
+            _sources[k] = source
+            todo.extend(x for x in k.co_consts if isinstance(x, CodeType))
 
 
 def _key(source: str, filename: str) -> str:

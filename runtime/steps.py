@@ -78,9 +78,10 @@ class Row:
 ARRAYS = Site(array_steps=True)     # what ``ArrayOps.step`` asks for an op
 
 
-def choose(node: Node, site: Site, after: Row | None = None) -> tuple[Row, str]:
-    """The first row (after ``after``, if given) that applies to ``node``, and why."""
-    start = 0 if after is None else ROWS.index(after) + 1
+def choose(node: Node, site: Site, after: str | None = None) -> tuple[Row, str]:
+    """The first row (after the row named ``after``, if given) that applies to ``node``,
+    and why."""
+    start = 0 if after is None else [r.name for r in ROWS].index(after) + 1
     for row in ROWS[start:]:
         why = row.applies(node, site)
         if why is not None:
@@ -88,7 +89,7 @@ def choose(node: Node, site: Site, after: Row | None = None) -> tuple[Row, str]:
     raise NotImplementedError(f"the executor cannot run {node.kind}")   # (the last row applies)
 
 
-def build(node: Node, site: Site, after: Row | None = None) -> Built:
+def build(node: Node, site: Site, after: str | None = None) -> Built:
     """The step of the row ``choose`` picks."""
     return choose(node, site, after)[0].build(node, site)
 
@@ -159,9 +160,9 @@ def _epilogue(node: Node, site: Site) -> Built:
     matmul's operands then the group's inputs; for the deferred matmul, its own step."""
     from .gemm import epilogue_step
     if node in site.deferred:
-        return build(node, site, EPILOGUE)
+        return build(node, site, "gemm+epilogue")
     m, slot = site.epilogues[node]
-    mstep = build(m, site, EPILOGUE)[0]
+    mstep = build(m, site, "gemm+epilogue")[0]
     group = group_fn(node, site)
     return epilogue_step(slot, site.ex.fused_kernel(node), lambda a: [group(a)[0]],
                          lambda x, w: mstep([x, w])), True
@@ -244,13 +245,13 @@ def _scalar_kernel(node: Node, site: Site) -> Built:
 def _is_view_memo(node: Node, site: Site) -> str | None:
     if not (_array_op(node, site) and _memoizable(node)):
         return None
-    inner, _ = choose(node, site, VIEW_MEMO)
+    inner, _ = choose(node, site, "view-memo")
     return f"a view of module attribute {node.inputs[0].node.attrs['name']!r}, reused " \
            f"while it is the same array; else {inner.name}"
 
 
 def _view_memo(node: Node, site: Site) -> Built:
-    return _memo_view(build(node, site, VIEW_MEMO)[0]), True
+    return _memo_view(build(node, site, "view-memo")[0]), True
 
 
 def _is_attention(node: Node, site: Site) -> str | None:
@@ -395,15 +396,13 @@ def _interpreted(node: Node, site: Site) -> Built:
     return _single(node, lambda a: run(node, a))
 
 
-EPILOGUE = Row("gemm+epilogue", _is_epilogue, _epilogue, compiled=True)
-VIEW_MEMO = Row("view-memo", _is_view_memo, _view_memo)
 ROWS: list[Row] = [
     Row("constant", _is_constant, _constant),
-    EPILOGUE,
+    Row("gemm+epilogue", _is_epilogue, _epilogue, compiled=True),
     Row("fusion-group", _has_kernel, _group, compiled=True),
     Row("reference-kernel", _on_reference, _group),
     Row("scalar-kernel", _is_scalar_kernel, _scalar_kernel),
-    VIEW_MEMO,
+    Row("view-memo", _is_view_memo, _view_memo),
     Row("attention", _is_attention, _attention, compiled=True),
     Row("own-gemm", _is_own_gemm, _own_gemm_step, compiled=True),
     Row("matmul", _is_matmul, _matmul),
