@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import RemovableHandle
 from scriptmod.autograd.function import Function
+from scriptmod.tensor import Tensor
 
 if TYPE_CHECKING:
     from scriptmod.nn.module import Module
@@ -246,7 +247,6 @@ class HooksMixin:
             if out is not None:
                 st.result = out
         if bw_hook is not None:
-            from scriptmod.tensor import Tensor
             if not isinstance(st.result, (Tensor, tuple)):
                 warnings.warn("For backward hooks to be called, module output should be a Tensor "
                               f"or a tuple of Tensors but received {type(st.result)}")
@@ -289,7 +289,6 @@ class HooksMixin:
                               f"was silenced as another error was raised in forward: {str(e)}")
 
     def _attach_old_backward_hooks(self, result: Any, hooks: list[Callable]) -> None:
-        from scriptmod.tensor import Tensor
         var = result
         while not isinstance(var, Tensor):
             if isinstance(var, dict):
@@ -366,7 +365,6 @@ class BackwardHook:
         grad_fn.register_hook(hook)
 
     def _apply_on_tensors(self, fn: Callable[[Any], None], args: tuple) -> tuple[tuple, list[int] | None]:
-        from scriptmod.tensor import Tensor
         idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         tensors = [args[i] for i in idx]
         if not (any(t.requires_grad for t in tensors) and grad_mode.is_grad_enabled()):

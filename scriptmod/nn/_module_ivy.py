@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from scriptmod.autograd import grad_mode
 from scriptmod.nn._compiler import compiler
-from scriptmod.nn._module_variables import (IVY_KEYWORDS, apply_options, check_options,
-                                            check_stored, flatten)
+from scriptmod.nn._module_variables import (IVY_KEYWORDS, _accepts_no_inputs, apply_options,
+                                            check_options, check_stored, flatten)
 from scriptmod.nn.parameter import is_lazy
 
 if TYPE_CHECKING:
@@ -63,14 +63,6 @@ def _forward_takes(forward: Any) -> frozenset:
         return frozenset(inspect.signature(forward).parameters)
     except (TypeError, ValueError):
         return frozenset()
-
-
-def _accepts_no_inputs(fn: Any) -> bool:
-    try:
-        inspect.signature(fn).bind()
-        return True
-    except TypeError:
-        return False
 
 
 @functools.lru_cache(maxsize=None)

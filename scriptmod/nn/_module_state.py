@@ -21,11 +21,12 @@ import numpy as np
 
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.engine import RemovableHandle
+from scriptmod.nn._module_hooks import WrappedHook, _add_hook
 from scriptmod.nn.parameter import Parameter, is_lazy
+from scriptmod.tensor import Size, Tensor
 
 if TYPE_CHECKING:
     from scriptmod.nn.module import Module
-    from scriptmod.tensor import Tensor
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
 
@@ -46,7 +47,6 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
 def as_tensor_value(value: Any) -> Any:
     """A checkpoint value as a scriptmod Tensor (NumPy arrays and array-likes convert);
     anything else is returned unchanged so the caller can report it."""
-    from scriptmod.tensor import Tensor
     if isinstance(value, Tensor):
         return value
     if isinstance(value, (np.ndarray, np.generic)):
@@ -73,7 +73,6 @@ def _public_state_dict_hook(hook: Callable) -> Callable:
 
 
 def _shape(t: Any) -> Any:
-    from scriptmod.tensor import Size
     return Size(tuple(t.shape))
 
 
@@ -85,33 +84,27 @@ class StateMixin:
     # ---- hooks ----------------------------------------------------------------------------
     def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, prefix, keep_vars)`` before ``state_dict`` saves this module."""
-        from scriptmod.nn._module_hooks import _add_hook
         return _add_hook(self._state_dict_pre_hooks, hook, False)
 
     def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata) -> None``; may edit the dict."""
-        from scriptmod.nn._module_hooks import _add_hook
         return _add_hook(self._state_dict_hooks, _public_state_dict_hook(hook), False)
 
     def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
         """The older private form: the hook may return a new dict."""
-        from scriptmod.nn._module_hooks import _add_hook
         return _add_hook(self._state_dict_hooks, hook, False)
 
     def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
         unexpected_keys, error_msgs)`` before this module loads; may edit ``state_dict``."""
-        from scriptmod.nn._module_hooks import WrappedHook, _add_hook
         return _add_hook(self._load_state_dict_pre_hooks, WrappedHook(hook, self), False)
 
     def _register_load_state_dict_pre_hook(self, hook: Callable, with_module: bool = False) -> RemovableHandle:
-        from scriptmod.nn._module_hooks import WrappedHook, _add_hook
         fn = WrappedHook(hook, self) if with_module else hook
         return _add_hook(self._load_state_dict_pre_hooks, fn, False)
 
     def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, incompatible_keys) -> None``; may clear entries of the key lists."""
-        from scriptmod.nn._module_hooks import _add_hook
         return _add_hook(self._load_state_dict_post_hooks, hook, False)
 
     # ---- extra state ------------------------------------------------------------------------
@@ -197,7 +190,6 @@ class StateMixin:
 
     def _load_one(self, name: str, key: str, param: Any, value: Any, assign: bool,
                   error_msgs: list[str]) -> None:
-        from scriptmod.tensor import Tensor
         value = as_tensor_value(value)
         if not isinstance(value, Tensor):
             error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor '

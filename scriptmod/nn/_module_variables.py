@@ -16,12 +16,17 @@ by a subclass wins, and ``repr``, ``state_dict`` keys and the attribute rules st
 """
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
+from scriptmod import _device as dev
+from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ShapeError
+from scriptmod.nn._module_state import as_tensor_value
 from scriptmod.nn.parameter import Parameter, is_lazy
+from scriptmod.tensor import Tensor, _dtype_arg
 
 if TYPE_CHECKING:
     from scriptmod.nn.module import Module
@@ -84,7 +89,6 @@ def _first_tensor(m: "Module", floating: bool) -> Any:
 
 
 def _device(m: "Module") -> Any:
-    from scriptmod import _device as dev
     t = _first_tensor(m, floating=False)
     if t is not None:
         return t.device
@@ -92,7 +96,6 @@ def _device(m: "Module") -> Any:
 
 
 def _dtype(m: "Module") -> Any:
-    from scriptmod.ir import dtypes as D
     t = _first_tensor(m, floating=True)
     if t is not None:
         return t.dtype
@@ -140,8 +143,6 @@ def apply_options(m: "Module", opts: dict[str, Any]) -> None:
 
 
 def _place(m: "Module", device: Any, dtype: Any) -> None:
-    from scriptmod import _device as dev
-    from scriptmod.tensor import _dtype_arg
     if device is not None:
         object.__setattr__(m, "_ivy_device", dev.canonical(device))
     if dtype is not None:
@@ -198,8 +199,6 @@ def _slot(m: "Module", name: str) -> Any:
 
 
 def _as_tensor(name: str, value: Any, problems: list[str]) -> Any:
-    from scriptmod.nn._module_state import as_tensor_value
-    from scriptmod.tensor import Tensor
     t = as_tensor_value(value)
     if not isinstance(t, Tensor):
         problems.append(f"{name}: expected a tensor, got {type(value).__name__}.")
@@ -220,10 +219,17 @@ def _put(m: "Module", name: str, t: Any, kind: str) -> None:
     (owner._parameters if kind == "v" else owner._buffers)[leaf] = t
 
 
+def _accepts_no_inputs(fn: Any) -> bool:
+    try:
+        inspect.signature(fn).bind()
+        return True
+    except TypeError:
+        return False
+
+
 def _finish_lazy(modules: list) -> None:
     """A lazy layer whose members all came from ``v=`` finishes its build now (``_build()``
     without inputs: a ``LazyLinear`` reads ``in_features`` off its weight)."""
-    from scriptmod.nn._module_ivy import _accepts_no_inputs
     for sub in modules:
         if not sub._own_lazy() and _accepts_no_inputs(sub._build):
             sub._try_build((), {})

@@ -27,6 +27,7 @@ import warnings
 from typing import Any, Callable, Iterator, TypeVar
 
 from scriptmod import _device, _memory_format
+from scriptmod._creation import empty_like
 from scriptmod.autograd import grad_mode
 from scriptmod.nn._compiler import compiler
 from scriptmod.nn._module_hooks import (HooksMixin, register_module_forward_hook,  # noqa: F401
@@ -37,7 +38,8 @@ from scriptmod.nn._module_ivy import IvyMixin
 from scriptmod.nn._module_state import StateMixin
 from scriptmod.nn._module_variables import ATTRIBUTES, check_options
 from scriptmod.nn.parameter import Buffer, Parameter, is_lazy
-from scriptmod.tensor import Tensor
+from scriptmod.runtime.arrays import require_cuda
+from scriptmod.tensor import Tensor, _parse_to
 
 T = TypeVar("T", bound="Module")
 
@@ -465,7 +467,6 @@ class Module(StateMixin, HooksMixin, IvyMixin):
         ``to(memory_format=scriptmod.channels_last)``. Only floating and complex parameters
         and buffers change dtype, only 4-d and 5-d ones memory format (as in torch); the
         module is changed in place and returned."""
-        from scriptmod.tensor import _parse_to
         kwargs = dict(kwargs)
         fmt = kwargs.pop("memory_format", None)
         if fmt is not None:
@@ -531,7 +532,6 @@ class Module(StateMixin, HooksMixin, IvyMixin):
 
     def to_empty(self: T, *, device: Any, recurse: bool = True) -> T:
         """Move to ``device`` with uninitialized storage (for modules built on 'meta')."""
-        from scriptmod._creation import empty_like
         dev = _checked_device(device)
         return self._apply(lambda t: empty_like(t, device=dev), recurse=recurse)
 
@@ -595,6 +595,5 @@ def _checked_device(device: Any) -> str:
                            "(supported devices: 'cpu', 'cuda')")
     canon = _device.canonical(device)
     if canon.startswith("cuda"):
-        from scriptmod.runtime.arrays import require_cuda
         require_cuda(canon)
     return canon
