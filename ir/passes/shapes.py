@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from .. import schema as S
 from ..builder import infer_op_types, join_types
@@ -185,14 +185,17 @@ def _fusion_group(node: Node) -> None:
         v.type = o.type
 
 
-def _call_method(node: Node) -> None:
-    """A call left in place by inlining: typed from the callee graph its caller attached as
-    ``node.callee`` (none attached: the call keeps its types)."""
-    callee = node.__dict__.get("callee")
-    if isinstance(callee, Graph):
-        propagate_shapes(callee, [v.type for v in node.inputs])
-        for v, o in zip(node.outputs, callee.outputs):
-            v.type = o.type
+def callee_handlers(callees: Mapping[Node, Graph]) -> dict[str, Callable[[Node], None]]:
+    """For ``extra_handlers``: each call left in place by inlining that is a key of
+    ``callees`` is typed through its callee graph there (the caller keeps that mapping; a
+    call without a callee keeps its types, as it does without these handlers)."""
+    def call_method(node: Node) -> None:
+        callee = callees.get(node)
+        if callee is not None:
+            propagate_shapes(callee, [v.type for v in node.inputs])
+            for v, o in zip(node.outputs, callee.outputs):
+                v.type = o.type
+    return {Prim.CALL_METHOD: call_method}
 
 
 def _tuple_construct(node: Node) -> None:
@@ -258,7 +261,6 @@ def _list_unpack(node: Node) -> None:
 
 HANDLERS: dict[str, Callable[[Node], None]] = {
     Prim.IF: _if, Prim.LOOP: _loop, Prim.FUSION_GROUP: _fusion_group,
-    Prim.CALL_METHOD: _call_method,
     Prim.TUPLE_CONSTRUCT: _tuple_construct, Prim.TUPLE_UNPACK: _tuple_unpack,
     Prim.TUPLE_INDEX: _tuple_index, Prim.LIST_CONSTRUCT: _list_construct,
     Prim.LIST_UNPACK: _list_unpack, "sm::guard": _guard,

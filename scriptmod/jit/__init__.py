@@ -10,7 +10,7 @@
     scriptmod.Size([3, 2])
 """
 from scriptmod.jit._script_module import (PicklingError, RecursiveScriptModule,  # noqa: F401
-                                          ScriptFunction, ScriptMethod, ScriptModule)
+                                          ScriptFunction, ScriptMethod, ScriptModule, explain)
 from scriptmod.jit._trace import TracingCheckError, trace, trace_module  # noqa: F401
 from scriptmod.jit._tracer import TracerWarning, TracingError  # noqa: F401
 from scriptmod.ir.errors import ArgumentError, TraceGuardError  # noqa: F401
@@ -33,4 +33,4 @@ __all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "Sc
            "TracingError", "TraceGuardError", "ArgumentError", "PicklingError", "TracingCheckError", "save", "load", "ArchiveError", "fuser",
            "kernels_for", "script", "export", "ignore", "unused", "annotate", "Final",
            "is_scripting", "is_tracing", "FrontendError", "freeze", "optimize_for_inference",
-           "run_frozen_optimizations", "code_namespace"]
+           "run_frozen_optimizations", "code_namespace", "explain"]

@@ -46,7 +46,7 @@ def check_types(root: ScriptModule, manifest: dict[str, Any]) -> None:
 def _typed(mod: ScriptModule, name: str) -> Graph:
     """``mod.<name>`` inlined, its attributes typed from the loaded tensors, then typed from
     its declared inputs (scripted library calls expanded where their types are known)."""
-    from scriptmod.jit._executor import typed_inlined
+    from scriptmod.jit._specialize import typed_inlined
     return typed_inlined(mod, name)
 
 

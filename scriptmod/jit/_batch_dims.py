@@ -113,7 +113,7 @@ class _Typing:
         return c, env
 
     def _call(self, node: Node) -> None:
-        from scriptmod.jit._executor import submodule_of
+        from scriptmod.jit._specialize import submodule_of
         sub = submodule_of(self.owner[id(node.graph)], node)
         types = [v.type for v in node.inputs]
         callee = self.graphs.get(id(sub), {}).get(node.attrs["name"])
@@ -136,7 +136,7 @@ def _pins(traced: Graph, env: dict[Value, Value]) -> bool:
 
 def _scripted_outputs(module: Any, method: str, types: list[Type]) -> list[Type]:
     """The result types of a scripted submodule's method at ``types``, as inlining gives."""
-    from scriptmod.jit._executor import typed_inlined
+    from scriptmod.jit._specialize import typed_inlined
     return [v.type for v in typed_inlined(module, method, types).outputs]
 
 

@@ -42,33 +42,29 @@ from scriptmod.tensor import Tensor, wrap_tree
 
 MISS = object()          # the fast path's answer when a check fails: take the full path
 
-_CODE: dict[tuple, Any] = {}     # structure -> compiled code object (see ``_source``)
+_CODE: dict[tuple, tuple[Any, str]] = {}   # structure -> (code object, its source)
 
 
 def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool,
-          stats: dict, grad: tuple = ((), None)) -> Callable[[Sequence[Any]], Any] | None:
-    """The fast path of ``spec`` (an ``_executor.Specialization``) for calls like ``args``
-    with the module tree read through ``slots`` (``_executor._StateSlots`` or None), or
-    None when the specialization needs the full path on every call. ``grad`` is
-    (requires_grad of each module tensor, the call that runs the compiled forward and
-    attaches the backward) for calls with grad enabled, or (pattern, None)."""
-    if spec.written or spec.aliased or spec.key[3]:
-        return None
-    kinds = tuple(_kind(a) for a in args)
-    if None in kinds:
-        return None
+          stats: dict, grad: tuple = ((), None)
+          ) -> tuple[Callable[[Sequence[Any]], Any] | None, str | None]:
+    """(the fast path, its source) of ``spec`` (a ``_specialization.Specialization``) for
+    calls like ``args`` with the module tree read through ``slots``
+    (``_executor._StateSlots`` or None), or (None, None) when the specialization needs the
+    full path on every call. ``grad`` is (requires_grad of each module tensor, the call that
+    runs the compiled forward and attaches the backward) for calls with grad enabled, or
+    (pattern, None)."""
+    structure = _structure(spec, args, slots, has_self)
+    if structure is None:
+        return None, None
+    kinds = structure[0]
     fn, error = spec.executable.direct()
-    n_out = len(spec.graph.outputs)
     env = _fuser._env_data
-    m_names = tuple(slots.m_names) if slots is not None else ()
-    t_names = tuple(slots.t_names) if slots is not None else ()
-    dims = tuple(_symbolic(entry) if k == "tensor" else None
-                 for k, entry in zip(kinds, spec.key[0])) if spec.symbolic else ()
-    structure = (kinds, has_self, m_names, t_names, n_out, env is not None, dims,
-                 spec.first if spec.symbolic else ())
-    code = _CODE.get(structure)
-    if code is None:
-        code = _CODE[structure] = pycode.code(_source(*structure), "<scriptmod fast path>")
+    found = _CODE.get(structure)
+    if found is None:
+        source = _source(*structure)
+        found = _CODE[structure] = (pycode.code(source, "<scriptmod fast path>"), source)
+    code, source = found
     ns: dict[str, Any] = {
         "MISS": MISS, "Tensor": Tensor, "ndarray": np.ndarray, "HV": HOOK_VERSION,
         "V0": HOOK_VERSION[0], "GS": grad_mode._state, "FST": _fuser._state,
@@ -88,7 +84,30 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
             ns[f"R{i}"], ns[f"T{i}"], ns[f"A{i}"] = reg, reg[name], arr
             ns[f"RG{i}"] = grad[0][i] if i < len(grad[0]) else None   # the plan's pattern
     exec(code, ns)
-    return ns["fast"]
+    return ns["fast"], source
+
+
+def source(spec: Any, args: Sequence[Any], slots: Any, has_self: bool) -> str | None:
+    """The text of the fast path ``build`` would make for ``spec`` and ``args`` (None: the
+    full path serves every call), without building it (``Specialization.explain``)."""
+    structure = _structure(spec, args, slots, has_self)
+    return None if structure is None else _source(*structure)
+
+
+def _structure(spec: Any, args: Sequence[Any], slots: Any, has_self: bool) -> tuple | None:
+    """What the fast path's text depends on (``_source``'s arguments), or None when the
+    specialization needs the full path on every call."""
+    if spec.written or spec.aliased or spec.key[3]:
+        return None
+    kinds = tuple(_kind(a) for a in args)
+    if None in kinds:
+        return None
+    m_names = tuple(slots.m_names) if slots is not None else ()
+    t_names = tuple(slots.t_names) if slots is not None else ()
+    dims = tuple(_symbolic(entry) if k == "tensor" else None
+                 for k, entry in zip(kinds, spec.key[0])) if spec.symbolic else ()
+    return (kinds, has_self, m_names, t_names, len(spec.graph.outputs),
+            _fuser._env_data is not None, dims, spec.first if spec.symbolic else ())
 
 
 def _symbolic(entry: tuple) -> tuple | None:

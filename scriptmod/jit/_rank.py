@@ -17,7 +17,8 @@ rank-following ops (``copy_``'s broadcast as a ``where``) and writes it back wit
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping, Sequence
 
 from scriptmod.ir import schema as S
 from scriptmod.ir.errors import ShapeError
@@ -27,31 +28,35 @@ from scriptmod.ir.types import TensorType, TupleType, Type
 from scriptmod.runtime.errors import op_label, place
 
 
+NO_CALLEES: Mapping[Node, Graph] = MappingProxyType({})   # a graph without kept calls
+
+
 def rank_of(t: Type) -> int | None:
     return len(t.shape) if isinstance(t, TensorType) and t.shape is not None else None
 
 
-def _nodes(g: Graph) -> Iterator[Node]:
-    """Every node, those of the callee graphs attached to kept calls included."""
+def _nodes(g: Graph, callees: Mapping[Node, Graph]) -> Iterator[Node]:
+    """Every node, those of the callee graphs of kept calls (``callees``) included."""
     for n in g.walk():
         yield n
-        callee = n.__dict__.get("callee")
-        if isinstance(callee, Graph):
-            yield from _nodes(callee)
+        callee = callees.get(n)
+        if callee is not None:
+            yield from _nodes(callee, callees)
 
 
-def _values(g: Graph) -> Iterator[Value]:
+def _values(g: Graph, callees: Mapping[Node, Graph]) -> Iterator[Value]:
     yield from g.inputs
-    for n in _nodes(g):
+    for n in _nodes(g, callees):
         yield from n.outputs
         for b in n.blocks:
             yield from b.params
 
 
-def traced_ranks(g: Graph) -> dict[Value, int]:
-    """The rank of every tensor value of ``g`` before it is re-typed for a call."""
+def traced_ranks(g: Graph, callees: Mapping[Node, Graph] = NO_CALLEES) -> dict[Value, int]:
+    """The rank of every tensor value of ``g`` (and of its kept calls' ``callees``) before
+    it is re-typed for a call."""
     out = {}
-    for v in _values(g):
+    for v in _values(g, callees):
         r = rank_of(v.type)
         if r is not None:
             out[v] = r
@@ -81,9 +86,11 @@ def _pairs(label: str, d: Type, g: Type | None) -> Iterator[tuple[str, Type, Typ
         yield label, d, g
 
 
-def check_ranks(g: Graph, traced: dict[Value, int], args: list[str], where: str) -> None:
-    """Raise ``ShapeError`` at the first op that cannot follow the new ranks (see module doc)."""
-    for node in _nodes(g):
+def check_ranks(g: Graph, traced: dict[Value, int], args: list[str], where: str,
+                callees: Mapping[Node, Graph] = NO_CALLEES) -> None:
+    """Raise ``ShapeError`` at the first op that cannot follow the new ranks (see module doc),
+    in ``g`` or a kept call's graph in ``callees``."""
+    for node in _nodes(g, callees):
         if not node.is_op:
             continue
         changed = [(i, v) for i, v in enumerate(node.inputs)

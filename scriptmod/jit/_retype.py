@@ -3,7 +3,7 @@
 A method's graph keeps the types it was traced or scripted with; ``.double()``, ``.half()``,
 ``.to(dtype)``, ``load_state_dict(..., assign=True)``, an assigned parameter or a replaced
 buffer change the module's tensors, and the executor re-types the graph for the tensors it
-finds at each call (``_executor._refresh_attribute_types``). What is built from the graph
+finds at each call (``_specialize.refresh_attribute_types``). What is built from the graph
 outside a call must be typed the same way: an archive holds each graph as it would run now,
 and freezing folds constants with their current types. Attribute reads take the tensors'
 types and every other value is re-derived from them, for input types the method runs with:
@@ -44,7 +44,7 @@ def current_graphs(modules: list[Any], paths: list[str]) -> dict[Method, Graph]:
     """Every method of ``modules`` (an archive's module tree, numbered) as it would run on
     the modules' tensors now; a method that reads no changed tensor, and whose inputs a whole
     cast leaves alone, is its own graph (the archive of an unchanged module is as before)."""
-    from scriptmod.jit._executor import inlined
+    from scriptmod.jit._specialize import inlined
     graphs = {(i, name): g for i, m in enumerate(modules) for name, g in m._methods.items()}
     if not any(_changes(modules[i], g, paths[i]) for (i, _), g in graphs.items()):
         return graphs
@@ -63,7 +63,7 @@ def current_inlined(mod: Any, name: str) -> Graph:
     ``freeze`` folds into constants); its scripted library calls stay unexpanded. Where no
     input types type it, its attribute reads alone are re-typed (the call fails as the
     module's own call does)."""
-    from scriptmod.jit._executor import _refresh_attribute_types, inlined
+    from scriptmod.jit._specialize import inlined, refresh_attribute_types
     flat = inlined(mod, name)
     reads = _changes(mod, flat, "")
     if not reads:
@@ -74,7 +74,7 @@ def current_inlined(mod: Any, name: str) -> Graph:
     try:
         return _retyped(mod, name, "", reads, cast, _flat)
     except ArchiveError:
-        _refresh_attribute_types(flat, mod)
+        refresh_attribute_types(flat, mod)
         return flat
 
 
@@ -97,7 +97,7 @@ def _tensor_reads(g: Graph) -> list[Node]:
 
 
 def _attribute(mod: Any, node: Node) -> Any:
-    from scriptmod.jit._executor import submodule_of_value
+    from scriptmod.jit._specialize import submodule_of_value
     try:
         return getattr(submodule_of_value(mod, node.inputs[0]), node.attrs["name"])
     except AttributeError:
@@ -174,9 +174,9 @@ def _for_archive(mod: Any, name: str, types: list[Type]) -> Graph:
 
 
 def _flat(mod: Any, name: str, types: list[Type]) -> Graph:
-    from scriptmod.jit._executor import _refresh_attribute_types, inlined
+    from scriptmod.jit._specialize import inlined, refresh_attribute_types
     flat = inlined(mod, name)
-    _refresh_attribute_types(flat, mod)
+    refresh_attribute_types(flat, mod)
     return propagate_shapes(flat, types)
 
 
@@ -228,7 +228,7 @@ def _is_module(t: Type) -> bool:
 def _typed_calls(mod: Any, name: str, types: list[Type]) -> Graph:
     """``mod.<name>``'s own graph (its calls kept) typed from ``types``: each
     ``prim::CallMethod`` is typed through a copy of its callee's graph, as the call runs."""
-    from scriptmod.jit._executor import submodule_of
+    from scriptmod.jit._specialize import submodule_of
     owners: dict[Node, Any] = {}
 
     def graph_of(owner: Any, method: str) -> Graph:
@@ -251,7 +251,7 @@ def _typed_calls(mod: Any, name: str, types: list[Type]) -> Graph:
 def _check_as_load(mod: Any, name: str, types: list[Type], g: Graph) -> None:
     """``jit.load`` types the method inlined, its library calls expanded, from its declared
     inputs (``_archive_checks._typed``): that must succeed and agree with ``g``'s outputs."""
-    from scriptmod.jit._executor import typed_inlined
+    from scriptmod.jit._specialize import typed_inlined
     flat = typed_inlined(mod, name, types)
     for k, (d, v) in enumerate(zip(g.outputs, flat.outputs)):
         if not types_agree(d.type, v.type):

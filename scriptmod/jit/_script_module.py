@@ -16,7 +16,8 @@ from typing import Any, Iterator, Sequence
 from scriptmod.ir.code import code_with_constants, python_code
 from scriptmod.ir.graph import Graph
 from scriptmod.ir.types import ModuleType
-from scriptmod.jit._executor import Executor, inlined
+from scriptmod.jit._executor import Executor
+from scriptmod.jit._specialize import inlined
 from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._structure import bind_keywords, bind_structured, unflatten
 from scriptmod.nn.module import Module
@@ -492,3 +493,31 @@ class ScriptFunction:
         out.__dict__.update(self.__dict__)
         out._module = copy.deepcopy(self._module, memo)
         return out
+
+
+def explain(module: Any, *example_inputs: Any) -> str:
+    """How a compiled module runs for ``example_inputs``: the specialization they select
+    (compiled now if no call built it yet), as ``Specialization.explain`` prints it: its key
+    and guards, one line per node of the optimized graph (its step, target and reason), the
+    generated sources, and its grad plans. ``module``: a ``trace``/``script`` result, one of
+    its methods (``traced.encode``) or a traced function.
+
+        >>> traced = scriptmod.jit.trace(nn.Linear(4, 2), scriptmod.ones(3, 4))
+        >>> print(scriptmod.jit.explain(traced, scriptmod.ones(3, 4)).split("guards:")[0])
+        specialization of Linear.forward (concrete, fused)
+        key:
+          input: Tensor float32 (3, 4) on cpu
+          fusion: fused
+        <BLANKLINE>
+    """
+    if isinstance(module, ScriptFunction):
+        owner, method = module._module, "forward"
+    elif isinstance(module, ScriptMethod):
+        owner, method = module.owner, module.name
+    elif isinstance(module, ScriptModule):
+        owner, method = module, "forward"
+    else:
+        raise TypeError(f"jit.explain: expected a compiled module (the result of "
+                        f"jit.trace or jit.script), got {type(module).__name__}")
+    owner._method_graph(method)
+    return owner.executor(method).explain(owner._graph_args(method, example_inputs))
