@@ -250,7 +250,7 @@ class Executable:
         names = self._program.name
         rows = [("  outputs", "kind", "step", "target", "reason")]
         rows += [("  " * (1 + d.depth) + (", ".join(names[v] for v in d.node.outputs) or "-"),
-                 profiling.node_label(d.node), d.step, d.target, d.reason)
+                 _label(d.node), d.step, d.target, d.reason)
                 for d in self.plan_rows]
         inputs = ", ".join(f"{names[v]} : {v.type}" for v in self.graph.inputs)
         head = [f"{self}", f"inputs: {inputs}", *_columns(rows)]
@@ -281,6 +281,13 @@ class Executable:
 
 
 # ---- explain -----------------------------------------------------------------------------------
+
+def _label(node: Node) -> str:
+    """``profiling.node_label``, with the attribute an attribute read or write names."""
+    if node.kind in (Prim.GET_ATTR, Prim.SET_ATTR):
+        return f"{node.kind}[{node.attrs['name']}]"
+    return profiling.node_label(node)
+
 
 def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
     """``outputs = kind  step  target  reason``, each column padded to its widest entry."""

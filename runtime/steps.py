@@ -346,8 +346,7 @@ def _kernel(node: Node, site: Site) -> Built:
 
 def _is_op(node: Node, site: Site) -> str | None:
     if _array_op(node, site):
-        return "run_kernel: dtype promotion and result conversion (elementwise, factory, " \
-               "mixed or half dtypes, non-CPU)"
+        return f"run_kernel: {_direct_check(node, S.REGISTRY[node.op_name])}"
     return None
 
 
@@ -486,7 +485,7 @@ class StepPlan:
             return Decision(node, node.kind.split("::")[-1].lower(), "Python",
                             f"{what} in the program; its blocks below", None, depth)
         row, reason = choose(node, self.site)
-        if why is not None:
+        if why is not None and row.name != "constant":
             reason += f" (not native: {why})"
         return Decision(node, row.name, where(node, row.compiled), reason, row, depth)
 
@@ -661,16 +660,24 @@ def _stack_by_matrix(node: Node, dt: D.DType) -> bool:
 
 
 def _direct_dtype(node: Node, schema: S.OpSchema) -> D.DType | None:
+    """The result dtype when the reference kernel may be called without ``run_kernel``
+    (no input cast, no result conversion), else None (``_direct_check`` says why)."""
+    found = _direct_check(node, schema)
+    return found if isinstance(found, D.DType) else None
+
+
+def _direct_check(node: Node, schema: S.OpSchema) -> D.DType | str:
+    """``_direct_dtype``'s answer: the dtype, or why ``run_kernel`` must run the op."""
     if schema.has(S.ELEMENTWISE) or schema.has(S.FACTORY) or node.op_name not in KERNELS:
-        return None
+        return "an elementwise op or a factory: dtype promotion"
     t = node.outputs[0].type
     if not isinstance(t, TensorType) or t.dtype is None or t.device != "cpu":
-        return None
+        return "not a CPU tensor result of a known dtype"
     if t.dtype in (D.float16, D.bfloat16) or t.dtype.category == D.COMPLEX:
-        return None
+        return f"a {t.dtype.name} result: converted"
     tensors = [v.type for v in node.inputs if isinstance(v.type, TensorType)]
     if not tensors or any(u.dtype is not t.dtype or u.device != "cpu" for u in tensors):
-        return None
+        return "operands of another dtype or device: cast"
     if len(tensors) != len(node.inputs):
-        return None                        # scalars/lists may steer the dtype rule
+        return "scalar or list operands may steer the dtype rule"
     return t.dtype

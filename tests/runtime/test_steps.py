@@ -84,7 +84,7 @@ def mlp_inputs(n: int = 256) -> list[np.ndarray]:
     (Prim.LIST_CONSTRUCT, "interpreter", "Interpreter.list_construct"),
     ("sm::numel", "scalar-kernel", "int result"),
     (Prim.CONSTANT, "constant", "bound once"),
-    ("sm::mul", "op", "run_kernel"),
+    ("sm::mul", "op", "run_kernel: an elementwise op"),
 ])
 def test_rows_of_a_module_graph(kind: str, step: str, why: str) -> None:
     g = parse(MODULE)
