@@ -1,10 +1,13 @@
-"""``scriptmod inspect FILE [--graph|--inlined|--code|--manifest]``: what a saved archive holds.
+"""``scriptmod inspect FILE [--graph|--inlined|--code|--manifest|--explain [SHAPE ...]]``:
+what a saved archive holds.
 
     $ scriptmod inspect block.smod            # module tree, attributes, methods, ops, extras
     $ scriptmod inspect block.smod --code     # each method's readable code
+    $ scriptmod inspect block.smod --explain 32x128   # how forward runs for that input shape
     $ scriptmod inspect model.pt              # a torch.save or safetensors file: its tensors
 
-The archive is fully validated first (as ``jit.load`` does); nothing in it is executed. A
+The archive is fully validated first (as ``jit.load`` does); nothing in it is executed
+(``--explain`` compiles forward for zero inputs, ``jit.explain``, without calling it). A
 weights file is read as ``scriptmod.load`` reads it; any other file is named for what it is.
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.code import python_code
-from scriptmod.ir.types import TensorType
+from scriptmod.ir.types import ModuleType, TensorType
 from scriptmod import _formats
 from scriptmod.jit.archive import ArchiveError, read
 
@@ -29,6 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--inlined", action="store_true", help="forward with calls inlined")
     show.add_argument("--code", action="store_true", help="every method's readable code")
     show.add_argument("--manifest", action="store_true", help="the JSON manifest")
+    show.add_argument("--explain", nargs="*", metavar="SHAPE",
+                      help="how forward runs (jit.explain) for zero inputs of these shapes, one "
+                      "per tensor input (e.g. 32x128; default: the traced shapes, a symbolic "
+                      "dim 2)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +52,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.manifest:
         print(json.dumps(manifest, indent=1, sort_keys=True))
+    elif args.explain is not None:
+        try:
+            text = explain(module, args.explain)
+        except ValueError as e:
+            print(f"scriptmod inspect: {args.file}: {e}", file=sys.stderr)
+            return 1
+        print(text, end="")
     elif args.inlined:
         print(module.inlined_graph, end="")
     elif args.graph or args.code:
@@ -55,6 +69,40 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(summary(manifest, args.file)))
     return 0
+
+
+def explain(module: Any, shapes: list[str]) -> str:
+    """``jit.explain`` of the archive's forward for zero inputs of ``shapes`` ("32x128", one
+    per tensor input; none given: the traced shapes, with each symbolic dim 2)."""
+    import scriptmod as sm
+    from scriptmod.jit import explain as jit_explain
+    g = module._method_graph("forward")
+    declared = [v.type for v in g.inputs if not isinstance(v.type, ModuleType)]
+    if shapes and len(shapes) != len(declared):
+        raise ValueError(f"--explain: forward takes {len(declared)} input(s), got "
+                         f"{len(shapes)} shape(s)")
+    inputs = []
+    for i, t in enumerate(declared):
+        if not isinstance(t, TensorType):
+            raise ValueError(f"--explain: input {i} of forward is a {t}, not a tensor")
+        shape = _shape(shapes[i]) if shapes else _traced_shape(t, i)
+        inputs.append(sm.zeros(*shape, dtype=t.dtype or D.float32))
+    return jit_explain(module, *inputs)
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in text.lower().split("x")) if text else ()
+    except ValueError:
+        raise ValueError(f"--explain: a shape is sizes joined by 'x' (32x128), got "
+                         f"{text!r}") from None
+
+
+def _traced_shape(t: TensorType, i: int) -> tuple[int, ...]:
+    if t.shape is None:
+        raise ValueError(f"--explain: input {i} of forward has no traced shape (scripted): "
+                         f"give one per input, e.g. --explain 4x32x16")
+    return tuple(d if isinstance(d, int) else 2 for d in t.shape)
 
 
 def weights_summary(path: str, kind: str) -> list[str]:
