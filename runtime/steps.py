@@ -392,7 +392,9 @@ def _interpreted(node: Node, site: Site) -> Built:
     if method is None and not node.is_op:
         raise NotImplementedError(f"the executor cannot run {node.kind}")
     run = getattr(interp, method) if method is not None else interp.call_op
-    return _single(node, lambda a: run(node, a))
+    if len(node.outputs) == 1:
+        return (lambda a: run(node, a)[0]), True       # one call per step, not two
+    return (lambda a: run(node, a)), False
 
 
 ROWS: list[Row] = [
