@@ -244,3 +244,26 @@ def test_large_fresh_buffers_are_reused_only_when_nothing_holds_them() -> None:
     y3, = ex([x + 2])
     assert y3.ctypes.data in pooled                          # dropped: reused
     np.testing.assert_array_equal(y3, -(x + 2))
+
+
+def test_the_plan_says_why_for_every_node() -> None:
+    """``NativePlan.why``: each node of the block gets a line, native ones the segment and
+    what they became there, Python ones the planner's reason."""
+    from scriptmod.ir import parse
+    from scriptmod.ir.passes import fuse_elementwise
+    from scriptmod.runtime.native import plan_blocks
+    g = fuse_elementwise(parse('''graph(%x : Float(4, 8), %w : Float(3, 8)):
+      %t : Float(8, 3) = sm::transpose[dim0=0, dim1=1](%w)
+      %y : Float(4, 3) = sm::matmul(%x, %t)
+      %r : Float(4, 3) = sm::relu(%y)
+      %s : Float(4) = sm::sum[dim=[1]](%r)
+      return (%s)
+    '''))
+    plan, = plan_blocks(g, None).values()
+    assert set(plan.why) == set(g.nodes)
+    got = {n.kind.split("::")[1]: w for n, w in plan.why.items()}
+    assert got["matmul"] == "segment 0: matmul (gemm 4x3x8, float32)"
+    assert got["FusionGroup"] == "segment 0: fusion group as an elementwise kernel (12 elements)"
+    assert got["sum"] == "sum has no native lowering yet"
+    assert got["transpose"] == ("native: transpose as a view (offset and strides over its "
+                                "input, no code)")
