@@ -670,8 +670,11 @@ def _direct_dtype(node: Node, schema: S.OpSchema) -> D.DType | None:
 
 def _direct_check(node: Node, schema: S.OpSchema) -> D.DType | str:
     """``_direct_dtype``'s answer: the dtype, or why ``run_kernel`` must run the op."""
-    if schema.has(S.ELEMENTWISE) or schema.has(S.FACTORY) or node.op_name not in KERNELS:
-        return "an elementwise op or a factory: dtype promotion"
+    if schema.has(S.ELEMENTWISE):
+        return "an elementwise op: dtype promotion"
+    if schema.has(S.FACTORY) or node.op_name not in KERNELS:
+        return "a factory: its dtype and device from its arguments" \
+            if schema.has(S.FACTORY) else "no reference kernel of its own"
     t = node.outputs[0].type
     if not isinstance(t, TensorType) or t.dtype is None or t.device != "cpu":
         return "not a CPU tensor result of a known dtype"
