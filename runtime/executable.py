@@ -64,8 +64,8 @@ from . import profiling, pycode
 from .fusion import FusedKernel
 from .interpreter import Interpreter, InterpreterError, OpHandler
 from .program import _Program
-from .steps import (_REFERENCE, Decision, Step, StepPlan, _basic_index, _build_fused,  # noqa: F401
-                    group_fn, group_name, op_step)
+from .steps import (Decision, Step, StepPlan, _basic_index, _build_fused,  # noqa: F401
+                    group_fn, op_step)
 
 CODEGEN = "codegen"                  # SCRIPTMOD_LOG topic: what became native, and why not
 

@@ -44,7 +44,6 @@ from .targets import target_type
 
 Step = Callable[[list], Any]         # a Python step: its input values -> its output value(s)
 Built = tuple[Step, bool]            # (step, whether it returns the one output itself)
-_REFERENCE = "reference"             # (kept for importers: a group on the reference kernels)
 
 
 # ---- the registry ---------------------------------------------------------------------------
@@ -149,7 +148,8 @@ def _constant(node: Node, site: Site) -> Built:
 
 def _is_epilogue(node: Node, site: Site) -> str | None:
     if node in site.epilogues:
-        return f"applied per block of C by our GEMM of input {site.epilogues[node][1]}"
+        return f"the epilogue of our GEMM of the matmul feeding input " \
+               f"{site.epilogues[node][1]}: applied per block of C while it is in cache"
     if node in site.deferred:
         return "deferred to its epilogue group's line: our GEMM, the group per block of C"
     return None
