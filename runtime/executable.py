@@ -34,10 +34,11 @@ then prints every generated source (``sources()``):
       outputs = kind                    step    target  reason
       v2      = FusionGroup(mul, relu)  native  LLVM    ...
 
-A graph runs as one generated Python function (as ``torch.fx`` does): one line per Python
-step or native segment, values in local variables, handlers bound once. Blocks become Python
-control flow: ``prim::If`` an ``if``/``else``, ``prim::Loop`` a ``while`` loop whose carried
-values are locals rebound per iteration. Every block has native segments of its own
+A graph runs as one generated Python function (``runtime.program``, as ``torch.fx`` does):
+one line per Python step (a row of the ``runtime.steps`` registry, decided once per node by
+``StepPlan``) or native segment, values in local variables, handlers bound once. Blocks
+become Python control flow: ``prim::If`` an ``if``/``else``, ``prim::Loop`` a ``while`` loop
+whose carried values are locals rebound per iteration. Every block has native segments of its own
 (``runtime.native.plan_blocks``), pasted into the loop or branch like the top block's.
 
     >>> from scriptmod.ir.builder import Builder
