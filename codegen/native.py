@@ -348,7 +348,7 @@ def _shared_function(module: ir.Module, ftype: ir.FunctionType, name: str) -> ir
     """A helper compiled once however many steps call it (``noinline``): LLVM's time grows
     with the code it optimizes, and W4's four equal layers need one copy, not four. Its name
     says what it computes and it is ``linkonce_odr``, so that when several programs are
-    linked into one module (``runtime.llvm_jit.compile_together``: a specialization's
+    linked into one module (``runtime.llvm_jit.compile_units``: a specialization's
     segments) equal helpers merge into one (W5's two LayerNorms share theirs); the compiler
     internalizes what it does not export."""
     fn = ir.Function(module, ftype, name=name)

@@ -28,7 +28,7 @@ from scriptmod.codegen.attention import PARAMS, name, render_attention, workspac
 from scriptmod.codegen.microkernel import ISAS, Isa, host_isa
 from . import threads as _threads
 from .errors import worded
-from .llvm_jit import CompiledKernel, compile_cached, host
+from .llvm_jit import CompiledKernel, compile_units, host
 
 ATTENTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
                                   *[ctypes.c_void_p] * 6, ctypes.c_float)
@@ -61,8 +61,8 @@ def _isa(choice: str) -> Isa:
 def kernel(shape: Isa) -> tuple[Any, CompiledKernel]:
     """The compiled kernel for ``shape`` (``isa()`` picks it): its ctypes function and the
     ``CompiledKernel`` keeping it alive."""
-    k = compile_cached(f"attention f32\0{shape!r}", partial(render_attention, shape),
-                       name(shape))
+    k, = compile_units([(f"attention f32\0{shape!r}", partial(render_attention, shape),
+                         name(shape))])
     return ATTENTION_TYPE(k.address), k
 
 

@@ -31,7 +31,7 @@ from scriptmod.ir.graph import Node, Prim
 from scriptmod.ir.types import TensorType
 from . import threads as _threads
 from .errors import worded
-from .llvm_jit import CompiledKernel, compile_cached, host
+from .llvm_jit import CompiledKernel, compile_units, host
 from .native import data_ptr
 
 EP_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
@@ -107,7 +107,7 @@ def isa() -> Isa:
 @lru_cache(maxsize=None)
 def kernel(shape: Isa) -> tuple[Any, CompiledKernel]:
     """The compiled GEMM for ``shape``: its ctypes function and the ``CompiledKernel``."""
-    k = compile_cached(f"gemm f32\0{shape!r}", partial(render_gemm, shape), name(shape))
+    k, = compile_units([(f"gemm f32\0{shape!r}", partial(render_gemm, shape), name(shape))])
     return GEMM_TYPE(k.address), k
 
 

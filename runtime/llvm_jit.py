@@ -2,18 +2,21 @@
 
 New pass builder at O3 (loop + SLP vectorization; interleaving and unrolling where the IR
 asks, see ``PIPELINE``) for the host CPU name and features; the object code goes through
-``runtime.kernel_cache`` so that a second process compiles nothing. ``compile_together``
-compiles several units (a specialization's segments and kernels) as one module.
-Calling a kernel is the LLVM target's job (``runtime.targets.llvm``, through the one
-launcher ``runtime.fusion.Launch``); this module only makes the function pointer.
+``runtime.kernel_cache`` so that a second process compiles nothing.
+
+Two ways in: ``compile_units(units)`` compiles a list of units ``(key_text, render, name)``
+(``spec_unit`` and ``ir_unit`` make them; a specialization's segments and kernels, our GEMM,
+an optimizer's update) as one module, and ``compile_spec(spec)`` one laid-out kernel spec
+(the fused kernels of ``runtime.targets.llvm``). Calling a kernel is the LLVM target's job
+(through the one launcher ``runtime.fusion.Launch``); this module only makes the function
+pointer.
 
     >>> import ctypes
     >>> from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
-    >>> from scriptmod.codegen.llvm_ir import render_llvm
     >>> from scriptmod.ir import dtypes as D
     >>> spec = KernelSpec([InputSpec(D.float32, "contiguous")],
     ...                   [OpStep("exp", (0,), {}, D.float32)], [1], [D.float32], rank=1)
-    >>> k = compile_llvm(render_llvm(spec))
+    >>> k = compile_spec(spec)
     >>> x = np.zeros(5, np.float32); out = np.empty_like(x)
     >>> ptrs = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
     >>> k.cfunc(0, out.size, ctypes.addressof(ptrs), None); out      # ABI: see codegen.llvm_ir
@@ -36,7 +39,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi, newpassmanagers
 from scriptmod.codegen.kernel import KernelSpec
-from scriptmod.codegen.llvm_ir import LLVMKernel, kernel_name, render_llvm
+from scriptmod.codegen.llvm_ir import kernel_name, render_llvm
 from scriptmod.ir import log as irlog
 from .kernel_cache import KernelCache, cache_key, undefined_symbols
 
@@ -83,9 +86,10 @@ def target_machine() -> llvm.TargetMachine:
     return target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
 
 
-def optimize(text: str) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
+def _optimized(text: str) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
     """Parse, verify and optimize IR text for the host (``PIPELINE``); returns (module, tm)
-    (the module in an LLVM context of its own, freed after it: see ``parsed``)."""
+    (the module in an LLVM context of its own, freed after it: see ``parsed``). For tests
+    that read the optimized IR."""
     mod = llvm.parse_assembly(text, llvm.create_context())
     tm = _optimize_module(mod, max(speed_level(text)[0], 1))
     return mod, tm
@@ -234,8 +238,9 @@ def _no_remarks() -> Iterator[None]:
 PIPELINE = "O3 vectorize=loop,slp interleave=hinted unroll=hinted"
 
 
-def compile_object(text: str) -> bytes:
-    """Optimized object code (ELF) for IR ``text``."""
+def _object_code(text: str) -> bytes:
+    """Optimized object code (ELF) for IR ``text``, not loaded nor cached (tests read its
+    symbols and time it)."""
     return _emitted(text, llvm.TargetMachine.emit_object)
 
 
@@ -285,8 +290,9 @@ class CompiledKernel:
 
 
 Unit = tuple[str, Callable[[], str], str]
-"""What ``compile_together`` compiles: ``(key_text, render, name)`` as for
-``compile_cached``."""
+"""What ``compile_units`` compiles: ``(key_text, render, name)``: a stable description of
+what ``render()`` produces (e.g. a ``NativeProgram``'s text, a spec's text), the function
+that renders its LLVM IR, and the name of the function it defines."""
 
 
 def _engine(obj: bytes, what: str) -> llvm.ExecutionEngine:
@@ -322,17 +328,12 @@ def _key(text: str) -> str:
     return cache_key(text, *host(), f"{llvmlite.__version__} {PIPELINE}")
 
 
-def compile_ir(text: str, name: str, cache: KernelCache = CACHE) -> CompiledKernel:
-    """Compile (or fetch from the memory or disk cache) the function ``name`` of IR ``text``."""
-    return _cached(_key(text), name, lambda: text, text, cache)
-
-
 def _cached(key: str, name: str, render: Callable[[], str],
             loaded: str | Callable[[], str], cache: KernelCache,
             fallback: bool = False) -> CompiledKernel:
     """The kernel under ``key``: from memory, else from disk (a corrupt or unloadable entry
     is discarded), else built from ``render()`` and stored. ``loaded`` is the IR a disk hit
-    carries (``render`` itself when it renders only on demand, see ``compile_cached``)."""
+    carries (``render`` itself: a disk hit renders its IR only on demand)."""
     with _lock:
         hit = cache.lookup(key)
         if hit is not None:
@@ -401,50 +402,48 @@ def _export_only(mod: llvm.ModuleRef, names: Sequence[str]) -> None:
             value.linkage = llvm.Linkage.internal
 
 
-def compile_llvm(kernel: LLVMKernel, cache: KernelCache = CACHE) -> CompiledKernel:
-    """Compile a rendered kernel (``codegen.llvm_ir.render_llvm``)."""
-    return compile_ir(kernel.text, kernel.name, cache)
-
-
 def spec_unit(spec: KernelSpec) -> Unit:
-    """``spec``'s kernel as a ``compile_together`` unit, keyed by the spec's text."""
+    """``spec``'s kernel as a unit, keyed by the spec's text."""
     return ("kernel spec\0" + spec.text(), lambda: render_llvm(spec).text, kernel_name(spec))
+
+
+def ir_unit(text: str, name: str) -> Unit:
+    """The function ``name`` of LLVM IR ``text`` as a unit, keyed by the text itself."""
+    return ("llvm ir\0" + text, lambda: text, name)
 
 
 def compile_spec(spec: KernelSpec, cache: KernelCache = CACHE,
                  fallback: bool = False) -> CompiledKernel:
-    """Compile a laid-out ``KernelSpec`` (``compile_cached`` keyed by its text: a cache hit
-    renders no IR). ``fallback``: raise ``CompileBudgetError`` rather than compile a kernel
-    over every budget (see ``speed_level``)."""
+    """Compile a laid-out ``KernelSpec`` (keyed by its text: a cache hit renders no IR).
+    ``fallback``: raise ``CompileBudgetError`` rather than compile a kernel over every budget
+    (see ``speed_level``)."""
     spec.require_layout()
-    return compile_cached(*spec_unit(spec), cache=cache, fallback=fallback)
-
-
-def compile_cached(key_text: str, render: Callable[[], str], name: str,
-                   cache: KernelCache = CACHE, fallback: bool = False) -> CompiledKernel:
-    """``compile_ir`` keyed by ``key_text`` (a stable description of what ``render()``
-    produces, e.g. a ``NativeProgram``'s text) salted with the code generator's own source:
-    a memory or disk hit loads the object without rendering any IR (a warm start skips
-    codegen entirely; ``llvm_ir`` of such a kernel renders on first access)."""
-    return _cached(_unit_key(key_text), name, render, render, cache, fallback)
+    return compile_units([spec_unit(spec)], cache, fallback)[0]
 
 
 def _unit_key(key_text: str) -> str:
+    """A unit's cache key (the "compile_cached" prefix keeps the keys objects already on
+    disk were stored under)."""
     return _key("compile_cached\0" + key_text + _codegen_salt())
 
 
-def compile_together(units: Sequence[Unit], cache: KernelCache = CACHE) -> list[CompiledKernel]:
-    """``compile_cached`` for each unit, but the units no cache holds compile as ONE LLVM
-    module (one optimization and code generation run, one object on disk under a key over
-    all their keys, one engine to load): a specialization's segments and kernels cost one
-    LLVM run instead of one each (W5: 8 -> 1), and a warm start loads one object.
+def compile_units(units: Sequence[Unit], cache: KernelCache = CACHE,
+                  fallback: bool = False) -> list[CompiledKernel]:
+    """The loaded kernel of each unit. Each is keyed by its ``key_text`` salted with the code
+    generator's own source, so a memory or disk hit loads the object without rendering any
+    IR (a warm start skips codegen entirely; ``llvm_ir`` of such a kernel renders on first
+    access). The units no cache holds compile as ONE LLVM module (one optimization and code
+    generation run, one object on disk under a key over all their keys, one engine to load):
+    a specialization's segments and kernels cost one LLVM run instead of one each (W5: 8 ->
+    1), and a warm start loads one object. ``fallback``: raise ``CompileBudgetError`` rather
+    than compile a module over every budget (see ``speed_level``).
 
         >>> from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
         >>> from scriptmod.ir import dtypes as D
         >>> specs = [KernelSpec([InputSpec(D.float32)],
         ...                     [OpStep(op, (0, Imm(0.8125, D.float32)), {}, D.float32)],
         ...                     [1], [D.float32]) for op in ("mul", "add")]
-        >>> mul, add = compile_together([spec_unit(s) for s in specs])
+        >>> mul, add = compile_units([spec_unit(s) for s in specs])
         >>> mul._engine is add._engine, compile_spec(specs[1]) is add       # memory hit
         (True, True)
     """
@@ -460,21 +459,24 @@ def compile_together(units: Sequence[Unit], cache: KernelCache = CACHE) -> list[
                 else:
                     todo[key] = (render, name)
         if todo:
-            found.update(_together(todo, cache))
+            found.update(_together(todo, cache, fallback))
         return [found[key] for key in keys]
 
 
-def _together(todo: dict[str, tuple[Callable[[], str], str]],
-              cache: KernelCache) -> dict[str, CompiledKernel]:
+def _together(todo: dict[str, tuple[Callable[[], str], str]], cache: KernelCache,
+              fallback: bool) -> dict[str, CompiledKernel]:
+    """Build the units of ``todo`` (key -> (render, name)) as one module (one key alone: its
+    own key, so one unit is stored exactly as if compiled alone)."""
     keys = sorted(todo)
     group = keys[0] if len(keys) == 1 else _key("together\0" + "\0".join(keys))
     names = [todo[k][1] for k in keys]
     renders = [todo[k][0] for k in keys]
     try:
         kernels = _from_disk(group, names, renders, cache) or _build(group, names, renders,
-                                                                     cache)
+                                                                     cache, fallback)
     except ValueError:            # names that clash when linked: one module each
-        kernels = [_cached(k, todo[k][1], todo[k][0], todo[k][0], cache) for k in keys]
+        kernels = [_cached(k, todo[k][1], todo[k][0], todo[k][0], cache, fallback)
+                   for k in keys]
     for key, kernel in zip(keys, kernels):
         cache.remember(key, kernel)
     return dict(zip(keys, kernels))

@@ -86,10 +86,10 @@ def plan_blocks(graph: Graph, state_index: Callable[[Node], int | None] | None,
             planned.append((block, p, segments))
     if not planned:
         return {}
-    from ..llvm_jit import compile_together, spec_unit
+    from ..llvm_jit import compile_units, spec_unit
     units = [s.prepare(p) for _, p, segs in planned for s in segs]
     fused = [spec_unit(spec) for _, p, _ in planned for spec in p.fused_specs]
-    kernels = iter(compile_together(units + fused))
+    kernels = iter(compile_units(units + fused))
     return {block: p.finish([s.link(next(kernels)) for s in segs])
             for block, p, segs in planned}
 

@@ -69,7 +69,7 @@ class Segment:
 
     def prepare(self, p: "_Planner") -> tuple[str, Callable[[], str], str]:
         """Build the segment's ``NativeProgram`` from the plan; returns its compile unit
-        ``(key_text, render, name)`` (``llvm_jit.compile_together``)."""
+        ``(key_text, render, name)`` (``llvm_jit.compile_units``)."""
         from scriptmod.codegen.native import GemmStep, KernelStep, NativeProgram, \
             program_name, render_program, step_refs as _step_refs
         from ..blas import cblas
@@ -260,10 +260,10 @@ def compile_steps(segments: Sequence[Segment]) -> None:
     if not todo:
         return
     from scriptmod.codegen.native import program_name, render_program
-    from ..llvm_jit import compile_together
+    from ..llvm_jit import compile_units
     progs = [p for s in todo for p in s.step_programs()]
     units = [(p.text(), (lambda p=p: render_program(p).text), program_name(p)) for p in progs]
-    kernels = iter(compile_together(units))
+    kernels = iter(compile_units(units))
     for s in todo:
         s.step_kernels = [next(kernels) for _ in s.program.steps]   # keeps the engines alive
         s.step_fns = [ENTRY_TYPE(k.address) for k in s.step_kernels]

@@ -38,7 +38,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import DType
 from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod.runtime.targets.llvm import LLVM
-from scriptmod.runtime.llvm_jit import CompiledKernel, compile_cached
+from scriptmod.runtime.llvm_jit import CompiledKernel, compile_units
 from scriptmod.tensor import Tensor
 
 DTYPES = (D.float32, D.float64)     # half types round after every eager op: not one kernel
@@ -197,7 +197,7 @@ def _build(math: Math, flags: tuple, dtype: DType, tensors: tuple[str, ...],
     in_place = [tensors.index(n) if n in tensors else None for n in names]
     key_text = f"optimizer update, outputs {list(zip(names, in_place))}\0{spec.text()}"
     name = "sm_opt_" + hashlib.sha256(key_text.encode()).hexdigest()[:16]
-    compiled = compile_cached(key_text, lambda: render_llvm(spec, name, in_place).text, name)
+    compiled, = compile_units([(key_text, lambda: render_llvm(spec, name, in_place).text, name)])
     COUNTERS["compiles"] += 1
     return Kernel(compiled, spec, names, in_place)
 

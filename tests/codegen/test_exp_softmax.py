@@ -17,7 +17,7 @@ from scriptmod.codegen.emitter import Num
 from scriptmod.codegen.llvm_emit import I64, PTR, for_range
 from scriptmod.codegen.microkernel import AVX2, VectorEmitter, at, c64
 from scriptmod.ir import dtypes as D
-from scriptmod.runtime.llvm_jit import compile_ir
+from scriptmod.runtime.llvm_jit import compile_units, ir_unit
 
 LANES, VEC = AVX2.lanes, AVX2.vec
 
@@ -35,7 +35,7 @@ def exp_softmax():
         b.store(vmath.exp_softmax(m, b.load(at(b, x, off), typ=VEC, align=4)),
                 at(b, y, off), align=4)
     b.ret_void()
-    kernel = compile_ir(str(module), "f")
+    kernel, = compile_units([ir_unit(str(module), "f")])
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(kernel.address)
 
     def run(values: np.ndarray) -> np.ndarray:

@@ -110,12 +110,12 @@ def test_w1_kernel_matches_and_vectorizes():
 
 def test_no_external_calls_in_any_formula_kernel():
     from scriptmod.runtime.kernel_cache import undefined_symbols
-    from scriptmod.runtime.llvm_jit import compile_object
+    from scriptmod.runtime.llvm_jit import _object_code
     from scriptmod.codegen.llvm_ir import render_llvm
     names = ["exp", "log", "erf", "erfc", "sin", "cos", "tanh", "expm1", "log1p", "atan2", "pow"]
     steps = [OpStep(op, (0, 0) if op in ("atan2", "pow") else (0,), {}, F32) for op in names]
     spec = KernelSpec([InputSpec(F32)], steps, list(range(1, len(steps) + 1)), [F32] * len(steps))
-    assert undefined_symbols(compile_object(render_llvm(spec).text)) == []
+    assert undefined_symbols(_object_code(render_llvm(spec).text)) == []
 
 
 def test_broadcast_strides_helper():

@@ -14,7 +14,7 @@ from scriptmod.codegen.native import GemmStep, KernelStep, NativeProgram, Ref, r
 from scriptmod.ir import dtypes as D
 from scriptmod.runtime import blas as B
 from scriptmod.runtime.kernel_cache import KernelCache
-from scriptmod.runtime.llvm_jit import compile_ir
+from scriptmod.runtime.llvm_jit import compile_units, ir_unit
 
 F32, F64 = D.float32, D.float64
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -35,7 +35,7 @@ class Runner:
     def __init__(self, prog: NativeProgram, cache: KernelCache, arena_bytes: int = 0,
                  kernel=None) -> None:
         mod = render_program(prog)
-        self.kernel = kernel if kernel is not None else compile_ir(mod.text, mod.name, cache)
+        self.kernel = kernel if kernel is not None else compile_units([ir_unit(mod.text, mod.name)], cache)[0]
         self.fn = ENTRY(self.kernel.address)
         raw = np.full(arena_bytes + 128, 0xFF, np.uint8)      # NaN-ish garbage, not zeros
         start = (-raw.ctypes.data) % 64
@@ -250,7 +250,7 @@ def test_inline_gemm_vectorizes(cache, trans_b):
     step = GemmStep(F32, 1, 64, 64, Ref("arg", 0), 64, False, Ref("arg", 1), 64, trans_b,
                     Ref("arg", 2), 64)
     mod = render_program(NativeProgram((step,), 3))
-    asm = compile_ir(mod.text, mod.name, cache).asm
+    asm = compile_units([ir_unit(mod.text, mod.name)], cache)[0].asm
     if "vfmadd" not in asm and "fma" not in _host_features():
         pytest.skip("host has no FMA")
     assert "vfmadd" in asm and ("ymm" in asm or "zmm" in asm)
@@ -328,7 +328,7 @@ def test_w4_like_chain_compiles_one_gemm_and_one_step_per_shape():
 
 def test_linked_programs_share_equal_helpers(cache):
     """Two programs with the same kernel steps and GEMM shape, linked into one module (as
-    ``compile_together`` does): one internal copy of each helper survives, and both entries,
+    ``compile_units`` does): one internal copy of each helper survives, and both entries,
     loaded from one object, compute the right thing."""
     import llvmlite.binding as llvm
     from scriptmod.runtime import llvm_jit
@@ -343,7 +343,7 @@ def test_linked_programs_share_equal_helpers(cache):
     assert all(f.linkage == llvm.Linkage.internal for f in mod.functions
                if not f.is_declaration and not f.name.startswith("sm_prog_"))
     units = [(p.text(), lambda p=p: render_program(p).text, N.program_name(p)) for p in (p1, p2)]
-    k1, k2 = llvm_jit.compile_together(units, cache)
+    k1, k2 = llvm_jit.compile_units(units, cache)
     assert k1._engine is k2._engine and k1.address != k2.address
     x, params = w4_arrays(2)
     for prog, kernel in ((p1, k1), (p2, k2)):
@@ -477,11 +477,11 @@ def test_kernel_pointers_are_noalias_and_need_no_overlap_checks():
     """A kernel's loops live in a ``noalias`` body (outputs never overlap inputs, see
     codegen.llvm_ir), so the vectorized loop runs without run-time overlap checks."""
     from scriptmod.codegen.llvm_ir import render_llvm
-    from scriptmod.runtime.llvm_jit import optimize
+    from scriptmod.runtime.llvm_jit import _optimized
     spec = _spec([("add", (0, 1))], n_in=2, kinds=["contiguous", "strided"], rank=2)
     text = render_llvm(spec).text
     body = next(ln for ln in text.splitlines() if ln.startswith("define internal") and
                 ".body" in ln)
     assert body.count("noalias") == 3                     # two inputs, one output
-    optimized = str(optimize(text)[0])
+    optimized = str(_optimized(text)[0])
     assert "vector.body" in optimized and "vector.memcheck" not in optimized

@@ -93,11 +93,12 @@ def test_update_in_place_reduces_large_arguments_in_one_loop() -> None:
     reduction in the vectorized loop itself."""
     import ctypes
     from scriptmod.codegen.llvm_ir import render_llvm
-    from scriptmod.runtime.llvm_jit import compile_llvm
+    from scriptmod.runtime.llvm_jit import compile_units, ir_unit
     x = arguments(np.float64)
     x = x[np.isfinite(x)]
     want = np.sin(x)
-    kernel = compile_llvm(render_llvm(unary_spec("sin", D.float64), in_place=[0]))
+    rendered = render_llvm(unary_spec("sin", D.float64), in_place=[0])
+    kernel, = compile_units([ir_unit(rendered.text, rendered.name)])
     ptrs = (ctypes.c_void_p * 2)(x.ctypes.data, x.ctypes.data)
     kernel.cfunc(0, x.size, ctypes.addressof(ptrs), None)
     assert ulp_error(x, want, np.float64).max() <= 2.0

@@ -55,7 +55,7 @@ def random_group(rng: random.Random, dt: D.DType, n: int = 8) -> KernelSpec:
 def compile_seconds(spec: KernelSpec) -> float:
     """Render and compile ``spec`` (no cache)."""
     t0 = time.perf_counter()
-    llvm_jit.compile_object(render_llvm(spec).text)
+    llvm_jit._object_code(render_llvm(spec).text)
     return time.perf_counter() - t0
 
 
@@ -93,7 +93,8 @@ def test_over_budget_module_compiles_lower_logs_why_and_stays_correct(
     monkeypatch.setattr(llvm_jit, "O2_MAX_INSTRUCTIONS", int(cost * o2))
     irlog.set_logs(codegen=True)
     try:
-        kernel = llvm_jit.compile_llvm(render_llvm(spec), KernelCache(tmp_path))
+        kernel, = llvm_jit.compile_units([llvm_jit.ir_unit(text, render_llvm(spec).name)],
+                                         KernelCache(tmp_path))
     finally:
         irlog.set_logs()
     message = capfd.readouterr().err          # the topic's handler writes to stderr

@@ -135,17 +135,17 @@ def test_unresolved_symbols_are_refused(tmp_path):
           ret void
         }
     """)
-    obj = llvm_jit.compile_object(text)
+    obj = llvm_jit._object_code(text)
     assert "sm_not_a_real_symbol" in undefined_symbols(obj)
     cache = KernelCache(tmp_path)
     with pytest.raises(llvm_jit.UnresolvedSymbolError, match="sm_not_a_real_symbol"):
-        llvm_jit.compile_ir(text, "k", cache)
+        llvm_jit.compile_units([llvm_jit.ir_unit(text, "k")], cache)
     assert not list(tmp_path.glob("kernels/*.smko"))      # nothing bad reached the disk
 
 
 def test_kernel_objects_need_no_symbols():
     text = render_llvm(_spec()).text
-    assert undefined_symbols(llvm_jit.compile_object(text)) == []
+    assert undefined_symbols(llvm_jit._object_code(text)) == []
     with pytest.raises(ValueError):
         undefined_symbols(b"\x7fELF garbage")
 
@@ -165,10 +165,10 @@ def test_loop_idiom_memset_resolves(dtype, tmp_path):
 def test_compile_together_is_one_module_one_object_one_engine(tmp_path):
     """Units no cache holds compile as one module: one compile, one file, one engine; a fresh
     memory loads that one object (no compile), and each unit is then a memory hit for
-    ``compile_cached``/``compile_spec`` alone."""
+    ``compile_units``/``compile_spec`` alone."""
     specs = [_spec(c) for c in (5.0, 6.0, 7.0)]
     cache = KernelCache(tmp_path)
-    ks = llvm_jit.compile_together([llvm_jit.spec_unit(s) for s in specs], cache)
+    ks = llvm_jit.compile_units([llvm_jit.spec_unit(s) for s in specs], cache)
     assert cache.stats()["compiles"] == 1 and len(list(tmp_path.glob("kernels/*"))) == 1
     assert len({id(k._engine) for k in ks}) == 1
     x = np.linspace(-1, 1, 33, dtype=np.float32)
@@ -176,13 +176,13 @@ def test_compile_together_is_one_module_one_object_one_engine(tmp_path):
         np.testing.assert_allclose(_run(k, s, x, 33), np.exp(c * x.astype(np.float64)),
                                    rtol=4e-6)
     fresh = KernelCache(tmp_path)
-    again = llvm_jit.compile_together([llvm_jit.spec_unit(s) for s in specs], fresh)
+    again = llvm_jit.compile_units([llvm_jit.spec_unit(s) for s in specs], fresh)
     assert (fresh.stats()["compiles"], fresh.stats()["disk_hits"]) == (0, 1)
     assert llvm_jit.compile_spec(specs[1], fresh) is again[1]          # memory hit
     assert "define void" in again[2].llvm_ir                          # rendered on demand
     # some units held already: only the others compile (together), nothing is rebuilt
-    more = llvm_jit.compile_together([llvm_jit.spec_unit(s) for s in specs + [_spec(8.0)]],
-                                     fresh)
+    more = llvm_jit.compile_units([llvm_jit.spec_unit(s) for s in specs + [_spec(8.0)]],
+                                  fresh)
     assert more[:3] == again and fresh.stats()["compiles"] == 1
 
 

@@ -180,14 +180,14 @@ def test_fresh_traces_release_their_native_code(request: pytest.FixtureRequest,
 
 @NEEDS_STATM
 def test_segments_compiled_together_release_their_native_code(tmp_path: Any) -> None:
-    """``compile_together`` (a specialization's units as one module): 120 fresh modules of
+    """``compile_units`` (a specialization's units as one module): 120 fresh modules of
     two kernels each stay under the same bound per module."""
     cache = KernelCache(tmp_path)
 
     def together(i: int) -> None:
         c = 1.0 + i / 4096
-        plus, minus = llvm_jit.compile_together([llvm_jit.spec_unit(_spec(c)),
-                                                 llvm_jit.spec_unit(_spec(-c))], cache)
+        plus, minus = llvm_jit.compile_units([llvm_jit.spec_unit(_spec(c)),
+                                              llvm_jit.spec_unit(_spec(-c))], cache)
         assert plus._engine is minus._engine
 
     assert _growth_per_compile(together, 120, lambda: cache.stats()["compiles"], warm_up=40) \
