@@ -118,6 +118,10 @@ class Value:
 class Node:
     """One operation. Create nodes with ``Graph.create`` and place them with ``insert_*``."""
 
+    # declared, so nothing outside the IR can hang runtime state on a node (issue 36)
+    __slots__ = ("graph", "kind", "_inputs", "outputs", "attrs", "blocks", "owning_block", "prev",
+                 "next", "source", "scope")
+
     def __init__(self, graph: "Graph", kind: str, attrs: dict[str, Any] | None = None,
                  source: str | None = None) -> None:
         if not _KIND_RE.match(kind):
@@ -309,6 +313,8 @@ def check_attr_value(value: Any, where: str) -> None:
 class Block:
     """An ordered list of nodes with parameters and outputs (phis of If/Loop)."""
 
+    __slots__ = ("graph", "owning_node", "param_node", "return_node")
+
     def __init__(self, graph: "Graph", owning_node: Node | None) -> None:
         self.graph = graph
         self.owning_node = owning_node
@@ -383,6 +389,8 @@ class Graph:
         >>> g = Graph(); x = g.add_input(IntType, "n"); g.register_output(x)
         0
     """
+
+    __slots__ = ("block",)
 
     def __init__(self) -> None:
         self.block = Block(self, None)

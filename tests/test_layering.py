@@ -353,3 +353,17 @@ def test_the_dict_checker_catches_ir_state(tmp_path: Path) -> None:
     assert ir_dict_uses(mod, tmp_path) == ["m.py:1 node.__dict__", "m.py:3 graph.__dict__",
                                            "m.py:4 call.__dict__", "m.py:5 n.__dict__",
                                            "m.py:7 sub_graph.__dict__", "m.py:8 node.__dict__"]
+
+
+def test_ir_objects_have_no_dict() -> None:
+    """``__slots__`` on Value, Node, Block and Graph: an attribute the IR does not declare
+    cannot be set on them, by any layer."""
+    from scriptmod.ir.graph import Graph
+    from scriptmod.ir.types import IntType
+    g = Graph()
+    x = g.add_input(IntType, "n")
+    node = g.create("sm::neg", [x], [IntType])
+    for obj in (g, g.block, node, x):
+        assert not hasattr(obj, "__dict__"), type(obj).__name__
+        with pytest.raises(AttributeError):
+            obj.callee = g
