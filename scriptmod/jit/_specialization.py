@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.types import ModuleType, TensorType
+from scriptmod.runtime.errors import article
 from scriptmod.runtime.executable import Executable
 
 
@@ -149,6 +150,8 @@ def _describe_entry(e: tuple) -> str:
         dims = ", ".join(str(d) for d in shape)
         return f"Tensor {getattr(dtype, 'name', dtype)} ({dims}) on {device}" + \
             (", requires grad" if grad else "")
+    if len(e) == 2 and e[0] is type(None):
+        return "None"
     if len(e) == 2 and isinstance(e[0], type):
         return e[0].__name__ + (f" = {e[1]}" if e[1] is not None else "")
     return "(" + ", ".join(_describe_entry(x) for x in e) + ")"
@@ -158,9 +161,11 @@ def _guard_of(e: tuple) -> str:
     if len(e) == 4 and isinstance(e[1], tuple) and all(isinstance(d, (int, str)) for d in e[1]):
         return f"a Tensor of exactly this dtype, shape, device and requires_grad " \
                f"({_describe_entry(e)})"
+    if len(e) == 2 and e[0] is type(None):
+        return "None"
     if len(e) == 2 and isinstance(e[0], type):
-        what = e[0].__name__
-        return f"an {what} equal to {e[1]}" if e[1] is not None else f"a {what}"
+        what = article(e[0].__name__)
+        return f"{what} equal to {e[1]}" if e[1] is not None else what
     return "a tuple, each item as in the key"
 
 
