@@ -10,7 +10,7 @@ from scriptmod.ir import dtypes as D
 from scriptmod._creation import arange, full
 from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
-from scriptmod.ir.errors import ArgumentValueError, ShapeError
+from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod.nn._functional_layers import dropout, linear, pad
 
@@ -62,7 +62,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
 
 def _check_sdpa_dtypes(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
     """PyTorch's rule: q, k, v of one dtype; a mask is bool, float32 or the query's dtype."""
-    from scriptmod.ir.errors import DTypeError
     if not query.dtype is key.dtype is value.dtype:
         raise DTypeError(f"Expected query, key, and value to have the same dtype, but got "
                          f"query.dtype: {query.dtype.name} key.dtype: {key.dtype.name} and "
