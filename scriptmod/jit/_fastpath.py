@@ -69,7 +69,7 @@ def build(spec: Any, args: Sequence[Any], slots: Any, owner: Any, has_self: bool
         "MISS": MISS, "Tensor": Tensor, "ndarray": np.ndarray, "HV": HOOK_VERSION,
         "V0": HOOK_VERSION[0], "GS": grad_mode._state, "FST": _fuser._state,
         "FG": _fuser._global, "ENV": os.environ, "ENVD": env, "ENVK": getattr(_fuser, "_env_key", None),
-        "VARIANT": _fuser.variant, "VAR": spec.key[1], "STATS": stats, "FN": fn, "ERR": error,
+        "VARIANT": _fuser.variant, "VAR": spec.variant, "STATS": stats, "FN": fn, "ERR": error,
         "OWNER": owner, "make": Tensor._make, "wrap_tree": wrap_tree,
         "STATE": slots.arrays if slots is not None else (), "GRAD": grad[1]}
     for i, a in enumerate(args):
@@ -97,7 +97,7 @@ def source(spec: Any, args: Sequence[Any], slots: Any, has_self: bool) -> str | 
 def _structure(spec: Any, args: Sequence[Any], slots: Any, has_self: bool) -> tuple | None:
     """What the fast path's text depends on (``_source``'s arguments), or None when the
     specialization needs the full path on every call."""
-    if spec.written or spec.aliased or spec.key[3]:
+    if spec.written or spec.aliased or spec.hooked:
         return None
     kinds = tuple(_kind(a) for a in args)
     if None in kinds:
@@ -105,7 +105,7 @@ def _structure(spec: Any, args: Sequence[Any], slots: Any, has_self: bool) -> tu
     m_names = tuple(slots.m_names) if slots is not None else ()
     t_names = tuple(slots.t_names) if slots is not None else ()
     dims = tuple(_symbolic(entry) if k == "tensor" else None
-                 for k, entry in zip(kinds, spec.key[0])) if spec.symbolic else ()
+                 for k, entry in zip(kinds, spec.signature)) if spec.symbolic else ()
     return (kinds, has_self, m_names, t_names, len(spec.graph.outputs),
             _fuser._env_data is not None, dims, spec.first if spec.symbolic else ())
 

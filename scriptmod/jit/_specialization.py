@@ -56,6 +56,23 @@ class Specialization:
         self.written = written_args(self.graph)
         self.aliased = aliased_outputs(self.graph)
 
+    # the key's parts by name (the key stays a plain tuple: the executor builds one per call
+    # on its full path and hashes it)
+    @property
+    def signature(self) -> tuple:
+        """Per argument, what selects this specialization (``_executor.signature``)."""
+        return self.key[0]
+
+    @property
+    def variant(self) -> str:
+        """``"fused"`` or ``"unfused"`` (``_fuser.variant``)."""
+        return self.key[1]
+
+    @property
+    def hooked(self) -> tuple:
+        """Paths of the submodules whose calls it keeps (they have hooks)."""
+        return self.key[3]
+
     def explain(self, fast_source: str | None = None) -> str:
         """Where and how each node runs, and why: the key, the guards, the per-node plan,
         the generated sources (program, native code, fast path: the installed one, else
@@ -68,7 +85,7 @@ class Specialization:
         """
         kind = "symbolic" if self.symbolic else "concrete"
         parts = [f"specialization of {self.where or self.executable.name} ({kind}, "
-                 f"{self.key[1]})", "key:", *_indented(self._key_lines()),
+                 f"{self.variant})", "key:", *_indented(self._key_lines()),
                  "guards:", *_indented(self._guard_lines()),
                  "plan:", *_indented(_plan_text(self.executable).splitlines())]
         source = self.fast.source if self.fast is not None else fast_source
@@ -100,12 +117,12 @@ class Specialization:
 
     def _guard_lines(self) -> list[str]:
         """What a call must match to be served by this specialization."""
-        lines = [f"{self._arg_name(i)}: {_guard_of(e)}" for i, e in enumerate(self.key[0])]
+        lines = [f"{self._arg_name(i)}: {_guard_of(e)}" for i, e in enumerate(self.signature)]
         if self.symbolic:
             lines.append("symbolic dims: each >= 2, dims named alike of one size")
         lines += ["the module's parameters and buffers: the same arrays (dtype, shape, "
                   "strides) as when built", "no hook registered or removed since built",
-                  f"the fusion setting: {self.key[1]}"]
+                  f"the fusion setting: {self.variant}"]
         return lines
 
     def _no_fast_path(self) -> str:
@@ -113,7 +130,7 @@ class Specialization:
             return "it writes an argument in place"
         if self.aliased:
             return "it returns an argument, or one value twice"
-        if self.key[3]:
+        if self.hooked:
             return "it keeps hooked submodule calls"
         return "not called yet, or an argument of a kind the fast path cannot check"
 

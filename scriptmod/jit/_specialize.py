@@ -414,7 +414,7 @@ def compile_grad(site: Site, spec: Specialization, args: Sequence[Any],
     if any(a._device_str() != "cpu" for a in tensors_of(args)):
         return OpByOp("the compiled backward runs on the CPU only")
     skip = 1 if site.has_self else 0
-    g, layout = flatten_tuple_inputs(optimized(site, args, spec.key[3], fuse=False), skip)
+    g, layout = flatten_tuple_inputs(optimized(site, args, spec.hooked, fuse=False), skip)
     args = flat_args(args, layout)
     state_index = site.state_index()
 
@@ -429,7 +429,7 @@ def compile_grad(site: Site, spec: Specialization, args: Sequence[Any],
     def flag(v: Value) -> bool | None:
         value = getattr(submodule_of_value(site.owner, v.node.inputs[0]), v.node.attrs["name"])
         return value if type(value) is bool else None
-    fused = spec.key[1] == "fused"
+    fused = spec.variant == "fused"
     try:
         split = differentiate(g, leaf_key, flag if site.has_self else lambda v: None,
                               recompute=fused)
