@@ -45,14 +45,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scriptmod.codegen.kernel import KernelSpec
-from scriptmod.codegen.lower import (DTYPES, c_strides, can_lower, lower_group, plan_layout,
-                                     static_layout, supported_on)
+from scriptmod.codegen.lower import DTYPES, c_strides, lower_group, plan_layout, static_layout
 from scriptmod.codegen.kernel import broadcast_strides
 from scriptmod.codegen.rows import (geometry, has_row_ops, lower_row_group, output_shapes,
                                     plan_row_layout, reduced_stride)
 from scriptmod.ir import log as irlog
 from scriptmod.ir.errors import ShapeError
-from scriptmod.ir.graph import Graph, Node
+from scriptmod.ir.graph import Graph
 from scriptmod.ir.types import TensorType
 from . import pycode
 from .arrays import NP_DTYPE
@@ -62,7 +61,7 @@ from .interpreter import Interpreter
 from .llvm_jit import CompileBudgetError
 
 __all__ = ["DTYPES", "FusedKernel", "FusionGuardError", "Launch", "layout_key",
-           "pooled_bytes", "supported", "supported_on"]
+           "pooled_bytes"]
 
 TOPIC = "fusion"
 POOL = 2                       # output buffers kept per output of a launch
@@ -75,12 +74,6 @@ _getrefcount = sys.getrefcount
 class FusionGuardError(RuntimeError, TypeError):
     """A fused kernel given an input it was not built for (count, kind or dtype); a shape it
     was not built for raises ``ShapeError``. Both are RuntimeErrors, as in PyTorch."""
-
-
-def supported(node: Node) -> bool:
-    """``LLVMTarget.can_lower``: codegen lowers ``node`` with every tensor on the CPU (the
-    CUDA one is ``runtime.targets.cuda.supported``)."""
-    return can_lower(node, "cpu")
 
 
 # ---- the launcher ---------------------------------------------------------------------------

@@ -45,11 +45,6 @@ _RAW: dict[tuple[int, str], tuple[ModuleType, Kernel]] = {}
 _RAW_LOCK = threading.Lock()
 
 
-def supported(node: Node) -> bool:
-    """``CudaTarget.can_lower``: codegen lowers ``node`` with every tensor on a CUDA device."""
-    return can_lower(node, "cuda")
-
-
 def raw_kernel(src: CSource, cupy: ModuleType) -> Kernel:
     """``cupy.RawKernel`` for ``src``, one per source text (CuPy compiles on first launch,
     once per device, and caches the binary on disk)."""

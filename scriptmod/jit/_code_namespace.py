@@ -21,7 +21,7 @@ from scriptmod.ir.code import annotation
 from scriptmod.ir.graph import OP_NAMESPACE, Graph, Prim
 from scriptmod.ir.types import ModuleType
 from scriptmod.nn import functional as F
-from scriptmod.jit._executor import _CONTAINER_OPS
+from scriptmod.jit._specialize import _CONTAINER_OPS
 from scriptmod.jit._script_module import (ConstMap, ScriptFunction, ScriptMethod, ScriptModule,
                                           _with_constants)
 from scriptmod.runtime.interpreter import RAISABLE
@@ -49,7 +49,7 @@ class OpNamespace:
 
 def _op(name: str) -> Callable[..., Any]:
     """Op ``name`` on Tensors and Python values, as the compiled module's eager twin runs it
-    (``jit._executor.TensorOps``): lists and dicts hold the Tensors themselves, ``copy_``
+    (``jit._specialize.TensorOps``): lists and dicts hold the Tensors themselves, ``copy_``
     writes into its first input."""
     if name.startswith(_CONTAINER_OPS):
         kernel = KERNELS[name]

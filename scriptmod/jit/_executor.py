@@ -36,7 +36,7 @@ import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from scriptmod.ir.graph import Graph, Node, Prim
+from scriptmod.ir.graph import Node, Prim
 from scriptmod.ir.types import BoolType, ModuleType, TensorType
 from scriptmod.runtime import profiling
 from scriptmod.runtime.trees import rebuilt
@@ -47,12 +47,7 @@ from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp
 from scriptmod.ir import log as irlog
 from scriptmod.jit._boundary import HOOK_VERSION, BoundaryError, hooked_paths
 from scriptmod.jit._specialization import FastPath, Specialization
-# built in _specialize; importable from here as before (jit.frontend.library, _trace,
-# _code_namespace, onnx and tests import them from _executor)
-from scriptmod.jit._specialize import (_CONTAINER_OPS, OPTIMIZE, TensorOps,  # noqa: F401
-                                       inlined, propagate_calls, submodule_of,
-                                       submodule_of_value, typed_inlined)
-from scriptmod.jit._specialize import refresh_attribute_types as _refresh_attribute_types  # noqa: F401,E501
+from scriptmod.jit._specialize import TensorOps, submodule_of_value
 from scriptmod.jit._specialize import tensors_of as _tensors_of
 from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor, unwrap_tree, wrap_tree
@@ -373,9 +368,6 @@ class Executor:
         spec = self.specialize(args)
         return spec.explain(_fastpath.source(spec, args, self._state, self.has_self))
 
-    def _optimized(self, args: Sequence[Any], keep: tuple = (), fuse: bool = True) -> Graph:
-        """The method optimized for ``args`` (``onnx.export`` exports it)."""
-        return _specialize.optimized(self, args, keep, fuse)
 
 class _StateSlots:
     """Where the module tree keeps its tensors, for ``Executor._state_key``."""

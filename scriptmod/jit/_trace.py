@@ -16,7 +16,7 @@ from scriptmod.runtime.trees import rebuilt
 from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._batch_dims import name_batch_dims
-from scriptmod.jit._executor import inlined
+from scriptmod.jit._specialize import inlined
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule, building
 from scriptmod.jit._structure import (caller_stacklevel, flatten, flatten_inputs, flatten_output,
                                       holds_tensor, unflatten)

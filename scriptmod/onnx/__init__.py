@@ -110,8 +110,9 @@ def _graph_to_export(module: Any, example: tuple | None) -> Graph:
         raise TypeError(f"onnx.export: {module.original_name} is scripted: pass example "
                         f"inputs as args (it is exported for their dtypes and shapes)")
     import scriptmod as sm
+    from scriptmod.jit import _specialize
     with sm.no_grad():
-        return module.executor("forward")._optimized(list(example), fuse=False)
+        return _specialize.optimized(module.executor("forward"), list(example), fuse=False)
 
 
 def _input_names(names: Sequence[str] | None, inputs: Sequence[Any]) -> list[str]:

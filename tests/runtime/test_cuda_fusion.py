@@ -26,8 +26,8 @@ from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.ir.types import TensorType
 from op_graphs import compiled, fused_kernel, group_graph
 from scriptmod.runtime import arrays as array_modules      # NumPy/CuPy
-from scriptmod.runtime import fusion as F
 from scriptmod.runtime.targets import cuda as cuda_backend
+from scriptmod.runtime.targets.llvm import LLVMTarget
 from scriptmod.runtime.targets.cuda import CudaTarget, launch_dims
 from scriptmod.runtime.fusion import FusedKernel
 from scriptmod.runtime.interpreter import Interpreter
@@ -54,8 +54,8 @@ def w1_graph(dt: D.DType = F32, device: str = "cuda:0", fuse: bool = True) -> Gr
     y = b.op("div", z, b.op("add", b.op("exp", b.op("clamp", b.op("mul", z, -1.6), max=80.0)), 1.0))
     b.ret(b.op("add", b.op("where", b.op("gt", c, 0.0), y, c), x), b.op("lt", z, x))
     if fuse:
-        fuse_elementwise(g, supported=cuda_backend.supported if device.startswith("cuda")
-                         else F.supported)
+        fuse_elementwise(g, supported=cuda_backend.CudaTarget.can_lower if device.startswith("cuda")
+                         else LLVMTarget.can_lower)
         assert [n.kind for n in g.nodes] == [Prim.FUSION_GROUP]
     return g
 
@@ -149,7 +149,7 @@ def test_dtypes(cp: ModuleType, dtype: str) -> None:
     y = b.input(TensorType(dt, (9,), "cuda:0"), "y")
     z = b.op("maximum", b.op("sub", b.op("mul", x, y), 3), b.op("add", x, y))
     b.ret(b.op("mul", z, 2), b.op("lt", z, x))
-    fuse_elementwise(g, supported=cuda_backend.supported)
+    fuse_elementwise(g, supported=cuda_backend.CudaTarget.can_lower)
     xs = [np.arange(36).reshape(4, 9).astype(dtype) % 7, np.arange(9).astype(dtype)]
     got = kernel_of(g, cp)([cp.asarray(a) for a in xs])
     for gv, wv in zip(got, reference(g, *xs)):
@@ -286,8 +286,8 @@ def test_inspection_texts_follow_the_backend(cp: ModuleType) -> None:
 
 def test_backend_vetoes_split_by_device() -> None:
     cpu, cuda = w1_graph(device="cpu", fuse=False), w1_graph(device="cuda:0", fuse=False)
-    assert all(F.supported(n) and not cuda_backend.supported(n) for n in cpu.nodes if n.is_op)
-    assert all(cuda_backend.supported(n) and not F.supported(n) for n in cuda.nodes if n.is_op)
+    assert all(LLVMTarget.can_lower(n) and not cuda_backend.CudaTarget.can_lower(n) for n in cpu.nodes if n.is_op)
+    assert all(cuda_backend.CudaTarget.can_lower(n) and not LLVMTarget.can_lower(n) for n in cuda.nodes if n.is_op)
 
 
 @needs_gxx

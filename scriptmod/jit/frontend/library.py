@@ -322,7 +322,7 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
     with its ``self`` standing for the layer's value in this graph. The call's arguments
     are bound to the method's parameters by name, as Python binds them; the traced graph
     takes the tensor ones in that order, the others are constants of the specialization."""
-    from scriptmod.jit._executor import inlined         # noqa: PLC0415
+    from scriptmod.jit._specialize import inlined         # noqa: PLC0415
     from scriptmod.jit._trace import _calls, _trace_calls  # noqa: PLC0415
     fn = getattr(type(module), method)
     try:
@@ -440,7 +440,7 @@ def _packed(node: Node, outs: list[Value], made: list[Node]) -> Value:
 def _module_of(owner: Any, v: Value, where: str) -> Any:
     """The eager layer a layer call traces: the shell's ``LayerRef`` builds it (sharing
     the shell's parameters and buffers)."""
-    from scriptmod.jit._executor import submodule_of_value   # noqa: PLC0415
+    from scriptmod.jit._specialize import submodule_of_value   # noqa: PLC0415
     if owner is None:
         raise FrontendError(f"{where}: a layer call needs the module")
     shell = submodule_of_value(owner, v)

@@ -25,7 +25,7 @@ from scriptmod.bench.workloads import WORKLOADS
 from scriptmod.ir.graph import Prim
 from scriptmod.ir.passes import propagate_shapes
 from scriptmod.ir.types import TensorType, TupleType
-from scriptmod.jit._executor import inlined, submodule_of
+from scriptmod.jit._specialize import inlined, submodule_of
 from tests.fuzz import archive_models as AM
 from tests.scriptmod.jit import golden_model
 from tests.scriptmod.jit.test_container_args_grad import MODELS as CONTAINER_MODELS
