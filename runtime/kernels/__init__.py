@@ -22,7 +22,7 @@ from scriptmod.ir.schema import (COMMUTATIVE, ELEMENTWISE, FACTORY, OWN_DTYPES, 
                                   SCALAR_OPMATH, OpSchema, upcasts)
 from .. import arrays
 from ..arrays import NP_DTYPE, from_np_dtype
-from scriptmod.codegen.kernel import checked_float, checked_int
+from scriptmod.ir.dtypes import checked_float, checked_int
 
 Kernel = Callable[..., Any]
 NEGATIVE_POWER = "pow: Integers to negative integer powers are not allowed."   # PyTorch's

@@ -11,7 +11,7 @@ from ..arrays import NP_DTYPE, from_np_dtype
 from . import NEGATIVE_POWER, kernel
 from scriptmod.ir.errors import ArgumentValueError, DTypeError
 from scriptmod.ir import dtypes as D
-from scriptmod.codegen.kernel import checked_int
+from scriptmod.ir.dtypes import checked_int
 
 
 def _quiet(fn: Callable) -> Callable:

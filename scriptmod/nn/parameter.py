@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scriptmod._creation import empty
 from scriptmod.tensor import Tensor
 
 
@@ -16,7 +17,6 @@ class Parameter(Tensor):
 
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         if data is None:
-            from scriptmod._creation import empty
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}")
@@ -44,7 +44,6 @@ class UninitializedParameter(Parameter):
         self._lazy_device, self._lazy_dtype = device, dtype
 
     def materialize(self, shape: tuple, device: Any = None, dtype: Any = None) -> None:
-        from scriptmod._creation import empty
         t = empty(*shape, device=device or self._lazy_device, dtype=dtype or self._lazy_dtype)
         self._data = t._data
         self.__class__ = Parameter
@@ -57,13 +56,11 @@ class UninitializedBuffer(Tensor):
     """A buffer whose shape is not known yet (lazy layers); materialized on first call."""
 
     def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None) -> None:
-        from scriptmod._creation import empty
         Tensor._init(self, empty(0)._data)
         self.requires_grad_(requires_grad)
         self._lazy_device, self._lazy_dtype = device, dtype
 
     def materialize(self, shape: tuple, device: Any = None, dtype: Any = None) -> None:
-        from scriptmod._creation import empty
         t = empty(*shape, device=device or self._lazy_device, dtype=dtype or self._lazy_dtype)
         self._data = t._data
         self.__class__ = Tensor
@@ -90,7 +87,6 @@ class Buffer(Tensor, metaclass=_BufferMeta):
 
     def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> Any:  # type: ignore[misc]
         if data is None:
-            from scriptmod._creation import empty
             data = empty(0)
         t = data.detach().requires_grad_(data.requires_grad)
         t.persistent = persistent
