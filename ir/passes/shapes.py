@@ -185,12 +185,16 @@ def _fusion_group(node: Node) -> None:
         v.type = o.type
 
 
-def callee_handlers(callees: Mapping[Node, Graph]) -> dict[str, Callable[[Node], None]]:
-    """For ``extra_handlers``: each call left in place by inlining that is a key of
-    ``callees`` is typed through its callee graph there (the caller keeps that mapping; a
-    call without a callee keeps its types, as it does without these handlers)."""
+def callee_handlers(callees: Mapping[Node, Graph] | Callable[[Node], Graph | None]
+                    ) -> dict[str, Callable[[Node], None]]:
+    """For ``extra_handlers``: each call left in place by inlining that has a callee graph
+    in ``callees`` (a mapping the caller keeps, or a function that finds or builds the graph
+    of a call) is typed through that graph; a call without one keeps its types, as it does
+    without these handlers."""
+    callee_of = callees.get if isinstance(callees, Mapping) else callees
+
     def call_method(node: Node) -> None:
-        callee = callees.get(node)
+        callee = callee_of(node)
         if callee is not None:
             propagate_shapes(callee, [v.type for v in node.inputs])
             for v, o in zip(node.outputs, callee.outputs):

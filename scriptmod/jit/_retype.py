@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from scriptmod.ir.dtypes import DType
 from scriptmod.ir.graph import Graph, Node, Prim
-from scriptmod.ir.passes.shapes import extra_handlers, propagate_shapes
+from scriptmod.ir.passes.shapes import callee_handlers, extra_handlers, propagate_shapes
 from scriptmod.ir.types import ListType, ModuleType, OptionalType, TensorType, TupleType, Type
 from scriptmod.ir.verify import types_agree
 from scriptmod.jit._archive_format import ArchiveError
@@ -237,14 +237,8 @@ def _typed_calls(mod: Any, name: str, types: list[Type]) -> Graph:
                       if n.kind == Prim.CALL_METHOD)
         return g
 
-    def call_method(node: Node) -> None:
-        callee = graph_of(owners[node], node.attrs["name"])
-        propagate_shapes(callee, [v.type for v in node.inputs])
-        for v, o in zip(node.outputs, callee.outputs):
-            v.type = o.type
-    handlers: dict[str, Callable[[Node], None]] = {Prim.CALL_METHOD: call_method}
     g = graph_of(mod, name)
-    with extra_handlers(handlers):
+    with extra_handlers(callee_handlers(lambda n: graph_of(owners[n], n.attrs["name"]))):
         return propagate_shapes(g, types)
 
 
