@@ -42,6 +42,9 @@ TOPICS: dict[str, tuple[str, str]] = {
                              "bytes) or runs op by op, and why"),
     "script": ("script", "scripted calls left to run as Python calls (arguments known only at "
                          "run time)"),
+    "recompiles": ("recompiles", "each new specialization of a compiled method and why (the "
+                                 "argument, dim and sizes; dtype, hooks, fusion, module state; "
+                                 "concrete or symbolic), and each one the LRU evicts"),
     "errors": ("errors", "the IR line of each node whose op failed during a compiled call (the "
                          "error's message names the op and your source line)"),
 }

@@ -29,6 +29,11 @@ call under a profiler, and starting one makes the installed fast paths step asid
 not installed again until it stops). Each event's time includes a clock read and, for a
 native step, one ctypes call (about a microsecond).
 
+Compiling a new specialization under a profiler is a ``compile`` event too, named with
+its cause as the ``recompiles`` log gives it (``Linear.forward: specialize (argument
+'input': size 6 at dim 0, was 5)``; its ``args`` hold the reason and whether the
+specialization is concrete or symbolic).
+
 Limits: no schedules, memory or FLOP counts; ``ProfilerActivity.CUDA`` (accepted where a
 CUDA device is) synchronizes the device after each event, so an event's time covers its
 kernels, on the host's timeline; the eager autograd engine's backward nodes are not events.

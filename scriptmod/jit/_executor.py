@@ -40,7 +40,7 @@ from scriptmod.ir.graph import Node, Prim
 from scriptmod.ir.types import BoolType, ModuleType, TensorType
 from scriptmod.runtime import profiling
 from scriptmod.runtime.trees import rebuilt
-from scriptmod.jit import _fastpath, _fuser, _specialize
+from scriptmod.jit import _fastpath, _fuser, _recompiles, _specialize
 from scriptmod.jit._batch_class import batch_class
 from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp
@@ -319,8 +319,10 @@ class Executor:
         if spec is not None:
             _touch(specs, key)
             return spec
+        start = profiling.clock() if profiling.ACTIVE else 0   # the compile event's start
         dims = self._symbolic_dims()
         ckey = (batch_class(key[0], dims),) + key[1:] if dims else None
+        note = ""
         if ckey is not None and ckey[0] is not None:
             first = self.classes.get(ckey)
             if first is None:                      # the class's first size: concrete
@@ -334,16 +336,41 @@ class Executor:
                     return spec
                 spec = _specialize.build(self, args, ckey, dims, first)
                 if spec is not None:
-                    return self._keep(ckey, spec)
+                    return self._keep(ckey, spec, start, cause=key)
                 self._untyped.add(ckey)            # sizes its types cannot check: concrete
-        return self._keep(key, _specialize.build(self, args, key))  # type: ignore[arg-type]
+            if ckey in self._untyped:
+                note = _recompiles.UNTYPED
+        spec = _specialize.build(self, args, key)
+        return self._keep(key, spec, start, note=note)  # type: ignore[arg-type]
 
-    def _keep(self, key: tuple, spec: Specialization) -> Specialization:
-        """Add a new specialization to the LRU (evicting the oldest beyond the bound)."""
+    def _keep(self, key: tuple, spec: Specialization, start: int = 0,
+              cause: tuple | None = None, note: str = "") -> Specialization:
+        """Add a new specialization to the LRU (evicting the oldest beyond the bound), and
+        say why it was built (``cause``: the call's own key, where ``key`` is its batch
+        class's) when the ``recompiles`` log is on or a profiler runs (from ``start``)."""
+        told = bool(profiling.ACTIVE) or irlog.enabled(_recompiles.TOPIC)
+        reason = _recompiles.why(cause or key, self.specs, self.arg_names) + note if told else ""
         self.specs[key] = spec
         self.stats["specializations"] += 1
-        _drop_oldest(self.specs, MAX_SPECIALIZATIONS)
+        evicted = _drop_oldest(self.specs, MAX_SPECIALIZATIONS)
+        if told:
+            self._tell(spec, reason, evicted, start)
         return spec
+
+    def _tell(self, spec: Specialization, reason: str, evicted: list, start: int) -> None:
+        """The ``recompiles`` log lines of a new specialization (and of the ones it evicted),
+        and the profiler's compile event naming its cause."""
+        where = _specialize.where(self)
+        if irlog.enabled(_recompiles.TOPIC):
+            irlog.log(_recompiles.TOPIC, _recompiles.new_spec_line(
+                where, len(self.specs), reason, spec.symbolic, spec.first))
+            for old in evicted:
+                irlog.log(_recompiles.TOPIC, _recompiles.evicted_line(
+                    where, old, self.arg_names, MAX_SPECIALIZATIONS))
+        if profiling.ACTIVE and start:
+            kind = "symbolic" if spec.symbolic else "concrete"
+            profiling.emit(f"{where}: specialize ({reason})", profiling.COMPILE, start,
+                           args={"reason": reason, "specialization": kind})
 
     def _symbolic_dims(self) -> tuple:
         """Per argument, the names of its declared dims (None where a dim is a size): the
@@ -450,14 +477,16 @@ def _touch(specs: OrderedDict, key: tuple) -> None:
         pass
 
 
-def _drop_oldest(specs: OrderedDict, keep: int) -> None:
+def _drop_oldest(specs: OrderedDict, keep: int) -> list:
     """Evict least recently used specializations beyond ``keep`` (their kernels and buffers
-    go with them once no fast path or running call holds them)."""
+    go with them once no fast path or running call holds them); the keys evicted."""
+    evicted = []
     while len(specs) > keep:
         try:
-            specs.popitem(last=False)
+            evicted.append(specs.popitem(last=False)[0])
         except KeyError:
             break
+    return evicted
 
 
 _STATE_TOKENS: dict[tuple, int] = {}     # full state key -> token (process-wide, only grows

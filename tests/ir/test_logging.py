@@ -93,8 +93,8 @@ def test_unknown_topic_fails_at_import_naming_it_and_the_valid_ones() -> None:
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("ValueError: SCRIPTMOD_LOG: topic 'fusoin' is not a scriptmod log topic")
     assert "did you mean 'fusion'?" in last
-    assert ("valid topics: autograd, cache, codegen, errors, fusion, passes, script, all, "
-            "help") in last
+    assert ("valid topics: autograd, cache, codegen, errors, fusion, passes, recompiles, script, "
+            "all, help") in last
 
 
 def test_unknown_topic_set_after_import_fails_at_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +118,7 @@ def test_set_logs(capsys: pytest.CaptureFixture[str]) -> None:
     irlog.set_logs(all=True)
     assert irlog.enabled("autograd")
     irlog.set_logs(help=True)
-    assert "autograd  whether a compiled module's backward" in capsys.readouterr().err
+    assert "autograd    whether a compiled module's backward" in capsys.readouterr().err
     with pytest.raises(ValueError, match="set_logs\\(\\): argument 'fuse' .*did you mean 'fusion'"):
         irlog.set_logs(fuse=True)
     with pytest.raises(TypeError, match="argument 'fusion' must be a bool or a logging level"):
