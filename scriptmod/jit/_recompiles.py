@@ -96,13 +96,22 @@ def _tensor_diffs(new: tuple, old: tuple) -> list[str]:
         out.append(f"rank {len(shape)} {_shape(shape)}, was rank {len(was_shape)} "
                    f"{_shape(was_shape)}")
     else:
-        out += [f"size {n} at dim {d}, was {w}"
-                for d, (n, w) in enumerate(zip(shape, was_shape)) if n != w]
+        out += [_size_diff(d, n, w) for d, (n, w) in enumerate(zip(shape, was_shape))
+                if n != w and not (isinstance(w, str) and isinstance(n, int) and n >= 2)]
     if device != was_device:
         out.append(f"on {device}, was on {was_device}")
     if grad != was_grad:
         out.append("requires grad, was not" if grad else "does not require grad, was required")
     return out
+
+
+def _size_diff(dim: int, n: Any, was: Any) -> str:
+    """A size against a concrete one, or against a batch class's symbolic dim (which serves
+    every size >= 2 but 0 and 1)."""
+    if isinstance(was, str) and isinstance(n, int):
+        return f"size {n} at dim {dim}, was any size >= 2 ({was}; sizes 0 and 1 specialize " \
+               f"concretely)"
+    return f"size {n} at dim {dim}, was {was}"
 
 
 def _shape(shape: tuple) -> str:

@@ -126,7 +126,12 @@ def test_batch_class_second_size_is_the_shared_symbolic_one_third_compiles_nothi
             "batch class but the first, B = 5), 2 held; because: argument 'input': size 6 at "
             "dim 0, was 5"]
         traced(sm.ones(7, 4))
-    assert lines() == []
+        assert lines() == []
+        traced(sm.ones(1, 4))                              # size 1: concrete, not the class
+        traced(sm.ones(6, 4, requires_grad=True))          # nearest: the symbolic one
+    assert [m.split("because: ")[1] for m in lines()] == [
+        "argument 'input': size 1 at dim 0, was any size >= 2 (B; sizes 0 and 1 specialize "
+        "concretely)", "argument 'input': requires grad, was not"]
 
 
 def test_a_scripted_module(lines) -> None:
