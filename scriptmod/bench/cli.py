@@ -11,6 +11,7 @@ floors (W6 is scripted with ``jit.script``, the others traced).
     scriptmod bench --no-compile-time        # skip the two new-process startup runs
     scriptmod bench --background-load        # another process keeps one core busy meanwhile
     scriptmod bench --ray                    # W3 through Ray Data and Ray Serve (bench.ray_bench)
+    scriptmod bench --workload G1,W5T --compare torch   # generation, varying lengths
     scriptmod bench --paired --workload T5   # fused and torch eager alternating in one process
 
 ``--threads N`` sets the threads of scriptmod's compiled kernels and of the BLAS NumPy
@@ -40,6 +41,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from scriptmod.bench.timing import WIDE_MARK, WIDE_SPREAD
+from scriptmod.bench.dynamic import DYNAMIC
 from scriptmod.bench.workloads import WORKLOADS
 
 if TYPE_CHECKING:
@@ -54,11 +56,13 @@ def workloads_help() -> str:
     """
     floor = {"bytes": "bytes moved", "flops": "matmul FLOPs", "none": "none (latency)"}
     lines = ["workloads (--workload; W6 is scripted with jit.script, the others traced):"]
-    for w in WORKLOADS.values():
+    for w in (*WORKLOADS.values(), *DYNAMIC.values()):
         lines += textwrap.wrap(f"{w.id:<5} {w.name}: {w.description}; input "
                                f"{'x'.join(map(str, w.shape))}; "
                                f"floor: {floor[w.floor]}", 96, initial_indent="  ",
                                subsequent_indent=" " * 8)
+    lines += textwrap.wrap(f"{', '.join(DYNAMIC)} run only when --workload names them (a "
+                           f"sequence length that varies: scriptmod.bench.dynamic).", 96)
     lines += textwrap.wrap(f"A median marked {WIDE_MARK} in the results table is too noisy "
                            f"to trust: its samples' (p90 - p10) / median is over "
                            f"{WIDE_SPREAD:.0%}.", 96)
@@ -115,10 +119,11 @@ def options(args: argparse.Namespace) -> BenchOptions:
     """The parsed command line as ``BenchOptions``; ``ValueError`` names a bad argument."""
     from scriptmod.bench.runner import BenchOptions
     ids = [w.strip().upper() for w in args.workload.split(",") if w.strip()]
-    unknown = [w for w in ids if w not in WORKLOADS]
+    known = {**WORKLOADS, **DYNAMIC}
+    unknown = [w for w in ids if w not in known]
     if unknown or not ids:
         raise ValueError(f"--workload: unknown {','.join(unknown) or '(empty)'}; "
-                         f"expected some of {','.join(WORKLOADS)}")
+                         f"expected some of {','.join(known)}")
     for name in ("threads", "batch", "repeat"):
         value = getattr(args, name)
         if value is not None and value < 1:

@@ -302,6 +302,9 @@ def run_workload(w: Workload, opts: BenchOptions,
 def _measure(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor, x: sm.Tensor,
              opts: BenchOptions, sync: Callable[[], None],
              stage: Callable[[str], None]) -> None:
+    if res.workload.measure is not None:
+        res.workload.measure(res, model, x, opts, stage)
+        return
     if res.workload.train:
         _measure_training(res, model, x_trace, x, opts, sync, stage)
         return
@@ -377,6 +380,13 @@ def record_startup(res: WorkloadResult, measured: dict[str, Any]) -> None:
                                                   f"child process: {r['error']}")
         else:
             res.matches[f"{phase}_start"] = Match(**r["match"])
+
+
+def selectable() -> dict[str, Workload]:
+    """Every ``--workload`` id: the default set (``WORKLOADS``) and the rows that run only
+    when named (``bench.dynamic.DYNAMIC``: G1, W5T)."""
+    from scriptmod.bench.dynamic import DYNAMIC
+    return {**WORKLOADS, **DYNAMIC}
 
 
 # ---- all workloads ---------------------------------------------------------------------------
@@ -457,7 +467,7 @@ def run_all(opts: BenchOptions, progress: bool | None = None) -> BenchReport:
         results = []
         for wid in opts.workloads:
             stage = lambda s, wid=wid: bar.set_postfix_str(f"{wid} {s}")  # noqa: E731
-            results.append(run_workload(WORKLOADS[wid], opts, stage))
+            results.append(run_workload(selectable()[wid], opts, stage))
             bar.update()
         bar.set_postfix_str("floors")
         after = floors.measure(xp, opts.dtype, opts.quick, opts.device, sync, get_threads())

@@ -219,6 +219,8 @@ class Workload:
     run_note: Callable[[nn.Module, sm.Tensor], str] | None = None   # a line for the report
     batch_dim: int = 0    # the dim ``--batch`` sets
     train: bool = False   # a training row: the model in train mode, timed per AdamW step
+    measure: Callable[..., None] | None = None   # its own measurement (``bench.dynamic``):
+    # ``measure(result, model, x, opts, stage)`` instead of the compile/check/time steps
 
     def grad_mode(self) -> ContextManager[object]:
         """``no_grad()``, or no change for a grad-enabled workload (W4G)."""
