@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from scriptmod.bench.child import run_child
-from scriptmod.bench.torch_ref import weights_of
 from scriptmod.bench.timing import Timing, Variant, time_variants
+from scriptmod.bench.torch_ref import weights_of
 
 COLUMNS = ("torch_eager", "torch_compile")
 
@@ -42,7 +42,8 @@ def finish(res: Any, model: Any, prompt: Any, want: Any, steps: int, opts: Any) 
         return
     with tempfile.TemporaryDirectory(prefix="scriptmod-torch-g1-") as d:
         job = Path(d)
-        np.savez(job / "weights.npz", **weights_of(model))
+        weights: dict[str, Any] = weights_of(model)
+        np.savez(job / "weights.npz", **weights)
         np.save(job / "prompt.npy", prompt.numpy(force=True))
         np.save(job / "want.npy", want.numpy(force=True))
         (job / "job.json").write_text(json.dumps({
@@ -67,6 +68,14 @@ def finish(res: Any, model: Any, prompt: Any, want: Any, steps: int, opts: Any) 
                     res.compile[f"{name}_{key}"] = part[key]
     if "error" in result:
         res.notes.append(f"PyTorch: {result['error']}")
+    res.notes += [_note(name, result[name]) for name in COLUMNS if result.get(name)]
+
+
+def _note(name: str, part: dict[str, Any]) -> str:
+    """``torch_compile: first generation 41.5 s, repeat 61.2 ms; tokens equal ...``."""
+    same = "equal" if part["match"]["ok"] else "DIFFER from"
+    return (f"{name}: first generation {part['first_s']:.3g} s, repeat (median) "
+            f"{part['repeat_s'] * 1e3:.3g} ms; tokens {same} scriptmod eager's")
 
 
 def _twin(spec: dict[str, Any], weights: dict[str, np.ndarray]) -> Any:
