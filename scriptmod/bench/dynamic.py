@@ -18,7 +18,8 @@ specialization (and compile) of the traced module, which the JSON and the notes 
   process (``bench.dynamic_torch``) under ``--torch-compile-timeout``.
 - ``W5T``: W5 traced at T = 128, called at T = 64 and T = 200 (quick: 16, then 8 and 24);
   per length the one-trace module's median against a module traced at that length, the
-  first call, whether the length specialized anew, and the check against eager.
+  first call (an empty kernel cache: a new length's compile is cold), whether the length
+  specialized anew, and the check against eager.
 
     >>> model, prompt = DYNAMIC["G1"].build(quick=True)
     >>> tuple(prompt.shape), model.n_layer
@@ -196,12 +197,12 @@ def measure_w5t(res: Any, model: nn.Module, x: sm.Tensor, opts: Any,
                 stage: Callable[[str], None]) -> None:
     """W5T (see the module docstring): per length, the one-trace module against a module
     traced at that length; the last length's medians are the row's eager and fused."""
-    from scriptmod.bench.runner import trace_model
+    from scriptmod.bench.runner import fresh_kernel_cache, trace_model
     base, *others = W5T_LENGTHS[1] if opts.quick else W5T_LENGTHS[0]
     b, _, d = x.shape
     sm.manual_seed(1)
     xs = {t: sm.randn(b, t, d, dtype=x.dtype) for t in (base, *others)}
-    with sm.no_grad():
+    with sm.no_grad(), fresh_kernel_cache():     # each first call compiles cold
         stage("trace")
         one = trace_model(model, xs[base])
         lengths: dict[str, Any] = {}
