@@ -226,6 +226,12 @@ TRAIN_NOTE = ("Training rows ({ids}): one training step each, with grad enabled 
               "FLOPs. torch eager and torch.compile train the same weights with "
               "torch.optim.AdamW, torch.compile compiling the same model-with-loss module's "
               "forward and backward.")
+DYNAMIC_NOTE = ("Rows of a varying sequence length ({ids}; scriptmod.bench.dynamic): G1's "
+                "eager and torch eager are medians of whole 40-token generations, its fused and "
+                "torch.compile columns the first whole generation of a module traced (compiled) "
+                "once, compiles included; W5T's columns are at its last length (T=200), each "
+                "length's one-trace and per-length-trace medians in the notes; the "
+                "specialization counts are in the notes and the JSON (compile).")
 IN_PROCESS_NOTE = ("compile (in-process) = first call of a freshly traced module in this process "
                    "(specialize, fuse, generate, LLVM, one run): cold with an empty cache folder, "
                    "warm from the disk cache; rerun without --no-compile-time for new-process "
@@ -249,6 +255,9 @@ def format_report(report: BenchReport) -> str:
     trained = [r.workload.id for r in report.results if r.workload.train]
     if trained:
         parts.append(textwrap.fill(TRAIN_NOTE.format(ids=", ".join(trained)), 100))
+    measured = [r.workload.id for r in report.results if r.workload.measure is not None]
+    if measured:
+        parts.append(textwrap.fill(DYNAMIC_NOTE.format(ids=", ".join(measured)), 100))
     parts += [line for line in (grad_ratio_line(report), torch_compile_line(report)) if line]
     return "\n".join(parts)
 
