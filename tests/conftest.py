@@ -38,3 +38,14 @@ def pytest_configure(config: pytest.Config) -> None:
                             "tests/module_checks.py do not apply to the modules it makes")
     if module_checks.enabled():
         config.pluginmanager.register(module_checks.SuiteChecks(), "scriptmod-suite-checks")
+
+
+@pytest.fixture
+def logs_off(monkeypatch: pytest.MonkeyPatch):
+    """Every ``SCRIPTMOD_LOG`` topic off before and after the test (the variable unset too)."""
+    from scriptmod.ir import log as irlog
+    monkeypatch.delenv(irlog.ENV_VAR, raising=False)
+    irlog.set_logs()
+    yield
+    monkeypatch.delenv(irlog.ENV_VAR, raising=False)
+    irlog.set_logs()

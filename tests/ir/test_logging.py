@@ -24,14 +24,7 @@ _TEXT = '''graph(%x : Float(2, 3)):
 '''
 
 
-@pytest.fixture(autouse=True)
-def _logs_off(monkeypatch: pytest.MonkeyPatch):
-    """Each test starts and ends with every topic off."""
-    monkeypatch.delenv(irlog.ENV_VAR, raising=False)
-    irlog.set_logs()
-    yield
-    monkeypatch.delenv(irlog.ENV_VAR, raising=False)
-    irlog.set_logs()
+pytestmark = pytest.mark.usefixtures("logs_off")     # tests/conftest.py
 
 
 def _run(code: str, setting: str) -> subprocess.CompletedProcess[str]:

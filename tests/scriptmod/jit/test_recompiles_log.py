@@ -20,14 +20,7 @@ from scriptmod.profiler import profile
 LOGGER = "scriptmod.recompiles"
 
 
-@pytest.fixture(autouse=True)
-def _logs_off(monkeypatch: pytest.MonkeyPatch):
-    """Each test starts and ends with every topic off."""
-    monkeypatch.delenv(irlog.ENV_VAR, raising=False)
-    irlog.set_logs()
-    yield
-    monkeypatch.delenv(irlog.ENV_VAR, raising=False)
-    irlog.set_logs()
+pytestmark = pytest.mark.usefixtures("logs_off")     # tests/conftest.py
 
 
 @pytest.fixture
