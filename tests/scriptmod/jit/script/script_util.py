@@ -113,3 +113,64 @@ def assert_same_outcome(got: Outcome, want: Outcome, label: str) -> None:
         return
     assert_same(got.value, want.value, label)
     assert_same(list(got.args), list(want.args), f"{label} (arguments afterwards)")
+
+
+# ---- one model table's checks (container_models, runtime_list_models) -------------------------
+# ``models``: name -> (module class, [extra argument tuples]) built on scriptmod; each model
+# takes a (batch, 8) input first. The test files parametrize these over their table's names.
+
+TABLE_BATCHES = (2, 5)
+
+
+def table_model(models: dict, name: str) -> Any:
+    """A fresh ``name`` of the table, with seeded parameters."""
+    sm.manual_seed(0)
+    return models[name][0]()
+
+
+def check_table_no_grad(models: dict, name: str, again: bool = False) -> None:
+    """Scripted equals eager under no_grad at each batch and argument set (``again``: a
+    second call of the same specialization too)."""
+    model = table_model(models, name).eval()
+    scripted = sm.jit.script(model)
+    for batch in TABLE_BATCHES:
+        for k, args in enumerate(models[name][1]):
+            x = tensor(batch, 8, seed=batch + k)
+            with sm.no_grad():
+                got, want = scripted(x, *args), model(x, *args)
+                second = scripted(x, *args) if again else None
+            assert not got.requires_grad
+            assert_same(got, want, f"{name} batch {batch} args {args}")
+            if again:
+                assert_same(second, want, f"{name} batch {batch} args {args}, second call")
+
+
+def check_table_gradients(models: dict, name: str) -> None:
+    """Input and parameter gradients through the scripted model equal eager's."""
+    model = table_model(models, name)
+    scripted = sm.jit.script(model)
+    for batch in TABLE_BATCHES:
+        for k, args in enumerate(models[name][1]):
+            assert_same_gradients(scripted, model, lambda: tensor(batch, 8, seed=batch + k),
+                                  args, f"{name} batch {batch} args {args}")
+
+
+def check_table_against_torch(models: dict, build: Callable[[Any], dict], name: str) -> None:
+    """Ours scripted equals ``torch.jit.script`` of the same table entry built on torch
+    (``build(torch)``), same weights."""
+    import pytest
+    torch = pytest.importorskip("torch")
+    ours = table_model(models, name).eval()
+    theirs = build(torch)[name][0]().eval()
+    theirs.load_state_dict({k: torch.from_numpy(np.array(v.detach().numpy()))
+                            for k, v in ours.state_dict().items()})
+    s_ours, s_theirs = sm.jit.script(ours), torch.jit.script(theirs)
+    for batch in TABLE_BATCHES:
+        x = tensor(batch, 8, seed=batch)
+        for args in models[name][1]:
+            with sm.no_grad():
+                got = s_ours(x, *args).numpy()
+            with torch.no_grad():
+                want = s_theirs(torch.from_numpy(x.numpy().copy()), *args).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"{name} batch {batch} args {args}")

@@ -10,67 +10,36 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-import numpy as np
 import pytest
 
 import scriptmod as sm
 from scriptmod import Tensor, nn
 
 from . import runtime_list_models
-from .script_util import assert_same, assert_same_gradients, tensor
+from .script_util import (assert_same, check_table_against_torch, check_table_gradients,
+                          check_table_no_grad, table_model, tensor)
 
 MODELS = runtime_list_models.build(sm)
 NAMES = sorted(MODELS)
-BATCHES = (2, 5)
 
 
 def _model(name: str) -> nn.Module:
-    sm.manual_seed(0)
-    return MODELS[name][0]()
+    return table_model(MODELS, name)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_scripted_equals_eager_under_no_grad(name: str) -> None:
-    model = _model(name).eval()
-    scripted = sm.jit.script(model)
-    for batch in BATCHES:
-        for k, args in enumerate(MODELS[name][1]):
-            x = tensor(batch, 8, seed=batch + k)
-            with sm.no_grad():
-                got, want = scripted(x, *args), model(x, *args)
-                again = scripted(x, *args)
-            assert not got.requires_grad
-            assert_same(got, want, f"{name} batch {batch} args {args}")
-            assert_same(again, want, f"{name} batch {batch} args {args}, second call")
+    check_table_no_grad(MODELS, name, again=True)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_scripted_gradients_equal_eager(name: str) -> None:
-    model = _model(name)
-    scripted = sm.jit.script(model)
-    for batch in BATCHES:
-        for k, args in enumerate(MODELS[name][1]):
-            assert_same_gradients(scripted, model, lambda: tensor(batch, 8, seed=batch + k),
-                                  args, f"{name} batch {batch} args {args}")
+    check_table_gradients(MODELS, name)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_same_as_torch_jit_script(name: str) -> None:
-    torch = pytest.importorskip("torch")
-    ours = _model(name).eval()
-    theirs = runtime_list_models.build(torch)[name][0]().eval()
-    theirs.load_state_dict({k: torch.from_numpy(np.array(v.detach().numpy()))
-                            for k, v in ours.state_dict().items()})
-    s_ours, s_theirs = sm.jit.script(ours), torch.jit.script(theirs)
-    for batch in BATCHES:
-        x = tensor(batch, 8, seed=batch)
-        for args in MODELS[name][1]:
-            with sm.no_grad():
-                got = s_ours(x, *args).numpy()
-            with torch.no_grad():
-                want = s_theirs(torch.from_numpy(x.numpy().copy()), *args).numpy()
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5,
-                                       err_msg=f"{name} batch {batch} args {args}")
+    check_table_against_torch(MODELS, runtime_list_models.build, name)
 
 
 def test_issue_repro() -> None:
