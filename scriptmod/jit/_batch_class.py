@@ -9,9 +9,11 @@ from scriptmod.ir.types import TensorType, dim_factors
 
 def batch_class(sig: tuple, dims: tuple) -> tuple | None:
     """``sig`` (``signature``) with each size at a symbolic dim (``dims``: per argument, a
-    name or None per dim) replaced by its name; None when no such size is >= 2, when one
-    is 0 or 1, or when two dims of one name differ (those calls specialize concretely)."""
-    out, sizes = list(sig), {}
+    name or None per dim) replaced by its name; None when no such size is >= 2 or when two
+    dims of one name differ (those calls specialize concretely). A named dim of size 0 or 1
+    keeps its size (it broadcasts and empties differently: PyTorch's 0/1 specialization),
+    unless the same name is >= 2 elsewhere in the call (then the call is concrete)."""
+    out, sizes, small = list(sig), {}, set()
     for i, names in enumerate(dims):
         if names is None or i >= len(sig):
             continue
@@ -22,11 +24,25 @@ def batch_class(sig: tuple, dims: tuple) -> tuple | None:
         for j, name in enumerate(names):
             if name is not None:
                 n = shape[j]
-                if n < 2 or sizes.setdefault(name, n) != n:
+                if n < 2:
+                    small.add(name)
+                    continue
+                if sizes.setdefault(name, n) != n:
                     return None
                 shape[j] = name
         out[i] = (entry[0], tuple(shape), entry[2], entry[3])
-    return tuple(out) if sizes else None
+    return tuple(out) if sizes and not small & sizes.keys() else None
+
+
+def class_dims(csig: tuple) -> tuple:
+    """Per argument of a batch class's signature, the names at its symbolic dims (None
+    where a dim is a size, or for an argument with none)."""
+    out = []
+    for entry in csig:
+        shape = entry[1] if len(entry) == 4 and isinstance(entry[1], tuple) else ()
+        names = tuple(d if isinstance(d, str) else None for d in shape)
+        out.append(names if any(names) else None)
+    return tuple(out)
 
 
 def named_sizes(sig: tuple, dims: tuple) -> tuple:

@@ -32,22 +32,37 @@ _UNTYPABLE = (ShapeError, DTypeError, TraceGuardError)
 Sites = dict[int, tuple[Graph, Any, list[list[Type]]]]   # id(callee) -> (graph, module, types)
 
 
+Named = list[dict[int, str] | None]   # per graph input: dim -> name (None: no name)
+
+
 def name_batch_dims(graphs: dict[int, dict[str, Graph]], root: Any,
-                    batches: dict[str, int | None]) -> None:
+                    batches: dict[str, int | None],
+                    explicit: dict[str, Named] | None = None) -> dict[str, list[tuple[int, int]]]:
     """Re-type ``graphs`` (the tracer's: id(module) -> method -> graph) in place for the
-    root methods in ``batches`` (method -> its example batch, None for none)."""
+    root methods in ``batches`` (method -> its example batch, None for none) and in
+    ``explicit`` (method -> the dims ``trace(dynamic_dims=...)`` names, which replace the
+    batch rule for that method). Returns, per method, the (input, dim) pairs of
+    ``explicit`` that a guard pins (they keep their traced sizes)."""
+    explicit = explicit or {}
     declared: list[tuple[Graph, Any, list[Type]]] = []
     sites: Sites = {}
     done: dict[tuple, dict[Value, Value]] = {}      # the typed copies of the passes kept
-    for method, batch in batches.items():
+    pinned: dict[str, list[tuple[int, int]]] = {}
+    for method in {**batches, **explicit}:
         g = graphs[id(root)][method]
         traced = [v.type for v in g.inputs]
-        named = [_batch_type(t, batch, BATCH) for t in traced] if batch is not None else traced
-        typing = _Typing(graphs)
-        if named != traced and not typing.symbolic(root, g, named, [
-                _batch_type(t, batch, batch + 1) for t in traced]):   # type: ignore[operator]
-            named, typing = traced, _Typing(graphs)
-            typing.graph(root, g, traced)
+        if method in explicit:
+            named, typing, pinned[method] = _name_explicit(graphs, root, g, traced,
+                                                           explicit[method])
+        else:
+            batch = batches[method]
+            named = [_batch_type(t, batch, BATCH) for t in traced] if batch is not None \
+                else traced
+            typing = _Typing(graphs)
+            if named != traced and not typing.symbolic(root, g, named, [
+                    _batch_type(t, batch, batch + 1) for t in traced]):   # type: ignore
+                named, typing = traced, _Typing(graphs)
+                typing.graph(root, g, traced)
         declared.append((g, root, named))
         done.update(typing.envs)
         for key, (callee, mod, seen) in typing.sites.items():
@@ -63,6 +78,49 @@ def name_batch_dims(graphs: dict[int, dict[str, Graph]], root: Any,
             continue
         for v, cv in env.items():
             v.type = cv.type
+    return pinned
+
+
+def _name_explicit(graphs: dict[int, dict[str, Graph]], root: Any, g: Graph,
+                   traced: list[Type], wanted: Named) -> tuple[list[Type], _Typing, list]:
+    """The input types with the ``wanted`` dims named, the typing that checked them, and
+    the (input, dim) pairs left concrete because a guard pins them (each named dim is kept
+    if the method still types symbolically with it and the ones kept before it)."""
+    dims = [(i, j, name) for i, w in enumerate(wanted) if w for j, name in sorted(w.items())]
+
+    def attempt(keep: list) -> tuple[bool, list[Type], _Typing]:
+        typing = _Typing(graphs)
+        named, other = _with_names(traced, keep, 0), _with_names(traced, keep, 1)
+        return typing.symbolic(root, g, named, other), named, typing
+
+    ok, named, typing = attempt(dims)
+    pinned: list[tuple[int, int]] = []
+    if not ok:
+        keep: list = []
+        for d in dims:
+            if attempt(keep + [d])[0]:
+                keep.append(d)
+            else:
+                pinned.append(d[:2])
+        ok, named, typing = attempt(keep)
+        if not ok:                  # nothing names: as traced
+            named, typing = traced, _Typing(graphs)
+            typing.graph(root, g, traced)
+    return named, typing, pinned
+
+
+def _with_names(traced: list[Type], dims: list[tuple[int, int, str]], grow: int) -> list[Type]:
+    """``traced`` with each (input, dim, name) of ``dims`` named (``grow`` 0), or resized to
+    its size + 1 (``grow`` 1: the probe a guard that pins the size fails)."""
+    out = list(traced)
+    for i, j, name in dims:
+        t = out[i]
+        assert isinstance(t, TensorType) and t.shape is not None
+        shape = list(t.shape)
+        size = traced[i].shape[j]           # type: ignore[union-attr]
+        shape[j] = name if not grow else size + grow
+        out[i] = t.with_(shape=tuple(shape))
+    return out
 
 
 def _batch_type(t: Type, batch: int, dim: int | str) -> Type:

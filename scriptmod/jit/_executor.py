@@ -36,12 +36,13 @@ import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from scriptmod.ir.errors import DTypeError, ShapeError, TraceGuardError
 from scriptmod.ir.graph import Node, Prim
 from scriptmod.ir.types import BoolType, ModuleType, TensorType
 from scriptmod.runtime import profiling
 from scriptmod.runtime.trees import rebuilt
 from scriptmod.jit import _fastpath, _fuser, _recompiles, _specialize
-from scriptmod.jit._batch_class import batch_class
+from scriptmod.jit._batch_class import batch_class, class_dims
 from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp
 from scriptmod.ir import log as irlog
@@ -86,6 +87,10 @@ class Executor:
     # whether it takes self)
     _sym_dims: tuple | None = field(default=None, init=False, repr=False)  # (method graph,
     # its symbolic dims: ``_symbolic_dims``)
+    auto: dict[tuple[int, int, int], str] = field(default_factory=dict)  # (argument, rank,
+    # dim) -> name: the dims automatic dynamic shapes made symbolic (``_widen``)
+    _pinned: set = field(default_factory=set)   # such keys whose symbolic specialization
+    # failed to type (a weight's size, a guard pins them): they stay concrete
 
     def __call__(self, args: Sequence[Any]) -> Any:
         fast = self.fast
@@ -320,9 +325,14 @@ class Executor:
             _touch(specs, key)
             return spec
         start = profiling.clock() if profiling.ACTIVE else 0   # the compile event's start
-        dims = self._symbolic_dims()
+        dims = self._dims_for(key[0])
         ckey = (batch_class(key[0], dims),) + key[1:] if dims else None
-        note = ""
+        widened = None if ckey is not None and ckey[0] is not None and ckey in self.classes \
+            else self._widen(key, args)
+        if widened:                             # a size seen before differs: now symbolic
+            dims = self._dims_for(key[0])
+            ckey = (batch_class(key[0], dims),) + key[1:] if dims else None
+        note = widened[0] if widened else ""
         if ckey is not None and ckey[0] is not None:
             first = self.classes.get(ckey)
             if first is None:                      # the class's first size: concrete
@@ -334,14 +344,86 @@ class Executor:
                     _touch(specs, ckey)
                     _touch(self.classes, ckey)
                     return spec
-                spec = _specialize.build(self, args, ckey, dims, first)
+                try:
+                    spec = _specialize.build(self, args, ckey, class_dims(ckey[0]), first)
+                except _UNTYPABLE:
+                    if not widened:
+                        raise
+                    spec = None
                 if spec is not None:
-                    return self._keep(ckey, spec, start, cause=key)
-                self._untyped.add(ckey)            # sizes its types cannot check: concrete
+                    return self._keep(ckey, spec, start, cause=key, note=note)
+                if widened:     # the new dims cannot vary (a weight's size, a guard): pinned
+                    self._unwiden(widened[1], ckey)
+                    note = _recompiles.pinned_note(
+                        [f"dim {j} of {_arg_name(self.arg_names, i)}" for i, _, j in widened[1]])
+                else:
+                    self._untyped.add(ckey)        # sizes its types cannot check: concrete
             if ckey in self._untyped:
-                note = _recompiles.UNTYPED
+                note += _recompiles.UNTYPED
         spec = _specialize.build(self, args, key)
         return self._keep(key, spec, start, note=note)  # type: ignore[arg-type]
+
+    def _types_at(self, args: Sequence[Any]) -> bool:
+        """Whether the method's graph types at the call's own sizes (else the call is an
+        error, which its concrete specialization reports: no reason to widen)."""
+        types = [_specialize.arg_type(a) for a in args]
+        try:
+            _specialize.retyped_copy(self, types)
+        except _UNTYPABLE:
+            return False
+        return True
+
+    def _unwiden(self, added: list, ckey: tuple) -> None:
+        """Take back dims ``_widen`` just made symbolic, for good (``_pinned``)."""
+        for k in added:
+            self.auto.pop(k, None)
+            self._pinned.add(k)
+        self.classes.pop(ckey, None)
+
+    def _widen(self, key: tuple, args: Sequence[Any]) -> tuple[str, list] | None:
+        """Automatic dynamic shapes (torch.compile's rule): when a call's signature differs
+        from a held concrete specialization's only in sizes, each differing dim that is not
+        symbolic yet becomes symbolic (dims of one call that changed from and to the same
+        sizes share a name), and the held key becomes its batch class's first size, so this
+        call builds the one symbolic specialization every later size shares. Returns the
+        ``recompiles`` log's note naming the new symbolic dims and their ``auto`` keys; None
+        when automatic dynamic shapes are off (``trace(..., dynamic=False)``) or nothing new
+        became symbolic (a dim that once failed to is ``_pinned``)."""
+        if self.module.__dict__.get("_dynamic", {}).get(self.method) is False:
+            return None
+        sig = key[0]
+        for old in reversed(self.specs):
+            if old[1:] != key[1:] or len(old[0]) != len(sig):
+                continue
+            diffs = _size_diffs(sig, old[0])
+            if not diffs:
+                continue
+            if not self._types_at(args):
+                return None         # this call's sizes are an error: the concrete build says it
+            dims = self._dims_for(sig)
+            rank = {i: len(sig[i][1]) for i, *_ in diffs}
+            new = [(i, j, n, w) for i, j, n, w in diffs
+                   if not (i < len(dims) and dims[i] is not None and dims[i][j] is not None)
+                   and (i, rank[i], j) not in self._pinned]
+            if not new:
+                return None
+            taken = {d for names in dims if names for d in names if d} | set(self.auto.values())
+            by_sizes: dict[tuple[int, int], str] = {}
+            said, added = [], []
+            for i, j, n, w in new:
+                name = by_sizes.get((n, w))
+                if name is None:
+                    name = by_sizes[(n, w)] = _fresh_name(taken)
+                    taken.add(name)
+                self.auto[(i, rank[i], j)] = name
+                added.append((i, rank[i], j))
+                said.append(f"dim {j} of {_arg_name(self.arg_names, i)} is now symbolic "
+                            f"({name})")
+            ckey = (batch_class(sig, self._dims_for(sig)),) + key[1:]
+            if ckey[0] is not None and batch_class(old[0], self._dims_for(old[0])) == ckey[0]:
+                self.classes.setdefault(ckey, old)   # its concrete specialization is the first
+            return f" (automatic dynamic shapes: {', '.join(said)})", added
+        return None
 
     def _keep(self, key: tuple, spec: Specialization, start: int = 0,
               cause: tuple | None = None, note: str = "") -> Specialization:
@@ -374,7 +456,9 @@ class Executor:
 
     def _symbolic_dims(self) -> tuple:
         """Per argument, the names of its declared dims (None where a dim is a size): the
-        traced graph's symbolic dims, which a batch class keeps (cached per method graph)."""
+        traced graph's symbolic dims, which a batch class keeps (cached per method graph);
+        None when a declared dim is a product (``16*B``), which ties sizes the guard cannot
+        check: no batch classes then (each size specializes)."""
         g = self.module._methods[self.method]
         found = self._sym_dims
         if found is None or found[0] is not g:
@@ -383,11 +467,29 @@ class Executor:
                          if isinstance(v.type, TensorType) and v.type.shape is not None
                          and any(isinstance(d, str) for d in v.type.shape) else None
                          for v in g.inputs[skip:])
-            # an input dim declared as a product (16*B) ties sizes the guard cannot check:
-            # no batch classes then (each size specializes)
             plain = all(d is None or d.isidentifier() for names in dims if names for d in names)
-            found = self._sym_dims = (g, dims if any(dims) and plain else ())
+            found = self._sym_dims = (g, dims if plain else None)
         return found[1]
+
+    def _dims_for(self, sig: tuple) -> tuple:
+        """Per argument of a call with signature ``sig``, the names of its symbolic dims at
+        the call's rank (None where a dim is a size): the declared ones (``_symbolic_dims``)
+        and those automatic dynamic shapes named since (``auto``); () when there are none."""
+        declared = self._symbolic_dims()
+        if declared is None or not (any(declared) or self.auto):
+            return ()
+        out = []
+        for i, entry in enumerate(sig):
+            if not _is_tensor_entry(entry):
+                out.append(None)
+                continue
+            rank = len(entry[1])
+            have = declared[i] if i < len(declared) else None
+            names = list(have) if have is not None and len(have) == rank else [None] * rank
+            for j in range(rank):
+                names[j] = self.auto.get((i, rank, j), names[j])
+            out.append(tuple(names) if any(names) else None)
+        return tuple(out) if any(out) else ()
 
     def explain(self, args: Sequence[Any]) -> str:
         """``Specialization.explain`` of the specialization ``args`` select (built if need
@@ -489,6 +591,38 @@ def _drop_oldest(specs: OrderedDict, keep: int) -> list:
     return evicted
 
 
+def _is_tensor_entry(entry: Any) -> bool:
+    return isinstance(entry, tuple) and len(entry) == 4 and isinstance(entry[1], tuple) \
+        and not isinstance(entry[0], type)
+
+
+def _size_diffs(sig: tuple, old: tuple) -> list[tuple[int, int, int, int]]:
+    """(argument, dim, size, old size) where two signatures' top-level tensors differ only
+    in sizes; [] when anything else differs (a dtype, a rank, a non-tensor argument, a
+    nested tuple) or a signature has symbolic dims."""
+    out = []
+    for i, (e, o) in enumerate(zip(sig, old)):
+        if e == o:
+            continue
+        if not (_is_tensor_entry(e) and _is_tensor_entry(o)) or (e[0], e[2], e[3]) != (
+                o[0], o[2], o[3]) or len(e[1]) != len(o[1]):
+            return []
+        for j, (n, w) in enumerate(zip(e[1], o[1])):
+            if not (isinstance(n, int) and isinstance(w, int)):
+                return []
+            if n != w:
+                out.append((i, j, n, w))
+    return out
+
+
+def _fresh_name(taken: set) -> str:
+    """The first of ``s0``, ``s1``, ... (PyTorch's names for dynamic sizes) not in ``taken``."""
+    k = 0
+    while f"s{k}" in taken:
+        k += 1
+    return f"s{k}"
+
+
 _STATE_TOKENS: dict[tuple, int] = {}     # full state key -> token (process-wide, only grows
                                          # with distinct module layouts)
 _getitem = dict.__getitem__
@@ -514,6 +648,7 @@ def signature(args: Sequence[Any]) -> tuple:
 
 
 _UNBUILT = object()
+_UNTYPABLE = (ShapeError, DTypeError, TraceGuardError)
 
 
 def _run_with_grad(spec: Specialization, head: tuple, args: Sequence[Any]) -> Any:

@@ -152,3 +152,11 @@ def evicted_line(where: str, key: tuple, arg_names: Sequence[str], limit: int) -
 
 UNTYPED = (" (its batch class's shared symbolic specialization cannot serve it: the graph has "
            "dims of unknown size there, so each size compiles)")
+
+
+def pinned_note(dims: list[str]) -> str:
+    """The note of a call whose new symbolic dims could not be: their symbolic
+    specialization did not type (the dims meet a fixed size, a weight's, or a size check)."""
+    return (f" (automatic dynamic shapes tried {', '.join(dims)} as symbolic, but the graph "
+            f"fixes {'it' if len(dims) == 1 else 'them'} (a weight's size or a size check): "
+            f"each size specializes)")

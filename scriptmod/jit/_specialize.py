@@ -69,7 +69,8 @@ def build(site: Site, args: Sequence[Any], key: tuple, dims: tuple = (),
     when its types cannot check every size of the class (the caller specializes each size)."""
     check_args(site, args)
     callees: dict[Node, Graph] = {}
-    graph = optimized(site, args, key[3], symbolic=first is not None, callees=callees)
+    graph = optimized(site, args, key[3], symbolic=first is not None, callees=callees,
+                      names=dims if first is not None else ())
     if first is not None and not typed_in(
             graph, {d for names in dims if names for d in names if d is not None}):
         return None
@@ -80,9 +81,13 @@ def build(site: Site, args: Sequence[Any], key: tuple, dims: tuple = (),
 
 
 def optimized(site: Site, args: Sequence[Any], keep: tuple = (), fuse: bool = True,
-              symbolic: bool = False, callees: dict[Node, Graph] | None = None) -> Graph:
+              symbolic: bool = False, callees: dict[Node, Graph] | None = None,
+              names: tuple = ()) -> Graph:
     """``site``'s method inlined (the calls of the submodules at paths ``keep`` kept, their
-    callee graphs put in ``callees``), typed for ``args`` and optimized."""
+    callee graphs put in ``callees``), typed for ``args`` and optimized. ``names``: per
+    argument, the symbolic dims' names (None per size) a symbolic specialization types the
+    arguments with (its batch class's); without them a symbolic one keeps the declared
+    names."""
     g = inlined(site.module, site.method, frozenset(keep))
     callees = {} if callees is None else callees
     for call in list(kept_calls(g)):       # typed through the callee's graph
@@ -93,7 +98,10 @@ def optimized(site: Site, args: Sequence[Any], keep: tuple = (), fuse: bool = Tr
     head = [g.inputs[0].type] if site.has_self else []
     declared = [v.type for v in g.inputs[len(head):]]
     types: list[Type | None] = head + [arg_type(a, d) for a, d in zip(args, declared)]
-    retype(site, g, types, symbolic, callees)
+    if names:
+        types = head + [named_type(t, n) for t, n in zip(types[len(head):], names)] \
+            + types[len(head) + len(names):]
+    retype(site, g, types, symbolic and not names, callees)
     return run_pipeline(g, optimize_passes() + list(site.post_passes)
                         + (_fuser.compile_passes() if fuse else []))
 
@@ -159,6 +167,14 @@ def propagate_calls(g: Graph, types: Sequence[Type | None], owner: Any,
         return propagate_shapes(g, list(types), keep_symbolic=symbolic)
     with extra_handlers(handlers):
         return propagate_shapes(g, list(types), keep_symbolic=symbolic)
+
+
+def named_type(t: Type | None, names: tuple | None) -> Type | None:
+    """A tensor type with the dims ``names`` gives (a name, or None to keep the size)."""
+    if names is None or not isinstance(t, TensorType) or t.shape is None \
+            or len(t.shape) != len(names):
+        return t
+    return t.with_(shape=tuple(d if n is None else n for d, n in zip(t.shape, names)))
 
 
 def arg_type(a: Any, declared: Type | None = None) -> Type | None:

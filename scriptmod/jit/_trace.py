@@ -16,6 +16,7 @@ from scriptmod.runtime.trees import rebuilt
 from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.jit._batch_dims import name_batch_dims
+from scriptmod.jit._dynamic import check_dynamic, explicit_dims, pinned_warning
 from scriptmod.jit._specialize import inlined
 from scriptmod.jit._script_module import ScriptFunction, ScriptModule, building
 from scriptmod.jit._structure import (caller_stacklevel, flatten, flatten_inputs, flatten_output,
@@ -176,22 +177,34 @@ def trace_module(mod: Module, inputs: dict[str, Any], *, check_trace: bool = Tru
                  check_inputs: Sequence[dict[str, Any]] | None = None,
                  check_tolerance: float = 1e-5, strict: bool = True,
                  example_kwarg_inputs: dict[str, Any] | None = None,
-                 example_inputs_is_kwarg: bool = False) -> ScriptModule:
+                 example_inputs_is_kwarg: bool = False,
+                 dynamic_dims: dict[str, Any] | None = None,
+                 dynamic: bool | None = None) -> ScriptModule:
     """Trace several methods: ``trace_module(m, {"forward": x, "encode": (x, y)})``; each is
     then a compiled method of the result (``traced.encode(x)``, ``traced.encode.code``).
 
     With ``example_inputs_is_kwarg=True`` (PyTorch's flag) every value is a dict of keyword
     arguments; ``example_kwarg_inputs`` adds keyword arguments to ``forward``'s inputs.
+    ``dynamic_dims`` (method -> ``trace``'s ``dynamic_dims``) and ``dynamic`` choose the
+    symbolic dims (``_dynamic``).
     """
     if not isinstance(mod, Module):
         raise TypeError(f"trace_module: expected a scriptmod.nn.Module, got {type(mod).__name__}")
     if not isinstance(inputs, dict) or not inputs:
         raise TypeError(f"trace_module: inputs must be a non-empty dict of method name -> example "
                         f"inputs, got {type(inputs).__name__}")
+    check_dynamic(dynamic, None)
+    if dynamic_dims is not None:
+        check_dynamic(dynamic, {})
+        if not isinstance(dynamic_dims, dict) or not all(m in inputs for m in dynamic_dims):
+            raise ValueError(f"trace_module: dynamic_dims must map traced method names to "
+                             f"their dynamic_dims, got {dynamic_dims!r}")
+        for dims in dynamic_dims.values():
+            check_dynamic(None, dims)
     calls = _calls(mod, inputs, example_kwarg_inputs, example_inputs_is_kwarg)
     for method, (args, kwargs) in calls.items():
         _refuse_untraceable(getattr(mod, method), args, kwargs)
-    sm = _trace_calls(mod, calls, strict)
+    sm = _trace_calls(mod, calls, strict, (dynamic_dims or {}, dynamic))
     if check_trace:
         for check in check_inputs or [inputs]:
             _check(mod, sm, _calls(mod, check, example_kwarg_inputs, example_inputs_is_kwarg),
@@ -230,8 +243,10 @@ def _check_method_name(mod: Module, method: Any) -> None:
         raise AttributeError(f"trace_module: {type(mod).__name__} has no method {method!r}")
 
 
-def _trace_calls(mod: Module, calls: Calls, strict: bool) -> ScriptModule:
-    """Record every method of ``calls`` with one tracer (shared submodule graphs)."""
+def _trace_calls(mod: Module, calls: Calls, strict: bool,
+                 dyn: tuple[dict, bool | None] = ({}, None)) -> ScriptModule:
+    """Record every method of ``calls`` with one tracer (shared submodule graphs); ``dyn``:
+    (method -> dynamic_dims, dynamic), which dims are symbolic (``_dynamic``)."""
     tracer = Tracer(mod, strict)
     arg_names: dict[int, dict[str, list[str]]] = {}
     specs: dict[int, dict[str, Any]] = {}
@@ -247,21 +262,38 @@ def _trace_calls(mod: Module, calls: Calls, strict: bool) -> ScriptModule:
         arg_names.setdefault(mid, {}).update(names)
     for mid, sub in _SUB_SPECS.pop(tracer, {}).items():
         specs.setdefault(mid, {}).update(sub)
-    _symbolic_batch(tracer, {m: a + tuple(kw.values()) for m, (a, kw) in calls.items()})
+    _symbolic_batch(tracer, {m: a + tuple(kw.values()) for m, (a, kw) in calls.items()},
+                    arg_names.get(id(mod), {}), dyn)
     with building():
-        return _build(mod, tracer, arg_names, specs, {})
+        sm = _build(mod, tracer, arg_names, specs, {})
+    if dyn[1] is False:                 # no automatic dynamic shapes either
+        sm.__dict__["_dynamic"] = {m: False for m in calls}
+    return sm
 
 
 def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,
           check_inputs: Sequence[Any] | None = None, check_tolerance: float = 1e-5,
-          strict: bool = True, example_kwarg_inputs: dict[str, Any] | None = None) -> Any:
+          strict: bool = True, example_kwarg_inputs: dict[str, Any] | None = None,
+          dynamic_dims: dict[Any, Any] | None = None, dynamic: bool | None = None) -> Any:
     """Trace a Module's forward (-> ScriptModule) or a function (-> ScriptFunction).
 
         >>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU()).eval()
         >>> traced = scriptmod.jit.trace(model, scriptmod.randn(8, 64))
         >>> traced(scriptmod.randn(3, 64)).shape     # other batch sizes need no new trace
         scriptmod.Size([3, 32])
+
+    Symbolic dims (one specialization for every size of them): dim 0 is ``B`` when it is
+    the batch, and any dim becomes symbolic at its second distinct size (automatic dynamic
+    shapes). ``dynamic_dims={"x": {0: "B", 1: "T"}}`` names dims from the start (a list of
+    dims names them ``s0``, ``s1``, ...), ``dynamic=True`` names every dim, ``dynamic=False``
+    none, with automatic dynamic shapes off (see ``_dynamic``).
+
+        >>> seq = scriptmod.jit.trace(model, scriptmod.randn(2, 5, 64),
+        ...                           dynamic_dims={"input": {0: "B", 1: "T"}})
+        >>> seq.graph.inputs[1].type
+        Float(B, T, 64)
     """
+    check_dynamic(dynamic, dynamic_dims)
     if example_inputs is None and example_kwarg_inputs is None:
         raise TypeError("trace: example_inputs is required (a Tensor or a tuple of Tensors)")
     if example_kwarg_inputs is not None and not isinstance(example_kwarg_inputs, dict):
@@ -275,21 +307,31 @@ def trace(func: Any, example_inputs: Any = None, *, check_trace: bool = True,
                                  f"scriptmod.jit.trace_module(model, {{{func.__name__!r}: "
                                  f"example_inputs}})")
         func = owner                                       # PyTorch: model.forward traces model
+    dims = None if dynamic_dims is None else {"forward": dynamic_dims}
     if isinstance(func, Module):
         checks = [{"forward": c} for c in check_inputs] if check_inputs is not None else None
         if example_inputs is None:      # PyTorch: the kwargs are the example inputs
             return trace_module(func, {"forward": example_kwarg_inputs}, check_trace=check_trace,
                                 check_inputs=checks, check_tolerance=check_tolerance,
-                                strict=strict, example_inputs_is_kwarg=True)
+                                strict=strict, example_inputs_is_kwarg=True,
+                                dynamic_dims=dims, dynamic=dynamic)
         return trace_module(func, {"forward": example_inputs}, check_trace=check_trace,
                             check_inputs=checks, check_tolerance=check_tolerance, strict=strict,
-                            example_kwarg_inputs=example_kwarg_inputs)
+                            example_kwarg_inputs=example_kwarg_inputs, dynamic_dims=dims,
+                            dynamic=dynamic)
     if not callable(func):
         raise TypeError(f"trace: expected a Module or a function, got {type(func).__name__}")
     call = _function_call(example_inputs, example_kwarg_inputs)
     _refuse_untraceable(func, *call)
-    graph, names, spec, in_spec = _record(Tracer(None, strict), None, func, *call)
+    tracer = Tracer(None, strict)
+    graph, names, spec, in_spec = _record(tracer, None, func, *call)
+    if dynamic_dims is not None or dynamic is not None:
+        tracer.graphs[id(None)] = {"forward": graph}
+        _symbolic_batch(tracer, {}, {"forward": names}, ({"forward": dynamic_dims}, dynamic),
+                        methods=("forward",))
     sf = ScriptFunction(getattr(func, "__name__", "function"), graph, names, spec, in_spec)
+    if dynamic is False:
+        sf._module.__dict__["_dynamic"] = {"forward": False}
     if check_trace:
         for c in check_inputs or [example_inputs if example_inputs is not None
                                   else example_kwarg_inputs]:
@@ -310,14 +352,38 @@ def _function_call(example: Any, kwarg_inputs: dict[str, Any] | None) -> tuple[t
     return (() if example is None else _as_tuple(example)), dict(kwarg_inputs)
 
 
-def _symbolic_batch(tracer: Tracer, inputs: dict[str, Any]) -> None:
-    """Name the batch dim ``B`` in the graphs' types (``_batch_dims``); each call still
-    specializes on concrete shapes. Each traced method has its own example batch."""
+def _symbolic_batch(tracer: Tracer, inputs: dict[str, Any],
+                    names: dict[str, list[str]] | None = None,
+                    dyn: tuple[dict, bool | None] = ({}, None),
+                    methods: Sequence[str] = ()) -> None:
+    """Name the batch dim ``B`` in the graphs' types (``_batch_dims``), or the dims
+    ``dynamic_dims``/``dynamic`` ask for (``dyn``: method -> dynamic_dims, dynamic); each
+    call still specializes on concrete shapes. Each traced method has its own example
+    batch; ``methods`` (a traced function's) get only the dims asked for. A dim asked for
+    that a guard pins warns and stays concrete."""
     batches: dict[str, int | None] = {}
-    for method, args in inputs.items():
-        first = _leaves(_as_tuple(args))          # a dict argument: its tensors
-        batches[method] = first[0].shape[0] if first and first[0].dim() >= 2 else None
-    name_batch_dims(tracer.graphs, tracer.root, batches)
+    explicit = {}
+    for method in [*inputs, *methods]:
+        if method in inputs:                      # a traced function keeps its sizes
+            first = _leaves(_as_tuple(inputs[method]))   # a dict argument: its tensors
+            batches[method] = first[0].shape[0] if first and first[0].dim() >= 2 else None
+        graph = tracer.graphs[id(tracer.root)][method]
+        inputs_ = graph.inputs[1:] if tracer.root is not None else graph.inputs
+        shapes = [getattr(v.type, "shape", None) for v in inputs_]
+        labels = (names or {}).get(method) or [v.debug_name or f"arg{i}"
+                                               for i, v in enumerate(inputs_)]
+        wanted = explicit_dims(labels, shapes, dyn[0].get(method), dyn[1])
+        if wanted is not None:
+            explicit[method] = ([None] if tracer.root is not None else []) + wanted
+    pinned = name_batch_dims(tracer.graphs, tracer.root, batches, explicit)
+    for method, dims in pinned.items():
+        if dims:
+            labels = (["self"] if tracer.root is not None else []) + list(
+                (names or {}).get(method) or ())
+            where = f"{type(tracer.root).__name__}.{method}" if tracer.root is not None \
+                else method
+            warnings.warn(TracerWarning(pinned_warning(where, labels, dims)),
+                          stacklevel=caller_stacklevel())
 
 
 def _build(mod: Module, tracer: Tracer, arg_names: dict[int, dict[str, list[str]]],

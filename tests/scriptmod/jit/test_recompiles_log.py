@@ -59,11 +59,23 @@ def test_first_call_then_a_new_size_at_dim_1_names_argument_dim_and_both_sizes(l
         assert lines() == ["Seq.forward: compiling a concrete specialization, 1 held; "
                            "because: first call"]
         traced(sm.ones(2, 9, 16))
-        assert lines() == ["Seq.forward: compiling a concrete specialization, 2 held; "
-                           "because: argument 'idx': size 9 at dim 1, was 8"]
+        assert lines() == ["Seq.forward: compiling the shared symbolic specialization (every "
+                           "size of its batch class but the first, B = 2, s0 = 8), 2 held; "
+                           "because: argument 'idx': size 9 at dim 1, was 8 (automatic dynamic "
+                           "shapes: dim 1 of 'idx' is now symbolic (s0))"]
         traced(sm.ones(2, 8, 16))
         traced(sm.ones(2, 9, 16))                          # cache hits and warm calls: silent
+        traced(sm.ones(2, 10, 16))                         # the shared one serves it
     assert lines() == []
+
+
+def test_without_automatic_dynamic_shapes_each_size_is_concrete(lines) -> None:
+    with sm.no_grad():
+        traced = jit.trace(Seq().eval(), sm.ones(2, 8, 16), dynamic=False)
+        traced(sm.ones(2, 8, 16))
+        traced(sm.ones(2, 9, 16))
+    assert lines()[-1] == ("Seq.forward: compiling a concrete specialization, 2 held; "
+                           "because: argument 'idx': size 9 at dim 1, was 8")
 
 
 def test_several_differences_are_all_listed_against_the_nearest(lines) -> None:
@@ -75,9 +87,11 @@ def test_several_differences_are_all_listed_against_the_nearest(lines) -> None:
         traced(sm.ones(3, 4), sm.ones(4))
     reasons = [m.split("because: ")[1] for m in lines()]
     assert reasons == ["first call",
-                       "argument 'x': size 5 at dim 1, was 4; argument 'y': size 5 at dim 1, was 4",
+                       "argument 'x': size 5 at dim 1, was 4; argument 'y': size 5 at dim 1, "
+                       "was 4 (automatic dynamic shapes: dim 1 of 'x' is now symbolic (s0), "
+                       "dim 1 of 'y' is now symbolic (s0))",
                        "argument 'x': float64, was float32; argument 'y': float64, was float32",
-                       "argument 'y': rank 1 (4), was rank 2 (3, 4)"]
+                       "argument 'y': rank 1 (4), was rank 2 (B, s0)"]
 
 
 def test_requires_grad_and_module_state_changes(lines) -> None:
@@ -136,18 +150,19 @@ def test_a_scripted_module(lines) -> None:
     assert got[0] == "Pair.forward: compiling a concrete specialization, 1 held; because: " \
                      "first call"
     assert got[1].endswith("because: argument 'x': size 2 at dim 0, was 3; argument 'y': "
-                           "size 2 at dim 0, was 3")
+                           "size 2 at dim 0, was 3 (automatic dynamic shapes: dim 0 of 'x' is "
+                           "now symbolic (s0), dim 0 of 'y' is now symbolic (s0))")
 
 
 def test_eviction_names_the_key_and_the_limit(lines, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_executor, "MAX_SPECIALIZATIONS", 2)
     scripted = jit.script(Pair())
     with sm.no_grad():
-        for n in (3, 4, 5):
-            scripted(sm.ones(2, n), sm.ones(2, n))
+        for dtype in (sm.float32, sm.float64, sm.int64):
+            scripted(sm.ones(2, 3, dtype=dtype), sm.ones(2, 3, dtype=dtype))
     got = lines()
     assert got[2].startswith("Pair.forward: compiling a concrete specialization, 2 held; "
-                             "because: argument 'x': size 5 at dim 1, was 4")
+                             "because: argument 'x': int64, was float64")
     assert got[3] == ("Pair.forward: evicted the least recently used specialization ('x': "
                       "Tensor float32 (2, 3) on cpu, 'y': Tensor float32 (2, 3) on cpu): the "
                       "limit of 2 specializations per method (MAX_SPECIALIZATIONS) was reached")

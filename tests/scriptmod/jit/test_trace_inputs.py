@@ -293,8 +293,10 @@ def test_in_place_write_into_a_dict_value_reaches_the_caller():
 
 def test_graph_for_takes_the_dict():
     traced = jit.trace(mixer, ({"a": sm.randn(2, 4), "b": sm.randn(2, 4)},))
-    g = traced.graph_for({"a": sm.randn(5, 4), "b": sm.randn(5, 4)})
-    assert [repr(v.type) for v in g.inputs] == ["Float(5, 4)", "Float(5, 4)"]
+    g = traced.graph_for({"a": sm.randn(2, 4), "b": sm.randn(2, 4)})
+    assert [repr(v.type) for v in g.inputs] == ["Float(2, 4)", "Float(2, 4)"]
+    g = traced.graph_for({"a": sm.randn(5, 4), "b": sm.randn(5, 4)})   # a second size: dim 0
+    assert [repr(v.type) for v in g.inputs] == ["Float(s0, 4)", "Float(s0, 4)"]   # symbolic
     with pytest.raises(jit.ArgumentError, match="lacks key"):
         traced.graph_for({"a": sm.randn(5, 4)})
 
