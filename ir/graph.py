@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .dtypes import DType
-from .types import Type
+from .types import StrType, Type
 
 
 class Prim:
@@ -525,6 +525,10 @@ VALUE_RULES: dict[str, Callable[..., Any]] = {}
 # Python-value ops register here, so that ``float("-inf")`` or ``math.sqrt(x.size(-1))`` in
 # scripted code is a known argument of a library call
 PLAIN_VALUE_RULES: dict[str, Callable[..., Any]] = {}
+# node kind -> ``rule(attrs, *args)`` on sizes where one is symbolic (a str dim of
+# ``ir.symdims``): ``int_add``, ``py_floordiv``, ``max``... give symbolic dims (``T-1``),
+# comparisons True/False where the dims decide them, else None
+SYMBOLIC_VALUE_RULES: dict[str, Callable[..., Any]] = {}
 
 
 def known_value(v: Value) -> Any:
@@ -532,18 +536,16 @@ def known_value(v: Value) -> Any:
 
     Lists built by ``prim::ListConstruct`` give lists whose unknown items are None, an
     ``sm::size`` of a tensor with a known (possibly symbolic) dim gives that dim, and an
-    ``int_*`` op of known ints gives its result.
+    ``int_*`` op of known ints gives its result; of symbolic sizes, the symbolic size
+    (``SYMBOLIC_VALUE_RULES``: ``size(x, 1) - 1`` is ``T-1``).
     """
     n = v.node
     rule = VALUE_RULES.get(n.kind)
     plain = PLAIN_VALUE_RULES.get(n.kind)
     if rule is not None or plain is not None:
         args = [known_value(x) for x in n.inputs]
-        if n.kind == f"{OP_NAMESPACE}::int_mul" and len(args) == 2 and \
-                {type(a) for a in args} == {int, str}:       # a symbolic size times a size
-            from .types import scale_dim
-            d, k = args if type(args[0]) is str else args[::-1]
-            return scale_dim(d, k)
+        if _symbolic_sizes(n.inputs, args):
+            return _symbolic_value(n, args)
         if rule is not None and all(type(a) is int for a in args):
             try:
                 return rule(*args)
@@ -572,6 +574,23 @@ def known_value(v: Value) -> Any:
         if shape is not None and isinstance(dim, int) and -len(shape) <= dim < len(shape):
             return shape[dim]
     return None
+
+
+def _symbolic_sizes(inputs: Sequence[Value], args: Sequence[Any]) -> bool:
+    """Whether an argument is a symbolic size: a str known value of a value not typed
+    ``str`` (text concatenates: ``"a" + "b"``; sizes add: ``B + T``)."""
+    return any(type(a) is str and x.type != StrType for x, a in zip(inputs, args))
+
+
+def _symbolic_value(n: Node, args: Sequence[Any]) -> Any:
+    """The rule's symbolic size, comparison, or None (an argument that is not a size)."""
+    rule = SYMBOLIC_VALUE_RULES.get(n.kind)
+    if rule is None or not all(type(a) in (int, str) for a in args):
+        return None
+    try:
+        return rule(n.attrs, *args)
+    except (ValueError, TypeError, ArithmeticError):    # symdims.SymDimError is a ValueError
+        return None
 
 
 def owning_graph_blocks(node: Node) -> list[Block]:

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from . import ops  # noqa: F401  (fills the registry)
 from . import dtypes as D
+from . import symdims as SD
 from . import schema as S
 from . import types as T
 from .graph import Block, Graph, IRError, Node, Prim, Value
@@ -33,7 +34,7 @@ _TOKEN_RE = re.compile(r"""
 |(?P<number>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)
 |(?P<arrow>->)
 |(?P<ident>[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)*)
-|(?P<punct>[()\[\],:=?*<>\-])
+|(?P<punct>[()\[\],:=?*<>\-+/%])
 """, re.X)
 _NAMED_TYPES: dict[str, Type] = {repr(t): t for t in (
     T.IntType, T.FloatType, T.BoolType, T.ComplexType, T.StrType, T.NoneType, T.DeviceType,
@@ -191,27 +192,36 @@ def _tensor_details(line: Line, dtype: D.DType | None) -> TensorType:
         if tok.kind == "ident" and line.peek().text == "=":
             line.next()
             extra[tok.text] = _raw_until(line, (",", ")"))
-        elif tok.text == "*":
+        elif tok.text == "*" and line.peek().text in (",", ")"):
             dims.append(None)
-        elif tok.kind == "number" and re.fullmatch(r"\d+", tok.text):
-            if line.peek().text == "*":                   # 16*B: a size times a symbol
-                line.next()
-                name = line.next()
-                if name.kind != "ident" or int(tok.text) < 2:
-                    raise line.error("a symbol after 'size*' (16*B)", name)
-                dims.append(f"{int(tok.text)}*{name.text}")
-            else:
-                dims.append(int(tok.text))
-        elif tok.kind == "ident":
-            dims.append(tok.text)
         else:
-            raise line.error("a dimension (size, symbol or *)", tok)
+            dims.append(_dim(line, tok))
     line.sep_list(")", item)
     unknown = set(extra) - {"device", "requires_grad"}
     if unknown:
         raise line.error("", message=f"unknown tensor type field {sorted(unknown)[0]!r}")
     shape = None if (dims == [None] and extra) else tuple(dims)   # printer writes rank-unknown so
     return TensorType(dtype, shape, extra.get("device", "cpu"), extra.get("requires_grad") == "1")
+
+
+def _dim(line: Line, first: Token) -> int | str:
+    """A dim from ``first`` to the next ``,`` or ``)`` outside parentheses: a size or a
+    symbolic dim (``B``, ``B*T``, ``T-1``, ``max(T,8)``), read by ``symdims.parse``."""
+    start = end = first.column - 1
+    depth = 0
+    while end < len(line.text) and (depth or line.text[end] not in ",)"):
+        depth += {"(": 1, ")": -1}.get(line.text[end], 0)
+        end += 1
+    while line.peek().kind != "end" and line.peek().column - 1 < end:
+        line.next()
+    text = line.text[start:end].strip()
+    try:
+        dim = SD.parse(text)
+    except SD.SymDimError as e:
+        raise line.error("", first, f"expected a dimension (size, symbol or *): {e}") from None
+    if isinstance(dim, int) and dim < 0:
+        raise line.error("", first, f"expected a dimension (size, symbol or *), found {text!r}")
+    return dim
 
 
 def _raw_until(line: Line, stops: tuple[str, ...]) -> str:

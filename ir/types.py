@@ -11,30 +11,10 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from .dtypes import DType
+from .symdims import dim_factors, symbols  # noqa: F401  (re-exported: callers outside ir/)
 
-Dim = Union[int, str, None]   # concrete size, symbolic name ("B", or "16*B": a size times
-Shape = tuple[Dim, ...]       # one name), or unknown
-
-
-def scale_dim(d: Dim, k: int) -> Dim:
-    """``d * k`` as a dim: a size, a name times a size (``scale_dim("B", 16)`` is
-    ``"16*B"``), or None where that is not one (a product of two names, an unknown dim)."""
-    if isinstance(d, int):
-        return d * k
-    if not isinstance(d, str) or type(k) is not int or k < 0:
-        return None
-    if k == 1:
-        return d
-    if k == 0:
-        return 0
-    c, name = dim_factors(d)
-    return f"{c * k}*{name}"
-
-
-def dim_factors(d: str) -> tuple[int, str]:
-    """``"16*B"`` -> ``(16, "B")``, ``"B"`` -> ``(1, "B")``."""
-    head, sep, name = d.partition("*")
-    return (int(head), name) if sep and head.isdigit() else (1, d)
+Dim = Union[int, str, None]   # a size, a symbolic size (canonical text of ``ir.symdims``:
+Shape = tuple[Dim, ...]       # "B", "16*B", "B*T", "T-1", "max(T,8)"), or unknown
 
 
 class Type:

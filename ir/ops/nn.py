@@ -5,6 +5,7 @@ from typing import Any, Sequence
 
 from . import rules as R
 from .. import dtypes as D
+from .. import symdims as SD
 from ..errors import DTypeError, ShapeError
 from ..schema import ANY_RANK, IMPURE, NONDIFF, UPCAST, op
 from ..types import Dim, Shape
@@ -18,7 +19,7 @@ def matmul_shape(a: Shape | None, b: Shape | None) -> Shape | None:
     a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
     b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
     k1, k2 = a2[-1], b2[-2]
-    if isinstance(k1, int) and isinstance(k2, int) and k1 != k2:
+    if SD.compare("!=", k1, k2):        # sizes, or symbolic ones that provably differ
         raise ShapeError(f"matmul: shapes {tuple(a)} and {tuple(b)} cannot be multiplied "
                          f"({k1} != {k2})")
     batch = R.broadcast_shapes(a2[:-2], b2[:-2]) or ()
@@ -34,13 +35,14 @@ def _matmul(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | N
     return matmul_shape(ops[0][1], ops[1][1])
 
 
-def _out_size(size: Dim, k: int, s: int, p: int, d: int, ceil: bool = False) -> Dim:
-    if not isinstance(size, int):
-        return None
-    span = size + 2 * p - d * (k - 1) - 1
-    n = (-(-span // s) if ceil else span // s) + 1
-    if ceil and (n - 1) * s >= size + p:   # last window must start inside the input
-        n -= 1
+def _out_size(size: Dim, k: Dim, s: int, p: int, d: int, ceil: bool = False) -> Dim:
+    """A convolution's or pool's output size, ``(size + 2p - d(k-1) - 1) // s + 1`` (with
+    ``ceil``: rounded up, less a last window that would start in the right padding)."""
+    span = SD.sub(SD.add(size, 2 * p), SD.add(SD.mul(d, SD.sub(k, 1)), 1))
+    n = SD.add(SD.ceildiv(span, s) if ceil else SD.floordiv(span, s), 1)
+    if ceil:
+        past = SD.compare(">=", SD.mul(SD.sub(n, 1), s), SD.add(size, p))
+        n = None if past is None else SD.sub(n, 1) if past else n
     return n
 
 
@@ -170,7 +172,7 @@ def _svdvals(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | 
         return None
     check_matrices(a)
     m, n = a[-2], a[-1]
-    k: Dim = min(m, n) if isinstance(m, int) and isinstance(n, int) else None
+    k = SD.minimum(m, n)
     return tuple(a[:-2]) + (k,)
 
 

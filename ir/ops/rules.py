@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .. import dtypes as D
+from .. import symdims as SD
 from ..errors import DTypeError, KernelDTypeError, ShapeError
 from ..dtypes import DType
 from ..types import Dim, Shape
@@ -197,6 +198,9 @@ def embedding_dtype(ops: Sequence[Any], attrs: dict) -> DType:
 # ---- shape rules ---------------------------------------------------------------------
 
 def broadcast_dims(a: Dim, b: Dim) -> Dim:
+    """The broadcast of two dims: equal ones (equal symbolic text is one size), a 1 against
+    anything, a size against a symbol (the size wins: a guard checks the symbol); None for
+    two different symbols; ShapeError where the sizes provably differ and neither is 1."""
     if a == b:
         return a
     if a == 1:
@@ -209,6 +213,9 @@ def broadcast_dims(a: Dim, b: Dim) -> Dim:
         return a
     if isinstance(b, int):
         return b
+    if a is not None and b is not None and SD.compare("!=", a, b) and \
+            SD.compare(">", a, 1) and SD.compare(">", b, 1):
+        raise ShapeError(f"sizes {a} and {b} do not broadcast")
     return None
 
 

@@ -7,7 +7,8 @@ import operator
 from typing import Any, Callable, Sequence
 
 from . import rules as R
-from ..graph import VALUE_RULES
+from .. import symdims as SD
+from ..graph import SYMBOLIC_VALUE_RULES, VALUE_RULES
 from ..schema import IMPURE, NONDIFF, op
 
 # what each int op computes on Python ints: the reference kernels and the shape pass share it
@@ -21,6 +22,18 @@ INT_FUNCS: dict[str, Callable[..., int | bool]] = {**INT_ARITH, **INT_COMPARE,
                                                    "int_neg": operator.neg}
 
 VALUE_RULES.update({f"sm::{name}": fn for name, fn in INT_FUNCS.items()})
+
+# the same on symbolic sizes (``size(x, 1) - 1`` is ``T-1``); comparisons where decided
+SYMBOLIC_ARITH: dict[str, Callable[..., Any]] = {
+    "add": SD.add, "sub": SD.sub, "mul": SD.mul, "floordiv": SD.floordiv, "mod": SD.mod,
+    "min": SD.minimum, "max": SD.maximum}
+SYMBOLIC_COMPARE: dict[str, str] = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
+                                    "ge": ">="}
+SYMBOLIC_VALUE_RULES.update({f"sm::int_{name}": (lambda attrs, *a, fn=fn: fn(*a))
+                             for name, fn in SYMBOLIC_ARITH.items()})
+SYMBOLIC_VALUE_RULES.update({f"sm::int_{name}": (lambda attrs, a, b, o=o: SD.compare(o, a, b))
+                             for name, o in SYMBOLIC_COMPARE.items()})
+SYMBOLIC_VALUE_RULES["sm::int_neg"] = lambda attrs, a: SD.neg(a)
 
 def _divisor(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> tuple:
     """An int; a constant zero divisor is refused where the graph is built or loaded."""

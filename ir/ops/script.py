@@ -33,7 +33,9 @@ import operator
 from typing import Any, Callable, Sequence
 
 from . import rules as R
-from ..graph import PLAIN_VALUE_RULES
+from .. import symdims as SD
+from ..graph import PLAIN_VALUE_RULES, SYMBOLIC_VALUE_RULES
+from .scalar import SYMBOLIC_ARITH, SYMBOLIC_COMPARE
 from ..schema import IMPURE, NONDIFF, TypeRule, op
 from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DeviceType, DictType,
                      DTypeType, FloatType,
@@ -64,6 +66,22 @@ PLAIN_VALUE_RULES.update({
     "sm::py_min": lambda attrs, a, b: min(a, b) if type(a) is type(b) else None,
     "sm::py_max": lambda attrs, a, b: max(a, b) if type(a) is type(b) else None,
 })
+
+
+def _symbolic_call(attrs: dict, *args: Any) -> Any:
+    """A ``py_call`` that is the identity on an int size (``math.floor(T)``, ``round(T)``)."""
+    if attrs.get("fn") in ("math.floor", "math.ceil", "math.trunc", "round") and len(args) == 1:
+        return args[0]
+    return None
+
+
+# on symbolic sizes (``ir.symdims``): Python's int arithmetic, ``min``/``max``, ``int()``
+SYMBOLIC_VALUE_RULES.update({f"sm::py_{name}": (lambda attrs, *a, fn=fn: fn(*a))
+                             for name, fn in SYMBOLIC_ARITH.items()})
+SYMBOLIC_VALUE_RULES.update({f"sm::py_{name}": (lambda attrs, a, b, o=o: SD.compare(o, a, b))
+                             for name, o in SYMBOLIC_COMPARE.items()})
+SYMBOLIC_VALUE_RULES.update({"sm::py_neg": lambda attrs, a: SD.neg(a),
+                             "sm::py_int": lambda attrs, a: a, "sm::py_call": _symbolic_call})
 
 
 def _plain_call(attrs: dict, *args: Any) -> Any:

@@ -6,76 +6,48 @@ from typing import Any, Sequence
 from . import rules as R
 from ..errors import ShapeError
 from ..schema import ANY_RANK, FACTORY, IMPURE, NONDIFF, VIEW, op
-from ..types import Dim, Shape, dim_factors, scale_dim
+from .. import dtypes as D
+from .. import symdims as SD
+from ..types import Dim, Shape
 
 
 def _numel(s: Sequence[Dim]) -> Dim:
+    """The product of the dims (symbolic where they are; None where one is unknown)."""
     n: Dim = 1
     for d in s:
-        if not isinstance(d, int) or not isinstance(n, int):
-            return None
-        n *= d
+        n = SD.mul(n, d)
     return n
 
 
 def infer_reshape(src: Shape | None, shape: Sequence[Dim] | None) -> Shape | None:
-    """Resolve one -1 in ``shape`` against ``src``; symbolic when it cannot be computed."""
+    """Resolve one -1 in ``shape`` against ``src``: the quotient of the element counts,
+    symbolic where they are (``(B, T, 128)`` to ``(-1, 128)`` gives ``B*T``; ``(B*T, 128)``
+    to ``(B, 4, -1)`` gives ``32*T``), None where it does not divide exactly."""
     if shape is None:
         return None
     shape = list(shape)
     if shape.count(-1) > 1:
         raise ShapeError("reshape: only one dimension can be inferred (-1)")
+    total = _numel(src) if src is not None else None
     if -1 in shape:
         i = shape.index(-1)
-        rest = shape[:i] + shape[i + 1:]
-        total, known = (_numel(src) if src is not None else None), _numel(rest)
+        known = _numel(shape[:i] + shape[i + 1:])
         if isinstance(total, int) and isinstance(known, int):
             if known == 0 or total % known:
                 raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {total}")
-            shape[i] = total // known
-        elif src is not None:   # symbolic factors cancel, sizes divide: (16, B, 64) to
-            shape[i] = _quotient(src, rest)   # (16, B, 4, -1) gives 16; (B, 4, 8) to (B, -1), 32
-        else:
-            shape[i] = None
-    elif src is not None:
-        a, b = _numel(src), _numel(shape)
-        if isinstance(a, int) and isinstance(b, int) and a != b:
-            raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {a}")
+        shape[i] = _quotient(total, known)
+    else:
+        b = _numel(shape)
+        if isinstance(total, int) and isinstance(b, int) and total != b:
+            raise ShapeError(f"reshape: shape {tuple(shape)} is invalid for input of size {total}")
     return tuple(shape)
 
 
-def _quotient(src: Sequence[Dim], rest: Sequence[Dim]) -> Dim:
-    """numel(src) / numel(rest) as one dim: a size, or a size times the one symbol left
-    over (``16*B``); None when it cannot be written as one dim (a dim of unknown size, a
-    symbol of ``rest`` that ``src`` lacks, two symbols left, sizes that do not divide)."""
-    if any(d is None for d in (*src, *rest)):
+def _quotient(total: Dim, known: Dim) -> Dim:
+    """``total / known`` where it divides exactly (a polynomial), else None."""
+    if total is None or known is None or known == 0:
         return None
-    top, symbols = _factors(src)
-    bottom, theirs = _factors(rest)
-    for name in theirs:
-        if name not in symbols:
-            return None
-        symbols.remove(name)
-    if bottom == 0 or top % bottom:
-        return None
-    q = top // bottom
-    if not symbols:
-        return q
-    return scale_dim(symbols[0], q) if len(symbols) == 1 else None
-
-
-def _factors(dims: Sequence[Dim]) -> tuple[int, list[str]]:
-    """The product of ``dims`` as (its size factor, its symbols): ``(16*B, 64)`` is
-    ``(1024, ["B"])``."""
-    size, names = 1, []
-    for d in dims:
-        if isinstance(d, str):
-            c, name = dim_factors(d)
-            size *= c
-            names.append(name)
-        elif isinstance(d, int):
-            size *= d
-    return size, names
+    return SD.floordiv(total, known) if SD.mod(total, known) == 0 else None
 
 
 def _reshape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
@@ -115,10 +87,12 @@ def _squeeze(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | 
     if s is None:
         return None
     dims = attrs.get("dim")
-    if dims is None:
-        return tuple(d for d in s if d != 1)
-    dims = {R.norm_dim(d, len(s), "squeeze") for d in ((dims,) if isinstance(dims, int) else dims)}
-    return tuple(d for i, d in enumerate(s) if not (i in dims and d == 1))
+    dims = set(range(len(s))) if dims is None else {
+        R.norm_dim(d, len(s), "squeeze") for d in ((dims,) if isinstance(dims, int) else dims)}
+    ones = [SD.compare("==", d, 1) if i in dims else False for i, d in enumerate(s)]
+    if None in ones and any(d is not None for i, d in enumerate(s) if ones[i] is None):
+        return None                     # ``T-1`` is 1 at T=2: the rank depends on the size
+    return tuple(d for d, one in zip(s, ones) if not one)
 
 
 def _expand(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
@@ -147,26 +121,42 @@ def _cat(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None
     shapes = [s for s in shapes if s != (0,)] or shapes[:1]   # torch skips legacy empty (0,)
     rank = len(shapes[0])
     d = R.norm_dim(attrs["dim"], rank, "cat")
+    if any(len(s) != rank for s in shapes):
+        raise ShapeError(f"cat: sizes of tensors must match except in dimension {d}; "
+                         f"got {[tuple(x) for x in shapes]}")
+    out = _agreed(shapes, skip=d, what=f"cat: sizes of tensors must match except in "
+                                        f"dimension {d}; got {[tuple(x) for x in shapes]}")
+    total: Dim = 0
     for s in shapes:
-        if len(s) != rank or any(a != b and isinstance(a, int) and isinstance(b, int)
-                                 for i, (a, b) in enumerate(zip(s, shapes[0])) if i != d):
-            raise ShapeError(f"cat: sizes of tensors must match except in dimension {d}; "
-                             f"got {[tuple(x) for x in shapes]}")
-    sizes = [s[d] for s in shapes]
-    total = sum(sizes) if all(isinstance(x, int) for x in sizes) else None
-    return tuple(shapes[0][:d]) + (total,) + tuple(shapes[0][d + 1:])
+        total = SD.add(total, s[d])
+    out[d] = total
+    return tuple(out)
+
+
+def _agreed(shapes: Sequence[Shape], skip: int | None, what: str) -> list[Dim]:
+    """The dims equal shapes agree on (a known dim over an unknown one); ShapeError where
+    two differ provably (``8`` and ``9``, ``T`` and ``T+1``)."""
+    out = list(shapes[0])
+    for s in shapes[1:]:
+        for i, (a, b) in enumerate(zip(out, s)):
+            if i == skip:
+                continue
+            if SD.compare("!=", a, b):
+                raise ShapeError(what)
+            if a is None or isinstance(b, int) and not isinstance(a, int):
+                out[i] = b
+    return out
 
 
 def _stack(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
     s = ops[0][1]
     if s is None:
         return None
-    for o in ops:
-        if o[1] is not None and len(o[1]) == len(s) and any(
-                a != b and isinstance(a, int) and isinstance(b, int) for a, b in zip(o[1], s)):
-            raise ShapeError(f"stack: expects each tensor to be equal size, got {[o[1] for o in ops]}")
+    what = f"stack: expects each tensor to be equal size, got {[o[1] for o in ops]}"
+    shapes = [o[1] for o in ops if o[1] is not None and len(o[1]) == len(s)]
     d = R.norm_dim(attrs["dim"], len(s) + 1, "stack")
-    return tuple(s[:d]) + (len(ops),) + tuple(s[d:])
+    out = _agreed(shapes, skip=None, what=what)
+    return tuple(out[:d]) + (len(ops),) + tuple(out[d:])
 
 
 def _narrow(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
@@ -174,8 +164,13 @@ def _narrow(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | N
     if s is None:
         return None
     d = R.norm_dim(attrs["dim"], len(s), "narrow")
-    length = values[2] if isinstance(values[2], int) else None   # a size computed at run time
+    length = values[2] if _is_size(values[2]) else None   # a size computed at run time
     return tuple(s[:d]) + (length,) + tuple(s[d + 1:])
+
+
+def _is_size(v: Any) -> bool:
+    """An int (not a bool) or a symbolic size."""
+    return isinstance(v, str) or isinstance(v, int) and not isinstance(v, bool)
 
 
 def spec_value(x: Any, operands: Sequence[Any]) -> Any:
@@ -199,23 +194,35 @@ def _check_operand_refs(spec: Any, ops: Sequence[Any]) -> None:
 
 
 def _index_shape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
-    """Basic indexing (ints, slices, None, ...) of a known rank; a dim whose bounds are
-    computed at run time is unknown. Advanced (tensor) indexing: unknown shape."""
+    """Indexing of a known rank with NumPy's rules: basic entries (ints, slices, None,
+    ``...``) keep or cut dims; index tensors (and the ints among them) broadcast to one
+    block of dims, in their place when adjacent, else first. A dim whose bounds are
+    computed at run time, or a mask's count of true elements, is unknown."""
     s, spec = ops[0][1], attrs["spec"]
     _check_operand_refs(spec, ops)
-    if s is None or any(e[0] not in ("int", "slice", "none", "ellipsis") for e in spec):
+    if s is None or any(e[0] not in _SPEC_KINDS for e in spec):
         return None
+    advanced = [i for i, e in enumerate(spec) if e[0] == "tensor"]
+    if any(not R.is_tensor(ops[spec[i][1] + 1]) or ops[spec[i][1] + 1][1] is None
+           for i in advanced):
+        return None
+    if advanced:
+        advanced = [i for i, e in enumerate(spec) if e[0] in ("tensor", "int")]
 
     def known(v: Any) -> Any:
         if not isinstance(v, tuple):
             return v
         v = spec_value(v, values[1:])
-        return v if isinstance(v, int) and not isinstance(v, bool) else _UNKNOWN
+        return v if _is_size(v) else _UNKNOWN
 
-    used = sum(e[0] in ("int", "slice") for e in spec)
+    used = sum(_consumed(e, ops) for e in spec)
+    if used > len(s):
+        return None                     # the kernel raises its own IndexError
     out: list[Dim] = []
+    block: list[Shape] = []
+    at = None
     dims = iter(s)
-    for e in spec:
+    for i, e in enumerate(spec):
         if e[0] == "ellipsis":
             out += [next(dims) for _ in range(len(s) - used)]
         elif e[0] == "none":
@@ -223,16 +230,68 @@ def _index_shape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shap
         elif e[0] == "slice":
             out.append(_slice_len(next(dims), *(known(v) for v in e[1:])))
         else:
-            next(dims)
-    return tuple(out) + tuple(dims)
+            for _ in range(_consumed(e, ops)):
+                next(dims)
+            if i in advanced:
+                at = len(out) if at is None else at
+                block.append(_index_block(e, ops))
+    rest = tuple(out) + tuple(dims)
+    if not advanced:
+        return rest
+    joined = R.broadcast_shapes(*block)
+    if joined is None:
+        return None
+    adjacent = advanced == list(range(advanced[0], advanced[-1] + 1))
+    at = at if adjacent and at is not None else 0
+    return rest[:at] + tuple(joined) + rest[at:]
+
+
+_SPEC_KINDS = ("int", "slice", "none", "ellipsis", "tensor")
+
+
+def _is_mask(e: tuple, ops: Sequence[Any]) -> bool:
+    return e[0] == "tensor" and ops[e[1] + 1][0] in (D.bool_, D.uint8)
+
+
+def _consumed(e: tuple, ops: Sequence[Any]) -> int:
+    """How many dims of ``self`` a spec entry indexes (a mask: its rank)."""
+    if _is_mask(e, ops):
+        return len(ops[e[1] + 1][1])
+    return 1 if e[0] in ("int", "slice", "tensor") else 0
+
+
+def _index_block(e: tuple, ops: Sequence[Any]) -> Shape:
+    """What an advanced entry adds to the broadcast block: an index tensor its shape, a
+    mask one dim of unknown size (its true count), an int nothing."""
+    if e[0] == "int":
+        return ()
+    return (None,) if _is_mask(e, ops) else ops[e[1] + 1][1]
 
 
 def _slice_len(n: Dim, *bounds: Any) -> Dim:
+    """The length of ``x[start:stop:step]`` along a dim of size ``n`` (Python's clamping),
+    symbolic where the sizes are; None where a bound's sign is not known."""
     if _UNKNOWN in bounds:
         return None
-    if bounds[0] is None and bounds[1] is None and bounds[2] in (None, 1):
+    start, stop, step = bounds
+    if start is None and stop is None and step in (None, 1):
         return n
-    return len(range(*slice(*bounds).indices(n))) if isinstance(n, int) else None
+    if isinstance(n, int) and all(b is None or isinstance(b, int) for b in bounds):
+        return len(range(*slice(*bounds).indices(n)))
+    if not (step is None or isinstance(step, int) and step > 0):
+        return None
+    lo, hi = _clamp_bound(start, n, 0), _clamp_bound(stop, n, n)
+    return SD.maximum(SD.ceildiv(SD.sub(hi, lo), step or 1), 0)
+
+
+def _clamp_bound(b: Dim, n: Dim, default: Dim) -> Dim:
+    """A slice bound in ``[0, n]``: from the end when negative, clamped (None: unknown)."""
+    if b is None:
+        return default
+    negative = SD.compare("<", b, 0)
+    if negative is None:
+        return None
+    return SD.maximum(SD.add(b, n), 0) if negative else SD.minimum(b, n)
 
 
 def _gather(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
@@ -246,9 +305,12 @@ def _factory(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | 
 def _arange(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
     import math
     start, end, step = values
-    if not all(isinstance(v, (int, float)) for v in values) or not step:
+    if all(isinstance(v, (int, float)) for v in values) and step:
+        return (max(math.ceil((end - start) / step), 0),)
+    if not (_is_size(start) and _is_size(end) and isinstance(step, int) and step):
         return (None,)                  # a bound computed at run time (``arange(x.size(0))``)
-    return (max(math.ceil((end - start) / step), 0),)
+    span = SD.sub(end, start) if step > 0 else SD.sub(start, end)   # symbolic: T - s
+    return (SD.maximum(SD.ceildiv(span, abs(step)), 0),)
 
 
 op("reshape(Tensor self, int[] shape) -> Tensor", R.same, _reshape, VIEW)
