@@ -178,7 +178,8 @@ def _var(ctx: Any, g: Tensor) -> tuple:
     dims = _dims(ctx)
     n = math.prod(x.shape[d] for d in dims)
     mean = x.mean(dim=dims, keepdim=True)
-    return (_unreduce(ctx, g) * 2 * (x - mean) / (n - ctx.attrs["correction"]),)
+    c = ctx.attrs["correction"]          # an int where it is one: ``n - c`` stays a size
+    return (_unreduce(ctx, g) * 2 * (x - mean) / (n - (int(c) if c == int(c) else c)),)
 
 
 @derivative("prod", saves=(0,), output=True)
@@ -491,9 +492,9 @@ def _mse_loss(ctx: Any, g: Tensor) -> tuple:
     element); the target's gradient only when it requires one."""
     x, t = ctx.inputs
     reduction = ctx.attrs["reduction"]
-    if reduction == "mean":
+    if reduction == "mean":         # g * 2 / n: a size, read at run time in a compiled graph
         n = math.prod(_broadcast(ctx.input_meta[0][0], ctx.input_meta[1][0]))
-        scale = g * (2 / max(n, 1))
+        scale = g * 2 / max(n, 1)
     else:
         scale = g * 2
     d = (x - t) * scale
@@ -536,7 +537,7 @@ def _batch_norm(ctx: Any, g: Tensor) -> tuple:
     gh = g * w.reshape(shape) if w is not None else g
     if training or rm is None:
         n = x.numel() // x.shape[1]
-        gx = inv / n * (n * gh - gh.sum(dim=dims, keepdim=True)
+        gx = inv / n * (gh * n - gh.sum(dim=dims, keepdim=True)
                         - xhat * (gh * xhat).sum(dim=dims, keepdim=True))
     else:
         gx = gh * inv

@@ -159,7 +159,8 @@ def _topo_order(roots: Sequence[Node]) -> list[Node]:
 
 def _sum_to(g: "Tensor", shape: tuple[int, ...]) -> "Tensor":
     """Reduce a gradient over the dims that broadcasting added or expanded."""
-    if tuple(g.shape) == tuple(shape):
+    # ranks first: a symbolic size (jit._grad_sizes) then meets only the same dim's size
+    if len(g.shape) == len(shape) and tuple(g.shape) == tuple(shape):
         return g
     lead = g.ndim - len(shape)
     dims = list(range(lead)) + [i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1]

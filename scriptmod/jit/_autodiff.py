@@ -15,6 +15,13 @@ grow the bytes saved (arguments, module tensors and constants cost nothing: the 
 them anyway). A chain like GELU's saves only its input, and its recomputation fuses into the
 backward's kernels. ``Split.saved_bytes`` and ``Split.saved_bytes_unpruned`` measure it.
 
+A graph typed with symbolic dims (a batch class's shared specialization, ``Float(B, 64)``)
+is differentiated at one call's sizes (``example``): the stand-ins have those sizes, every
+size a rule reads is a ``TracedInt`` that the backward computes at run time from a
+``sm::size`` of one of its inputs, and the backward's types keep the symbolic dims, so one
+split serves every size of the class (``_grad_sizes`` says which decisions on sizes a rule
+may make).
+
     >>> import scriptmod as sm
     >>> lin = sm.nn.Linear(4, 3)
     >>> traced = sm.jit.trace(lambda x: lin(x).tanh(), sm.ones(2, 4))
@@ -32,21 +39,19 @@ import numpy as np
 from scriptmod.ir import schema as S
 from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Node, Prim, Value, clone_block_body, known_value
-from scriptmod.ir.passes import eliminate_dead_code, fold_constants
-from scriptmod.ir.types import IntType, TensorType, TupleType
+from scriptmod.ir.passes import eliminate_dead_code, fold_constants, propagate_shapes
+from scriptmod.ir.types import IntType, TensorType, TupleType, Type
 from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod import _dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.autograd.derivatives import DERIVATIVES
 from scriptmod.autograd.engine import _fit
 from scriptmod.tensor import Size, Tensor
+from scriptmod._traced_int import TracedInt
+from scriptmod.jit._grad_sizes import NotDifferentiable, RuleSizes
 from scriptmod.jit._tracer import _schema_args, tensor_type
 
 LeafKey = tuple[str, int]      # ("arg", position) or ("state", index into the module state)
-
-
-class NotDifferentiable(Exception):
-    """The graph has a node whose backward cannot be built in the IR (the reason says which)."""
 
 
 @dataclass
@@ -63,7 +68,8 @@ class Split:
     grad_outputs: tuple[int, ...]
     leaves: tuple[LeafKey, ...]
     saved_bytes: int                    # bytes of computed values saved for the backward
-    saved_bytes_unpruned: int           # the same, had nothing been recomputed
+    saved_bytes_unpruned: int           # the same, had nothing been recomputed (both at the
+    # example call's sizes for a graph with symbolic dims)
     seeded: Graph | None = None         # forward and backward at a unit seed (unit_seeded)
 
 
@@ -111,20 +117,25 @@ def flatten_tuple_inputs(g: Graph, skip: int) -> tuple[Graph, tuple[int | None, 
 
 def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
                   flags: Callable[[Value], bool | None] = lambda v: None,
-                  recompute: bool = True) -> Split | None:
+                  recompute: bool = True, example: Sequence[Type] | None = None) -> Split | None:
     """Split ``g`` (specialized, optimized, not yet fused). ``leaf_key(v)`` names a graph input
     or ``prim::GetAttr`` value that requires grad; ``flags(v)`` gives the value of a module's
     bool attribute (``training``) read by a ``prim::GetAttr`` that a rule needs, which the
     caller then keys the split on. ``recompute``: apply the recompute rule (it pays where
     the recomputation fuses; unfused, every recomputed op is a pass of its own). None when
-    no output needs a gradient."""
+    no output needs a gradient.
+
+    ``example``: for a graph typed with symbolic dims, the input types of one call of its
+    class (sizes only). The rules run on stand-ins of that call's sizes, and the backward is
+    typed with the symbolic dims, reading them at run time (``_grad_sizes``); the bytes saved
+    are then measured at the example's sizes."""
     _split_dropout(g)
     needs = _requires_grad(g, leaf_key)
     outs = flat_tensor_outputs(g)
     wanted = tuple(k for k, v in enumerate(outs) if v in needs)
     if not wanted:
         return None
-    bw = _Backward(g, needs, flags)
+    bw = _Backward(g, needs, flags, None if example is None else _at_example(g, example))
     grads: dict[Value, Tensor] = {}
     for k in wanted:
         g_in = bw.grad_input(outs[k], f"grad_{k}")
@@ -139,6 +150,7 @@ def differentiate(g: Graph, leaf_key: Callable[[Value], LeafKey | None],
         return None
     for t in leaves.values():
         bw.b.ret(bw.value_of(t))
+    _check_leaf_shapes(g, bw.graph, leaf_key, list(leaves))
     eliminate_dead_code(bw.graph)     # a rule's gradient for an input nobody differentiates
     unpruned = bw.saved_bytes()
     if recompute:
@@ -271,7 +283,7 @@ def _node_backward(node: Node, grads: dict[Value, Tensor], needs: set[Value],
     if d is None:
         raise NotDifferentiable(f"sm::{name} has no derivative rule")
     ctx = _RuleCtx(node, bw)
-    gs = [grads.get(o) if grads.get(o) is not None else _zeros_like(o) for o in node.outputs]
+    gs = [grads.get(o) if grads.get(o) is not None else _zeros_like(o, bw) for o in node.outputs]
     try:
         result = d.rule(ctx, gs if len(gs) > 1 else gs[0])
     except NotDifferentiable as e:
@@ -286,11 +298,11 @@ def _node_backward(node: Node, grads: dict[Value, Tensor], needs: set[Value],
         _accumulate(grads, v, _fit(r, meta))
 
 
-def _zeros_like(v: Value) -> Tensor:
+def _zeros_like(v: Value, bw: "_Backward") -> Tensor:
     from scriptmod._creation import zeros
-    t = v.type
-    assert isinstance(t, TensorType)
-    return zeros(t.shape, dtype=t.dtype)
+    meta = bw.meta(v)
+    assert meta is not None
+    return zeros(meta[0], dtype=meta[1])
 
 
 def _leaf_grads(g: Graph, grads: dict[Value, Tensor],
@@ -307,6 +319,23 @@ def _leaf_grads(g: Graph, grads: dict[Value, Tensor],
     return out
 
 
+def _check_leaf_shapes(g: Graph, backward: Graph, leaf_key: Callable[[Value], LeafKey | None],
+                       leaves: list[LeafKey]) -> None:
+    """Each leaf's gradient has the leaf's shape in the types, symbolic dims included: a
+    size that a rule or an op layer turned into a Python int would show here as a dim of
+    the example's size where the leaf has a symbolic one."""
+    shapes: dict[LeafKey, Any] = {}
+    for v in list(g.inputs) + [n.output for n in g.block if n.kind == Prim.GET_ATTR]:
+        key = leaf_key(v)
+        if key is not None:
+            shapes.setdefault(key, getattr(v.type, "shape", None))
+    for key, out in zip(leaves, backward.outputs):
+        got = getattr(out.type, "shape", None)
+        if got is None or tuple(got) != tuple(shapes[key] or ()):
+            raise NotDifferentiable(f"the gradient of {key[0]} {key[1]} has the shape "
+                                    f"{got}, not the leaf's {shapes[key]}")
+
+
 class _RuleCtx:
     """What a rule reads (``_dispatch.Ctx``'s interface), served from the forward graph:
     tensor inputs and outputs are stand-ins that become saved values when a rule uses them."""
@@ -316,9 +345,9 @@ class _RuleCtx:
         self.device = "cpu"
         self.rng = None
         self._node, self._bw = node, bw
-        self.input_meta = tuple(_meta(v) for v in node.inputs)
-        self.out_meta = [(t.shape, t.dtype, "cpu") for t in (o.type for o in node.outputs)
-                         if isinstance(t, TensorType)]
+        self.input_meta = tuple(bw.meta(v) for v in node.inputs)
+        self.out_meta = [(m[0], m[1], "cpu") for m in map(bw.meta, node.outputs)
+                         if m is not None]
 
     @property
     def inputs(self) -> list[Any]:
@@ -333,24 +362,21 @@ class _RuleCtx:
         return [self._bw.stand_in(o) for o in self._node.outputs]
 
 
-def _meta(v: Value) -> tuple | None:
-    t = v.type
-    if not isinstance(t, TensorType):
-        return None
-    return Size(t.shape), t.dtype
-
-
 class _Backward:
     """The backward graph under construction, and the ``TRACERS`` recorder that fills it."""
 
-    def __init__(self, fwd: Graph, needs: set[Value],
-                 flags: Callable[[Value], bool | None]) -> None:
+    def __init__(self, fwd: Graph, needs: set[Value], flags: Callable[[Value], bool | None],
+                 example: dict[Value, Value] | None = None) -> None:
         self.fwd, self.needs, self.flags = fwd, needs, flags
+        # forward value -> the same value typed at the example call (None: ``fwd`` is concrete)
+        self.example = example
         self.graph = Graph()
         self.b = Builder(self.graph)
         self.saved: dict[Value, Value] = {}       # forward value -> backward input
         self.grad_inputs: list[Value] = []
         self._stand_ins: dict[Value, Tensor] = {}
+        self.sizes = RuleSizes(self)
+        self._dims: dict[str, Value] = {}         # symbolic dim -> its size in the backward
 
     # ---- inputs -----------------------------------------------------------------------
     def grad_input(self, v: Value, name: str) -> Tensor:
@@ -358,11 +384,11 @@ class _Backward:
         assert isinstance(t, TensorType)
         bv = self.b.input(t.with_(requires_grad=False), name)
         self.grad_inputs.append(bv)
-        return self._tagged(_zeros(t), bv)
+        return self._tagged(_zeros(self._concrete(v)), bv)
 
     def stand_in(self, v: Value) -> Any:
         """A rule's view of forward value ``v``: a tagged stand-in tensor, or a Python value
-        the graph fixes (a constant size, a flag)."""
+        the graph fixes (a constant size, a flag; a symbolic size is a ``TracedInt``)."""
         if not isinstance(v.type, TensorType):
             known = known_value(v)
             if known is None and v.node.kind == Prim.GET_ATTR:
@@ -370,13 +396,82 @@ class _Backward:
             if known is None and v.node.kind != Prim.CONSTANT:
                 raise NotDifferentiable(f"a derivative rule reads {v.node.kind} "
                                         f"({v.node.source or 'no source'}), known only at run time")
-            return known
+            return self._traced(v, known) if _symbolic(known) else known
         t = self._stand_ins.get(v)
         if t is None:
-            t = self._stand_ins[v] = _zeros(v.type)
+            t = self._stand_ins[v] = _zeros(self._concrete(v))
             t.__dict__["_fw"] = (self, v)
             t._requires_grad = v in self.needs    # a rule may skip a gradient nobody wants
         return t
+
+    # ---- sizes (``_grad_sizes``) --------------------------------------------------------
+    def _concrete(self, v: Value) -> TensorType:
+        t = v.type if self.example is None else self.example[v].type
+        assert isinstance(t, TensorType)
+        return t
+
+    def meta(self, v: Value) -> tuple | None:
+        """(shape, dtype) of forward value ``v`` as a rule sees it (symbolic dims traced)."""
+        t = v.type
+        if not isinstance(t, TensorType):
+            return None
+        if self.example is None:
+            return Size(t.shape), t.dtype
+        return self._shape(v, self._concrete(v).shape, False), t.dtype
+
+    def _shape(self, v: Value, example: Sequence[int], backward: bool) -> Size:
+        """The sizes of forward value ``v`` (``backward``: of a backward value) whose example
+        sizes are ``example``: ``TracedInt`` where its type has a symbolic dim."""
+        dims = v.type.shape      # type: ignore[union-attr]
+        if dims is None or len(dims) != len(example):
+            raise NotDifferentiable(f"a derivative rule reads the shape of a value of type "
+                                    f"{v.type!r}, whose rank is not known")
+        if all(isinstance(d, int) for d in dims):
+            return Size(example)
+        return Size(self.sizes.size(n, d, _size_maker(self, v, j, d, backward))
+                    for j, (n, d) in enumerate(zip(example, dims)))
+
+    def _traced(self, v: Value, known: Any) -> Any:
+        """A non-tensor forward value holding symbolic sizes (``x.size(0)``, a shape list):
+        its sizes as ``TracedInt`` of the example call's values."""
+        example = known_value(self.example[v]) if self.example is not None else None
+        if isinstance(known, str) and isinstance(example, int):
+            return self.sizes.size(example, known, _dim_maker(self, known))
+        if isinstance(known, list) and isinstance(example, list) and \
+                len(known) == len(example) and all(isinstance(e, int) for e in example):
+            return [self.sizes.size(e, k, _dim_maker(self, k)) if isinstance(k, str) else k
+                    for k, e in zip(known, example)]
+        return self._unknown(v)
+
+    def _unknown(self, v: Value) -> Any:
+        raise NotDifferentiable(f"a derivative rule reads {v.node.kind} "
+                                f"({v.node.source or 'no source'}), a size the graph does not "
+                                f"know at the example call")
+
+    def dim_value(self, d: str) -> Value:
+        """The size of symbolic dim ``d`` in the backward: a ``sm::size`` of a backward value
+        that has it (``_dim_source``), one per dim."""
+        v = self._dims.get(d)
+        if v is None:
+            src, j = self._dim_source(d)
+            v = self._dims[d] = self.b.op("size", src, dim=j)
+        return v
+
+    def _dim_source(self, d: str) -> tuple[Value, int]:
+        """A backward value with dim ``d``, and at which dim: preferably one the call holds
+        anyway (a gradient input, a saved argument or module tensor, an argument saved for
+        this), else a saved value, else a forward value saved for it."""
+        def candidates() -> Iterator[tuple[Value, bool]]:    # (value, whether to save it)
+            yield from ((bv, False) for bv in self.grad_inputs)
+            yield from ((bv, False) for v, bv in self.saved.items() if _is_free(v))
+            yield from ((x, True) for x in self.fwd.inputs)
+            yield from ((bv, False) for v, bv in self.saved.items() if not _is_free(v))
+            yield from ((o, True) for n in self.fwd.block for o in n.outputs)
+        for v, forward in candidates():
+            shape = list(getattr(v.type, "shape", None) or ())
+            if d in shape:
+                return (self._saved_input(v) if forward else v), shape.index(d)
+        raise NotDifferentiable(f"no value of the graph has the symbolic dim {d}")
 
     def _tagged(self, t: Tensor, bv: Value) -> Tensor:
         t.__dict__["_bw"] = (self, bv)
@@ -392,7 +487,9 @@ class _Backward:
                 return self._saved_input(fw[1])
             raise NotDifferentiable("a derivative rule made a tensor outside the op registry "
                                     "(it calls a backward kernel or replays a random draw)")
-        if isinstance(x, (list, tuple)) and any(isinstance(i, Tensor) for i in x):
+        if isinstance(x, TracedInt):
+            return self.sizes.int_value(self, x)
+        if isinstance(x, (list, tuple)) and any(isinstance(i, (Tensor, TracedInt)) for i in x):
             items = [self.value_of(i) for i in x]
             return self.b.list_(items) if isinstance(x, list) else self.b.tuple_(items)
         return self.b.constant(list(x) if isinstance(x, tuple) and arg is not None else x)
@@ -419,21 +516,29 @@ class _Backward:
         schema = S.REGISTRY[name]
         args = _schema_args(schema, len(inputs))
         vals = [self.value_of(x, a) for x, a in zip(inputs, args)]
-        types = [tensor_type(o) if isinstance(o, Tensor) else IntType for o in outs]
-        _check_shapes(schema, vals, attrs, types)
+        if any(_symbolic(a, TracedInt) for a in attrs.values()):
+            raise NotDifferentiable(f"sm::{name} in a derivative rule takes a symbolic size as "
+                                    f"an attribute, which a graph fixes")
+        types = _typed(schema, vals, attrs, outs)
         node = self.b.node(schema.kind, vals, types, dict(attrs))
         for o, v in zip(outs, node.outputs):
             if isinstance(o, Tensor):
                 self._tagged(o, v)
 
     def shape_of(self, t: Tensor) -> Size:
+        if self.example is not None:
+            for key, backward in (("_bw", True), ("_fw", False)):
+                tag = t.__dict__.get(key)
+                if tag is not None and tag[0] is self:
+                    return self._shape(tag[1], t._data.shape, backward)
         return Size(t._data.shape)
 
     def numel_of(self, t: Tensor) -> int:
-        return int(t._data.size)
+        return math.prod(self.shape_of(t)) if self.example is not None else int(t._data.size)
 
-    def on_len(self, t: Tensor, how: str = "") -> int:
-        return int(t._data.shape[0])
+    def on_len(self, t: Tensor, how: str = "len()") -> int:
+        n = self.shape_of(t)[0]
+        return n._bake(how, True) if isinstance(n, TracedInt) else int(n)
 
     def on_value_read(self, t: Tensor, what: str) -> None:
         raise NotDifferentiable(f"a derivative rule reads a tensor's value ({what}())")
@@ -446,8 +551,7 @@ class _Backward:
         """Bytes that saving ``v`` holds: nothing for arguments, module tensors, constants."""
         if _is_free(v):
             return 0
-        t = v.type
-        assert isinstance(t, TensorType)
+        t = self._concrete(v)
         return math.prod(t.shape) * NP_DTYPE[t.dtype].itemsize
 
     def _live(self) -> list[Value]:
@@ -513,19 +617,29 @@ class _Backward:
         return Split(fwd, self.graph, n_outputs, wanted, tuple(leaves), saved_bytes, unpruned)
 
 
-def _check_shapes(schema: S.OpSchema, vals: list[Value], attrs: dict[str, Any],
-                  types: list[Any]) -> None:
-    """The stand-ins hold zeros: an op whose result's shape depends on data (a boolean mask
-    index) would be recorded with the shape zeros give, so it cannot be compiled."""
+def _typed(schema: S.OpSchema, vals: list[Value], attrs: dict[str, Any],
+           outs: tuple) -> list[Type]:
+    """The types of a rule's op in the backward, as its schema gives them from the backward's
+    types (symbolic dims included). The stand-ins hold zeros: an op whose result's shape
+    depends on data (a boolean mask index) would be recorded with the shape zeros give, so
+    every size the schema gives must be the stand-in's, and no dim may be unknown."""
     try:
         inferred = schema.infer([v.type for v in vals], attrs, [known_value(v) for v in vals])
     except Exception as e:                   # noqa: BLE001
         raise NotDifferentiable(f"sm::{schema.name} in a derivative rule: {e}") from None
-    for got, want in zip(inferred, types):
-        if isinstance(want, TensorType) and (not isinstance(got, TensorType) or got.shape is None
-                                             or tuple(got.shape) != tuple(want.shape)):
+    types: list[Type] = []
+    for got, o in zip(inferred, outs):
+        if not isinstance(o, Tensor):
+            types.append(IntType)
+            continue
+        want = tensor_type(o)
+        if not isinstance(got, TensorType) or got.shape is None or \
+                len(got.shape) != len(want.shape) or any(
+                d is None or (isinstance(d, int) and d != n) for d, n in zip(got.shape, want.shape)):
             raise NotDifferentiable(f"sm::{schema.name} in a derivative rule has a result whose "
-                                    f"shape depends on the data")
+                                    f"shape depends on the data (or is not known for every size)")
+        types.append(want.with_(shape=tuple(got.shape)))
+    return types
 
 
 def _recomputable(node: Node) -> bool:
@@ -537,7 +651,8 @@ def _recomputable(node: Node) -> bool:
     if S.IMPURE in flags or not (S.ELEMENTWISE in flags or S.VIEW in flags):
         return False
     return all(isinstance(x.type, TensorType) or x.node.kind == Prim.CONSTANT
-               or known_value(x) is not None for x in node.inputs)
+               or (known_value(x) is not None and not _symbolic(known_value(x)))
+               for x in node.inputs)
 
 
 def _frontier(v: Value) -> set[Value]:
@@ -583,6 +698,38 @@ def _reorder_inputs(g: Graph, order: list[Value]) -> None:
         v.replace_all_uses_with(new)
     for v in reversed(old):
         g.block.remove_param(v.index)
+
+
+def _at_example(g: Graph, example: Sequence[Type]) -> dict[Value, Value]:
+    """``g``'s values typed at one call's input types: a copy of ``g`` shape-propagated from
+    them, and the map from ``g``'s values to the copy's."""
+    copy, env = g.copy_with_map()
+    try:
+        propagate_shapes(copy, list(example))
+    except Exception as e:                   # noqa: BLE001 (it does not type at those sizes)
+        raise NotDifferentiable(f"the graph does not type at the example call's sizes: "
+                                f"{type(e).__name__}: {e}") from None
+    return env
+
+
+def _symbolic(x: Any, kind: type | tuple[type, ...] = str) -> bool:
+    """Whether ``x`` is, or holds, a symbolic size (``kind``: a str dim, a ``TracedInt``)."""
+    if isinstance(x, (list, tuple)):
+        return any(_symbolic(i, kind) for i in x)
+    return isinstance(x, kind)
+
+
+def _size_maker(bw: "_Backward", v: Value, j: int, d: Any,
+                backward: bool) -> Callable[[Any], Value]:
+    """How a ``TracedInt`` for dim ``j`` (symbolic ``d``) of ``v`` becomes a backward value:
+    a backward value's own ``sm::size``, a forward value's dim through ``dim_value``."""
+    if backward:
+        return lambda fr: fr.b.op("size", v, dim=j)
+    return _dim_maker(bw, d)
+
+
+def _dim_maker(bw: "_Backward", d: str) -> Callable[[Any], Value]:
+    return lambda fr: bw.dim_value(d)
 
 
 def _zeros(t: TensorType) -> Tensor:

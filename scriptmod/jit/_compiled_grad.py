@@ -8,6 +8,10 @@ and calls that write an argument in place or return one, run op by op instead; s
 backward with ``create_graph=True``, which re-runs the forward op by op from the same inputs
 to give gradients with history. ``SCRIPTMOD_LOG=autograd`` says which path a call took and
 why.
+
+A specialization typed with symbolic dims (``Float(B, 64)``, a batch class's shared one) gets
+one plan for every size of its class: its graphs read their sizes at run time, and what the
+autograd node records of the shapes (its leaves' and outputs' metadata) is taken per call.
 """
 from __future__ import annotations
 
@@ -89,6 +93,10 @@ class CompiledGrad:
         self._watched_state: tuple = ()
         self._n_saved = len(self.split.backward.inputs) - len(self.split.grad_outputs) \
             - len(self.from_state)
+        # the graphs have symbolic dims: the shapes the node records are taken per call
+        self.symbolic = any(_has_symbolic_dim(v.type) for g in (self.split.forward,
+                                                              self.split.backward)
+                            for v in g.inputs)
         self._plain: tuple | None = None   # the plain forward's program, once compiled
         n_leaves = len(self.split.leaves)      # the gradients that may need a copy
         self._copy_backward = _shared_outputs(self.split.backward, n_leaves)
@@ -134,6 +142,10 @@ class CompiledGrad:
             out = wrap_tree(tuple(outs[:n]))
             flat = _flat_tensors(out)
         fixed = self._fixed or self._fix(saved, args, tensors)
+        metas, out_meta = fixed[0], fixed[2]
+        if self.symbolic:
+            metas = self._leaf_metas(args, tensors)
+            out_meta = [(t.shape, t.dtype, "cpu") for t in flat]
         held = self._held
         if held[0] is not tensors:      # module tensors' edges (one AccumulateGrad each, held)
             held = self._hold(tensors, fixed)
@@ -147,8 +159,8 @@ class CompiledGrad:
             versions = [t._vc[0] for t in watched]
         else:
             watched, versions = held[3], list(map(_first, held[4]))
-        ctx = _Ctx((self, saved, watched, versions, fixed[2], fallback, args, tensors, unit))
-        node = Node("compiled_function", _backward, ctx, edges, fixed[0], len(flat))
+        ctx = _Ctx((self, saved, watched, versions, out_meta, fallback, args, tensors, unit))
+        node = Node("compiled_function", _backward, ctx, edges, metas, len(flat))
         for k in self.split.grad_outputs:
             flat[k]._set_grad_fn(node, k)
         return out
@@ -156,7 +168,8 @@ class CompiledGrad:
     def _fix(self, saved: list[Any], args: Sequence[Any], tensors: tuple) -> tuple:
         """What every call of this specialization shares: the leaves' (shape, dtype), which
         saved values are module tensors or arguments (their versions are checked at
-        backward), and the outputs' metadata."""
+        backward), and the outputs' metadata (a symbolic plan, whose types have symbolic
+        dims, takes the leaves' and outputs' shapes per call instead)."""
         owners = {id(t._data): ("state", j) for j, t in enumerate(tensors)}
         owners.update((id(a._data), ("arg", i)) for i, a in enumerate(args)
                       if isinstance(a, Tensor))
@@ -166,13 +179,17 @@ class CompiledGrad:
                 a = getattr(a, "base", None)
             if a is not None and owners[id(a)] not in watched:
                 watched.append(owners[id(a)])
-        metas = tuple((tensors[i].shape, tensors[i].dtype) if kind == "state" else
-                      (args[i].shape, args[i].dtype) for kind, i in self.split.leaves)
+        metas = self._leaf_metas(args, tensors)
         out_meta = [(tuple(v.type.shape), v.type.dtype, "cpu")
                     for v in flat_tensor_outputs(self.split.forward, self.split.n_outputs)]
         self._watched_state = tuple(j for kind, j in watched if kind == "state")
         self._fixed = (metas, tuple(i for kind, i in watched if kind == "arg"), out_meta)
         return self._fixed
+
+    def _leaf_metas(self, args: Sequence[Any], tensors: tuple) -> tuple:
+        """(shape, dtype) of each leaf, as the node records them for its inputs."""
+        return tuple((tensors[i].shape, tensors[i].dtype) if kind == "state" else
+                     (args[i].shape, args[i].dtype) for kind, i in self.split.leaves)
 
     def _hold(self, tensors: tuple, fixed: tuple) -> tuple:
         """Per module state: the module tensors' edges (all of them, when no argument is a
@@ -195,7 +212,7 @@ class CompiledGrad:
                     f"{version} instead.")
         grads = []
         for k, t in zip(self.split.grad_outputs, self._grad_types):
-            grads.append(_grad_array(gs[k], t, k))
+            grads.append(_grad_array(gs[k], ctx.out_meta[k][0], t, k))
         unit = ctx.unit
         if unit and grads[0] == 1:
             res = list(unit)
@@ -296,20 +313,26 @@ def _with_history(ctx: _Ctx, gs: list[Any]) -> Sequence[Any]:
                          create_graph=True, allow_unused=True)
 
 
-def _grad_array(g: Any, t: TensorType, k: int) -> Any:
-    """The gradient of output ``k`` as the backward was built for: its dtype, C order."""
+def _grad_array(g: Any, shape: Sequence[int], t: TensorType, k: int) -> Any:
+    """The gradient of output ``k`` (of this call's ``shape``) as the backward was built
+    for: its dtype, C order."""
     if g is None:
-        return np.zeros(t.shape, dtype=NP_DTYPE[t.dtype])
+        return np.zeros(tuple(shape), dtype=NP_DTYPE[t.dtype])
     a = g._data
     if not isinstance(a, np.ndarray):
         raise TypeError(f"compiled backward: the gradient of output {k} is not a CPU tensor")
-    if a.shape != tuple(t.shape):
+    if a.shape != tuple(shape):
         raise RuntimeError(f"compiled backward: the gradient of output {k} has shape "
-                           f"{list(a.shape)}; the output has shape {list(t.shape)}")
+                           f"{list(a.shape)}; the output has shape {list(shape)}")
     dt = NP_DTYPE[t.dtype]
     if a.dtype != dt or not a.flags.c_contiguous:
         a = np.ascontiguousarray(a, dtype=dt)
     return a
+
+
+def _has_symbolic_dim(t: Any) -> bool:
+    shape = getattr(t, "shape", None)
+    return shape is not None and any(isinstance(d, str) for d in shape)
 
 
 def _flat_tensors(x: Any) -> list[Tensor]:

@@ -422,7 +422,9 @@ def compile_grad(site: Site, spec: Specialization, args: Sequence[Any],
                  needs: tuple[bool, ...]) -> Any:
     """``spec``'s grad plan for the module tensors requiring grad as in ``needs``: a
     ``CompiledGrad`` (forward and backward split and compiled), an ``OpByOp`` naming why
-    it runs op by op, or None when no output needs a gradient."""
+    it runs op by op, or None when no output needs a gradient. A symbolic ``spec`` gets
+    graphs typed with its class's symbolic dims, built from ``args`` (one call of the class,
+    whose sizes the derivative rules run at) and serving every size of the class."""
     if spec.written:
         return OpByOp("it writes an argument in place")
     if spec.aliased:
@@ -430,7 +432,9 @@ def compile_grad(site: Site, spec: Specialization, args: Sequence[Any],
     if any(a._device_str() != "cpu" for a in tensors_of(args)):
         return OpByOp("the compiled backward runs on the CPU only")
     skip = 1 if site.has_self else 0
-    g, layout = flatten_tuple_inputs(optimized(site, args, spec.hooked, fuse=False), skip)
+    names = _symbolic_names(spec.graph, skip) if spec.symbolic else ()
+    g, layout = flatten_tuple_inputs(optimized(site, args, spec.hooked, fuse=False,
+                                               symbolic=spec.symbolic, names=names), skip)
     args = flat_args(args, layout)
     state_index = site.state_index()
 
@@ -448,7 +452,8 @@ def compile_grad(site: Site, spec: Specialization, args: Sequence[Any],
     fused = spec.variant == "fused"
     try:
         split = differentiate(g, leaf_key, flag if site.has_self else lambda v: None,
-                              recompute=fused)
+                              recompute=fused,
+                              example=_example_types(g, args, skip) if spec.symbolic else None)
     except NotDifferentiable as e:
         return OpByOp(str(e))
     if split is None:
@@ -462,6 +467,21 @@ def compile_grad(site: Site, spec: Specialization, args: Sequence[Any],
             return Executable(g, ArrayOps(), name=name, native=fused)
         return executable(site, g, spec.key)
     return CompiledGrad(split, compile, where(site), seeded, from_state, layout)
+
+
+def _symbolic_names(graph: Graph, skip: int) -> tuple:
+    """Per argument of a symbolic specialization's graph, its dims' symbolic names (None
+    per size; None for an argument that is no tensor): what ``optimized`` types it with."""
+    return tuple(tuple(d if isinstance(d, str) else None for d in v.type.shape)
+                 if isinstance(v.type, TensorType) and v.type.shape is not None else None
+                 for v in graph.inputs[skip:])
+
+
+def _example_types(g: Graph, args: Sequence[Any], skip: int) -> list[Type]:
+    """``g``'s input types with each tensor argument's sizes as this call has them."""
+    return [v.type.with_(shape=tuple(a._data.shape))
+            if i >= skip and isinstance(v.type, TensorType) and isinstance(a, Tensor) else v.type
+            for i, (v, a) in enumerate(zip(g.inputs, [None] * skip + list(args)))]
 
 
 def _optimize_split(split: Any, fused: bool) -> None:
