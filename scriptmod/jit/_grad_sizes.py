@@ -20,22 +20,18 @@ op's size check, reads the example's value. This plays the part of ``_tracer.Tra
 """
 from __future__ import annotations
 
-import math
 import os
-import re
 import sys
 from typing import Any, Callable
 
+from scriptmod.ir import symdims
 from scriptmod.ir.graph import Value, known_value
-from scriptmod.ir.ops.scalar import INT_COMPARE
 from scriptmod import autograd
 from scriptmod import _traced_int
-from scriptmod._traced_int import TracedInt, comparison_text, flipped
+from scriptmod._traced_int import TracedInt, comparison_text
 
-_FACTOR = re.compile(r"[0-9]+|[A-Za-z_][A-Za-z0-9_]*")
-# the comparisons ``always`` can decide from a lower bound of the left side
-_ABOVE = {"int_gt": lambda lo, k: lo > k, "int_ge": lambda lo, k: lo >= k,
-          "int_ne": lambda lo, k: lo > k}
+_SYMBOL = {"int_eq": "==", "int_ne": "!=", "int_lt": "<", "int_le": "<=", "int_gt": ">",
+           "int_ge": ">="}
 # where the derivative rules decide: the autograd package (its table and the engine's
 # ``_sum_to``) and ``_autodiff``, which runs them
 _RULES = (os.path.dirname(os.path.abspath(autograd.__file__)) + os.sep,
@@ -109,31 +105,7 @@ def _is_rule(frame: Any) -> bool:
 
 
 def always(op: str, a: int | str | None, b: int | str | None) -> bool:
-    """Whether ``a <op> b`` holds for every size of a batch class (each named size >= 2),
-    where it can be shown from the dims alone: equal dims, or a product of names and
-    positive ints (``B``, ``16*B``, ``B*T``) against an int below its least value."""
-    if a is None or b is None:
-        return False
-    if isinstance(a, int) and isinstance(b, int):
-        return INT_COMPARE[op](a, b)
-    if a == b:
-        return op in ("int_eq", "int_le", "int_ge")
-    if isinstance(a, int):
-        a, b, op = b, a, flipped(op)
-    if not isinstance(b, int):
-        return False
-    lo = least(a)  # type: ignore[arg-type]
-    test = _ABOVE.get(op)
-    return lo is not None and test is not None and test(lo, b)
-
-
-def least(d: str) -> int | None:
-    """The least value of a symbolic dim that is a product of names and positive ints
-    (each name >= 2), else None (a sum, a difference, a division: no bound known)."""
-    factors = d.split("*")
-    if not all(_FACTOR.fullmatch(f) for f in factors):
-        return None
-    ints = [int(f) for f in factors if f.isdigit()]
-    if any(k < 1 for k in ints):
-        return None
-    return math.prod(ints) * 2 ** (len(factors) - len(ints))
+    """Whether ``a <op> b`` holds for every size of a batch class, as the dims alone show
+    (``ir.symdims.compare``: each named size >= 2, so ``B != 1``, ``16*B > 31``,
+    ``T-1 >= 1``); False where they do not decide it (``B == 64``) or a dim is unknown."""
+    return symdims.compare(_SYMBOL[op], a, b) is True
