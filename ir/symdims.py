@@ -65,17 +65,17 @@ def is_name(d: object) -> bool:
 
 def add(a: Dim, b: Dim) -> Dim:
     """``a + b``."""
-    return _apply(_add, a, b)
+    return a + b if type(a) is int and type(b) is int else _apply(_add, a, b)
 
 
 def sub(a: Dim, b: Dim) -> Dim:
     """``a - b``."""
-    return _apply(_sub, a, b)
+    return a - b if type(a) is int and type(b) is int else _apply(_sub, a, b)
 
 
 def mul(a: Dim, b: Dim) -> Dim:
     """``a * b``."""
-    return _apply(_mul, a, b)
+    return a * b if type(a) is int and type(b) is int else _apply(_mul, a, b)
 
 
 def neg(a: Dim) -> Dim:
@@ -96,11 +96,17 @@ def mod(a: Dim, b: Dim) -> Dim:
 
 def maximum(*dims: Dim) -> Dim:
     """``max(dims...)``: folded where the operands' differences are constants."""
+    sizes = [d for d in dims if type(d) is int]
+    if len(sizes) == len(dims):
+        return max(sizes)
     return _apply(lambda *ps: _extreme("max", ps), *dims)
 
 
 def minimum(*dims: Dim) -> Dim:
     """``min(dims...)``: folded where the operands' differences are constants."""
+    sizes = [d for d in dims if type(d) is int]
+    if len(sizes) == len(dims):
+        return min(sizes)
     return _apply(lambda *ps: _extreme("min", ps), *dims)
 
 
@@ -115,6 +121,9 @@ def compare(op: str, a: Dim, b: Dim) -> bool | None:
     decides)."""
     if a is None or b is None:
         return None
+    if type(a) is int and type(b) is int:
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
+                ">=": a >= b}[op]
     ab, ba = lower_bound(sub(a, b)), lower_bound(sub(b, a))    # a - b >= ab, b - a >= ba
     ge = True if ab is not None and ab >= 0 else False if ba is not None and ba > 0 else None
     le = True if ba is not None and ba >= 0 else False if ab is not None and ab > 0 else None

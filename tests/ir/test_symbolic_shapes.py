@@ -173,6 +173,10 @@ def test_broadcast_dims_on_symbols():
     with pytest.raises(ShapeError):
         broadcast_dims("T", SD.add("T", 1))        # both > 1 and provably different
     assert broadcast_dims("T-1", "T") is None      # T-1 is 1 at T=2: not provably wrong
+    with pytest.raises(ShapeError):
+        broadcast_dims(SD.add("T", 8), 5)          # T+8 >= 10
+    with pytest.raises(ShapeError):
+        broadcast_dims(3, 4)
 
 
 def test_provably_different_sizes_are_refused():
@@ -288,3 +292,50 @@ def test_transformer_block_symbolic_graph_has_every_dim_named():
     model.eval()
     g = _symbolic_graph(model, sm.randn(8, 128, 256), ("B", "T", 256))
     assert _unknown_dims(g) == []
+
+
+def _module(fn):
+    import scriptmod.nn as nn
+
+    class Fn(nn.Module):
+        def forward(self, x):
+            return fn(x)
+    return Fn()
+
+
+def _traced_cases():
+    import scriptmod as sm
+    import scriptmod.nn as nn
+    import scriptmod.nn.functional as F
+    mask = lambda x: sm.ones(x.size(1), x.size(1)).tril() == 0       # noqa: E731
+    return {
+        "chunk": (lambda x: sm.cat(x.chunk(2, dim=1)[::-1], 1), (2, 8, 4), ("B", "T", 4)),
+        "split": (lambda x: x.split(3, dim=1)[0], (2, 8, 4), ("B", "T", 4)),
+        "pad": (lambda x: F.pad(x, (1, 2)), (2, 8, 4), ("B", "T", "H")),
+        "repeat": (lambda x: x.repeat(2, 3, 1), (2, 8, 4), ("B", "T", 4)),
+        "tile": (lambda x: x.tile((1, 2)), (2, 8), ("B", "T")),
+        "flatten": (lambda x: x.flatten(1), (2, 8, 4), ("B", "T", 4)),
+        "view_of_a_product": (lambda x: x.view(x.size(0) * x.size(1), -1), (2, 8, 4),
+                              ("B", "T", 4)),
+        "causal_mask": (lambda x: x.masked_fill(mask(x), 0.0), (2, 8, 8), ("B", "T", "T")),
+        "last_step": (lambda x: x[:, -1, :].softmax(-1), (2, 8, 4), ("B", "T", 4)),
+        "shift": (lambda x: x[:, 1:] - x[:, :-1], (2, 8), ("B", "T")),
+        "conv": (nn.Conv2d(3, 4, 3, stride=2, padding=1), (2, 3, 8, 8), ("B", 3, "H", "T")),
+        "pool": (nn.MaxPool2d(2), (2, 3, 8, 8), ("B", 3, "H", "T")),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_traced_cases()))
+def test_traced_shape_arithmetic_stays_symbolic(name):
+    import scriptmod as sm
+    import scriptmod.nn as nn
+    fn, shape, dims = _traced_cases()[name]
+    model = fn if isinstance(fn, nn.Module) else _module(fn)
+    model.eval()
+    x = sm.randn(*shape)
+    g = _symbolic_graph(model, x, dims)
+    assert _unknown_dims(g) == []
+    env = {d: n for d, n in zip(dims, shape) if isinstance(d, str)}
+    with sm.no_grad():
+        want = tuple(model(x).shape)
+    assert tuple(SD.evaluate(d, env) for d in g.outputs[0].type.shape) == want
