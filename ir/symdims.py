@@ -36,7 +36,8 @@ Mono = tuple[str, ...]            # the sorted atoms of a term (a repeated atom 
 Poly = dict[Mono, int]            # term -> its coefficient; () is the constant term
 
 MAX_TEXT = 256                     # characters of a symbolic dim
-MAX_DEPTH = 32                     # nesting of its syntax tree
+MAX_DEPTH = 32                     # parentheses in its text
+MAX_TREE_DEPTH = 96                # nesting of its syntax tree (a sum of products)
 MAX_TERMS = 32                     # terms of its polynomial
 MAX_ARGS = 8                       # operands of one max/min
 MAX_INT = 2 ** 62                  # magnitude of an int inside one
@@ -199,7 +200,7 @@ def _apply(op: Callable[..., Poly], *dims: Dim) -> Dim:
         return None
     try:
         return _dim(op(*(_poly(d) for d in dims)))        # type: ignore[arg-type]
-    except (ZeroDivisionError, _TooLarge):
+    except (ZeroDivisionError, _TooLarge, SymDimError):
         return None
 
 
@@ -264,7 +265,11 @@ def _dim(p: Poly) -> Dim:
     if len(p) > MAX_TERMS or any(abs(c) > MAX_INT for c in p.values()):
         return None
     text = _text(p)
-    return text if len(text) <= MAX_TEXT else None
+    try:
+        _tree(text)                    # within the bounds ``parse`` reads back
+    except SymDimError:
+        return None
+    return text
 
 
 def _text(p: Poly) -> str:
@@ -475,7 +480,7 @@ def _tree(text: str) -> ast.expr:
 
 
 def _check(node: ast.AST, text: str, depth: int) -> None:
-    if depth > MAX_DEPTH:
+    if depth > MAX_TREE_DEPTH:
         raise SymDimError(f"symbolic dim {text[:60]!r} nests too deeply")
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOP_SLOT:
         children: list[ast.AST] = [node.left, node.right]

@@ -194,3 +194,13 @@ def test_results_too_large_to_name_are_unknown():
         if d is None:
             break
     assert d is None                                     # never a wrong (or huge) symbol
+
+
+def test_results_nested_too_deeply_are_unknown_not_errors():
+    d = "T"
+    for _ in range(40):
+        d = S.floordiv(S.add(d, 1), 2)
+        if d is None:
+            break
+        assert S.parse(d) == d                           # every result reads back
+    assert d is None
