@@ -4,7 +4,8 @@ whether a symbolic graph may serve them."""
 from __future__ import annotations
 
 from scriptmod.ir.graph import Graph
-from scriptmod.ir.types import TensorType, dim_factors
+from scriptmod.ir.symdims import symbols
+from scriptmod.ir.types import TensorType
 
 
 def batch_class(sig: tuple, dims: tuple) -> tuple | None:
@@ -56,15 +57,15 @@ def named_sizes(sig: tuple, dims: tuple) -> tuple:
 
 
 def typed_in(graph: Graph, names: set) -> bool:
-    """Whether every tensor of ``graph`` (fusion subgraphs too) has each dim a size or one
-    of the batch class's ``names``: then shape propagation checked every op for all sizes
+    """Whether every tensor of ``graph`` (fusion subgraphs too) has each dim a size or an
+    expression over the batch class's ``names`` (``B``, ``B*T``, ``T - 1``): then shape propagation checked every op for all sizes
     of the class, and no call can fail inside on a shape (a dim of unknown size, from a
     size-dependent slice say, is checked only per concrete size)."""
     def typed(g: Graph) -> bool:
         for v in list(g.inputs) + [o for n in g.walk() for o in n.outputs]:
             t = v.type
             if isinstance(t, TensorType) and (t.shape is None or any(
-                    not isinstance(d, int) and (d is None or dim_factors(d)[1] not in names)
+                    not isinstance(d, int) and (d is None or not symbols(d) <= names)
                     for d in t.shape)):
                 return False
         return all(typed(n.attrs["subgraph"]) for n in g.walk()
