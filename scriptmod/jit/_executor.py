@@ -54,11 +54,6 @@ from scriptmod.autograd import grad_mode
 from scriptmod.tensor import Tensor, unwrap_tree, wrap_tree
 
 MAX_SPECIALIZATIONS = 64   # per method: the least recently used one beyond goes, engines and all
-# A compiled backward is built for concrete shapes: one per batch size would compile on every
-# new size (130 ms for a small MLP), so the shared specialization of a batch class runs its
-# gradient op by op, as eager does (deterministic, nothing compiled per size).
-SYMBOLIC_GRAD = ("a batch size other than its class's first: the gradient runs op by op "
-                 "(the compiled backward serves the class's first size)")
 
 
 @dataclass
@@ -144,10 +139,8 @@ class Executor:
         plans = spec.grad_plans
         plan = plans.get(key, _UNBUILT)
         if plan is _UNBUILT:
-            plan = plans[key] = OpByOp(SYMBOLIC_GRAD) if spec.symbolic else \
-                self._build_grad_plan(spec, args, needs)
-            if spec.symbolic:
-                irlog.log(TOPIC, f"{self.module.original_name}.{self.method}: {SYMBOLIC_GRAD}")
+            plan = plans[key] = self._build_grad_plan(spec, args, needs)   # a symbolic one:
+            # typed with its class's names, one compiled backward for every size of it
         return plan
 
     def _flags(self, spec: Specialization) -> tuple:
@@ -224,7 +217,7 @@ class Executor:
             return ((), None)
         needs = tuple(t._requires_grad for t in slots.tensors())
         flags = self._flags(spec)
-        plan = None if spec.symbolic else spec.grad_plans.get((needs, flags))
+        plan = spec.grad_plans.get((needs, flags))
         if not isinstance(plan, CompiledGrad):
             return (needs, None)
         head = (self.owner,) if self.has_self else ()

@@ -242,7 +242,8 @@ def test_a_flatten_of_batch_and_heads_is_a_size_times_b() -> None:
 
 def test_new_sizes_with_grad_enabled_compile_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parameters require grad, so the default call records autograd: a later size of the
-    class runs op by op (no compiled backward per size), with eager's gradients."""
+    class runs the class's one compiled backward (nothing compiled per size), with eager's
+    gradients."""
     net, traced = _traced()
     traced(sm.randn(8, 16)).sum().backward()          # the first size: compiled backward
     traced(sm.randn(5, 16)).sum().backward()          # the shared specialization, warm

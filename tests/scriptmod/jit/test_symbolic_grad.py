@@ -14,36 +14,11 @@ from scriptmod import jit, nn
 from scriptmod.nn import functional as F
 from scriptmod.bench.workloads import TransformerBlock
 from scriptmod.runtime import llvm_jit
-from scriptmod.jit import _executor, _specialize
-from scriptmod.jit._compiled_grad import CompiledGrad, OpByOp
+from scriptmod.jit import _specialize
+from scriptmod.jit._compiled_grad import CompiledGrad
 from scriptmod.jit._grad_sizes import always
 
 FIRST, SIZES = 4, (6, 3, 9, 17, 32)      # the class's first size, then its shared sizes
-
-
-@pytest.fixture(autouse=True)
-def symbolic_plans(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Until ``_executor`` asks ``compile_grad`` for symbolic specializations too, make it:
-    a plan it set aside as ``SYMBOLIC_GRAD`` is built, and the fast path takes it."""
-    if not hasattr(_executor, "SYMBOLIC_GRAD"):
-        return
-    grad_plan, fast_grad = _executor.Executor._grad_plan, _executor.Executor._fast_grad
-
-    def built(self: Any, spec: Any, args: Any) -> Any:
-        plan = grad_plan(self, spec, args)
-        if isinstance(plan, OpByOp) and plan.reason == _executor.SYMBOLIC_GRAD:
-            key = next(k for k, p in spec.grad_plans.items() if p is plan)
-            plan = spec.grad_plans[key] = self._build_grad_plan(spec, args, key[0])
-        return plan
-
-    def fast(self: Any, spec: Any, slots: Any) -> Any:
-        symbolic, spec.symbolic = spec.symbolic, False
-        try:
-            return fast_grad(self, spec, slots)
-        finally:
-            spec.symbolic = symbolic
-    monkeypatch.setattr(_executor.Executor, "_grad_plan", built)
-    monkeypatch.setattr(_executor.Executor, "_fast_grad", fast)
 
 
 class Reductions(nn.Module):
@@ -208,9 +183,7 @@ class Sequence2d(nn.Module):
 
 def test_two_symbolic_dims_and_their_expressions(monkeypatch: pytest.MonkeyPatch) -> None:
     """B and T, and the dims made of them (``B*T``, ``T-1``): one compiled backward serves
-    every (B, T). (The forward's check that every dim of the graph is one of the class's
-    names does not yet take expressions, so it is accepted here: the backward is tested.)"""
-    monkeypatch.setattr(_specialize, "typed_in", lambda graph, names: True)
+    every (B, T)."""
     sm.manual_seed(0)
     model = Sequence2d()
     traced = jit.trace(model, sm.randn(2, 8, 32), dynamic_dims={"x": {0: "B", 1: "T"}})
