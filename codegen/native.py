@@ -22,9 +22,16 @@ reads at byte ``object_data_offset`` (the caller checked that layout: writing ``
 costs a third of reading the pointer in Python); ``args[n_args]``: base of the scratch arena
 (64-byte aligned); ``args[n_args + 1]``: the function-pointer table, ``fns[0]`` =
 ``cblas_sgemm``, ``fns[1]`` = ``cblas_dgemm`` (CBLAS ABI, integer arguments
-``blas_int_bits`` wide; see ``runtime.blas``). One argument: each one more costs ~60 ns in a
-ctypes call. No address is baked into the IR: the object code is cached on disk across
-processes.
+``blas_int_bits`` wide; see ``runtime.blas``); ``args[n_args + 2]``: a program with symbolic
+sizes (``symbols``, ``n_placed``) reads its ``int64`` sizes table there: the symbols' values
+of this call, then the byte offsets of its ``placed`` arena buffers. One argument: each one
+more costs ~60 ns in a ctypes call. No address is baked into the IR: the object code is
+cached on disk across processes.
+
+Symbolic sizes: every size, stride, element count and byte offset that is a ``Poly`` is
+computed in the entry block from the symbols (integer arithmetic, once per call); kernel
+steps then pass ``n`` and a ``meta`` array built on the stack, GEMMs pass their sizes to the
+same helpers, and a GEMM whose inline-or-BLAS choice depends on the sizes branches on them.
 
 Kernel steps call the ``codegen.llvm_ir`` kernel of their spec (``start=0, end=n``, the
 pointer array built on the entry's stack, ``meta`` a constant); each distinct kernel is linked
@@ -49,9 +56,10 @@ from .kernel import KINDS, KernelSpec, text_key
 from .llvm_emit import I32, I64, PTR, for_range, loop_hints
 from .llvm_ir import kernel_name, render_llvm
 from .record import Record
+from .sizes import Poly, SizeDependent
 
 FORMAT = "native program v3"
-SPACES = ("arg", "arena")
+SPACES = ("arg", "arena", "placed")
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112          # CBLAS enum values
 FNS_SGEMM, FNS_DGEMM = 0, 1                          # slots of the ``fns`` table
 FNS_SGEMM_BATCH, FNS_DGEMM_BATCH = 2, 3              # cblas_?gemm_batch, or NULL
@@ -79,15 +87,18 @@ DOT_UNROLL = 2                                       # vector iterations per tri
 
 class Ref(Record):
     """Where a tensor's element 0 lives: ``args[index] + offset`` bytes (space "arg": a pointer
-    table the caller fills) or ``arena + index + offset`` bytes (space "arena").
+    table the caller fills), ``arena + index + offset`` bytes (space "arena") or, in a
+    program with symbolic sizes, ``arena + sizes[len(symbols) + index] + offset`` bytes
+    (space "placed": an arena buffer whose offset the caller computes per set of sizes).
+    ``offset`` may be a ``Poly`` of the program's symbols.
 
     >>> Ref("arena", 256, 8).text(), Ref("arg", 1).text()
     ('arena256+8', 'arg1')
     """
 
-    space: str          # "arg" | "arena"
+    space: str          # "arg" | "arena" | "placed"
     index: int
-    offset: int = 0     # extra bytes (views: narrow, select)
+    offset: int | Poly = 0     # extra bytes (views: narrow, select)
 
     def __post_init__(self) -> None:
         if self.space not in SPACES:
@@ -105,19 +116,21 @@ class KernelStep(Record):
     """One fusion-group kernel over all its ``n`` output elements.
 
     ``meta``: ``spec.meta(...)`` (output shape, then strided inputs' strides), baked in as a
-    constant; it may stay empty when the spec has no strided input.
+    constant; it may stay empty when the spec has no strided input. With symbolic sizes,
+    ``n`` and entries of ``meta`` are ``Poly``: the entry computes them per call.
     """
 
     spec: KernelSpec
     inputs: tuple[Ref, ...]
     outputs: tuple[Ref, ...]
-    n: int
-    meta: tuple[int, ...] = ()
+    n: int | Poly
+    meta: tuple[int | Poly, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "outputs", tuple(self.outputs))
-        object.__setattr__(self, "meta", tuple(int(v) for v in self.meta))
+        object.__setattr__(self, "meta", tuple(v if isinstance(v, Poly) else int(v)
+                                               for v in self.meta))
         spec = self.spec
         unplanned = [i for i, s in enumerate(spec.inputs) if s.kind not in KINDS]
         if unplanned:
@@ -138,7 +151,8 @@ class KernelStep(Record):
         """One line: kernel name, ``n``, meta and the refs."""
         ins = ", ".join(r.text() for r in self.inputs)
         outs = ", ".join(r.text() for r in self.outputs)
-        return (f"kernel {kernel_name(self.spec)} n={self.n} meta={list(self.meta)} "
+        meta = "[" + ", ".join(map(str, self.meta)) + "]"
+        return (f"kernel {kernel_name(self.spec)} n={self.n} meta={meta} "
                 f"in=[{ins}] out=[{outs}]")
 
 
@@ -146,7 +160,8 @@ class GemmStep(Record):
     """For b in range(batch): C_b[m, n] = op(A_b)[m, k] @ op(B_b)[k, n], all row-major with
     leading dims lda/ldb/ldc (elements); op(X) = X^T when trans_x. Batch strides in elements
     (0: the same matrix for every b). C must overlap neither A nor B (as for BLAS; the
-    inline loops tell LLVM so); A and B may be the same memory."""
+    inline loops tell LLVM so); A and B may be the same memory. Any size may be a ``Poly``
+    (computed per call)."""
 
     dtype: DType
     m: int
@@ -180,10 +195,14 @@ class GemmStep(Record):
                                  f"of its row-major matrix), got {getattr(self, ld)}")
 
     @property
-    def inline(self) -> bool:
-        """Whether this GEMM runs as an inline loop rather than a BLAS call."""
-        return (self.m * self.n * self.k <= INLINE_GEMM_MAX
-                or (self.m == 1 and self.n * self.k <= INLINE_GEMV_MAX))
+    def inline(self) -> bool | None:
+        """Whether this GEMM runs as an inline loop rather than a BLAS call; None when that
+        depends on symbolic sizes (the entry decides per call)."""
+        try:
+            return bool(self.m * self.n * self.k <= INLINE_GEMM_MAX
+                        or (self.m == 1 and self.n * self.k <= INLINE_GEMV_MAX))
+        except SizeDependent:
+            return None
 
     def text(self) -> str:
         """One line with every field (the basis of the program's key)."""
@@ -214,7 +233,7 @@ def blas_overflow(fields: Mapping[str, int], bits: int) -> str | None:
     """
     top = (1 << (bits - 1)) - 1
     for name in BLAS_INTS:
-        if fields.get(name, 0) > top:
+        if not isinstance(fields.get(name, 0), Poly) and fields.get(name, 0) > top:
             return f"{name}={fields[name]}"
     return None
 
@@ -236,6 +255,8 @@ class NativeProgram(Record):
     blas_int_bits: int = 64
     objects: tuple[int, ...] = ()        # arg slots holding an array object, not its data
     object_data_offset: int = 16         # where a NumPy array object keeps its data pointer
+    symbols: tuple[str, ...] = ()        # symbolic dims: ``sizes[i]`` holds symbol i
+    n_placed: int = 0                    # arena buffers placed per call (``Ref`` "placed")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", tuple(self.steps))
@@ -254,7 +275,7 @@ class NativeProgram(Record):
                 if ref.space == "arg" and ref.index >= self.n_args:
                     raise ValueError(f"NativeProgram: step {i} reads args[{ref.index}] but "
                                      f"n_args is {self.n_args}")
-            if isinstance(step, GemmStep) and not step.inline:
+            if isinstance(step, GemmStep) and step.inline is False:
                 check_blas_ints(step, self.blas_int_bits, f"NativeProgram: step {i}")
 
     @property
@@ -276,6 +297,8 @@ class NativeProgram(Record):
             if self.objects:
                 lines[0] += f" objects={','.join(map(str, self.objects))}" \
                             f"@{self.object_data_offset}"
+            if self.symbols or self.n_placed:
+                lines[0] += f" symbols={','.join(self.symbols)} placed={self.n_placed}"
             lines += [s.text() for s in self.steps]
             for spec in self.specs:
                 lines += [f"{kernel_name(spec)}:"] + ["  " + ln
@@ -376,6 +399,38 @@ class _EntryBuilder:
         self.objects = frozenset(prog.objects)
         self.arg_ptrs: dict[int, ir.Value] = {}       # loaded in the entry block, on first use
         self.helpers: dict[tuple, ir.Function] = {}
+        self.sizes_table: ir.Value | None = None      # ``args[n_args + 2]``, on first use
+        self.values: dict[Poly | str, ir.Value] = {}  # symbolic sizes, computed in the entry
+        self.slots: dict[int, ir.Value] = {}           # ``sizes[i]``, loaded in the entry
+
+    def _size_slot(self, i: int) -> ir.Value:
+        """``sizes[i]`` (``int64``), loaded in the entry block."""
+        if i not in self.slots:
+            with self.b.goto_entry_block():
+                if self.sizes_table is None:
+                    self.sizes_table = self._load_ptr(self.args, self.prog.n_args + 2)
+                at = self.b.gep(self.sizes_table, [ir.Constant(I64, i)], source_etype=I64)
+                self.slots[i] = self.b.load(at, typ=I64, align=8)
+        return self.slots[i]
+
+    def size(self, x: int | Poly) -> ir.Value:
+        """A size as an ``i64``: a constant, or a ``Poly`` of the symbols computed once in
+        the entry block (sizes are products and sums of positive dims: ``nsw``)."""
+        if not isinstance(x, Poly):
+            return ir.Constant(I64, int(x))
+        if x not in self.values:
+            for s in x.symbols:
+                if s not in self.values:
+                    self.values[s] = self._size_slot(self.prog.symbols.index(s))
+            with self.b.goto_entry_block():
+                total: ir.Value | None = None
+                for mono, coef in x.terms:
+                    term: ir.Value = ir.Constant(I64, coef)
+                    for s in mono:
+                        term = self.b.mul(term, self.values[s], flags=["nsw"])
+                    total = term if total is None else self.b.add(total, term, flags=["nsw"])
+                self.values[x] = total                                   # type: ignore
+        return self.values[x]
 
     def arg_ptr(self, i: int) -> ir.Value:
         """``args[i]``'s data pointer (a segment uses a few of a plan's many slots: loading
@@ -404,13 +459,18 @@ class _EntryBuilder:
 
     def ptr(self, ref: Ref) -> ir.Value:
         """The address of ``ref``'s element 0."""
+        off: int | Poly | ir.Value
         if ref.space == "arg":
             base, off = self.arg_ptr(ref.index), ref.offset
-        else:
+        elif ref.space == "arena":
             base, off = self.arena, ref.index + ref.offset
-        if not off:
+        else:
+            at = self._size_slot(len(self.prog.symbols) + ref.index)
+            base = self.b.gep(self.arena, [at], source_etype=_I8, inbounds=True)
+            off = ref.offset
+        if isinstance(off, int) and not off:
             return base
-        return self.b.gep(base, [ir.Constant(I64, off)], source_etype=_I8, inbounds=True)
+        return self.b.gep(base, [self.size(off)], source_etype=_I8, inbounds=True)
 
     def _kernel(self, i: int, step: KernelStep) -> None:
         b, refs = self.b, step.inputs + step.outputs
@@ -418,7 +478,31 @@ class _EntryBuilder:
             table = b.alloca(PTR, size=ir.Constant(I64, len(refs)), name=f"ptrs{i}")
         for j, ref in enumerate(refs):
             b.store(self.ptr(ref), b.gep(table, [ir.Constant(I64, j)], source_etype=PTR))
-        b.call(self._step_function(step), [table])
+        if not any(isinstance(v, Poly) for v in (step.n,) + step.meta):
+            b.call(self._step_function(step), [table])
+            return
+        meta: ir.Value = ir.Constant(PTR, None)
+        if step.meta:                          # computed per call, on the entry's stack
+            values = [self.size(v) for v in step.meta]     # (before: it moves the builder)
+            with b.goto_entry_block():
+                meta = b.alloca(I64, size=ir.Constant(I64, len(step.meta)), name=f"meta{i}")
+                for j, v in enumerate(values):
+                    b.store(v, b.gep(meta, [ir.Constant(I64, j)], source_etype=I64))
+        b.call(self._sized_step_function(step), [table, self.size(step.n), meta])
+
+    def _sized_step_function(self, step: KernelStep) -> ir.Function:
+        """``void step(ptr ptrs, i64 n, ptr meta)``: the kernel over ``[0, n)``, its sizes
+        from the call (one per kernel, whatever the sizes)."""
+        key = ("sized kernel", kernel_name(step.spec))
+        if key not in self.helpers:
+            ftype = ir.FunctionType(ir.VoidType(), [PTR, I64, PTR])
+            fn = _shared_function(self.fn.module, ftype, f"sm_stepv_{_helper_name(*key)}")
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            ptrs, n, meta = fn.args
+            b.call(self.kernels[kernel_name(step.spec)], [ir.Constant(I64, 0), n, ptrs, meta])
+            b.ret_void()
+            self.helpers[key] = fn
+        return self.helpers[key]
 
     def _step_function(self, step: KernelStep) -> ir.Function:
         """``void step(ptr ptrs)``: the kernel over ``[0, n)`` with its constant meta."""
@@ -447,7 +531,8 @@ class _EntryBuilder:
         if g.batch == 1:
             self._one_gemm(g, a, b_, c)
             return
-        if g.inline or g.m * g.n * g.k <= BATCH_API_MIN_MNK:
+        symbolic = any(isinstance(getattr(g, f), Poly) for f in ("m", "n", "k", "batch"))
+        if symbolic or g.inline or g.m * g.n * g.k <= BATCH_API_MIN_MNK:
             self._gemm_loop(g, a, b_, c)
             return
         # a BLAS batch: one ``cblas_?gemm_batch`` call where the library has it (its
@@ -464,15 +549,16 @@ class _EntryBuilder:
             with lack:
                 self._gemm_loop(g, a, b_, c)
 
-    def _at_batch(self, base: ir.Value, i: ir.Value, stride: int, g: GemmStep) -> ir.Value:
+    def _at_batch(self, base: ir.Value, i: ir.Value, stride: int | Poly,
+                  g: GemmStep) -> ir.Value:
         """Matrix ``i`` of a batch at ``base`` with ``stride`` elements between matrices."""
-        if not stride:
+        if isinstance(stride, int) and not stride:
             return base
-        return self.b.gep(base, [self.b.mul(i, ir.Constant(I64, stride))],
+        return self.b.gep(base, [self.b.mul(i, self.size(stride))],
                           source_etype=_float_type(g.dtype), inbounds=True)
 
     def _gemm_loop(self, g: GemmStep, a: ir.Value, b_: ir.Value, c: ir.Value) -> None:
-        with for_range(self.b, ir.Constant(I64, 0), ir.Constant(I64, g.batch), "batch") as i:
+        with for_range(self.b, ir.Constant(I64, 0), self.size(g.batch), "batch") as i:
             self._one_gemm(g, self._at_batch(a, i, g.stride_a, g),
                            self._at_batch(b_, i, g.stride_b, g),
                            self._at_batch(c, i, g.stride_c, g))
@@ -508,11 +594,30 @@ class _EntryBuilder:
                        ir.Constant(iN, 1), cells["size"]])
 
     def _one_gemm(self, g: GemmStep, a: ir.Value, bm: ir.Value, c: ir.Value) -> None:
-        if g.inline:
-            sizes = [ir.Constant(I64, v) for v in (g.m, g.n, g.k, g.lda, g.ldb, g.ldc)]
-            self.b.call(self._gemm_function(g), [a, bm, c] + sizes)
+        inline = g.inline
+        if inline is None:                 # sizes decide: the same test, per call
+            with self.b.if_else(self._inline_test(g)) as (small, large):
+                with small:
+                    self._inline_gemm(g, a, bm, c)
+                with large:
+                    self._blas_gemm(g, a, bm, c)
+        elif inline:
+            self._inline_gemm(g, a, bm, c)
         else:
             self._blas_gemm(g, a, bm, c)
+
+    def _inline_test(self, g: GemmStep) -> ir.Value:
+        """``GemmStep.inline`` on the call's sizes."""
+        b, m, n, k = self.b, self.size(g.m), self.size(g.n), self.size(g.k)
+        nk = b.mul(n, k)
+        small = b.icmp_signed("<=", b.mul(m, nk), ir.Constant(I64, INLINE_GEMM_MAX))
+        gemv = b.and_(b.icmp_signed("==", m, ir.Constant(I64, 1)),
+                      b.icmp_signed("<=", nk, ir.Constant(I64, INLINE_GEMV_MAX)))
+        return b.or_(small, gemv)
+
+    def _inline_gemm(self, g: GemmStep, a: ir.Value, bm: ir.Value, c: ir.Value) -> None:
+        sizes = [self.size(v) for v in (g.m, g.n, g.k, g.lda, g.ldb, g.ldc)]
+        self.b.call(self._gemm_function(g), [a, bm, c] + sizes)
 
     def _gemm_function(self, g: GemmStep) -> ir.Function:
         """``void gemm(ptr noalias A, B, C, i64 m, n, k, lda, ldb, ldc)``, one per dtype and
@@ -538,8 +643,10 @@ class _EntryBuilder:
                                                iN, t, PTR, iN])
         slot = FNS_SGEMM if g.dtype is D.float32 else FNS_DGEMM
         fp = self._load_ptr(self.fns, slot, fnty.as_pointer())     # typed: an indirect call
-        def n(v: int) -> ir.Constant:
-            return ir.Constant(iN, v)
+        def n(v: int | Poly) -> ir.Value:
+            if not isinstance(v, Poly):
+                return ir.Constant(iN, v)
+            return self.b.trunc(self.size(v), iN) if iN.width < 64 else self.size(v)
         def trans(flag: bool) -> ir.Constant:
             return ir.Constant(I32, TRANS if flag else NO_TRANS)
         self.b.call(fp, [ir.Constant(I32, ROW_MAJOR), trans(g.trans_a), trans(g.trans_b),

@@ -9,11 +9,18 @@ live ranges (node positions, inclusive) do not meet.
     >>> assign_offsets([a, b, c]), (a.offset, b.offset, c.offset)
     (512, (0, 256, 0))
     >>> check_plan([a, b, c])
+
+In a symbolic specialization sizes are ``Poly`` of its symbolic dims: its arena buffers are
+placed per set of symbol values (``SymbolicArena``: the same first fit on the evaluated
+sizes, computed once per set and kept), never per value.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
+from scriptmod.codegen.sizes import Poly
 from scriptmod.ir import dtypes as D
 
 ALIGN = 64                                   # arena offsets and the arena base
@@ -49,20 +56,90 @@ class PlanError(AssertionError):
 def assign_offsets(buffers: Sequence[Buffer]) -> int:
     """Give every arena buffer an offset: largest first, at the lowest aligned offset that
     overlaps no buffer live at the same time. Returns the arena size in bytes."""
-    placed: list[Buffer] = []
+    offsets, size = first_fit([(b.nbytes, b.start, b.end) for b in buffers])
+    for b, at in zip(buffers, offsets):
+        b.offset = at
+    return size
+
+
+def first_fit(items: Sequence[tuple[int, int, int]]) -> tuple[list[int], int]:
+    """``assign_offsets`` on ``(nbytes, start, end)`` triples: their offsets, in order, and
+    the arena size."""
+    placed: list[tuple[int, int, int, int]] = []          # (offset, nbytes, start, end)
+    offsets = [0] * len(items)
     size = 0
-    for b in sorted(buffers, key=lambda b: (-b.nbytes, b.start)):
-        clashes = sorted((p.offset, p.offset + p.nbytes) for p in placed
-                         if p.start <= b.end and b.start <= p.end)
+    for i in sorted(range(len(items)), key=lambda i: (-items[i][0], items[i][1])):
+        nbytes, start, end = items[i]
+        clashes = sorted((o, o + n) for o, n, s, e in placed if s <= end and start <= e)
         at = 0
         for lo, hi in clashes:
-            if at + b.nbytes <= lo:
+            if at + nbytes <= lo:
                 break
             at = max(at, _align(hi))
-        b.offset = at
-        placed.append(b)
-        size = max(size, at + b.nbytes)
-    return _align(size)
+        offsets[i] = at
+        placed.append((at, nbytes, start, end))
+        size = max(size, at + nbytes)
+    return offsets, _align(size)
+
+
+class SymbolicArena:
+    """The arena of a plan whose buffer sizes are ``Poly`` of ``symbols``: per tuple of
+    symbol values, ``at(values)`` gives ``(sizes table, arena bytes, shapes)``, the table an
+    ``int64`` array of the symbol values then each buffer's byte offset (what a native
+    program with symbolic sizes reads, ``codegen.native``), ``shapes`` the value of each
+    shape registered with ``shape_index`` (what the per-call Python checks and allocates).
+    Computed on a set's first call
+    and kept (up to ``KEEP`` sets; shared by threads: entries are never changed).
+    ``limits``: ``(size, most, what)``, sizes the program hands on (a BLAS integer) that
+    must stay at most ``most``: ``ValueError`` naming ``what`` for values that exceed one."""
+
+    KEEP = 256
+
+    def __init__(self, symbols: Sequence[str], buffers: Sequence[Buffer],
+                 limits: Sequence[tuple[Poly, int, str]] = ()) -> None:
+        self.symbols, self.buffers = tuple(symbols), list(buffers)
+        self.limits = list(limits)
+        self.shapes: list[tuple] = []
+        self.placed: dict[tuple[int, ...], tuple[np.ndarray, int, tuple]] = {}
+
+    def shape_index(self, shape: tuple) -> int:
+        """The index of ``shape`` (sizes, ``Poly`` among them) in ``at``'s shapes."""
+        if shape not in self.shapes:
+            self.shapes.append(shape)
+            self.placed.clear()                    # (registered before any call)
+        return self.shapes.index(shape)
+
+    def at(self, values: tuple[int, ...]) -> tuple[np.ndarray, int, tuple]:
+        hit = self.placed.get(values)
+        if hit is None:
+            env = dict(zip(self.symbols, values))
+            for size, most, what in self.limits:
+                if size.evaluate(env) > most:
+                    raise ValueError(f"{what} = {size} is {size.evaluate(env)} at "
+                                     f"{env}: more than {most}")
+            offsets, size = first_fit(self._items(values))
+            shapes = tuple(tuple(d.evaluate(env) if isinstance(d, Poly) else d for d in shape)
+                           for shape in self.shapes)
+            hit = (np.array(list(values) + offsets, np.int64), size, shapes)
+            if len(self.placed) >= self.KEEP:
+                self.placed.clear()
+            self.placed[values] = hit
+        return hit
+
+    def _items(self, values: tuple[int, ...]) -> list[tuple[int, int, int]]:
+        env = dict(zip(self.symbols, values))
+        return [(b.nbytes.evaluate(env) if isinstance(b.nbytes, Poly) else b.nbytes,
+                 b.start, b.end) for b in self.buffers]
+
+    def buffers_at(self, values: tuple[int, ...]) -> list[Buffer]:
+        """The buffers as placed for ``values`` (for ``check_plan``)."""
+        table = self.at(values)[0]
+        out = []
+        for (nbytes, start, end), b, off in zip(self._items(values), self.buffers,
+                                                table[len(values):]):
+            out.append(Buffer(b.kind, nbytes, b.dtype, (), offset=int(off), start=start,
+                              end=end))
+        return out
 
 
 def check_plan(buffers: Sequence[Buffer]) -> None:

@@ -112,16 +112,21 @@ def python_step_event(node: Node, kernel: Any = None) -> Callable[[int], None]:
     return event(node_label(node), cat, node.source, input_shapes(node), args)
 
 
+def _size(v: Any) -> int | str:
+    """A step's size for an event's args: an int, or a symbolic size's text (``16*B``)."""
+    return v if isinstance(v, int) else str(v)
+
+
 def native_step_event(node: Node, step: Any) -> Callable[[int], None]:
     """The event of one step of a native segment (a ``codegen.native`` Kernel or GemmStep)."""
     from scriptmod.codegen.llvm_ir import kernel_name
     from scriptmod.codegen.native import GemmStep
     if isinstance(step, GemmStep):
         blas = f"cblas_{'s' if step.dtype.itemsize == 4 else 'd'}gemm"
-        args = {"kernel": "inline gemm" if step.inline else blas, "m": step.m, "n": step.n,
-                "k": step.k, "batch": step.batch}
+        kind = {True: "inline gemm", False: blas, None: f"inline gemm or {blas}"}[step.inline]
+        args = {"kernel": kind, **{f: _size(getattr(step, f)) for f in ("m", "n", "k", "batch")}}
         cat = GEMM
     else:
-        args = {"kernel": kernel_name(step.spec), "n": step.n}
+        args = {"kernel": kernel_name(step.spec), "n": _size(step.n)}
         cat = group_category(node) if node.kind == Prim.FUSION_GROUP else KERNEL
     return event(node_label(node), cat, node.source, input_shapes(node), args)

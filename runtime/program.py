@@ -79,6 +79,8 @@ class _Program:
                 for ln in (f"frame{j} = frames[{j}]", f"if frame{j}.state is not state:",
                            f"    frame{j}.bind_state(state)", f"tbl{j} = frame{j}.table"):
                     self._emit(1, None, ln)
+                for ln in _bind_sizes(plan_list[j], j, [self.name[v] for v in graph.inputs]):
+                    self._emit(1, None, ln)
         self._block(graph.block, 1)
         outs = f"[{', '.join(self.name[v] for v in graph.outputs)}]"
         if profiled:
@@ -257,6 +259,16 @@ class _Program:
 def _defs(node: Node) -> list[Value]:
     """The values a node defines: its blocks' parameters, then its outputs."""
     return [p for b in node.blocks for p in b.params] + list(node.outputs)
+
+
+def _bind_sizes(plan: Any, j: int, inputs: Sequence[str]) -> list[str]:
+    """A symbolic plan's lines: its symbol values read from the inputs' shapes, bound to
+    ``frame{j}`` when they differ from the last call's (``Frame.set_env``)."""
+    if plan.arena is None:
+        return []
+    dims = [f"{inputs[i]}.shape[{d}]" + (f" // {k}" if k != 1 else "") for i, d, k in plan.binds]
+    return [f"e{j} = ({', '.join(dims)},)", f"if frame{j}.env != e{j}:",
+            f"    frame{j}.set_env(e{j})"]
 
 
 def _unbound(graph: Graph, absent: frozenset[Node], segments: Sequence[Any]) -> frozenset[Value]:

@@ -9,7 +9,10 @@
   helpers.
 
 Only the CPU target runs native programs (``Target.native_program``); see ``plan``'s
-docstring for what becomes native and how memory is planned.
+docstring for what becomes native and how memory is planned. A symbolic specialization's
+segments compile once and read their sizes per call (``codegen.sizes``: sizes as
+polynomials in the symbolic dims; ``memory_plan.SymbolicArena``: the arena placed per set
+of symbol values; ``Frame.set_env``: a thread binds them).
 """
 from __future__ import annotations
 

@@ -22,6 +22,15 @@ segments of a specialization, and the kernels of its thread-split groups at thei
 layout, compile as one LLVM module: one optimization and code generation run when cold, one
 object to load when warm.
 
+Symbolic specializations (dims like ``B`` or ``16*B`` in their types) are planned the same
+way with sizes as ``codegen.sizes.Poly``: the layout helpers written for concrete sizes run
+through ``lift`` (at several sizes, each integer fitted to a polynomial, the structure
+checked to be the same), the segments compile once and compute their sizes from the symbol
+values each call binds from the graph's inputs (``NativePlan.binds``), and the arena is
+placed per set of symbol values (``memory_plan.SymbolicArena``). A choice that depends on
+the sizes and cannot be made per call (a thread split, our GEMM on the thread pool) is made
+for ``SIZE_HINT``; one that cannot be made at all keeps its node in Python.
+
 Memory: every intermediate that does not escape the call lives at a fixed offset of one arena
 (``runtime.memory_plan``: first fit over live ranges, checked by ``check_plan``); the arena and
 the pointer table are per thread (``Frame``). A value that reaches an output, or a Python node
@@ -35,18 +44,20 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from scriptmod.codegen.record import Record
+from scriptmod.codegen.sizes import Poly, SizeDependent, dim, lift, symbols_of
 from scriptmod.ir import dtypes as D
 from scriptmod.ir import log as irlog
 from scriptmod.ir import schema as S
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from .. import threads
-from ..memory_plan import Buffer, assign_offsets, check_plan
+from ..memory_plan import Buffer, SymbolicArena, assign_offsets, check_plan
 from ..targets import target_type
 from .segment import Segment
-from .views import (Layout, c_strides, gemm_shape, inline_max, is_view_op, numel, static_type,
-                    view_layout)
+from .views import (Layout, c_strides, gemm_shape, inline_max, is_view_op, numel, sizes,
+                    static_type, view_layout)
 
 TOPIC = "codegen"
+SIZE_HINT = 8        # the symbol value for size choices made once for every size
 
 
 class NativePlan(Record):
@@ -62,6 +73,10 @@ class NativePlan(Record):
     arena_bytes: int
     buffers: Sequence[Buffer] = ()
     why: Mapping[Node, str] = {}       # every node of the block: what it became, or why not
+    # symbolic sizes: the arena per set of symbol values, and where each symbol is read
+    # per call: (graph input index, dim, factor) as in ``x.shape[dim] // factor``
+    arena: SymbolicArena | None = None
+    binds: tuple[tuple[int, int, int], ...] = ()
 
 
 def plan_blocks(graph: Graph, state_index: Callable[[Node], int | None] | None,
@@ -82,6 +97,12 @@ def plan_blocks(graph: Graph, state_index: Callable[[Node], int | None] | None,
     for block in _blocks(graph.block):
         p = _Planner(block, state_index, state, name)
         segments = p.analyze()
+        if segments and p.symbols:
+            p.binds = _binds(graph, p.symbols)
+            if p.binds is None:
+                irlog.log(TOPIC, f"{name}: no native code for a block: a symbolic dim of "
+                                 f"{', '.join(p.symbols)} is no input's dim")
+                continue
         if segments:
             planned.append((block, p, segments))
     if not planned:
@@ -92,6 +113,22 @@ def plan_blocks(graph: Graph, state_index: Callable[[Node], int | None] | None,
     kernels = iter(compile_units(units + fused))
     return {block: p.finish([s.link(next(kernels)) for s in segs])
             for block, p, segs in planned}
+
+
+def _binds(graph: Graph, symbols: Sequence[str]) -> tuple[tuple[int, int, int], ...] | None:
+    """Where each symbol is read per call: the first graph input with a dim ``k*symbol``,
+    as ``(input index, dim, k)``; None when some symbol is in no input's shape."""
+    found: dict[str, tuple[int, int, int]] = {}
+    for i, v in enumerate(graph.inputs):
+        t = static_type(v)
+        for d, size in enumerate(sizes(t) if t is not None else ()):
+            if isinstance(size, Poly) and len(size.terms) == 1:
+                (mono, k), = size.terms
+                if len(mono) == 1 and k > 0:
+                    found.setdefault(mono[0], (i, d, k))
+    if any(s not in found for s in symbols):
+        return None
+    return tuple(found[s] for s in symbols)
 
 
 def _blocks(block: Block) -> list[Block]:
@@ -135,6 +172,10 @@ class _Planner:
         self.fused_specs: list[Any] = []          # kernels of groups run by a FusedKernel
         self.own_gemms: set[Node] = set()         # matmuls left to ``runtime.gemm``
         self.what: dict[Node, str] = {}           # native node -> what it became
+        self.symbols: tuple[str, ...] = ()        # symbolic dims of the plan's sizes
+        self.arena: SymbolicArena | None = None
+        self.binds: Any = ()
+        self.limits: list[tuple[Poly, int, str]] = []   # symbolic BLAS ints (``SymbolicArena``)
 
     # -- 1. what can be native --------------------------------------------------------------------
     def analyze(self) -> list[Segment] | None:
@@ -166,8 +207,15 @@ class _Planner:
         self._escapes()
         segments = self._segments()
         arena = [b for b in self.buffers if b.kind == "arena"]
-        self.arena_bytes = assign_offsets(arena)
-        check_plan(arena)
+        self.symbols = tuple(sorted(symbols_of(list(self.lay.values()))))
+        if self.symbols:                      # placed per call (``SymbolicArena``)
+            for j, b in enumerate(arena):
+                b.slot = j
+            self.arena = SymbolicArena(self.symbols, arena, self.limits)
+            self.arena_bytes = 0
+        else:
+            self.arena_bytes = assign_offsets(arena)
+            check_plan(arena)
         self._log(segments)
         return segments
 
@@ -176,7 +224,7 @@ class _Planner:
         return NativePlan(segments, frozenset(self.steps) | frozenset(self.views - self.python),
                           {n: i for n, i in self.state_nodes.items() if n in self.python_reads},
                           frozenset(self.skip), self.arena_bytes, self.buffers,
-                          self._reasons(segments))
+                          self._reasons(segments), self.arena, self.binds)
 
     def _reasons(self, segments: list[Segment]) -> dict[Node, str]:
         """``NativePlan.why``: for each node of the block, its segment and what it became
@@ -244,13 +292,19 @@ class _Planner:
         return i, arr
 
     def _arg(self, v: Value, source: Any, t: TensorType, strides: tuple | None = None) -> None:
-        shape = tuple(t.shape)                                      # type: ignore[arg-type]
+        shape = sizes(t)
         buf = Buffer("arg", numel(shape) * t.dtype.itemsize, t.dtype, shape, source)
         self.buffers.append(buf)
         self.lay[v] = Layout(buf, 0, shape, strides if strides is not None else c_strides(shape))
 
     def _classify(self, node: Node) -> str | None:
         """None when ``node`` runs natively (or needs no code); else why it cannot."""
+        try:
+            return self._classify_node(node)
+        except SizeDependent as e:
+            return f"{node.kind}: a choice that depends on the symbolic sizes ({e})"
+
+    def _classify_node(self, node: Node) -> str | None:
         kind = node.kind
         if kind == Prim.GET_ATTR:
             found = self._state_array(node)
@@ -293,7 +347,7 @@ class _Planner:
     def _new(self, v: Value, node: Node) -> Layout:
         t = static_type(v)
         assert t is not None
-        shape = tuple(t.shape)                                      # type: ignore[arg-type]
+        shape = sizes(t)
         buf = Buffer("arena", numel(shape) * t.dtype.itemsize, t.dtype, shape, v)
         buf.start = buf.end = self.pos[node]
         self.buffers.append(buf)
@@ -307,14 +361,14 @@ class _Planner:
         ins = self._inputs(node)
         if ins is None:
             return "a fusion group reading a value native code does not hold"
-        out_shape = tuple(outs[0].shape)                            # type: ignore[union-attr]
+        out_shape = sizes(outs[0])                                  # type: ignore[arg-type]
         from ..gemm import epilogue_source
         source = epilogue_source(node)
         if source is not None and source[0] in self.own_gemms:
             return "a fusion group run as the epilogue of our GEMM (runtime.gemm)"
         if _has_row_ops(node):
             return self._row_group(node, ins, out_shape)
-        if threads.get_num_threads() > 1 and numel(out_shape) >= threads.MIN_SPLIT:
+        if _splits(numel(out_shape)):
             try:                                   # its kernel compiles with the segments
                 self.fused_specs.append(_group_spec(node, ins, out_shape)[0])
             except (NotImplementedError, ValueError):
@@ -336,12 +390,15 @@ class _Planner:
         the thread pool (outside the program, as a large elementwise group)."""
         from scriptmod.codegen.rows import geometry, lower_row_group, plan_row_layout
         try:
+            full_dims, k = geometry(node.attrs["subgraph"])
+            if any(not isinstance(d, int) for d in full_dims[len(full_dims) - k:]):
+                return "a row group reducing a symbolic dim (its row kernel has a fixed length)"
             spec = lower_row_group(node.attrs["subgraph"])
-            full = geometry(node.attrs["subgraph"])[0]
+            full = tuple(dim(d) for d in full_dims)
             _check_dtypes(ins, spec)
-            spec, meta = plan_row_layout(spec, [l.shape for l in ins], [l.strides for l in ins],
-                                         full)
-            if threads.get_num_threads() > 1 and numel(full) >= threads.MIN_SPLIT:
+            spec, meta = lift(plan_row_layout, spec, [l.shape for l in ins],
+                              [l.strides for l in ins], full)
+            if _splits(numel(full)):
                 self.fused_specs.append(spec)
                 return f"a row group of {numel(full)} elements: split across threads"
         except NotImplementedError as e:
@@ -362,7 +419,10 @@ class _Planner:
         if t.dtype not in (D.float32, D.float64) or a.buf.dtype is not t.dtype \
                 or b.buf.dtype is not t.dtype or node.attrs:
             return f"matmul of {a.buf.dtype.name} and {b.buf.dtype.name} (native: float32/float64)"
-        gemm = gemm_shape(a, b)
+        try:
+            gemm = lift(gemm_shape, a, b)
+        except SizeDependent:       # which dims are the rows: one choice for every size
+            gemm = lift(gemm_shape, a, b, True)
         if gemm is None:
             return "matmul operands without a unit stride in a matrix dim (no BLAS layout)"
         m, n, k = gemm["m"], gemm["n"], gemm["k"]
@@ -371,11 +431,21 @@ class _Planner:
         if t.dtype is D.float32 and gemm["batch"] == 1 and not gemm["trans_a"] \
                 and target_type({t.device}).own_gemm:
             from .. import gemm as own
-            if own.chosen(m, k, n):
+            if own.chosen(*(_hinted(v) for v in (m, k, n))):
                 self.own_gemms.add(node)
                 return (f"a {m}x{k} @ {k}x{n} float32 GEMM: our GEMM on the thread pool "
                         f"(runtime.gemm)")
-        if m * n * k > inline_max():
+        if any(isinstance(v, Poly) for v in gemm.values()):
+            _check_gemm(gemm, t.dtype)
+            blas = cblas()
+            if blas is None:
+                from ..blas import why_not
+                return f"matmul of symbolic sizes needs BLAS: {why_not()}"
+            from scriptmod.codegen.native import BLAS_INTS
+            self.limits += [(gemm[f], (1 << (blas.int_bits - 1)) - 1,
+                             f"the BLAS argument {f} of a matmul{place_of(node)}")
+                            for f in BLAS_INTS if isinstance(gemm[f], Poly)]
+        elif m * n * k > inline_max():
             blas = cblas()
             if blas is None:
                 from ..blas import why_not
@@ -384,9 +454,9 @@ class _Planner:
             too_big = blas_overflow(gemm, blas.int_bits)
             if too_big is not None:
                 return f"matmul with {too_big}: more than a {blas.int_bits}-bit BLAS int holds"
+        batch = f", batch {gemm['batch']}" if gemm["batch"] != 1 else ""
         self._new(node.output, node)
         self.steps[node] = ("gemm", gemm, t.dtype)
-        batch = f", batch {gemm['batch']}" if gemm["batch"] > 1 else ""
         self.what[node] = f"matmul (gemm {m}x{n}x{k}{batch}, {t.dtype.name})"
         return None
 
@@ -413,7 +483,7 @@ class _Planner:
         if dt is not node.output.type.dtype:                         # type: ignore[union-attr]
             return f"{node.op_name} changes the dtype"
         spec = KernelSpec([InputSpec(dt, UNKNOWN)], [], [0], [dt], rank=max(1, len(src.shape)))
-        spec, meta = plan_layout(spec, [src.shape], [src.strides], src.shape)
+        spec, meta = lift(plan_layout, spec, [src.shape], [src.strides], src.shape)
         self._new(node.output, node)
         self.steps[node] = ("kernel", spec, meta, numel(src.shape))
         self.what[node] = f"{node.op_name} as a copy kernel (not a view of this layout)"
@@ -537,6 +607,8 @@ class _Planner:
     def ref(self, v: Value) -> Any:
         from scriptmod.codegen.native import Ref
         lay = self.lay[v]
+        if lay.buf.kind == "arena" and self.arena is not None:
+            return Ref("placed", lay.buf.slot, lay.offset)
         if lay.buf.kind == "arena":
             return Ref("arena", lay.buf.offset, lay.offset)
         return Ref("arg", lay.buf.slot, lay.offset)
@@ -558,9 +630,39 @@ def _check_dtypes(ins: list[Layout], spec: Any) -> None:
                                       f"{s.dtype.name}")
 
 
-def _group_spec(node: Node, ins: list[Layout], out_shape: tuple[int, ...]) -> tuple[Any, tuple]:
+def _group_spec(node: Node, ins: list[Layout], out_shape: tuple) -> tuple[Any, tuple]:
     """The fusion group's ``KernelSpec`` for these static input layouts, and its meta."""
     from scriptmod.codegen.lower import lower_group, plan_layout
     spec = lower_group(node.attrs["subgraph"])
     _check_dtypes(ins, spec)
-    return plan_layout(spec, [l.shape for l in ins], [l.strides for l in ins], out_shape)
+    return lift(plan_layout, spec, [l.shape for l in ins], [l.strides for l in ins], out_shape)
+
+
+def place_of(node: Node) -> str:
+    """`` (at <source line>)`` for messages, or nothing."""
+    return f" (at {node.source})" if node.source else ""
+
+
+def _hinted(size: int | Poly) -> int:
+    """A size for a choice made once for every size: its value at ``SIZE_HINT``."""
+    if isinstance(size, Poly):
+        return size.evaluate({s: SIZE_HINT for s in size.symbols})
+    return size
+
+
+def _splits(count: int | Poly) -> bool:
+    """Whether a group of ``count`` elements is split across threads (outside native
+    code), as ``threads.MIN_SPLIT`` decides (at ``SIZE_HINT`` for a symbolic count)."""
+    return threads.get_num_threads() > 1 and _hinted(count) >= threads.MIN_SPLIT
+
+
+def _check_gemm(fields: dict, dtype: Any) -> None:
+    """``SizeDependent`` when a ``GemmStep`` of symbolic ``fields`` is not valid for every
+    size (its leading dims checked against its sizes)."""
+    from scriptmod.codegen.native import GemmStep, Ref
+    refs = {r: Ref("arg", 0) for r in ("a", "b", "c")}
+    try:
+        GemmStep(dtype, **refs, **{k: v for k, v in fields.items()
+                                   if k not in ("a_off", "b_off")})
+    except ValueError as e:
+        raise SizeDependent(str(e)) from e

@@ -5,12 +5,18 @@ each step alone for the profiler.
 
 Per call, Python writes each import's address (or, where NumPy's object layout is checked,
 the array object itself: ``data_ptr``, ``ARRAY_DATA_OFFSET``) into the table and calls the
-entry ``f(table)``; the program reads the arena and the BLAS table from the table's last two
-slots. A fresh buffer of ``POOL_MIN_BYTES`` or more comes from a ``fusion.BufferPool``.
+entry ``f(table)``; the program reads the arena, the BLAS table and the sizes table from the
+table's last three slots. A fresh buffer of ``POOL_MIN_BYTES`` or more comes from a
+``fusion.BufferPool``. With symbolic sizes (``Frame.set_env``: the program binds the symbol
+values once per call, from its inputs' shapes), imports are checked against, and fresh
+buffers allocated at, the shapes those values give; the frame's arena grows to the largest
+size seen and the sizes table (symbol values, arena offsets) follows the values.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
+import math
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -19,6 +25,7 @@ from scriptmod.ir.graph import Node, Prim, Value
 from .. import pycode
 from ..arrays import NP_DTYPE
 from ..errors import article, describe_value, op_label, place, shape_text, worded
+from scriptmod.codegen.sizes import Poly
 from ..memory_plan import ALIGN, Buffer
 from .views import c_strides
 
@@ -29,6 +36,8 @@ if TYPE_CHECKING:
 # nothing outside holds it): NumPy's allocator gives big arrays new pages each call, and the
 # page faults of a 32 MB score matrix cost 5 ms; below it ``np.empty`` is cheaper than a call.
 POOL_MIN_BYTES = 1 << 20
+SHAPES_POOLED = 4           # shapes of a symbolic fresh buffer with a pool at a time
+POOL_PROBE = 1024           # symbol value at which a symbolic buffer is checked for pooling
 _i64_at = ctypes.c_int64.from_address
 ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -66,6 +75,7 @@ class Segment:
         self.imports: list[Value] = []
         self.exports: list[Value] = []
         self.step_fns: list[Any] | None = None    # each step alone (``compile_steps``)
+        self.placement: Any = None                # the plan's ``SymbolicArena``, if any
 
     def prepare(self, p: "_Planner") -> tuple[str, Callable[[], str], str]:
         """Build the segment's ``NativeProgram`` from the plan; returns its compile unit
@@ -119,9 +129,15 @@ class Segment:
             b.kind == "arg" and isinstance(b.source, tuple) and b.source[0] in ("input", "python"))}
         used = {r.index for st in steps for r in _step_refs(st) if r.space == "arg"}
         objects = sorted(per_call & used) if _FAST_PTR else []
+        self.placement = p.arena
+        if p.arena is not None:              # the shapes its per-call Python checks and makes
+            for buf in self.import_bufs + self.fresh:
+                p.arena.shape_index(buf.shape)
+                p.arena.shape_index(_byte_strides(buf))
         prog = NativeProgram(tuple(steps), max(1, p.n_slots),
                              blas.int_bits if blas is not None else 64, tuple(objects),
-                             ARRAY_DATA_OFFSET)
+                             ARRAY_DATA_OFFSET, p.symbols,
+                             len(p.arena.buffers) if p.arena is not None else 0)
         self.program, self.step_nodes = prog, step_nodes
         self._blas = blas
         return prog.text(), lambda: render_program(prog).text, program_name(prog)
@@ -170,26 +186,33 @@ class Segment:
         ptr = "id" if self.program.objects else "ptr"      # see ``NativeProgram.objects``
         ns: dict[str, Any] = {"np": np, "ptr": data_ptr, "convert": _convert, f"fn{t}": self.fn}
         lines: list[str] = []
+        shape = functools.partial(self._shape_text, frame)
         for i, (a, v, buf) in enumerate(zip(imports, self.imports, self.import_bufs)):
             dt = NP_DTYPE[buf.dtype]
-            ns[f"dt{i}{t}"], ns[f"sh{i}{t}"] = dt, buf.shape
-            ns[f"st{i}{t}"] = tuple(s * dt.itemsize for s in c_strides(buf.shape))
-            ns[f"v{i}{t}"] = v
+            ns[f"dt{i}{t}"], ns[f"v{i}{t}"] = dt, v
+            sh = shape(f"sh{i}{t}", buf.shape, ns)
+            st = shape(f"st{i}{t}", _byte_strides(buf), ns)
             x = f"x{i}{t}"       # a converted copy stays local: ``a`` may be returned as is
             lines.append(f"{x} = {a}")
             lines.append(f"if type({x}) is not np.ndarray or {x}.dtype is not dt{i}{t} or "
-                         f"{x}.shape != sh{i}{t} or {x}.strides != st{i}{t}:")
-            lines.append(f"    {x} = convert({x}, dt{i}{t}, sh{i}{t}, v{i}{t})")
+                         f"{x}.shape != {sh} or {x}.strides != {st}:")
+            lines.append(f"    {x} = convert({x}, dt{i}{t}, {sh}, v{i}{t})")
             lines.append(f"{tbl}[{buf.slot}] = {ptr}({x})")
         fresh = {}
         for j, buf in enumerate(self.fresh):
             name = fresh[id(buf)] = f"f{j}{t}"
-            ns[f"fdt{j}{t}"], ns[f"fsh{j}{t}"] = NP_DTYPE[buf.dtype], buf.shape
-            if buf.nbytes >= POOL_MIN_BYTES:      # reused once nothing else holds it
+            ns[f"fdt{j}{t}"] = NP_DTYPE[buf.dtype]
+            fsh = shape(f"fsh{j}{t}", buf.shape, ns)
+            symbolic = isinstance(buf.nbytes, Poly)
+            big = _may_pool(buf.nbytes) if symbolic else buf.nbytes >= POOL_MIN_BYTES
+            if big and symbolic:                    # a pool per shape, when large
+                ns[f"take{j}{t}"] = self.sized_take(j)
+                lines.append(f"{name} = take{j}{t}({fsh})")
+            elif big:                               # reused once nothing else holds it
                 ns[f"take{j}{t}"] = self.pool(j).take
                 lines.append(f"{name} = take{j}{t}()")
             else:
-                lines.append(f"{name} = np.empty(fsh{j}{t}, fdt{j}{t})")
+                lines.append(f"{name} = np.empty({fsh}, fdt{j}{t})")
             lines.append(f"{tbl}[{buf.slot}] = {ptr}({name})")
         if profiled:
             lines += self._profiled_calls(t, frame, ns)
@@ -200,6 +223,15 @@ class Segment:
         for out, buf in zip(exports, self.export_bufs):
             lines.append(f"{out} = {fresh[id(buf)]}")
         return lines, ns
+
+    def _shape_text(self, frame: str, name: str, shape: tuple, ns: dict[str, Any]) -> str:
+        """A shape (or strides) as Python text: the constant ``name`` bound in ``ns``, or,
+        with symbolic sizes, its value for the call's sizes, which ``Frame.set_env`` keeps
+        in ``frame.shapes`` (``SymbolicArena.shape_index``)."""
+        if not any(isinstance(d, Poly) for d in shape):
+            ns[name] = shape
+            return name
+        return f"{frame}.shapes[{self.placement.shape_index(shape)}]"
 
     def _profiled_calls(self, t: str, frame: str, ns: dict[str, Any]) -> list[str]:
         """Each step's own program on the same table and arena, between clock reads."""
@@ -223,7 +255,7 @@ class Segment:
             used = {r.index for r in step_refs(step) if r.space == "arg"}
             out.append(NativeProgram((step,), prog.n_args, prog.blas_int_bits,
                                      tuple(i for i in prog.objects if i in used),
-                                     prog.object_data_offset))
+                                     prog.object_data_offset, prog.symbols, prog.n_placed))
         return out
 
     def pool(self, j: int) -> Any:
@@ -235,6 +267,25 @@ class Segment:
             buf = self.fresh[j]
             pools[j] = BufferPool(buf.shape, NP_DTYPE[buf.dtype])
         return pools[j]
+
+    def sized_take(self, j: int) -> Callable[[tuple], np.ndarray]:
+        """``take(shape)`` for fresh buffer ``j`` of symbolic shape: ``np.empty``, or from
+        a ``BufferPool`` of that shape from ``POOL_MIN_BYTES`` on (pools of the last
+        ``SHAPES_POOLED`` shapes)."""
+        from ..fusion import BufferPool
+        dt = NP_DTYPE[self.fresh[j].dtype]
+        pools: dict[tuple, BufferPool] = {}
+
+        def take(shape: tuple) -> np.ndarray:
+            if math.prod(shape) * dt.itemsize < POOL_MIN_BYTES:
+                return np.empty(shape, dt)
+            pool = pools.get(shape)
+            if pool is None:
+                if len(pools) >= SHAPES_POOLED:
+                    pools.clear()
+                pool = pools[shape] = BufferPool(shape, dt)
+            return pool.take()
+        return take
 
     def __call__(self, frame: "Frame", state: tuple, *imports: Any) -> Any:
         """Run the segment on ``frame`` (``run`` skips the state check: the caller binds)."""
@@ -269,6 +320,17 @@ def compile_steps(segments: Sequence[Segment]) -> None:
         s.step_fns = [ENTRY_TYPE(k.address) for k in s.step_kernels]
 
 
+def _may_pool(nbytes: Poly) -> bool:
+    """Whether a fresh buffer of symbolic size reaches ``POOL_MIN_BYTES`` at sizes worth
+    a check per call (every symbol ``POOL_PROBE``); below, ``np.empty`` without one."""
+    return nbytes.evaluate({s: POOL_PROBE for s in nbytes.symbols}) >= POOL_MIN_BYTES
+
+
+def _byte_strides(buf: Buffer) -> tuple:
+    """The C-order strides, in bytes, of a buffer's shape."""
+    return tuple(s * buf.dtype.itemsize for s in c_strides(buf.shape))
+
+
 def _convert(a: Any, dt: np.dtype, shape: tuple, v: Value) -> np.ndarray:
     """An import that is not the exact contiguous array native code was built for: a
     C-contiguous copy when only the layout differs; an error otherwise."""
@@ -291,15 +353,15 @@ class Frame:
     def __init__(self, plan: "NativePlan") -> None:
         n = max((s.program.n_args for s in plan.segments), default=1)
         assert all(s.program.n_args == n for s in plan.segments), "one table layout"
-        self.table = (ctypes.c_void_p * (n + 2))()        # + the arena and the fns table
+        self.n_args = n
+        self.table = (ctypes.c_void_p * (n + 3))()     # + the arena, fns and sizes tables
         self.table_addr = ctypes.addressof(self.table)
-        raw = np.empty(plan.arena_bytes + ALIGN, np.uint8)
-        skip = (-raw.__array_interface__["data"][0]) % ALIGN
-        self.arena = raw[skip:skip + plan.arena_bytes]
-        self.arena_addr = raw.__array_interface__["data"][0] + skip
-        self._raw = raw
-        self.table[n] = self.arena_addr
+        self._grow(plan.arena_bytes)
         self.table[n + 1] = plan.segments[0].fns_addr if plan.segments else None
+        self.placement = plan.arena
+        self.env: tuple[int, ...] | None = None          # the symbol values bound
+        self.sizes: np.ndarray | None = None             # their sizes table
+        self.shapes: tuple = ()                          # and shapes (``SymbolicArena``)
         self.state: Any = None
         self._state_slots = [(b.slot, b.source[1]) for b in plan.buffers
                              if b.kind == "arg" and isinstance(b.source, tuple)
@@ -307,6 +369,24 @@ class Frame:
         for b in plan.buffers:
             if b.kind == "arg" and isinstance(b.source, tuple) and b.source[0] == "const":
                 self.table[b.slot] = data_ptr(b.source[1])
+
+    def _grow(self, nbytes: int) -> None:
+        """A new arena of ``nbytes`` (64-byte aligned), its base in the table."""
+        raw = np.empty(nbytes + ALIGN, np.uint8)
+        skip = (-raw.__array_interface__["data"][0]) % ALIGN
+        self.arena = raw[skip:skip + nbytes]
+        self.arena_addr = raw.__array_interface__["data"][0] + skip
+        self._raw = raw
+        self.table[self.n_args] = self.arena_addr
+
+    def set_env(self, env: tuple[int, ...]) -> None:
+        """Bind a call's symbol values: the sizes table for them (symbols, arena offsets),
+        the arena grown when they need more than it has (never shrunk)."""
+        sizes, nbytes, self.shapes = self.placement.at(env)
+        if nbytes > self.arena.nbytes:
+            self._grow(nbytes)
+        self.sizes, self.env = sizes, env
+        self.table[self.n_args + 2] = sizes.__array_interface__["data"][0]
 
     def bind_state(self, state: tuple) -> None:
         """Write the module tensors' pointers (the specialization's guards fixed their

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from scriptmod.codegen.record import Record
+from scriptmod.codegen.sizes import Poly, SizeDependent, dim, lift
 from scriptmod.ir.graph import Node, Prim, Value
 from scriptmod.ir.passes.effects import is_view
 from scriptmod.ir.types import TensorType
@@ -25,12 +26,13 @@ from ..targets import target_type
 
 
 class Layout(Record):
-    """A tensor value over a buffer: byte offset, shape, element strides."""
+    """A tensor value over a buffer: byte offset, shape, element strides (each an ``int``,
+    or a ``Poly`` in a symbolic specialization's dims)."""
 
     buf: Buffer
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
+    offset: int | Poly
+    shape: tuple[int | Poly, ...]
+    strides: tuple[int | Poly, ...]
 
     @property
     def contiguous(self) -> bool:
@@ -53,13 +55,33 @@ def numel(shape: Sequence[int]) -> int:
 
 
 def static_type(v: Value) -> TensorType | None:
-    """``v``'s type if it is a tensor of concrete shape and a known dtype on a device whose
-    target runs native programs (``Target.native_program``: the CPU)."""
+    """``v``'s type if it is a tensor of known rank and dtype, every dim an int or a
+    symbolic dim ``sizes`` reads, on a device whose target runs native programs
+    (``Target.native_program``: the CPU)."""
     t = v.type
-    if isinstance(t, TensorType) and t.dtype is not None and t.is_concrete \
-            and t.dtype in NP_DTYPE and _native_program(t.device):
+    if isinstance(t, TensorType) and t.dtype is not None and t.shape is not None \
+            and t.dtype in NP_DTYPE and _native_program(t.device) \
+            and (t.is_concrete or _readable(tuple(t.shape))):
         return t
     return None
+
+
+def sizes(t: TensorType) -> tuple[int | Poly, ...]:
+    """The shape of a ``static_type`` as sizes (symbolic dims as ``Poly``)."""
+    return _sizes(tuple(t.shape))                                  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=4096)
+def _sizes(shape: tuple) -> tuple[int | Poly, ...]:
+    return tuple(dim(d) for d in shape)
+
+
+def _readable(shape: tuple) -> bool:
+    try:
+        _sizes(shape)
+    except ValueError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,6 +107,13 @@ def view_layout(node: Node, src: Layout) -> Layout | str:
     """The layout of view op ``node``'s (static) result over ``src``, or why it has none:
     its other operands must be constants, and the probe must give a view of the declared
     shape."""
+    declared = sizes(node.output.type)                              # type: ignore[arg-type]
+    symbolic = any(isinstance(d, Poly) for d in declared + src.shape)
+    if node.op_name == "reshape" and symbolic:
+        if not src.contiguous:
+            return "reshape of a non-contiguous tensor (a copy)"
+        # the type rule fixed the shape: a contiguous tensor reshaped is C-ordered over it
+        return Layout(src.buf, src.offset, declared, c_strides(declared))
     operands = []
     for v in node.inputs[1:]:
         if v.node.kind != Prim.CONSTANT:
@@ -92,8 +121,11 @@ def view_layout(node: Node, src: Layout) -> Layout | str:
         operands.append(v.node.attrs.get("value"))
     if node.op_name == "reshape" and not src.contiguous:
         return "reshape of a non-contiguous tensor (a copy)"
-    out = probe_view(node, src, operands)
-    if out is None or out[0] != tuple(node.output.type.shape):       # type: ignore[union-attr]
+    try:
+        out = lift(probe_view, node, src, operands)
+    except SizeDependent as e:
+        return f"{node.op_name}: its layout depends on the sizes ({e})"
+    if out is None or tuple(out[0]) != declared:
         return f"{node.op_name} is not a view of this layout"
     shape, strides, offset = out
     return Layout(src.buf, src.offset + offset, shape, strides)
@@ -127,14 +159,16 @@ def _collapse(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, int] |
     return numel(shape), dims[-1][1]
 
 
-def rows_and_batch(shape: Sequence[int], a_strides: Sequence[int], n: int,
-                    k: int) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+def rows_and_batch(shape: Sequence[int], a_strides: Sequence[int], n: int, k: int,
+                   outer_rows: bool = False
+                   ) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
     """For ``a @ b`` with a 2D ``b``: every row of ``a`` (dims ``shape``, element strides
     ``a_strides``, unit stride along ``k``) maps to a row of the contiguous result (``n``
     per row), so the dims may be split into the GEMM's rows and its batch any way that
     leaves each a single stride in ``a`` and in the result. The split with the most rows
     (fewest, largest GEMMs), as ``((rows, lda, ldc), (batch, stride_a, stride_c))``; None
-    when there is none.
+    when there is none. ``outer_rows``: the split with the outer run as rows instead (a
+    choice that does not depend on the sizes, for symbolic ones).
 
     A ``(T, B, C)`` view of a contiguous ``(B, T, C)`` tensor (attention's input
     projections) is ``B`` GEMMs of ``T`` rows, not ``T`` GEMMs of ``B`` rows:
@@ -161,12 +195,13 @@ def rows_and_batch(shape: Sequence[int], a_strides: Sequence[int], n: int,
              if r[0] == 1 or r[1] >= max(1, k)]                 # BLAS wants lda >= k
     if not split:
         return None
-    (rows, lda, ldc), batch = max(split, key=lambda rb: rb[0][0])
+    (rows, lda, ldc), batch = split[0] if outer_rows else max(split, key=lambda rb: rb[0][0])
     return (rows, lda if rows > 1 else max(1, k), ldc if rows > 1 else max(1, n)), batch
 
 
-def gemm_shape(a: Layout, b: Layout) -> dict | None:
-    """``GemmStep`` fields (without refs) for ``a @ b`` into a contiguous result."""
+def gemm_shape(a: Layout, b: Layout, outer_rows: bool = False) -> dict | None:
+    """``GemmStep`` fields (without refs) for ``a @ b`` into a contiguous result
+    (``outer_rows``: see ``rows_and_batch``)."""
     ash, ast = a.shape, a.strides
     bsh, bst = b.shape, b.strides
     if len(ash) == 1:
@@ -189,7 +224,7 @@ def gemm_shape(a: Layout, b: Layout) -> dict | None:
         if not abatch:
             return out
         if not ma[0] and (ast[-1] == 1 or k == 1):
-            split = rows_and_batch(abatch + (m,), ast[:-2] + (ast[-2],), n, k)
+            split = rows_and_batch(abatch + (m,), ast[:-2] + (ast[-2],), n, k, outer_rows)
             if split is not None:
                 (rows, lda, ldc), (nb, sa, sc) = split
                 out.update(m=rows, lda=lda, ldc=ldc, batch=nb, stride_a=sa, stride_c=sc)
