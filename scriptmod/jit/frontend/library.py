@@ -8,7 +8,10 @@ Operators and the registry's elementwise ops become op nodes where the code is s
 (``expand_call``), the function is traced on stand-in tensors of those types, the recorded
 ops (with the guards the tracer inserts where the function branched on a size) replace
 the node, and typing goes on through them. So each library function keeps one
-implementation, its eager one, and a scripted model runs the same ops as eager.
+implementation, its eager one, and a scripted model runs the same ops as eager. At symbolic
+types (``Float(B, T, 16)``, an int argument ``b * t`` that is ``B*T``) the call expands once
+for every size of its symbols, or stays a run-time call where the function fixes a size
+(``symbolic_calls``).
 
 The names resolve only through ``resolve``: a path under ``Tensor.`` or a public path under
 the ``scriptmod`` package, walked attribute by attribute (never imported by name, never an
@@ -20,14 +23,16 @@ import contextlib
 import inspect
 import types
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Union
 
 import numpy as np
 
 from scriptmod.ir.graph import Block, Graph, Node, Prim, Value, clone_node, join_scope, \
     known_value
 from scriptmod.ir.passes.inline import callee_scope
-from scriptmod.ir.types import BoolType, ListType, ModuleType, TensorType, TupleType, Type
+from scriptmod.ir.symdims import symbols
+from scriptmod.ir.types import BoolType, IntType, ListType, ModuleType, TensorType, TupleType, \
+    Type
 from scriptmod.runtime.errors import place
 from scriptmod.runtime.trees import rebuilt
 from scriptmod.tensor import Tensor
@@ -91,7 +96,10 @@ def expand_call(node: Node, owner: Any) -> list[Node]:
     before it raises first, as in Python), and if it does, the error is eager's."""
     where = node.source or "scripted code"
     try:
-        args, kwargs, tensors = _call_arguments(node, where)
+        args, kwargs, tensors, sizes = _call_arguments(node, where)
+        if sizes or any(isinstance(t, SymbolicTensor) for t in tensors.values()):
+            from .symbolic_calls import expand_symbolic     # noqa: PLC0415 (it imports this)
+            return expand_symbolic(node, owner, args, kwargs, tensors, sizes, where)
         if node.attrs.get("method"):
             module = _module_of(owner, node.inputs[0], where)
             return _splice_module(node, module, node.attrs["method"], args, kwargs, tensors,
@@ -174,24 +182,50 @@ def _raise_instead(node: Node, err: BaseException) -> list[Node]:
     return [r, filler]
 
 
-def _call_arguments(node: Node, where: str) -> tuple[list, dict, dict[Value, Tensor]]:
+class SymbolicTensor:
+    """A tensor argument whose type has symbolic dims (``Float(B, T, 16)``): a stand-in of
+    it is made for each binding of the symbols that ``symbolic_calls`` traces the call at."""
+
+    def __init__(self, t: TensorType) -> None:
+        self.type = t
+
+
+class SymbolicSize:
+    """An int argument whose known value is a symbolic size (``b * t`` is ``B*T``): a graph
+    input of the traced call, wired to the int's own value, so it is computed at run time."""
+
+    def __init__(self, dim: str) -> None:
+        self.dim = dim
+
+
+Placeholder = Union[Tensor, SymbolicTensor]
+
+
+def _call_arguments(node: Node, where: str) -> tuple[list, dict, dict[Value, Placeholder],
+                                                     dict[Value, SymbolicSize]]:
     """The call's arguments with stand-in tensors and the known constants; each Value a
-    stand-in stands for, with its stand-in, in order."""
-    standins: dict[Value, Tensor] = {}
+    stand-in stands for, with its stand-in, in order; each int Value of a symbolic size,
+    with its ``SymbolicSize``."""
+    standins: dict[Value, Placeholder] = {}
+    sizes: dict[Value, SymbolicSize] = {}
 
     def conv(v: Value) -> Any:
         if isinstance(v.type, ModuleType):
             return None                         # the module itself (a layer's ``self``)
         if isinstance(v.type, TensorType):
             if v not in standins:
-                standins[v] = _standin(v, where)
+                standins[v] = SymbolicTensor(v.type) if _is_symbolic(v.type) else \
+                    _standin(v, where)
             return standins[v]
         if v.node.kind == Prim.TUPLE_CONSTRUCT:
             return tuple(conv(i) for i in v.node.inputs)
         items = items_at(v, node)
         if items is not None:
             return [conv(i) for i in items]     # ``sm.cat([x, y])``: tensors stand in
-        return _known(v, where)
+        value = _known(v, where)
+        if type(value) is str and v.type == IntType:
+            return sizes.setdefault(v, SymbolicSize(value))
+        return value
 
     def arg(entry: Any) -> Any:
         kind, payload = entry
@@ -199,7 +233,7 @@ def _call_arguments(node: Node, where: str) -> tuple[list, dict, dict[Value, Ten
 
     args = [arg(e) for e in node.attrs.get("args", [])]
     kwargs = {k: arg(e) for k, e in node.attrs.get("kwargs", [])}
-    return args, kwargs, standins
+    return args, kwargs, standins, sizes
 
 
 # uses of a list that read it and keep no reference to it
@@ -259,7 +293,24 @@ def _known(v: Value, where: str) -> Any:
         raise FrontendError(f"{where}: a library call's non-tensor argument must be known when "
                             f"the specialization is built (a constant, or a size of an input); "
                             f"this one ({v.type!r}) is computed at run time")
+    if isinstance(value, (list, tuple)) and any(type(i) is str for i in value) and \
+            _holds_int(v.type):
+        raise FrontendError(f"{where}: a library call's list of sizes {list(value)} holds "
+                            f"symbolic sizes; only its items one by one can be passed on")
     return value
+
+
+def _holds_int(t: Type) -> bool:
+    """A list or tuple type with int items (whose str known values are symbolic sizes)."""
+    if isinstance(t, ListType):
+        return t.element == IntType
+    return isinstance(t, TupleType) and IntType in t.elements
+
+
+def _is_symbolic(t: TensorType) -> bool:
+    """Known dtype and rank, each dim a size or a symbolic size, one of them symbolic."""
+    return t.dtype is not None and t.shape is not None and not t.is_concrete and all(
+        type(d) is int or (isinstance(d, str) and bool(symbols(d))) for d in t.shape)
 
 
 def _standin(v: Value, where: str) -> Tensor:
@@ -268,33 +319,44 @@ def _standin(v: Value, where: str) -> Tensor:
     if not t.is_concrete:
         raise FrontendError(f"{where}: the tensor argument's type {t!r} is not known here "
                             f"(a library call needs its inputs' dtype and shape)")
+    return zeros_of(t, t.shape)           # type: ignore[arg-type]
+
+
+def zeros_of(t: TensorType, shape: tuple[int, ...]) -> Tensor:
+    """A stand-in of ``t``'s dtype and device, of ``shape``."""
+    from scriptmod.runtime.arrays import NP_DTYPE         # noqa: PLC0415
     if t.device != "cpu":
         import cupy                                       # noqa: PLC0415
-        from scriptmod.runtime.arrays import NP_DTYPE     # noqa: PLC0415
-        return Tensor._make(cupy.zeros(t.shape, NP_DTYPE[t.dtype]))
-    from scriptmod.runtime.arrays import NP_DTYPE         # noqa: PLC0415
-    return Tensor._make(np.zeros(t.shape, NP_DTYPE[t.dtype]))
+        return Tensor._make(cupy.zeros(shape, NP_DTYPE[t.dtype]))
+    return Tensor._make(np.zeros(shape, NP_DTYPE[t.dtype]))
 
 
 def _splice_function(node: Node, fn: Callable, args: list, kwargs: dict,
-                     tensors: dict[Value, Tensor], where: str) -> list[Node]:
-    from scriptmod.jit._trace import trace               # noqa: PLC0415
-    standins = _standins_in(args, kwargs)
+                     tensors: dict[Value, Placeholder], where: str) -> list[Node]:
+    graph = trace_function(fn, args, kwargs, _standins_in(args, kwargs))
+    return _splice(node, graph, list(tensors), where)
 
-    def call(*ts: Tensor) -> Any:
-        swap = dict(zip(map(id, standins), ts))
-        a = [_swap(x, swap) for x in args]
-        kw = {k: _swap(x, swap) for k, x in kwargs.items()}
-        return fn(*a, **kw)
+
+def trace_function(fn: Callable, args: list, kwargs: dict, given: list[Any],
+                   tracer: Any = None) -> Graph:
+    """``fn(*args, **kwargs)`` traced with the objects ``given`` (the arguments' stand-in
+    tensors, then any ``TracedInt`` sizes made with ``tracer``) as its graph inputs, in
+    that order; ``_Refused`` with the function's own error when it raises on them."""
+    from scriptmod.jit._trace import _record              # noqa: PLC0415
+    from scriptmod.jit._tracer import Tracer              # noqa: PLC0415
+
+    def call(*xs: Any) -> Any:
+        swap = dict(zip(map(id, given), xs))
+        return fn(*[_swap(x, swap) for x in args],
+                  **{k: _swap(x, swap) for k, x in kwargs.items()})
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            traced = trace(call, tuple(standins), check_trace=False)
+            return _record(tracer or Tracer(None), None, call, tuple(given), {})[0]
     except FrontendError:
         raise
     except Exception as e:
         raise _Refused(e) from e
-    return _splice(node, traced.graph, list(tensors), where)
 
 
 def _standins_in(args: list, kwargs: dict) -> list[Tensor]:
@@ -306,9 +368,11 @@ def _standins_in(args: list, kwargs: dict) -> list[Tensor]:
     return out
 
 
-def _swap(x: Any, swap: dict[int, Tensor]) -> Any:
-    if isinstance(x, Tensor):
-        return swap.get(id(x), x)
+def _swap(x: Any, swap: dict[int, Any]) -> Any:
+    """``x`` with each object ``swap`` names (by id: stand-ins, placeholders) replaced."""
+    got = swap.get(id(x))
+    if got is not None:
+        return got
     if isinstance(x, list):
         return [_swap(i, swap) for i in x]
     if isinstance(x, tuple):
@@ -317,11 +381,19 @@ def _swap(x: Any, swap: dict[int, Tensor]) -> Any:
 
 
 def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dict,
-                   tensors: dict[Value, Tensor], where: str) -> list[Node]:
+                   tensors: dict[Value, Placeholder], where: str) -> list[Node]:
     """A built-in layer's method: trace the layer itself, inline its calls, then splice
-    with its ``self`` standing for the layer's value in this graph. The call's arguments
-    are bound to the method's parameters by name, as Python binds them; the traced graph
-    takes the tensor ones in that order, the others are constants of the specialization."""
+    with its ``self`` standing for the layer's value in this graph."""
+    graph, inputs = trace_layer(module, method, args, kwargs, tensors, where)   # type: ignore
+    return _splice(node, graph, [node.inputs[0]] + inputs, where)
+
+
+def trace_layer(module: Any, method: str, args: list, kwargs: dict,
+                tensors: dict[Value, Tensor], where: str) -> tuple[Graph, list[Value]]:
+    """The layer's method traced on the stand-ins and inlined, and the Values its tensor
+    inputs (after ``self``) stand for. The call's arguments are bound to the method's
+    parameters by name, as Python binds them; the traced graph takes the tensor ones in
+    that order, the others are constants of the specialization."""
     from scriptmod.jit._specialize import inlined         # noqa: PLC0415
     from scriptmod.jit._trace import _calls, _trace_calls  # noqa: PLC0415
     fn = getattr(type(module), method)
@@ -355,8 +427,7 @@ def _splice_module(node: Node, module: Any, method: str, args: list, kwargs: dic
         raise
     except Exception as e:
         raise _Refused(e) from e
-    g = inlined(traced, method)
-    return _splice(node, g, [node.inputs[0]] + inputs, where)
+    return inlined(traced, method), inputs
 
 
 @contextlib.contextmanager
@@ -379,6 +450,15 @@ def _buffers_kept(module: Any) -> Iterator[None]:
 
 
 def _splice(node: Node, g: Graph, inputs: list[Value], where: str) -> list[Node]:
+    made, result = insert_clones(node, g, inputs, where)
+    replace_call(node, result, made)
+    return made
+
+
+def insert_clones(node: Node, g: Graph, inputs: list[Value],
+                  where: str) -> tuple[list[Node], Value]:
+    """``g``'s nodes cloned before ``node`` with ``inputs`` for its inputs, and the value
+    that stands for the call's result (the call itself stays until ``replace_call``)."""
     if len(g.inputs) != len(inputs):
         raise FrontendError(f"{where}: {node.attrs['name']}: the traced call takes "
                             f"{len(g.inputs)} input(s), the scripted call passes {len(inputs)}")
@@ -393,12 +473,15 @@ def _splice(node: Node, g: Graph, inputs: list[Value], where: str) -> list[Node]
             inner.scope = join_scope(scope, inner.scope)
         made.append(c)
     outs = [env[v] for v in g.outputs]
-    result = _packed(node, outs, made)
+    return made, _packed(node, outs, made)
+
+
+def replace_call(node: Node, result: Value, made: list[Node]) -> None:
+    """The call's uses read ``result`` (its clones, ``insert_clones``); the call goes."""
     if result.debug_name is None and result.node in made:
         result.debug_name = node.output.debug_name      # the user's variable (``h = ...``)
     node.output.replace_all_uses_with(result)
     node.destroy()
-    return made
 
 
 def _packed(node: Node, outs: list[Value], made: list[Node]) -> Value:

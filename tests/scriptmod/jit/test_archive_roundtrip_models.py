@@ -23,9 +23,8 @@ import scriptmod as sm
 from scriptmod import jit, nn
 from scriptmod.bench.workloads import WORKLOADS
 from scriptmod.ir.graph import Prim
-from scriptmod.ir.passes import propagate_shapes
 from scriptmod.ir.types import TensorType, TupleType
-from scriptmod.jit._specialize import inlined, submodule_of
+from scriptmod.jit._specialize import submodule_of, typed_inlined
 from tests.fuzz import archive_models as AM
 from tests.scriptmod.jit import golden_model
 from tests.scriptmod.jit.test_container_args_grad import MODELS as CONTAINER_MODELS
@@ -357,9 +356,9 @@ def test_an_unpinned_batch_stays_symbolic_through_calls() -> None:
 
 
 def _typed_from_declared(mod: Any, method: str) -> Any:
-    """``mod.method`` inlined and typed from its declared inputs, as ``jit.load`` types it."""
-    g = inlined(mod, method)
-    return propagate_shapes(g, [v.type for v in g.inputs])
+    """``mod.method`` inlined and typed from its declared inputs, as ``jit.load`` types it
+    (a scripted submodule's library calls expanded at their types)."""
+    return typed_inlined(mod, method)
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
@@ -379,7 +378,7 @@ def test_every_graph_declares_its_ops_types(name: str) -> None:
             assert [v.type for v in typed.outputs] == [v.type for v in g.outputs], \
                 f"{name}: {type(mod).__name__}.{method}\n{g}"
             for call in (n for n in g.walk() if n.kind == Prim.CALL_METHOD):
-                callee = inlined(submodule_of(mod, call), call.attrs["name"])
-                propagate_shapes(callee, [v.type for v in call.inputs])
+                callee = typed_inlined(submodule_of(mod, call), call.attrs["name"],
+                                       [v.type for v in call.inputs])
                 assert [v.type for v in callee.outputs] == [v.type for v in call.outputs], \
                     f"{name}: {type(mod).__name__}.{method}: {call}"
