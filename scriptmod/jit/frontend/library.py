@@ -93,7 +93,9 @@ def expand_call(node: Node, owner: Any) -> list[Node]:
 
     When the function refuses these inputs (a ``Linear`` fed the wrong width), the call
     becomes a raise of that error where it runs: the program may never reach it (a check
-    before it raises first, as in Python), and if it does, the error is eager's."""
+    before it raises first, as in Python), and if it does, the error is eager's. At
+    symbolic input types it expands for every size of the symbols (``symbolic_calls``),
+    or stays a run-time call (then that specialization does not type symbolically)."""
     where = node.source or "scripted code"
     try:
         args, kwargs, tensors, sizes = _call_arguments(node, where)

@@ -5,6 +5,7 @@ after its first size, as a traced module does; a call whose library function fix
 stays per size, with eager's answers."""
 from __future__ import annotations
 
+import io
 import math
 from typing import Any, Callable
 
@@ -52,7 +53,8 @@ def flat_rows(x: sm.Tensor) -> sm.Tensor:
 
 class CausalBlock(nn.Module):
     """A transformer-ish block: LayerNorm, a Linear to q/k/v split per head, a causal mask of
-    run-time length from ``sm.arange`` and a comparison, softmax, the last position."""
+    run-time length from ``sm.arange`` (on the input's device: a device is no size) and a
+    comparison, softmax, the last position."""
 
     def __init__(self, width: int = 16, heads: int = 2) -> None:
         super().__init__()
@@ -69,7 +71,7 @@ class CausalBlock(nn.Module):
         k = k.view(b, t, self.heads, hd).transpose(1, 2)
         v = v.view(b, t, self.heads, hd).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-        pos = sm.arange(t)
+        pos = sm.arange(0, t, dtype=sm.int64, device=x.device)
         att = att.masked_fill(pos.view(t, 1) < pos.view(1, t), float("-inf"))
         y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, c)
         return (x + self.proj(y))[:, -1]
@@ -243,3 +245,16 @@ def test_recording_tells_apart_what_two_traces_baked() -> None:
         return jit.trace(lambda x: x.reshape(n, -1) * 2, sm.randn(4, 6)).graph
     assert _recording(traced(2)) == _recording(traced(2))
     assert _recording(traced(2)) != _recording(traced(3))
+
+
+def test_a_loaded_archive_shares_one_symbolic_specialization() -> None:
+    eager, scripted = _scripted(CausalBlock, sm.float32)
+    buf = io.BytesIO()
+    jit.save(scripted, buf)
+    buf.seek(0)
+    loaded = jit.load(buf)
+    with sm.no_grad():
+        for t in LENGTHS:
+            (x,) = _seq(t, sm.float32)
+            _close(loaded(x), eager(x), sm.float32)
+    assert _executor(loaded).stats["specializations"] == 2
