@@ -107,6 +107,11 @@ def split_in_ones(x: sm.Tensor) -> sm.Tensor:
     return sm.stack(parts, 0).sum(0) * 2
 
 
+def unbind_steps(x: sm.Tensor) -> sm.Tensor:
+    """``unbind`` loops over ``range(x.size(1))`` inside the library: it fixes T."""
+    return sm.stack(x.unbind(1), 0).sum(0) - x.sum(1)
+
+
 def halves(x: sm.Tensor) -> sm.Tensor:
     b, t, d = x.shape
     return x.view(b, t // 2, 2 * d).sum(1)
@@ -206,12 +211,13 @@ def test_two_dims_vary_together() -> None:
     assert _executor(scripted).stats["specializations"] == 2
 
 
-def test_a_library_function_that_fixes_the_size_specializes_each_size() -> None:
-    scripted = jit.script(split_in_ones)
+@pytest.mark.parametrize("fn", [split_in_ones, unbind_steps], ids=["split", "unbind"])
+def test_a_library_function_that_fixes_the_size_specializes_each_size(fn) -> None:
+    scripted = jit.script(fn)
     with sm.no_grad():
         for t in LENGTHS:
             (x,) = _seq(t, sm.float32)
-            _close(scripted(x), split_in_ones(x), sm.float32)
+            _close(scripted(x), fn(x), sm.float32)
     assert _executor(scripted).stats["specializations"] == len(LENGTHS)
 
 
