@@ -40,10 +40,10 @@ from .errors import FrontendError
 from .library import SymbolicSize, SymbolicTensor, _module_of, _Refused, _swap, \
     insert_clones, replace_call, resolve, trace_function, trace_layer, zeros_of
 
-# The two bindings a call is traced at, tried in this order: odd primes against twice primes
-# (no size a multiple of another within a binding, and the two differ in parity and
-# modulo 3, so code whose ops depend on those records differently), then sizes with many
-# divisors (for code that splits a size: heads, patches, halves).
+# The two bindings a call is traced at, tried in this order: odd primes (no size divides
+# another) against twice primes (even, and of another residue modulo 3: code whose ops
+# depend on those records differently at the two), then sizes with many divisors (for code
+# that splits a size: heads, patches, halves).
 _POOLS = (((11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61),
            (22, 26, 34, 38, 46, 58, 62, 74, 82, 86, 94, 106, 118, 122)),
           ((24, 36, 48, 60, 72, 84, 96, 108), (40, 80, 120, 160, 200, 240, 280, 320)))
