@@ -40,7 +40,9 @@ def _out_size(size: Dim, k: Dim, s: int, p: int, d: int, ceil: bool = False) -> 
     ``ceil``: rounded up, less a last window that would start in the right padding)."""
     span = SD.sub(SD.add(size, 2 * p), SD.add(SD.mul(d, SD.sub(k, 1)), 1))
     n = SD.add(SD.ceildiv(span, s) if ceil else SD.floordiv(span, s), 1)
-    if ceil:
+    # the last window starts at (n-1)*s < span + s <= size + p when p + s <= d(k-1) + 1
+    # (k=2, s=2, p=0; k=3, s=2, p=1): never in the padding, at any size, symbolic ones too
+    if ceil and not (isinstance(k, int) and p + s <= d * (k - 1) + 1):
         past = SD.compare(">=", SD.mul(SD.sub(n, 1), s), SD.add(size, p))
         n = None if past is None else SD.sub(n, 1) if past else n
     return n
@@ -106,18 +108,30 @@ op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0
    "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d, UPCAST)
 # The first-order backward kernels of convolution and pooling, as ops so that a compiled
 # backward can record them (their own derivative is not defined: double backward through
-# them runs op by op, which raises, as before)
+# them runs op by op, which raises, as before). The size of the gradient they compute is an
+# ``int[]`` input, not an attribute: a compiled backward computes it from ``sm::size`` nodes,
+# so one backward of a symbolic specialization serves every batch and image size (its items
+# may be symbolic), and a weight passed in as an argument may vary too.
 _CONV = "int[] stride, int[] padding, int[] dilation, int groups"
-op(f"conv2d_grad_input(Tensor grad, Tensor weight, *, int[] input_size, {_CONV}) -> Tensor",
-   R.same, lambda ops, attrs, values: tuple(attrs["input_size"]), NONDIFF)
-op(f"conv2d_grad_weight(Tensor grad, Tensor input, *, int[] weight_size, {_CONV}) -> Tensor",
-   R.same, lambda ops, attrs, values: tuple(attrs["weight_size"]), NONDIFF)
+
+
+def _size_input(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+    """The value of the last input, the result's size: sizes or symbolic dims (None where
+    the graph does not know one)."""
+    size = values[len(ops) - 1]
+    return None if size is None else tuple(size)
+
+
+op(f"conv2d_grad_input(Tensor grad, Tensor weight, int[] input_size, *, {_CONV}) -> Tensor",
+   R.same, _size_input, NONDIFF)
+op(f"conv2d_grad_weight(Tensor grad, Tensor input, int[] weight_size, *, {_CONV}) -> Tensor",
+   R.same, _size_input, NONDIFF)
 op("max_pool2d_grad(Tensor grad, Tensor self, *, int[] kernel_size, int[] stride, "
    "int[] padding, int[] dilation, bool ceil_mode) -> Tensor", R.same,
    lambda ops, attrs, values: ops[1][1], NONDIFF)
-op("avg_pool2d_grad(Tensor grad, *, int[] input_size, int[] kernel_size, int[] stride, "
+op("avg_pool2d_grad(Tensor grad, int[] input_size, *, int[] kernel_size, int[] stride, "
    "int[] padding, bool ceil_mode, bool count_include_pad) -> Tensor", R.same,
-   lambda ops, attrs, values: tuple(attrs["input_size"]), NONDIFF)
+   _size_input, NONDIFF)
 op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.embedding_dtype, _embedding,
    ANY_RANK)
 op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE, ANY_RANK)

@@ -91,19 +91,33 @@ def windows(xp: Any, x: Any, k: Sequence[int], s: Sequence[int], p: Sequence[int
     return view, (oh, ow)
 
 
+def _tap(start: int, n_out: int, s: int, size: int) -> tuple[slice, slice] | None:
+    """One kernel tap along a dim: the window positions ``o < n_out`` whose input index
+    ``start + o*s`` (``start``: the tap's offset less the padding) lies in ``[0, size)``, as
+    (input slice, window slice); None when there are none (the tap only sees padding)."""
+    lo = (max(0, -start) + s - 1) // s
+    hi = min(n_out - 1, (size - 1 - start) // s)
+    if hi < lo:
+        return None
+    return slice(start + lo * s, start + hi * s + 1, s), slice(lo, hi + 1)
+
+
 def col2im(xp: Any, cols: Any, x_shape: Sequence[int], k: Sequence[int], s: Sequence[int],
-           p: Sequence[int], d: Sequence[int], ceil: bool = False) -> Any:
-    """Adjoint of ``windows``: scatter-add (N, C, OH, OW, KH, KW) back onto (N, C, H, W)."""
+           p: Sequence[int], d: Sequence[int]) -> Any:
+    """Adjoint of ``windows``: scatter-add (N, C, OH, OW, KH, KW) back onto (N, C, H, W).
+    Each tap adds only where it meets the input (not the padding), straight into a
+    contiguous result, as PyTorch's gradients are: no padded buffer to slice, whose view
+    would be strided at some sizes only (a fused kernel after it would see two layouts)."""
     n, c, h, w = x_shape
     _, _, oh, ow = cols.shape[:4]
-    need_h = max((oh - 1) * s[0] + (k[0] - 1) * d[0] + 1, h + 2 * p[0])
-    need_w = max((ow - 1) * s[1] + (k[1] - 1) * d[1] + 1, w + 2 * p[1])
-    out = xp.zeros((n, c, need_h, need_w), dtype=cols.dtype)
+    out = xp.zeros((n, c, h, w), dtype=cols.dtype)
     for i in range(k[0]):
+        rows = _tap(i * d[0] - p[0], oh, s[0], h)
         for j in range(k[1]):
-            hs, ws = i * d[0], j * d[1]
-            out[:, :, hs:hs + s[0] * (oh - 1) + 1:s[0], ws:ws + s[1] * (ow - 1) + 1:s[1]] += cols[..., i, j]
-    return out[:, :, p[0]:p[0] + h, p[1]:p[1] + w]
+            tcols = _tap(j * d[1] - p[1], ow, s[1], w)
+            if rows is not None and tcols is not None:
+                out[:, :, rows[0], tcols[0]] += cols[:, :, rows[1], tcols[1], i, j]
+    return out
 
 
 def _conv_check(x: Any, w: Any, bias: Any, groups: int) -> None:
@@ -207,7 +221,7 @@ def max_pool2d_grad(xp: Any, gy: Any, x: Any, kernel_size: Sequence[int], stride
     arg = flat.argmax(axis=-1)                     # first max in each window, as PyTorch
     onehot = (xp.arange(flat.shape[-1]) == arg[..., None]) * g4[..., None]
     cols = onehot.reshape(view.shape).astype(gy.dtype, copy=False)
-    out = col2im(xp, cols, x4.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    out = col2im(xp, cols, x4.shape, kernel_size, stride, padding, dilation)
     return out[0] if x.ndim == 3 else out
 
 
@@ -247,7 +261,7 @@ def avg_pool2d_grad(xp: Any, gy: Any, x_shape: Sequence[int], kernel_size: Seque
                        padding, ceil_mode, count_include_pad)
     per = (g4 / div)[..., None, None]
     cols = xp.broadcast_to(per, per.shape[:4] + tuple(kernel_size))
-    out = col2im(xp, cols, shape4, kernel_size, stride, padding, (1, 1), ceil_mode)
+    out = col2im(xp, cols, shape4, kernel_size, stride, padding, (1, 1))
     return out[0] if len(x_shape) == 3 else out
 
 

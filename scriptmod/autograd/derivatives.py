@@ -438,14 +438,15 @@ def _attention(ctx: Any, g: Tensor) -> tuple:
 @derivative("conv2d", saves=(0, 1))
 def _conv2d(ctx: Any, g: Tensor) -> tuple:
     """Through the registry's backward kernels (``conv2d_grad_input``/``_weight``), which
-    have no derivative of their own: first order only."""
+    have no derivative of their own: first order only. The sizes they produce are inputs
+    of theirs, read at run time in a compiled backward (symbolic dims included)."""
     x, w = ctx.inputs[0], ctx.inputs[1]
     a = ctx.attrs
     conv = dict(stride=list(a["stride"]), padding=list(a["padding"]),
                 dilation=list(a["dilation"]), groups=a["groups"])
     gy = g if g.dtype is x.dtype else g.to(x.dtype)
-    gx = _op("conv2d_grad_input", gy, w, input_size=list(x.shape), **conv)
-    gw = _op("conv2d_grad_weight", gy, x, weight_size=list(w.shape), **conv)
+    gx = _op("conv2d_grad_input", gy, w, list(x.shape), **conv)
+    gw = _op("conv2d_grad_weight", gy, x, list(w.shape), **conv)
     gb = g.sum(dim=(0, 2, 3)) if ctx.input_meta[2] is not None else None
     return gx, gw, gb
 
@@ -467,9 +468,10 @@ def _max_pool2d(ctx: Any, g: Tensor) -> tuple:
 
 @derivative("avg_pool2d")
 def _avg_pool2d(ctx: Any, g: Tensor) -> tuple:
-    """First-order only (``avg_pool2d_grad`` has no derivative)."""
+    """First-order only (``avg_pool2d_grad`` has no derivative). The input's size is an
+    input of the op, read at run time in a compiled backward (symbolic dims included)."""
     a = ctx.attrs
-    return (_op("avg_pool2d_grad", g, input_size=list(ctx.input_meta[0][0]),
+    return (_op("avg_pool2d_grad", g, list(ctx.input_meta[0][0]),
                 kernel_size=list(a["kernel_size"]), stride=list(a["stride"]),
                 padding=list(a["padding"]), ceil_mode=a["ceil_mode"],
                 count_include_pad=a["count_include_pad"]),)

@@ -1153,11 +1153,9 @@ def _conv_grad_samples(wrt_input: bool) -> SampleFn:
             conv.update(s.attrs)
             gy = g.arr(_conv_ref(x, w, None, **conv).shape)
             if wrt_input:
-                out.append(Sample(s.label, (gy, w.astype(gy.dtype)),
-                                  dict(conv, input_size=list(x.shape))))
+                out.append(Sample(s.label, (gy, w.astype(gy.dtype), list(x.shape)), conv))
             else:
-                out.append(Sample(s.label, (gy, x.astype(gy.dtype)),
-                                  dict(conv, weight_size=list(w.shape))))
+                out.append(Sample(s.label, (gy, x.astype(gy.dtype), list(w.shape)), conv))
         return out
     return make
 
@@ -1193,7 +1191,7 @@ def _pool_grad_samples(dilation: bool) -> SampleFn:
             if dilation:
                 out.append(Sample(s.label, (gy, x.astype(gy.dtype)), attrs))
             else:
-                out.append(Sample(s.label, (gy,), dict(attrs, input_size=list(x.shape))))
+                out.append(Sample(s.label, (gy, list(x.shape)), attrs))
         return out
     return make
 
