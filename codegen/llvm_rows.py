@@ -8,7 +8,13 @@ laid-out shape (``meta`` holds it; its last dim is the reduced one, ``C`` elemen
   recomputing the elementwise steps it needs (they come from L1: a row of 4096 floats is 16
   KiB), and stores the per-element outputs that are ready in that pass;
 - per-row outputs (a reduced value, its keepdim form) are stored once, after the passes;
-- a ``row_first`` value (the row's element 0 of its operand) is read before its pass.
+- a ``row_first`` value (the row's element 0 of its operand) is read before its pass;
+- a float32 ``exp`` marked ``at_most_zero`` (softmax's ``exp(a - max(a))``, see
+  ``codegen.rows``) is ``vmath.exp_softmax``: a masked score's ``-inf`` gives 0 without
+  the subnormal scaling ``exp``'s clamp to -104 goes through;
+- infinite constants of elementwise steps (``where(mask, a, -inf)``) are read once per call
+  with a volatile load: as constants, LLVM turns ``max(acc, where(mask, a, -inf))`` into a
+  conditional reduction it does not vectorize.
 
 Accumulators are scalars updated with ``reassoc`` adds (sums, in float64) and
 ``llvm.maximum``/``llvm.minimum`` (NaN-propagating, as torch), which LLVM's loop vectorizer
@@ -18,12 +24,15 @@ eps)``) are loop-invariant: LLVM hoists them out of the column loop.
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from scriptmod.ir import dtypes as D
-from .emitter import compute_dtype
+from . import vmath
+from .emitter import Num, compute_dtype
 from .formulas import TV, emit_step, to
-from .kernel import Imm, KernelSpec
+from .kernel import Imm, KernelSpec, OpStep
 from .llvm_ir import carry_rows, read_meta, start_odometer
 from .llvm_emit import I64, LLVMEmitter, for_range, host_vector_bits, ll_type, storage_type
 
@@ -68,6 +77,7 @@ class RowKernelBuilder:
             b.ret_void()
         shape, strides = read_meta(b, self.meta, spec)
         self.C, lead = shape[-1], shape[:-1]
+        self.infinities = self._opaque_infinities()
         self.scalars = {k: self.e.load(self.ptrs[k], s.dtype)
                         for k, s in enumerate(spec.inputs) if s.kind == "scalar"}
         # the leading multi-index of row ``start`` and each strided input's offset there
@@ -110,6 +120,37 @@ class RowKernelBuilder:
                     and early[0] not in out and spec.out_dtypes[jo].is_floating_point:
                 out[early[0]] = jo
         return out
+
+    def _opaque_infinities(self) -> dict[Imm, TV]:
+        """Each infinite constant of an elementwise step (a masked score's ``-inf``), read
+        once per call with a volatile load, which LLVM never folds. As a constant, ``max(acc,
+        where(mask, a, -inf))`` folds to ``where(mask, max(acc, a), acc)`` (``-inf`` is the
+        identity of ``max``): a conditional reduction the loop vectorizer leaves scalar, 4x
+        slower for a causal softmax's rows."""
+        out: dict[Imm, TV] = {}
+        for st in self.spec.ops:
+            for a in st.args:
+                if isinstance(a, Imm) and a not in out and st.op not in ROW_VALUES \
+                        and a.dtype.is_floating_point and math.isinf(a.value):
+                    t = ll_type(compute_dtype(a.dtype))
+                    name = f"sm.rows.{'inf' if a.value > 0 else 'ninf'}.{t}"
+                    var = self.fn.module.globals.get(name)
+                    if var is None:
+                        var = ir.GlobalVariable(self.fn.module, t, name=name)
+                        var.linkage, var.global_constant = "internal", True
+                        var.initializer = ir.Constant(t, a.value)
+                    load = _VolatileLoad(self.b.block, var, typ=t)
+                    self.b._insert(load)              # (IRBuilder has no volatile load)
+                    out[a] = TV(load, a.dtype, a.value)
+        return out
+
+    def _opaque_step(self, step: OpStep) -> OpStep:
+        """``step`` with its infinite constants read as ``_opaque_infinities``' values."""
+        if not any(isinstance(a, Imm) and a in self.infinities for a in step.args):
+            return step
+        args = tuple(("opaque", a) if isinstance(a, Imm) and a in self.infinities else a
+                     for a in step.args)
+        return OpStep(step.op, args, step.attrs, step.dtype)          # type: ignore[arg-type]
 
     def _reductions(self) -> list[int]:
         return [self.n_in + i for i, s in enumerate(self.spec.ops) if s.op in REDUCE_INIT]
@@ -215,6 +256,16 @@ class RowKernelBuilder:
                 need.extend(a for a in step.args if not isinstance(a, Imm))
         return False
 
+
+class _VolatileLoad(ir.LoadInstr):
+    """``load volatile``: a value the optimizer cannot fold (see ``_opaque_infinities``)."""
+
+    def descr(self, buf: list) -> None:
+        start = len(buf)
+        super().descr(buf)
+        buf[start] = buf[start].replace("load ", "load volatile ", 1)
+
+
 class _Values:
     """The values of one loop body at column ``j``, emitted on first use (each step at most
     once per body); reductions read the row values of earlier passes."""
@@ -223,11 +274,13 @@ class _Values:
                  base: ir.Value | None) -> None:
         self.kb, self.j, self.p, self.base, self.memo = kb, j, p, base, {}
 
-    def __getitem__(self, v: int) -> TV:
+    def __getitem__(self, v: int | tuple) -> TV:
+        kb = self.kb
+        if isinstance(v, tuple):              # ("opaque", Imm): see _opaque_infinities
+            return kb.infinities[v[1]]
         got = self.memo.get(v)
         if got is not None:
             return got
-        kb = self.kb
         if v < kb.n_in:
             s = kb.spec.inputs[v]
             if s.kind == "scalar":
@@ -244,8 +297,11 @@ class _Values:
             step = kb.spec.ops[v - kb.n_in]
             if step.op in ROW_VALUES:
                 got = kb.row_vals[v]
+            elif step.op == "exp" and step.attrs.get("at_most_zero") and step.dtype is D.float32:
+                x = to(kb.e, self[step.args[0]], D.float32)     # softmax's exp(a - max(a))
+                got = TV(vmath.exp_softmax(Num(kb.e, D.float32), x), D.float32)
             else:
-                got = emit_step(kb.e, step, self)
+                got = emit_step(kb.e, kb._opaque_step(step), self)
         self.memo[v] = got
         return got
 

@@ -13,6 +13,10 @@ already knows (which trailing dims it reduces is ``ir.passes.fuse_rows.row_geome
     var           d = a - mean(a); row_sum(d * d) / max(0, n - correction)
     vector norm   sqrt(row_sum(a * a)); row_sum(|a|); row_max/min(|a|); row_sum(|a| ** p) ** (1/p)
 
+The ``exp`` of ``a - row_max(a)`` is marked ``at_most_zero`` (its operand is <= 0 or NaN):
+``codegen.llvm_rows`` computes it with ``vmath.exp_softmax`` in float32, which needs no
+upper clamp and never goes through subnormal intermediates (``exp`` of a masked score's
+``-inf`` clamps to -104 and scales through subnormals, ~100x slower per element).
 Sums accumulate in float64 (also for float32 and half inputs: a row's error is then one
 rounding, below the pairwise summation eager uses); maxima and minima are exact. A variance
 of the row's own mean (``var``, a traced ``layer_norm``) is then rewritten to take one pass
@@ -37,7 +41,7 @@ dims coalesce as in ``codegen.lower.plan_layout``. ``codegen.llvm_rows`` renders
       %2 = float32 add(%0, %1)
       %3 = float32 row_max(%2)
       %4 = float32 sub(%2, %3)
-      %5 = float32 exp(%4)
+      %5 = float32 exp(%4, at_most_zero=True)
       %6 = float64 row_sum(%5)
       %7 = float32 cast(%6, dtype=float32)
       %8 = float32 reciprocal(%7)
@@ -82,7 +86,15 @@ def _sum(s: _Steps, a: int, dt: DType) -> int:
     return total if dt is D.float64 else s("cast", (total,), dt, dtype=dt)
 
 
+def _count(n: int) -> float:
+    """The row length ``n`` as a float (0: a symbolic length, which no formula may hold)."""
+    if not n:
+        raise NotImplementedError("rows: a mean or variance over a symbolic row length")
+    return float(n)
+
+
 def _mean(s: _Steps, a: int, n: int, dt: DType) -> int:
+    _count(n)
     total = s("row_sum", (a,), D.float64)
     mean = s("mul", (total, Imm(1.0 / n, D.float64)), D.float64)
     return mean if dt is D.float64 else s("cast", (mean,), dt, dtype=dt)
@@ -90,14 +102,14 @@ def _mean(s: _Steps, a: int, n: int, dt: DType) -> int:
 
 def _softmax(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
     m = s("row_max", (a,), dt)
-    e = s("exp", (s("sub", (a, m), dt),), dt)
+    e = s("exp", (s("sub", (a, m), dt),), dt, at_most_zero=True)
     return s("mul", (e, s("reciprocal", (_sum(s, e, dt),), dt)), dt)
 
 
 def _log_softmax(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
     m = s("row_max", (a,), dt)
     shifted = s("sub", (a, m), dt)
-    total = _sum(s, s("exp", (shifted,), dt), dt)
+    total = _sum(s, s("exp", (shifted,), dt, at_most_zero=True), dt)
     return s("sub", (shifted, s("log", (total,), dt)), dt)
 
 
@@ -111,7 +123,7 @@ def _logsumexp(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
 def _var(s: _Steps, a: int, n: int, dt: DType, attrs: dict) -> int:
     d = s("sub", (a, _mean(s, a, n, dt)), dt)
     total = s("row_sum", (s("mul", (d, d), dt),), D.float64)
-    dof = max(0.0, n - float(attrs.get("correction", 1)))
+    dof = max(0.0, _count(n) - float(attrs.get("correction", 1)))
     var = s("mul", (total, Imm(1.0 / dof if dof else math.inf, D.float64)), D.float64)
     return var if dt is D.float64 else s("cast", (var,), dt, dtype=dt)
 
@@ -163,6 +175,8 @@ def one_pass_moments(in_dtypes: Sequence[DType], ops: Sequence[OpStep],
     suffers is gone), and the sums and the correction are float64. Welford's update
     needs a division per element and does not vectorize. Other steps are kept."""
     f64, n_inputs = D.float64, len(in_dtypes)
+    if not n:                       # a symbolic row length: no mean to rewrite
+        return list(ops), list(outputs)
 
     def dtype_of(v: int) -> DType:
         return ops[v - n_inputs].dtype if v >= n_inputs else in_dtypes[v]
@@ -249,10 +263,14 @@ def geometry(subgraph: Graph) -> tuple[tuple, int]:
 
 def lower_row_group(subgraph: Graph) -> KernelSpec:
     """The layout-free row spec of a fusion subgraph of elementwise and row ops (``rank``:
-    the full shape's rank; ``cols``: the reduced trailing dims). Raises
+    the full shape's rank; ``cols``: the reduced trailing dims, which may be symbolic). Raises
     ``NotImplementedError`` naming what a row kernel cannot compute."""
     full, k = geometry(subgraph)
-    n = _numel(full[len(full) - k:])
+    reduced = full[len(full) - k:]
+    # the row length: built in where concrete; ``row_geometry`` keeps the ops that need it
+    # (``COUNTED``) off symbolic dims, the others never read it (the kernel's loops read the
+    # length from ``meta``)
+    n = _numel(reduced) if all(isinstance(d, int) for d in reduced) else 0
     index: dict[Value, int] = {v: i for i, v in enumerate(subgraph.inputs)}
     steps = _Steps(len(subgraph.inputs))
 

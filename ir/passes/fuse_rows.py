@@ -48,12 +48,18 @@ from .pipeline import register_pass
 TOPIC = "fusion"
 ROW_DTYPES = frozenset({float16, bfloat16, float32, float64})
 Geometry = tuple[tuple, int]
+# Row ops whose formula holds the number of reduced elements (a mean divides by it, a
+# variance by it less the correction): a row kernel builds it in, so their reduced dims must
+# be concrete. The others (softmax, log_softmax, sum, amax, ...) also reduce symbolic dims:
+# the row kernel reads its row length at run time.
+COUNTED = frozenset({"mean", "var"})
 
 
 def row_geometry(node: Node) -> Geometry | None:
     """``(S, k)``: the full shape ``S`` a row op reads and the number ``k`` of trailing dims
     it reduces, when a row kernel computes it (a ``ROW`` op over the trailing dims of a float
-    tensor, those dims concrete and non-empty, no ``dtype`` argument); else None."""
+    tensor, those dims non-empty, no ``dtype`` argument; a symbolic reduced dim such as a
+    sequence length ``s0`` only for ops outside ``COUNTED``); else None."""
     schema = S.REGISTRY.get(node.op_name) if node.is_op else None
     if schema is None or not schema.has(S.ROW) or len(node.inputs) != 1 \
             or node.attrs.get("dtype") is not None:
@@ -74,7 +80,11 @@ def row_geometry(node: Node) -> Geometry | None:
     k = len(norm)
     if norm != list(range(rank - k, rank)):
         return None
-    if any(not isinstance(d, int) or d <= 0 for d in t.shape[rank - k:]):
+    reduced = t.shape[rank - k:]
+    if any(isinstance(d, int) and d <= 0 for d in reduced) \
+            or any(not isinstance(d, (int, str)) for d in reduced):
+        return None
+    if node.op_name in COUNTED and not all(isinstance(d, int) for d in reduced):
         return None
     return tuple(t.shape), k
 

@@ -391,8 +391,6 @@ class _Planner:
         from scriptmod.codegen.rows import geometry, lower_row_group, plan_row_layout
         try:
             full_dims, k = geometry(node.attrs["subgraph"])
-            if any(not isinstance(d, int) for d in full_dims[len(full_dims) - k:]):
-                return "a row group reducing a symbolic dim (its row kernel has a fixed length)"
             spec = lower_row_group(node.attrs["subgraph"])
             full = tuple(dim(d) for d in full_dims)
             _check_dtypes(ins, spec)

@@ -89,14 +89,18 @@ def test_row_ops_over_other_dims_stay_apart() -> None:
     assert any(n.op_name == "mean" for n in g.nodes if n.is_op)   # dim 0 is not trailing
 
 
-def test_symbolic_reduced_dims_and_vetoed_ops_stay_unfused() -> None:
+def test_means_over_symbolic_dims_and_vetoed_ops_stay_unfused() -> None:
+    """A softmax over a symbolic dim groups (its row kernel reads the length per call); a
+    mean over one does not (its formula holds the length: ``COUNTED``)."""
     g = parse('''graph(%x : Float(4, N), %y : Float(4, 8)):
   %a : Float(4, N) = sm::softmax[dim=-1](%x)
   %b : Float(4, 8) = sm::softmax[dim=-1](%y)
-  return (%a, %b)
+  %c : Float(4, 1) = sm::mean[dim=[-1], keepdim=1](%x)
+  return (%a, %b, %c)
 ''')
     fuse_rows(g, supported=lambda n: n.inputs[0].debug_name != "y")
-    assert _groups(g) == []
+    assert _groups(g) == [["softmax"]]
+    assert any(n.op_name == "mean" for n in g.nodes if n.is_op)
 
 
 def test_no_cycle_through_a_node_outside() -> None:
