@@ -280,8 +280,12 @@ def test_nanogpt_symbolic_graph_has_every_dim_named():
     model.eval()
     g = _symbolic_graph(model, prompt, (1, "T"))
     assert _unknown_dims(g) == []
-    assert any(isinstance(v.type, TensorType) and v.type.shape == (1, 4, "T", "T")
+    # the causal mask of run-time length: (T, T), fed to the fused attention of each layer
+    assert any(isinstance(v.type, TensorType) and v.type.shape == ("T", "T")
                for n in g.walk() for v in n.outputs)
+    attention = [n for n in g.walk() if n.kind == "sm::attention"]
+    assert len(attention) == model.n_layer
+    assert all(n.output.type.shape == (1, 4, "T", 32) for n in attention)
 
 
 def test_transformer_block_symbolic_graph_has_every_dim_named():
