@@ -6,7 +6,7 @@ from typing import Any, Hashable
 
 from .. import schema as S
 from ..dtypes import DType
-from ..graph import Block, Graph, Node, Prim
+from ..graph import Block, Graph, Node, Prim, known_value
 from .effects import is_pure, mutates_modules
 from ..printer import is_payload
 
@@ -50,7 +50,14 @@ def _cse_block(block: Block, table: ChainMap, mutating: bool) -> None:
 
 
 def node_key(node: Node) -> Hashable:
-    """What makes two pure nodes interchangeable."""
+    """What makes two pure nodes interchangeable. Two ``sm::size`` reads of one symbolic size
+    (``size(q, -2)`` and ``size(k, -2)``, both ``T``) are one value whatever tensor they read:
+    the specialization's types (and its guards) make them equal at every call, so what is
+    computed from them (a causal mask's ``arange``) is computed once."""
+    if node.kind == "sm::size":
+        value = known_value(node.outputs[0])
+        if isinstance(value, str):
+            return node.kind, value
     inputs = [id(v) for v in node.inputs]
     if node.is_op and S.REGISTRY[node.op_name].has(S.COMMUTATIVE):
         inputs.sort()
