@@ -1,7 +1,7 @@
 """Rows where a dim other than the batch varies (issue 37's benchmark): ``G1``, greedy
 generation with a nanoGPT-shaped model, and ``W5T``, W5 traced at one sequence length and
-called at others. Both measure today's state honestly: each new sequence length is a new
-specialization (and compile) of the traced module, which the JSON and the notes count.
+called at others. The JSON and the notes count the specializations: since issue 37 a length
+after the second compiles nothing (automatic dynamic shapes: one symbolic specialization).
 
 - ``G1``: ``NanoGPT`` (karpathy's nanoGPT ``GPT`` in scriptmod's nn: token and position
   embeddings, pre-LN blocks of causal self-attention and a GELU MLP, final LayerNorm, an
