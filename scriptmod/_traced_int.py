@@ -132,6 +132,19 @@ class TracedInt(int):
     def __divmod__(self, o: Any) -> Any: return divmod(self._bake("a Python int"), o)
 
 
+def int_value(x: Any, fr: Any, ints: dict, keep: list) -> Any:
+    """The graph value of a size in frame ``fr``: a ``TracedInt``'s, made once (``ints``:
+    id -> value; ``keep`` holds the TracedInt alive so that its id is not recycled), or a
+    constant for a plain int. Tracers implement their ``int_value`` with it."""
+    if isinstance(x, TracedInt):
+        v = ints.get(id(x))
+        if v is None:
+            v = ints[id(x)] = x._make(fr)
+            keep.append(x)
+        return v
+    return fr.b.constant(int(x))
+
+
 def _text(x: Any) -> str:
     return x._text if isinstance(x, TracedInt) else repr(x)
 

@@ -63,13 +63,7 @@ class RuleSizes:
 
     # ---- what TracedInt asks of its tracer ------------------------------------------------
     def int_value(self, fr: Any, x: Any) -> Value:
-        if isinstance(x, TracedInt):
-            v = self._ints.get(id(x))
-            if v is None:
-                v = self._ints[id(x)] = x._make(fr)
-                self._keep.append(x)
-            return v
-        return fr.b.constant(int(x))
+        return _traced_int.int_value(x, fr, self._ints, self._keep)
 
     def guard(self, op: str, a: Any, b: Any, how: str, force: bool = False,
               frame: Any = None) -> None:

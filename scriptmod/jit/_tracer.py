@@ -21,8 +21,9 @@ from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Prim, Value
 from scriptmod.ir.types import BoolType, IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.tensor import Size, Tensor
-from scriptmod._traced_int import (TracedInt, TracerWarning, comparison_text,
-                                       deciding_frame, is_user_code, warn_at, where)
+from scriptmod._traced_int import (TracedInt, TracerWarning, comparison_text, deciding_frame,
+                                   is_user_code, warn_at, where)
+from scriptmod._traced_int import int_value as traced_int_value
 
 
 class TracingError(RuntimeError):
@@ -259,13 +260,7 @@ class Tracer:
         return None if fr.path is None else self._module_chain(fr.base, fr.path)
 
     def int_value(self, fr: Frame, x: int) -> Value:
-        if isinstance(x, TracedInt):
-            v = fr.ints.get(id(x))
-            if v is None:
-                v = fr.ints[id(x)] = x._make(fr)
-                fr.keep.append(x)
-            return v
-        return fr.b.constant(int(x))
+        return traced_int_value(x, fr, fr.ints, fr.keep)
 
     def input_value(self, fr: Frame, x: Any, arg: S.Arg | None = None) -> Value:
         if isinstance(x, Tensor):

@@ -87,10 +87,12 @@ def _compiles(monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
     return plans, engines
 
 
-def _check_every_size(name: str, dtype: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``MODELS[name]`` traced at ``FIRST``: from the second size on, one symbolic compiled
-    plan, built once, whose outputs and gradients equal eager's at every size."""
-    build, make = MODELS[name]
+def _check_every_size(name: str, dtype: Any, monkeypatch: pytest.MonkeyPatch,
+                      models: dict | None = None, tolerance: dict | None = None) -> None:
+    """``models[name]`` (default ``MODELS``) traced at ``FIRST``: from the second size on,
+    one symbolic compiled plan, built once, whose outputs and gradients equal eager's at
+    every size (within ``tolerance[dtype]``, default ``TOLERANCE``)."""
+    build, make = (models or MODELS)[name]
     sm.manual_seed(0)
     model = build().to(dtype)
     example = make(FIRST, dtype)
@@ -107,7 +109,7 @@ def _check_every_size(name: str, dtype: Any, monkeypatch: pytest.MonkeyPatch) ->
         got = _gradients(traced, params, inputs, n)
         want = _gradients(model, params, inputs, n)
         for g, w in zip(got, want, strict=True):
-            np.testing.assert_allclose(g, w, **TOLERANCE[dtype])
+            np.testing.assert_allclose(g, w, **(tolerance or TOLERANCE)[dtype])
         assert ex.grad_plan_for(list(inputs)) is shared
     assert plans == [] and engines == []          # nothing built for a new size
     assert ex.stats["specializations"] == 2

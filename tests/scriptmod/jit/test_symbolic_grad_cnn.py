@@ -14,7 +14,7 @@ import pytest
 import scriptmod as sm
 from scriptmod import jit, nn
 from scriptmod.jit._compiled_grad import CompiledGrad
-from tests.scriptmod.jit.test_symbolic_grad import _compiles, _gradients
+from tests.scriptmod.jit.test_symbolic_grad import _check_every_size, _compiles, _gradients
 
 FIRST, SIZES = 4, (6, 3, 9, 17, 32)      # the class's first batch size, then its shared sizes
 TOLERANCE = {sm.float32: dict(rtol=1e-4, atol=1e-5), sm.float64: dict(rtol=1e-10, atol=1e-12)}
@@ -87,24 +87,7 @@ def test_cnn_gradients_equal_eager_at_every_batch_size(name: str, dtype: Any,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Traced at batch ``FIRST``: from the second size on, one symbolic compiled plan, built
     once, whose outputs and gradients equal eager's at every size."""
-    build, make = MODELS[name]
-    sm.manual_seed(0)
-    model = build().to(dtype)
-    traced = jit.trace(model, make(FIRST, dtype)[0])
-    params = list(model.parameters())
-    for n in (FIRST, SIZES[0]):                 # the concrete plan, then the symbolic one
-        _gradients(traced, params, make(n, dtype), n)
-    plans, engines = _compiles(monkeypatch)
-    ex = traced.executor("forward")
-    shared = ex.grad_plan_for(list(make(SIZES[0], dtype)))
-    assert isinstance(shared, CompiledGrad) and shared.symbolic
-    for n in SIZES:
-        inputs = make(n, dtype)
-        _assert_close(_gradients(traced, params, inputs, n), _gradients(model, params, inputs, n),
-                      dtype)
-        assert ex.grad_plan_for(list(inputs)) is shared
-    assert plans == [] and engines == []          # nothing built for a new size
-    assert ex.stats["specializations"] == 2
+    _check_every_size(name, dtype, monkeypatch, MODELS, TOLERANCE)
 
 
 class FullyConvolutional(nn.Module):
