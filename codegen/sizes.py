@@ -24,11 +24,10 @@ the same for every size, an answer whose structure changes): that node stays in 
 from __future__ import annotations
 
 import itertools
-import re
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping
 
-from scriptmod.ir.types import dim_factors
+from scriptmod.ir import symdims
 from .record import Record
 
 Monomial = tuple[str, ...]          # sorted symbol names, repeated for powers
@@ -198,21 +197,11 @@ def dim(d: int | str) -> int | Poly:
         return d
     if not isinstance(d, str) or not d:
         raise ValueError(f"dim {d!r}: not a size")
-    k, name = dim_factors(d)
-    if name.isidentifier():
-        return k * Poly({(name,): 1})
-    total: int | Poly = 0
-    for sign, term in re.findall(r"([+-]?)\s*([^+-]+)", d.replace(" ", "")):
-        value: int | Poly = -1 if sign == "-" else 1
-        for f in term.split("*"):
-            if f.isdigit():
-                value = value * int(f)
-            elif f.isidentifier():
-                value = value * Poly({(f,): 1})
-            else:
-                raise ValueError(f"symbolic dim {d!r}: cannot read {f!r}")
-        total = total + value
-    return total
+    found = symdims.terms(d)
+    if found is None:
+        raise ValueError(f"symbolic dim {d!r}: a floor division, modulo, max or min is not a "
+                         f"polynomial in its symbols")
+    return Poly.make(found)
 
 
 def symbols_of(x: Any) -> frozenset[str]:

@@ -164,6 +164,19 @@ def parse(text: str) -> int | str:
     return out
 
 
+def terms(d: str) -> dict[Mono, int] | None:
+    """A symbolic dim's polynomial when every atom is a name (``B*T``, ``T-1``: each term's
+    sorted names -> its coefficient, ``()`` the constant), for code that computes sizes
+    from symbol values (``codegen.sizes``); None when a ``//``, ``%``, ``max`` or ``min``
+    atom is left. ``SymDimError`` (a ``ValueError``) for text that is no dim.
+
+        >>> terms("2*B*T-1")
+        {('B', 'T'): 2, (): -1}
+    """
+    p = dict(_poly_of_text(d))
+    return p if all(a.isidentifier() for m in p for a in m) else None
+
+
 def evaluate(d: Dim, env: Mapping[str, int]) -> int:
     """The size ``d`` has when each name has the size ``env`` gives it."""
     if isinstance(d, int):

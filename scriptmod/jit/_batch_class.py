@@ -8,6 +8,14 @@ from scriptmod.ir.symdims import symbols
 from scriptmod.ir.types import TensorType
 
 
+def is_tensor_entry(e: object) -> bool:
+    """Whether a signature entry (``_executor.signature``) or batch-class entry is a
+    tensor's (dtype, shape, device, requires_grad); a tuple argument's entry is a tuple of
+    entries, another argument's a (type, value) pair."""
+    return isinstance(e, tuple) and len(e) == 4 and isinstance(e[1], tuple) and \
+        all(isinstance(d, (int, str)) for d in e[1])
+
+
 def batch_class(sig: tuple, dims: tuple) -> tuple | None:
     """``sig`` (``signature``) with each size at a symbolic dim (``dims``: per argument, a
     name or None per dim) replaced by its name; None when no such size is >= 2 or when two
@@ -19,7 +27,7 @@ def batch_class(sig: tuple, dims: tuple) -> tuple | None:
         if names is None or i >= len(sig):
             continue
         entry = sig[i]
-        if len(entry) != 4 or not isinstance(entry[1], tuple) or len(entry[1]) != len(names):
+        if not is_tensor_entry(entry) or len(entry[1]) != len(names):
             return None
         shape = list(entry[1])
         for j, name in enumerate(names):
@@ -40,7 +48,7 @@ def class_dims(csig: tuple) -> tuple:
     where a dim is a size, or for an argument with none)."""
     out = []
     for entry in csig:
-        shape = entry[1] if len(entry) == 4 and isinstance(entry[1], tuple) else ()
+        shape = entry[1] if is_tensor_entry(entry) else ()
         names = tuple(d if isinstance(d, str) else None for d in shape)
         out.append(names if any(names) else None)
     return tuple(out)

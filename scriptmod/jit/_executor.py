@@ -42,7 +42,7 @@ from scriptmod.ir.types import BoolType, ModuleType, TensorType
 from scriptmod.runtime import profiling
 from scriptmod.runtime.trees import rebuilt
 from scriptmod.jit import _fastpath, _fuser, _recompiles, _specialize
-from scriptmod.jit._batch_class import batch_class, class_dims
+from scriptmod.jit._batch_class import batch_class, class_dims, is_tensor_entry
 from scriptmod.jit._fastpath import MISS
 from scriptmod.jit._compiled_grad import TOPIC, CompiledGrad, OpByOp
 from scriptmod.ir import log as irlog
@@ -473,7 +473,7 @@ class Executor:
             return ()
         out = []
         for i, entry in enumerate(sig):
-            if not _is_tensor_entry(entry):
+            if not is_tensor_entry(entry):
                 out.append(None)
                 continue
             rank = len(entry[1])
@@ -584,11 +584,6 @@ def _drop_oldest(specs: OrderedDict, keep: int) -> list:
     return evicted
 
 
-def _is_tensor_entry(entry: Any) -> bool:
-    return isinstance(entry, tuple) and len(entry) == 4 and isinstance(entry[1], tuple) \
-        and not isinstance(entry[0], type)
-
-
 def _size_diffs(sig: tuple, old: tuple) -> list[tuple[int, int, int, int]]:
     """(argument, dim, size, old size) where two signatures' top-level tensors differ only
     in sizes; [] when anything else differs (a dtype, a rank, a non-tensor argument, a
@@ -597,7 +592,7 @@ def _size_diffs(sig: tuple, old: tuple) -> list[tuple[int, int, int, int]]:
     for i, (e, o) in enumerate(zip(sig, old)):
         if e == o:
             continue
-        if not (_is_tensor_entry(e) and _is_tensor_entry(o)) or (e[0], e[2], e[3]) != (
+        if not (is_tensor_entry(e) and is_tensor_entry(o)) or (e[0], e[2], e[3]) != (
                 o[0], o[2], o[3]) or len(e[1]) != len(o[1]):
             return []
         for j, (n, w) in enumerate(zip(e[1], o[1])):

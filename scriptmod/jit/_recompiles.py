@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from scriptmod.jit._batch_class import is_tensor_entry
 from scriptmod.jit._specialization import _describe_entry
 
 TOPIC = "recompiles"
@@ -66,19 +67,14 @@ def _signature_diffs(new: tuple, old: tuple, names: Sequence[str]) -> list[str]:
     return out
 
 
-def _is_tensor(e: Any) -> bool:
-    return isinstance(e, tuple) and len(e) == 4 and isinstance(e[1], tuple) and \
-        all(isinstance(d, (int, str)) for d in e[1])
-
-
 def _entry_diffs(label: str, new: Any, old: Any) -> list[str]:
     """The differences of one argument's signature entry (a tuple's items one by one)."""
     if new == old:
         return []
     head = f"argument {label}: "
-    if _is_tensor(new) and _is_tensor(old):
+    if is_tensor_entry(new) and is_tensor_entry(old):
         return [head + d for d in _tensor_diffs(new, old)]
-    if _is_tensor(new) or _is_tensor(old) or len(new) == 2 or len(old) == 2:
+    if is_tensor_entry(new) or is_tensor_entry(old) or len(new) == 2 or len(old) == 2:
         return [head + f"{_describe_entry(new)}, was {_describe_entry(old)}"]
     if len(new) != len(old):
         return [head + f"a tuple of {len(new)}, was {len(old)}"]

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.types import ModuleType, TensorType
+from scriptmod.jit._batch_class import is_tensor_entry
 from scriptmod.runtime.errors import article
 from scriptmod.runtime.executable import Executable
 
@@ -162,7 +163,7 @@ def _plan_text(ex: Executable) -> str:
 
 def _describe_entry(e: tuple) -> str:
     """One argument's entry of a signature (``_executor.signature``) or batch class."""
-    if len(e) == 4 and isinstance(e[1], tuple) and all(isinstance(d, (int, str)) for d in e[1]):
+    if is_tensor_entry(e):
         dtype, shape, device, grad = e
         dims = ", ".join(str(d) for d in shape)
         return f"Tensor {getattr(dtype, 'name', dtype)} ({dims}) on {device}" + \
@@ -175,7 +176,7 @@ def _describe_entry(e: tuple) -> str:
 
 
 def _guard_of(e: tuple) -> str:
-    if len(e) == 4 and isinstance(e[1], tuple) and all(isinstance(d, (int, str)) for d in e[1]):
+    if is_tensor_entry(e):
         return f"a Tensor of exactly this dtype, shape, device and requires_grad " \
                f"({_describe_entry(e)})"
     if len(e) == 2 and e[0] is type(None):

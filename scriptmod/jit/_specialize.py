@@ -31,7 +31,7 @@ from scriptmod._dispatch import dispatch
 from scriptmod.jit import _fuser, _rank
 from scriptmod.jit._autodiff import NotDifferentiable, differentiate, flatten_tuple_inputs, \
     unit_seeded
-from scriptmod.jit._batch_class import named_sizes, typed_in
+from scriptmod.jit._batch_class import class_dims, named_sizes, typed_in
 from scriptmod.jit._batch_dims import pinning_error
 from scriptmod.jit._boundary import call_boundary, kept_calls, module_path
 from scriptmod.jit._compiled_grad import CompiledGrad, OpByOp, flat_args
@@ -432,7 +432,7 @@ def compile_grad(site: Site, spec: Specialization, args: Sequence[Any],
     if any(a._device_str() != "cpu" for a in tensors_of(args)):
         return OpByOp("the compiled backward runs on the CPU only")
     skip = 1 if site.has_self else 0
-    names = _symbolic_names(spec.graph, skip) if spec.symbolic else ()
+    names = class_dims(spec.signature) if spec.symbolic else ()   # as ``build`` typed it
     g, layout = flatten_tuple_inputs(optimized(site, args, spec.hooked, fuse=False,
                                                symbolic=spec.symbolic, names=names), skip)
     args = flat_args(args, layout)
@@ -467,14 +467,6 @@ def compile_grad(site: Site, spec: Specialization, args: Sequence[Any],
             return Executable(g, ArrayOps(), name=name, native=fused)
         return executable(site, g, spec.key)
     return CompiledGrad(split, compile, where(site), seeded, from_state, layout)
-
-
-def _symbolic_names(graph: Graph, skip: int) -> tuple:
-    """Per argument of a symbolic specialization's graph, its dims' symbolic names (None
-    per size; None for an argument that is no tensor): what ``optimized`` types it with."""
-    return tuple(tuple(d if isinstance(d, str) else None for d in v.type.shape)
-                 if isinstance(v.type, TensorType) and v.type.shape is not None else None
-                 for v in graph.inputs[skip:])
 
 
 def _example_types(g: Graph, args: Sequence[Any], skip: int) -> list[Type]:
