@@ -1,5 +1,6 @@
 """Every tensor op's schema, by group. Importing this package fills ``ir.schema.REGISTRY``."""
-from . import elementwise, nn, reduction, scalar, script, shape  # noqa: F401  (registration)
+from . import (conv, elementwise, layers, loss, nn, norm, pooling, reduction,  # noqa: F401
+               scalar, script, shape, vision)  # (registration)
 from ..schema import REGISTRY, get, ops_with
 
 __all__ = ["REGISTRY", "get", "ops_with"]

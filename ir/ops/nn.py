@@ -35,37 +35,6 @@ def _matmul(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | N
     return matmul_shape(ops[0][1], ops[1][1])
 
 
-def _out_size(size: Dim, k: Dim, s: int, p: int, d: int, ceil: bool = False) -> Dim:
-    """A convolution's or pool's output size, ``(size + 2p - d(k-1) - 1) // s + 1`` (with
-    ``ceil``: rounded up, less a last window that would start in the right padding)."""
-    span = SD.sub(SD.add(size, 2 * p), SD.add(SD.mul(d, SD.sub(k, 1)), 1))
-    n = SD.add(SD.ceildiv(span, s) if ceil else SD.floordiv(span, s), 1)
-    # the last window starts at (n-1)*s < span + s <= size + p when p + s <= d(k-1) + 1
-    # (k=2, s=2, p=0; k=3, s=2, p=1): never in the padding, at any size, symbolic ones too
-    if ceil and not (isinstance(k, int) and p + s <= d * (k - 1) + 1):
-        past = SD.compare(">=", SD.mul(SD.sub(n, 1), s), SD.add(size, p))
-        n = None if past is None else SD.sub(n, 1) if past else n
-    return n
-
-
-def _conv2d(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
-    x, w = ops[0][1], ops[1][1]
-    if x is None or w is None:
-        return None
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (w[2], w[3]), attrs["stride"], attrs["padding"], attrs["dilation"]
-    return (x[0], w[0], _out_size(x[2], kh, sh, ph, dh), _out_size(x[3], kw, sw, pw, dw))
-
-
-def _pool2d(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
-    x = ops[0][1]
-    if x is None:
-        return None
-    (kh, kw), (sh, sw), (ph, pw) = attrs["kernel_size"], attrs["stride"], attrs["padding"]
-    dh, dw = attrs.get("dilation", (1, 1))
-    c = attrs["ceil_mode"]
-    return tuple(x[:-2]) + (_out_size(x[-2], kh, sh, ph, dh, c), _out_size(x[-1], kw, sw, pw, dw, c))
-
-
 def _embedding(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
     w, idx = ops[0][1], ops[1][1]
     return None if w is None or idx is None else tuple(idx) + (w[1],)
@@ -100,38 +69,6 @@ def _attention(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape 
 # op, which runs as one native kernel on float32 CPU tensors (``runtime.attention``).
 op("attention(Tensor query, Tensor key, Tensor value, Tensor? mask, *, float scale=1.0) -> Tensor",
    _attention_dtype, _attention, ANY_RANK)
-op("conv2d(Tensor input, Tensor weight, Tensor? bias, *, int[] stride=(1, 1), int[] padding=(0, 0), "
-   "int[] dilation=(1, 1), int groups=1) -> Tensor", R.conv_dtype, _conv2d, UPCAST)
-op("max_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
-   "int[] dilation=(1, 1), bool ceil_mode=False) -> Tensor", R.same, _pool2d)
-op("avg_pool2d(Tensor self, *, int[] kernel_size, int[] stride, int[] padding=(0, 0), "
-   "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", R.same, _pool2d, UPCAST)
-# The first-order backward kernels of convolution and pooling, as ops so that a compiled
-# backward can record them (their own derivative is not defined: double backward through
-# them runs op by op, which raises, as before). The size of the gradient they compute is an
-# ``int[]`` input, not an attribute: a compiled backward computes it from ``sm::size`` nodes,
-# so one backward of a symbolic specialization serves every batch and image size (its items
-# may be symbolic), and a weight passed in as an argument may vary too.
-_CONV = "int[] stride, int[] padding, int[] dilation, int groups"
-
-
-def _size_input(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
-    """The value of the last input, the result's size: sizes or symbolic dims (None where
-    the graph does not know one)."""
-    size = values[len(ops) - 1]
-    return None if size is None else tuple(size)
-
-
-op(f"conv2d_grad_input(Tensor grad, Tensor weight, int[] input_size, *, {_CONV}) -> Tensor",
-   R.same, _size_input, NONDIFF)
-op(f"conv2d_grad_weight(Tensor grad, Tensor input, int[] weight_size, *, {_CONV}) -> Tensor",
-   R.same, _size_input, NONDIFF)
-op("max_pool2d_grad(Tensor grad, Tensor self, *, int[] kernel_size, int[] stride, "
-   "int[] padding, int[] dilation, bool ceil_mode) -> Tensor", R.same,
-   lambda ops, attrs, values: ops[1][1], NONDIFF)
-op("avg_pool2d_grad(Tensor grad, int[] input_size, *, int[] kernel_size, int[] stride, "
-   "int[] padding, bool ceil_mode, bool count_include_pad) -> Tensor", R.same,
-   _size_input, NONDIFF)
 op("embedding(Tensor weight, Tensor indices, *, int? padding_idx=None) -> Tensor", R.embedding_dtype, _embedding,
    ANY_RANK)
 op("dropout(Tensor self, bool train, *, float p=0.5) -> Tensor", R.same, R.same_shape, IMPURE, ANY_RANK)

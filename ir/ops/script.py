@@ -39,7 +39,7 @@ from .scalar import SYMBOLIC_ARITH, SYMBOLIC_COMPARE
 from ..schema import IMPURE, NONDIFF, TypeRule, op
 from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DeviceType, DictType,
                      DTypeType, FloatType,
-                     IntType, ListType, NoneType, NumberType, OptionalType, StrType, TensorType,
+                     IntType, ListType, NumberType, OptionalType, StrType, TensorType,
                      TupleType, Type)
 
 # what the binary ops compute: the reference kernels and ``known_value`` share these

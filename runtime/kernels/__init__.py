@@ -241,6 +241,7 @@ def _narrow(out: Any, want: np.dtype) -> Any:
     return out.astype(want)
 
 
-from . import elementwise, nn, reduction, scalar, script, shape  # noqa: E402,F401
+from . import (conv, elementwise, layers, loss, nn, norm, pooling, reduction,  # noqa: E402,F401
+               scalar, script, shape, vision)  # noqa: E402,F401,F811
 
 __all__ = ["KERNELS", "kernel", "run_kernel", "operand"]

@@ -11,36 +11,16 @@ replays its draw: those are first-order only, and say so.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from scriptmod.ir.ops.rules import broadcast_shapes, reduce_dims
 from scriptmod.runtime import random as rng
 from scriptmod.runtime.kernels import nn as knn
 from scriptmod._creation import arange, full_like, zeros
-from scriptmod._dispatch import dispatch
 from scriptmod._shape_ops import cat, index, index_put
 from scriptmod._tensor_ops import floor_divide, where
 from scriptmod.tensor import Tensor, wrap
-
-
-@dataclass(frozen=True)
-class Derivative:
-    rule: Callable[..., Any]
-    saves: tuple[int, ...] | str      # input positions to keep, or "all"
-    saves_output: bool
-
-
-DERIVATIVES: dict[str, Derivative] = {}
-
-
-def derivative(name: str, saves: tuple[int, ...] | str = (), output: bool = False) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        if name in DERIVATIVES:
-            raise ValueError(f"derivative of {name!r} declared twice")
-        DERIVATIVES[name] = Derivative(fn, saves, output)
-        return fn
-    return deco
+from scriptmod.autograd.derivative_table import DERIVATIVES, Derivative, _op, derivative  # noqa: F401
 
 
 def _zero(g: Tensor) -> Tensor:
@@ -414,10 +394,6 @@ def _matmul(ctx: Any, g: Tensor) -> tuple:
     return ga, gb
 
 
-def _op(name: str, *inputs: Any, **attrs: Any) -> Tensor:
-    return dispatch(name, inputs, attrs)
-
-
 @derivative("attention", saves=(0, 1, 2, 3))
 def _attention(ctx: Any, g: Tensor) -> tuple:
     """Recomputes the weights ``p`` from the saved inputs (the forward never keeps them):
@@ -435,46 +411,10 @@ def _attention(ctx: Any, g: Tensor) -> tuple:
             ds if mask is not None else None)
 
 
-@derivative("conv2d", saves=(0, 1))
-def _conv2d(ctx: Any, g: Tensor) -> tuple:
-    """Through the registry's backward kernels (``conv2d_grad_input``/``_weight``), which
-    have no derivative of their own: first order only. The sizes they produce are inputs
-    of theirs, read at run time in a compiled backward (symbolic dims included)."""
-    x, w = ctx.inputs[0], ctx.inputs[1]
-    a = ctx.attrs
-    conv = dict(stride=list(a["stride"]), padding=list(a["padding"]),
-                dilation=list(a["dilation"]), groups=a["groups"])
-    gy = g if g.dtype is x.dtype else g.to(x.dtype)
-    gx = _op("conv2d_grad_input", gy, w, list(x.shape), **conv)
-    gw = _op("conv2d_grad_weight", gy, x, list(w.shape), **conv)
-    gb = g.sum(dim=(0, 2, 3)) if ctx.input_meta[2] is not None else None
-    return gx, gw, gb
-
-
 @derivative("linalg_svdvals", saves=(0,))
 def _svdvals(ctx: Any, g: Tensor) -> tuple:
     """First-order only (``linalg_svdvals_grad`` has no derivative)."""
     return (_op("linalg_svdvals_grad", ctx.inputs[0], g),)
-
-
-@derivative("max_pool2d", saves=(0,))
-def _max_pool2d(ctx: Any, g: Tensor) -> tuple:
-    """First-order only (``max_pool2d_grad`` has no derivative)."""
-    a = ctx.attrs
-    return (_op("max_pool2d_grad", g, ctx.inputs[0], kernel_size=list(a["kernel_size"]),
-                stride=list(a["stride"]), padding=list(a["padding"]),
-                dilation=list(a["dilation"]), ceil_mode=a["ceil_mode"]),)
-
-
-@derivative("avg_pool2d")
-def _avg_pool2d(ctx: Any, g: Tensor) -> tuple:
-    """First-order only (``avg_pool2d_grad`` has no derivative). The input's size is an
-    input of the op, read at run time in a compiled backward (symbolic dims included)."""
-    a = ctx.attrs
-    return (_op("avg_pool2d_grad", g, list(ctx.input_meta[0][0]),
-                kernel_size=list(a["kernel_size"]), stride=list(a["stride"]),
-                padding=list(a["padding"]), ceil_mode=a["ceil_mode"],
-                count_include_pad=a["count_include_pad"]),)
 
 
 @derivative("embedding", saves=(1,))
@@ -544,3 +484,8 @@ def _batch_norm(ctx: Any, g: Tensor) -> tuple:
     else:
         gx = gh * inv
     return gx, None, None, gw, gb, None, None
+
+
+# The families' rows, each in its own module (they import ``derivative`` and ``_op`` from here).
+from scriptmod.autograd import (derivatives_conv, derivatives_layers, derivatives_loss,  # noqa: E402,F401
+                                derivatives_norm, derivatives_pooling, derivatives_vision)

@@ -17,6 +17,12 @@ from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 from scriptmod.ir.ops.rules import no_kernel
 from scriptmod.tensor import Tensor
 
+__all__ = [
+    "relu", "relu_", "relu6", "hardtanh", "gelu", "silu", "elu", "leaky_relu", "prelu",
+    "threshold", "threshold_", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax",
+    "log_softmax",
+]
+
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 _HALVES = (dtypes.float16, dtypes.bfloat16)

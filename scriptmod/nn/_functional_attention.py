@@ -14,6 +14,8 @@ from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod.nn._functional_layers import dropout, linear, pad
 
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
 
 # ---- attention ------------------------------------------------------------------------------
 def _mask_as_bias(mask: Tensor, like: Tensor) -> Tensor:

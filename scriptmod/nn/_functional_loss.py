@@ -11,6 +11,8 @@ from scriptmod.tensor import Tensor
 from scriptmod._dispatch import dispatch
 from scriptmod.nn._functional_activation import _softplus, _tracing
 
+__all__ = ["mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
+
 
 # ---- losses ---------------------------------------------------------------------------------
 _REDUCTIONS = ("none", "mean", "sum")

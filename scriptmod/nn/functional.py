@@ -9,30 +9,30 @@ chains that fuse::
     tensor([0.0000, 0.8413])
 
 ``inplace=True`` writes the result into the input tensor and returns that same object.
+Each family lives in its own module below this one (none imports it back) and lists its
+public names in ``__all__``; this module is their union.
 """
 from __future__ import annotations
 
-# The families, each in its own module, below this one: none imports it back.
-from scriptmod.nn._functional_activation import (elu, gelu, hardtanh, leaky_relu, log_softmax,
-                                                 logsigmoid, prelu, relu, relu6, relu_, sigmoid,
-                                                 silu, softmax, softplus, tanh, threshold,
-                                                 threshold_)
+from scriptmod.nn import (_functional_activation, _functional_attention, _functional_conv,
+                          _functional_distance, _functional_dropout, _functional_layers,
+                          _functional_loss,
+                          _functional_norm, _functional_pooling, _functional_vision)
+from scriptmod.nn._functional_activation import *  # noqa: F401,F403
 from scriptmod.nn._functional_activation import (_apply, _floating, _opmath, _pair, _rounded_once,
                                                  _softplus, _tracing)  # noqa: F401
-from scriptmod.nn._functional_layers import (avg_pool2d, batch_norm, conv2d, cosine_similarity,
-                                             dropout, embedding, layer_norm, linear, max_pool2d,
-                                             normalize, one_hot, pad)
-from scriptmod.nn._functional_attention import (multi_head_attention_forward,
-                                                scaled_dot_product_attention)
-from scriptmod.nn._functional_loss import (binary_cross_entropy_with_logits, cross_entropy, l1_loss,
-                                           mse_loss, nll_loss)
+from scriptmod.nn._functional_attention import *  # noqa: F401,F403
+from scriptmod.nn._functional_conv import *  # noqa: F401,F403
+from scriptmod.nn._functional_distance import *  # noqa: F401,F403
+from scriptmod.nn._functional_dropout import *  # noqa: F401,F403
+from scriptmod.nn._functional_layers import *  # noqa: F401,F403
+from scriptmod.nn._functional_loss import *  # noqa: F401,F403
+from scriptmod.nn._functional_norm import *  # noqa: F401,F403
+from scriptmod.nn._functional_pooling import *  # noqa: F401,F403
+from scriptmod.nn._functional_vision import *  # noqa: F401,F403
 
-__all__ = [
-    "relu", "relu_", "relu6", "hardtanh", "gelu", "silu", "elu", "leaky_relu", "prelu",
-    "threshold", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax", "log_softmax",
-    "linear", "conv2d", "max_pool2d", "avg_pool2d", "dropout", "batch_norm", "layer_norm",
-    "embedding", "pad", "normalize", "cosine_similarity", "one_hot", "scaled_dot_product_attention",
-    "multi_head_attention_forward", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
-    "binary_cross_entropy_with_logits",
-]
-
+__all__ = [name for family in (_functional_activation, _functional_layers, _functional_conv,
+                               _functional_pooling, _functional_norm, _functional_dropout,
+                               _functional_vision, _functional_distance, _functional_attention,
+                               _functional_loss)
+           for name in family.__all__]

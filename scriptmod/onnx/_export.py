@@ -14,7 +14,8 @@ from scriptmod.ir.graph import Block, Graph, Node, Prim, Value
 from scriptmod.ir.types import BoolType, FloatType, IntType, ModuleType, TensorType, Type
 from scriptmod.tensor import Tensor
 
-from . import _elementwise, _nn, _shapes  # noqa: F401  (registration of the table's rows)
+from . import (_conv, _elementwise, _layers, _loss, _nn, _norm, _pooling,  # noqa: F401
+               _shapes, _vision)  # (registration of the table's rows)
 from ._context import ONNX_DTYPES, Context, ExportError, ModuleRef, Sym, scalar_dtype
 from ._fold import fold_constants
 from ._recompose import Recomposed, recompose, skipped

@@ -1,4 +1,5 @@
-"""Linear algebra, convolution, pooling, normalization and reductions as ONNX nodes."""
+"""Linear algebra, normalization and reductions as ONNX nodes (convolution and pooling:
+``_conv``, ``_pooling``)."""
 from __future__ import annotations
 
 import math
@@ -18,43 +19,6 @@ from ._table import emits, out_dtype, out_rank
 def _matmul(cx: Context, node: Node, ins: list) -> list:
     d = out_dtype(node)
     return [cx.sym("MatMul", [cx.tensor(ins[0], d), cx.tensor(ins[1], d)], d, out_rank(node))]
-
-
-@emits("conv2d")
-def _conv2d(cx: Context, node: Node, ins: list) -> list:
-    a = node.attrs
-    pad = a.get("padding", (0, 0))
-    d = out_dtype(node)
-    inputs = [cx.tensor(v, d) for v in ins if v is not None]
-    kw: dict[str, Any] = {"strides": list(a.get("stride", (1, 1))),
-                          "dilations": list(a.get("dilation", (1, 1))),
-                          "group": a.get("groups", 1)}
-    if isinstance(pad, str):
-        kw["auto_pad"] = "SAME_UPPER" if pad == "same" else "VALID"
-    else:
-        kw["pads"] = [*pad, *pad]
-    return [cx.sym("Conv", inputs, d, 4, **kw)]
-
-
-def _pool_attrs(a: dict) -> dict[str, Any]:
-    pad = list(a.get("padding", (0, 0)))
-    return {"kernel_shape": list(a["kernel_size"]), "strides": list(a["stride"]),
-            "pads": pad + pad, "ceil_mode": int(a.get("ceil_mode", False))}
-
-
-@emits("max_pool2d")
-def _max_pool2d(cx: Context, node: Node, ins: list) -> list:
-    kw = _pool_attrs(node.attrs) | {"dilations": list(node.attrs.get("dilation", (1, 1)))}
-    return [cx.sym("MaxPool", [cx.tensor(ins[0])], out_dtype(node), 4, **kw)]
-
-
-@emits("avg_pool2d")
-def _avg_pool2d(cx: Context, node: Node, ins: list) -> list:
-    if node.attrs.get("divisor_override") is not None:
-        raise cx.error("avg_pool2d with divisor_override has no ONNX AveragePool form")
-    kw = _pool_attrs(node.attrs) | {
-        "count_include_pad": int(node.attrs.get("count_include_pad", True))}
-    return [cx.sym("AveragePool", [cx.tensor(ins[0])], out_dtype(node), 4, **kw)]
 
 
 @emits("batch_norm")

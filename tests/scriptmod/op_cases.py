@@ -1403,3 +1403,8 @@ def grad_samples(c: OpCase) -> list[Sample]:
 def params() -> list[tuple[str, str]]:
     """(op, dtype) pairs: what a table-driven test parametrizes over."""
     return [(op, dt) for op, c in sorted(CASES.items()) for dt in c.dtypes]
+
+
+# The families' rows, each in its own module (they import ``case`` and the builders from here).
+import op_cases_conv, op_cases_layers, op_cases_loss, op_cases_norm  # noqa: E402,F401
+import op_cases_pooling, op_cases_vision  # noqa: E402,F401

@@ -1,24 +1,29 @@
-"""PyTorch's layers, one file per family (``torch.nn.modules`` layout)."""
-from scriptmod.nn.modules.activation import (ELU, GELU, Hardtanh, Identity, LeakyReLU,  # noqa: F401
-                                             LogSoftmax, PReLU, ReLU, ReLU6, Sigmoid, SiLU,
-                                             Softmax, Softplus, Tanh, Threshold)
-from scriptmod.nn.modules.linear import (LazyLinear, Linear,  # noqa: F401
-                                         NonDynamicallyQuantizableLinear)
-from scriptmod.nn.modules.conv import Conv2d  # noqa: F401
-from scriptmod.nn.modules.pooling import AvgPool2d, MaxPool2d  # noqa: F401
-from scriptmod.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
-from scriptmod.nn.modules.dropout import Dropout  # noqa: F401
-from scriptmod.nn.modules.normalization import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
-from scriptmod.nn.modules.sparse import Embedding  # noqa: F401
-from scriptmod.nn.modules.attention import MultiheadAttention  # noqa: F401
-from scriptmod.nn.modules.loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss,  # noqa: F401
-                                       MSELoss, NLLLoss)
+"""PyTorch's layers, one file per family (``torch.nn.modules`` layout); each file lists its
+layers in ``__all__`` and this package is their union."""
+from scriptmod.nn.modules import (activation, attention, channelshuffle, conv, distance, dropout,
+                                  flatten, fold, instancenorm, linear, loss, normalization,
+                                  padding, pixelshuffle, pooling, sparse, transformer,
+                                  upsampling)
+from scriptmod.nn.modules.activation import *  # noqa: F401,F403
+from scriptmod.nn.modules.attention import *  # noqa: F401,F403
+from scriptmod.nn.modules.channelshuffle import *  # noqa: F401,F403
+from scriptmod.nn.modules.conv import *  # noqa: F401,F403
+from scriptmod.nn.modules.distance import *  # noqa: F401,F403
+from scriptmod.nn.modules.dropout import *  # noqa: F401,F403
+from scriptmod.nn.modules.flatten import *  # noqa: F401,F403
+from scriptmod.nn.modules.fold import *  # noqa: F401,F403
+from scriptmod.nn.modules.instancenorm import *  # noqa: F401,F403
+from scriptmod.nn.modules.linear import *  # noqa: F401,F403
+from scriptmod.nn.modules.loss import *  # noqa: F401,F403
+from scriptmod.nn.modules.normalization import *  # noqa: F401,F403
+from scriptmod.nn.modules.padding import *  # noqa: F401,F403
+from scriptmod.nn.modules.pixelshuffle import *  # noqa: F401,F403
+from scriptmod.nn.modules.pooling import *  # noqa: F401,F403
+from scriptmod.nn.modules.sparse import *  # noqa: F401,F403
+from scriptmod.nn.modules.transformer import *  # noqa: F401,F403
+from scriptmod.nn.modules.upsampling import *  # noqa: F401,F403
 
-__all__ = [
-    "ELU", "GELU", "Hardtanh", "Identity", "LeakyReLU", "LogSoftmax", "PReLU", "ReLU", "ReLU6",
-    "Sigmoid", "SiLU", "Softmax", "Softplus", "Tanh", "Threshold",
-    "LazyLinear", "Linear", "NonDynamicallyQuantizableLinear", "Conv2d", "AvgPool2d",
-    "MaxPool2d", "Flatten", "Unflatten", "Dropout", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
-    "Embedding", "MultiheadAttention",
-    "BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss",
-]
+__all__ = [name for family in (activation, linear, conv, pooling, padding, flatten, dropout,
+                               normalization, instancenorm, sparse, distance, pixelshuffle,
+                               upsampling, channelshuffle, fold, attention, transformer, loss)
+           for name in family.__all__]

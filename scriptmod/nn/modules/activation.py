@@ -15,6 +15,11 @@ from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter
 from scriptmod.tensor import Tensor
 
+__all__ = [
+    "Identity", "ReLU", "Hardtanh", "ReLU6", "Threshold", "GELU", "SiLU", "ELU",
+    "LeakyReLU", "PReLU", "Sigmoid", "Tanh", "Softplus", "Softmax", "LogSoftmax",
+]
+
 
 def _inplace_suffix(inplace: bool, first: bool = False) -> str:
     if not inplace:

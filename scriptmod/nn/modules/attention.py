@@ -20,6 +20,8 @@ from scriptmod.nn.modules.linear import NonDynamicallyQuantizableLinear
 from scriptmod.nn.parameter import Parameter
 from scriptmod.tensor import Tensor
 
+__all__ = ["MultiheadAttention"]
+
 
 class MultiheadAttention(Module):
     """Attention over ``num_heads`` heads; inputs (L, N, E), or (N, L, E) with

@@ -15,6 +15,8 @@ from scriptmod.nn.modules.linear import reset_fan_in_uniform
 from scriptmod.nn.parameter import Parameter
 from scriptmod.tensor import Tensor
 
+__all__ = ["Conv2d"]
+
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 

@@ -10,6 +10,8 @@ from scriptmod.nn import functional as F
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
 
+__all__ = ["Dropout"]
+
 
 class Dropout(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:

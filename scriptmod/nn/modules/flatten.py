@@ -10,6 +10,8 @@ from typing import Sequence
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
 
+__all__ = ["Flatten", "Unflatten"]
+
 
 class Flatten(Module):
     def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:

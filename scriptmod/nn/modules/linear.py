@@ -16,6 +16,8 @@ from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter, UninitializedParameter
 from scriptmod.tensor import Tensor
 
+__all__ = ["Linear", "NonDynamicallyQuantizableLinear", "LazyLinear"]
+
 
 def reset_fan_in_uniform(weight: Tensor, bias: Tensor | None) -> None:
     """PyTorch's default for Linear and Conv: kaiming_uniform_(a=sqrt(5)) on the weight,

@@ -11,6 +11,8 @@ from scriptmod.nn._functional_loss import _legacy_reduction
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
 
+__all__ = ["MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss"]
+
 
 class _Loss(Module):
     def __init__(self, size_average: bool | None = None, reduce: bool | None = None,

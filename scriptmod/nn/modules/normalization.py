@@ -17,6 +17,8 @@ from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter, is_lazy
 from scriptmod.tensor import Tensor
 
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
+
 
 def _affine_parameters(m: Module, shape: Sequence[int], weight: bool, bias: bool,
                        kw: dict[str, Any]) -> None:

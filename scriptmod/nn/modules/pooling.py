@@ -12,6 +12,8 @@ from scriptmod.ir.errors import ShapeError
 from scriptmod.nn.module import Module
 from scriptmod.tensor import Tensor
 
+__all__ = ["MaxPool2d", "AvgPool2d"]
+
 
 def _check(layer: str, input: Tensor) -> None:
     if input.dim() not in (3, 4):

@@ -17,6 +17,8 @@ from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter
 from scriptmod.tensor import Tensor
 
+__all__ = ["Embedding"]
+
 
 def _padding_index(padding_idx: int | None, n: int) -> int | None:
     if padding_idx is None:

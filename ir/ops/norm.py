@@ -1,0 +1,2 @@
+"""Schemas of normalization (group, instance, local response, RMS norm)."""
+from __future__ import annotations

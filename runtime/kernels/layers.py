@@ -1,0 +1,2 @@
+"""Reference kernels of embedding bags, padding modes, distances and other layer primitives."""
+from __future__ import annotations

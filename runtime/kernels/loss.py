@@ -1,0 +1,2 @@
+"""Reference kernels of losses that are not decompositions (CTC, ...)."""
+from __future__ import annotations

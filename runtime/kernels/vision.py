@@ -1,0 +1,2 @@
+"""Reference kernels of image resampling (interpolate, grid_sample, affine_grid, shuffles)."""
+from __future__ import annotations

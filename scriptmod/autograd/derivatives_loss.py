@@ -1,0 +1,2 @@
+"""Derivatives of losses (rows of ``autograd.derivatives``' table)."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Derivatives of normalization (rows of ``autograd.derivatives``' table)."""
+from __future__ import annotations

@@ -1,0 +1,4 @@
+"""ChannelShuffle."""
+from __future__ import annotations
+
+__all__: list[str] = []

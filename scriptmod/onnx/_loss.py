@@ -1,0 +1,2 @@
+"""Losses as ONNX nodes."""
+from __future__ import annotations

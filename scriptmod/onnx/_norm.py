@@ -1,0 +1,2 @@
+"""Normalization as ONNX nodes."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Image resampling as ONNX nodes."""
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""``op_cases`` rows of pooling (imported by ``op_cases`` at its end; build rows with its
+``case`` and sample builders)."""
+from __future__ import annotations
