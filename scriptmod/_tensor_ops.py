@@ -198,6 +198,10 @@ def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
         if TRACERS and out is not self:   # same storage (eval dropout): the graph still
             TRACERS[-1].on_inplace(self, out)   # writes the op's result back
         return self
+    if out.grad_fn is None and self.grad_fn is not None and grad_mode.is_grad_enabled():
+        # a value that needs no gradient overwrites one in a graph: self keeps requiring grad,
+        # and its old value's gradient is 0, as PyTorch's FillBackward/CopyBackwards give
+        out = where(True, out, self)
     return _assign(self, out if out.grad_fn is not None or not self._requires_grad else out.detach())
 
 

@@ -105,6 +105,23 @@ def _arg_reduce(cx: Context, node: Node, ins: list) -> list:
     return [idx]
 
 
+@emits("cumsum")
+def _cumsum(cx: Context, node: Node, ins: list) -> list:
+    d = out_dtype(node)
+    axis = cx.const(np.array(node.attrs["dim"], dtype=np.int64))
+    return [cx.sym("CumSum", [cx.tensor(ins[0], d), axis], d, out_rank(node))]
+
+
+@emits("topk")
+def _topk(cx: Context, node: Node, ins: list) -> list:
+    """TopK (its output is sorted either way: ``sorted=False`` only lets torch skip it)."""
+    a = node.attrs
+    values, indices = cx.op("TopK", [cx.tensor(ins[0]), cx.ints([a["k"]])], outputs=2,
+                            axis=a.get("dim", -1), largest=int(a.get("largest", True)),
+                            sorted=1)
+    return [Sym(values, out_dtype(node), out_rank(node)), Sym(indices, D.int64, out_rank(node))]
+
+
 @emits("layer_norm")
 def _layer_norm(cx: Context, node: Node, ins: list) -> list:
     d, axis = out_dtype(node), node.attrs["axis"]
