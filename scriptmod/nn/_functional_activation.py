@@ -10,6 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from scriptmod import _dispatch
+from scriptmod._creation import arange, rand
 from scriptmod._tensor_ops import where
 from scriptmod.ir import dtypes
 from scriptmod.autograd import grad_mode
@@ -18,9 +19,11 @@ from scriptmod.ir.ops.rules import no_kernel
 from scriptmod.tensor import Tensor
 
 __all__ = [
-    "relu", "relu_", "relu6", "hardtanh", "gelu", "silu", "elu", "leaky_relu", "prelu",
+    "relu", "relu_", "relu6", "hardtanh", "hardtanh_", "gelu", "silu", "elu", "elu_", "celu",
+    "celu_", "selu", "selu_", "leaky_relu", "leaky_relu_", "prelu", "rrelu", "rrelu_",
     "threshold", "threshold_", "sigmoid", "tanh", "softplus", "logsigmoid", "softmax",
-    "log_softmax",
+    "log_softmax", "softmin", "hardswish", "hardsigmoid", "mish", "glu", "softsign",
+    "softshrink", "hardshrink", "tanhshrink", "gumbel_softmax",
 ]
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -110,6 +113,10 @@ def _hardtanh(x: Tensor, lo: float, hi: float) -> Tensor:
     return where(c >= hi, hi, lower).to(x.dtype)
 
 
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return hardtanh(input, min_val, max_val, True)
+
+
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     return hardtanh(input, 0.0, 6.0, inplace)
 
@@ -143,15 +150,79 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return _apply(_floating(input, "silu"), _rounded_once(lambda x: x * x.sigmoid()), inplace)
 
 
+def _elu(alpha: float, scale: float = 1.0, input_scale: float = 1.0) -> Callable[[Tensor], Tensor]:
+    """PyTorch's one ELU kernel: ``scale * x`` for x > 0, else ``alpha * scale *
+    (exp(input_scale * x) - 1)`` (ELU, SELU and CELU are its three settings). expm1 sees
+    min(x, 0), so the unused branch never overflows (its gradient would be NaN)."""
+    def fn(x: Tensor) -> Tensor:
+        neg = x.clamp(max=0.0)
+        neg = (neg if input_scale == 1 else neg * input_scale).expm1() * (alpha * scale)
+        return where(x > 0, x if scale == 1 else x * scale, neg)
+    return _rounded_once(fn)
+
+
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    # expm1 sees min(x, 0) so that the unused branch never overflows (its grad would be NaN)
-    fn = _rounded_once(lambda x: where(x > 0, x, x.clamp(max=0.0).expm1() * alpha))
-    return _apply(_floating(input, "elu"), fn, inplace)
+    return _apply(_floating(input, "elu"), _elu(alpha), inplace)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return elu(input, alpha, True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """scale * elu(x, alpha) with the self-normalizing constants (Klambauer et al., 2017)."""
+    return _apply(_floating(input, "selu"), _elu(_SELU_ALPHA, _SELU_SCALE), inplace)
+
+
+def selu_(input: Tensor) -> Tensor:
+    return selu(input, True)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    if alpha == 0:
+        raise ZeroDivisionError("celu: alpha must not be 0 (the input is divided by it)")
+    return _apply(_floating(input, "celu"), _elu(alpha, 1.0, 1.0 / alpha), inplace)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return celu(input, alpha, True)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     return _apply(_floating(input, "leaky_relu"), lambda x: where(x > 0, x, x * negative_slope),
                   inplace)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return leaky_relu(input, negative_slope, True)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU: in training each x <= 0 is scaled by its own slope drawn from
+    U(lower, upper) (its gradient is that slope); in eval, leaky_relu with the mean slope.
+    ``training`` is a Python flag here, so a traced model keeps the mode it was traced in."""
+    if lower > upper:
+        raise ArgumentValueError(f"rrelu: lower bound ({lower}) must be less than or equal to "
+                                 f"the upper bound ({upper})")
+    _floating(input, "rrelu")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+
+    def fn(x: Tensor) -> Tensor:
+        slope = rand(list(x.shape), device=x.device) * (upper - lower) + lower
+        return where(_opmath(x) > 0, x, (_opmath(x) * slope).to(x.dtype))
+    return _apply(input, fn, inplace)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:
+    return rrelu(input, lower, upper, training, True)
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
@@ -244,3 +315,99 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim())
     return input.log_softmax(dim, dtype=dtype)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype: Any = None) -> Tensor:
+    """softmax(-x)."""
+    if dim is None:
+        dim = _softmax_dim("softmin", input.dim())
+    return (-input).softmax(dim, dtype=dtype)
+
+
+# ---- piecewise and gated activations -----------------------------------------------------
+@_rounded_once
+def _hardswish(x: Tensor) -> Tensor:
+    # the middle piece is the open (-3, 3): PyTorch's gradient is 0 at -3 and 1 at 3
+    return where(x <= -3.0, 0.0, where(x >= 3.0, x, x * (x + 3.0) / 6.0))
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * relu6(x + 3) / 6."""
+    return _apply(_floating(input, "hardswish"), _hardswish, inplace)
+
+
+@_rounded_once
+def _hardsigmoid(x: Tensor) -> Tensor:
+    # gradient 1/6 strictly inside (-3, 3) and 0 at the bounds, as PyTorch's
+    return where(x <= -3.0, 0.0, where(x >= 3.0, 1.0, (x + 3.0) / 6.0))
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6."""
+    return _apply(_floating(input, "hardsigmoid"), _hardsigmoid, inplace)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * tanh(softplus(x)), softplus in its overflow-free form."""
+    return _apply(_floating(input, "mish"), _rounded_once(lambda x: x * _softplus(x).tanh()),
+                  inplace)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b), a and b the two halves of ``input`` along ``dim``."""
+    if input.dim() == 0:
+        raise ShapeError("glu does not support scalars because halving size must be even")
+    _floating(input, "glu")
+    n = input.shape[dim]
+    if n % 2:
+        raise ShapeError(f"Halving dimension must be even, but dimension {dim} is size {n}")
+    a, b = (_opmath(half) for half in input.chunk(2, dim))
+    return (a * b.sigmoid()).to(input.dtype)
+
+
+def softsign(input: Tensor) -> Tensor:
+    """x / (1 + |x|) (true division: an integer input gives a float result, as in PyTorch)."""
+    return input / (input.abs() + 1)
+
+
+def _shrink_zone(x: Tensor, lambd: float) -> Tensor:
+    """-lambd <= x <= lambd, compared in float32 for a half input (NaN is outside)."""
+    return _opmath(x).abs() <= lambd
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above lambd, x + lambd below -lambd, 0 between (gradient 0 at +-lambd)."""
+    if lambd < 0:
+        raise ArgumentValueError(f"lambda must be greater or equal to 0, but found to be "
+                                 f"{lambd}.")
+    fn = _rounded_once(lambda x: where(_shrink_zone(x, lambd), 0.0,
+                                       where(x > 0, x - lambd, x + lambd)))
+    return fn(_floating(input, "softshrink"))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x outside [-lambd, lambd], 0 inside it."""
+    x = _floating(input, "hardshrink")
+    return where(_shrink_zone(x, lambd), 0.0, x).to(x.dtype)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x)."""
+    return input - input.tanh()
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """softmax((logits + g) / tau) with g ~ Gumbel(0, 1) drawn per element; ``hard=True``
+    returns the one-hot of its argmax, with the soft sample's gradient (straight-through)."""
+    u = rand(list(logits.shape), device=logits.device).to(logits.dtype)
+    gumbels = -(-(1.0 - u).log()).log()     # -log(Exp(1)), the exponential from 1 - U in (0, 1]
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    d = dim % logits.dim()
+    n = logits.shape[d]
+    positions = arange(n, device=logits.device).reshape([n] + [1] * (logits.dim() - d - 1))
+    y_hard = (positions == y_soft.argmax(dim=d, keepdim=True)).to(logits.dtype)
+    return y_hard - y_soft.detach() + y_soft

@@ -18,6 +18,8 @@ from scriptmod.tensor import Tensor
 __all__ = [
     "Identity", "ReLU", "Hardtanh", "ReLU6", "Threshold", "GELU", "SiLU", "ELU",
     "LeakyReLU", "PReLU", "Sigmoid", "Tanh", "Softplus", "Softmax", "LogSoftmax",
+    "Hardswish", "Hardsigmoid", "Mish", "SELU", "CELU", "GLU", "LogSigmoid", "Softsign",
+    "Softmin", "Softmax2d", "Softshrink", "Hardshrink", "Tanhshrink", "RReLU",
 ]
 
 
@@ -195,3 +197,141 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input: Tensor) -> Tensor:
         return F.log_softmax(input, self.dim, _stacklevel=5)
+
+
+class _InplaceActivation(Module):
+    """An activation whose one option is ``inplace``: ``forward`` applies ``_function``."""
+
+    _function: Any = None
+    _repr_inplace = True    # PyTorch's Hardswish/Hardsigmoid print no inplace=True
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self)._function(input, inplace=self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_suffix(self.inplace and self._repr_inplace, first=True)
+
+
+class Hardswish(_InplaceActivation):
+    """x * relu6(x + 3) / 6."""
+
+    _function, _repr_inplace = F.hardswish, False
+
+
+class Hardsigmoid(_InplaceActivation):
+    """relu6(x + 3) / 6."""
+
+    _function, _repr_inplace = F.hardsigmoid, False
+
+
+class Mish(_InplaceActivation):
+    """x * tanh(softplus(x))."""
+
+    _function = F.mish
+
+
+class SELU(_InplaceActivation):
+    """scale * elu(x, alpha) with the self-normalizing constants."""
+
+    _function = F.selu
+
+
+class CELU(Module):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}{_inplace_suffix(self.inplace)}"
+
+
+class RReLU(Module):
+    """Leaky ReLU with slopes drawn from U(lower, upper) in training, their mean in eval."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+                 inplace: bool = False) -> None:
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}{_inplace_suffix(self.inplace)}"
+
+
+class GLU(Module):
+    """a * sigmoid(b), a and b the halves of the input along ``dim``."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSigmoid(Module):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.logsigmoid(input)
+
+
+class Softsign(Module):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softsign(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input: Tensor) -> Tensor:
+        return F.tanhshrink(input)
+
+
+class Softmin(Softmax):
+    """softmax(-x) along ``dim``."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) of a (N, C, H, W) or (C, H, W) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.dim() not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D "
+                             f"instead")
+        return F.softmax(input, -3, _stacklevel=5)
+
+
+class Softshrink(Module):
+    """x - lambd above lambd, x + lambd below -lambd, 0 between."""
+
+    _function: Any = F.softshrink
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self)._function(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class Hardshrink(Softshrink):
+    """x outside [-lambd, lambd], 0 inside it."""
+
+    _function = F.hardshrink
