@@ -10,8 +10,22 @@ state-dict format.
     (True, None)
 """
 from scriptmod.optim import lr_scheduler  # noqa: F401
+from scriptmod.optim.adadelta import Adadelta  # noqa: F401
+from scriptmod.optim.adafactor import Adafactor  # noqa: F401
+from scriptmod.optim.adagrad import Adagrad  # noqa: F401
 from scriptmod.optim.adam import Adam, AdamW  # noqa: F401
+from scriptmod.optim.adamax import Adamax  # noqa: F401
+from scriptmod.optim.asgd import ASGD  # noqa: F401
+from scriptmod.optim.lbfgs import LBFGS  # noqa: F401
+from scriptmod.optim.muon import Muon  # noqa: F401
+from scriptmod.optim.nadam import NAdam  # noqa: F401
 from scriptmod.optim.optimizer import Optimizer  # noqa: F401
+from scriptmod.optim.radam import RAdam  # noqa: F401
+from scriptmod.optim.rmsprop import RMSprop  # noqa: F401
+from scriptmod.optim.rprop import Rprop  # noqa: F401
 from scriptmod.optim.sgd import SGD  # noqa: F401
+from scriptmod.optim.sparse_adam import SparseAdam  # noqa: F401
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adafactor", "Adagrad", "Adamax",
+           "ASGD", "LBFGS", "Muon", "NAdam", "RAdam", "RMSprop", "Rprop", "SparseAdam",
+           "lr_scheduler"]

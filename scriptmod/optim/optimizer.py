@@ -18,7 +18,9 @@ import warnings
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
+from scriptmod._creation import tensor
 from scriptmod.autograd.grad_mode import enable_grad, no_grad
+from scriptmod.ir import dtypes as D
 from scriptmod.optim import _fused
 from scriptmod.optim._fused import Plan
 from scriptmod.runtime.trees import rebuilt
@@ -40,6 +42,33 @@ def _check_non_negative(**values: float) -> None:
         if not 0.0 <= v:
             label = {"lr": "learning rate", "eps": "epsilon value"}.get(name, f"{name} value")
             raise ValueError(f"Invalid {label}: {v}")
+
+
+def _scalar(value: Any) -> Any:
+    """A hyperparameter as a Python number: a one-element Tensor ``lr`` reads as its value
+    (PyTorch's ``_to_scalar``), so the update kernels take it as a scalar input."""
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        return float(value.item())
+    return value
+
+
+def _new_step() -> Tensor:
+    """A fresh ``state["step"]``: PyTorch's 0-d float32 step counter."""
+    return tensor(0.0, dtype=D.float32)
+
+
+def _real_only(name: str, p: Tensor) -> None:
+    if p.is_complex():
+        raise NotImplementedError(f"{name}: complex parameters are not supported")
+
+
+def _lerp(start: Any, end: Any, weight: float) -> Any:
+    """``start.lerp(end, weight)`` by PyTorch's formula (from the nearer end), on Tensors."""
+    if abs(weight) < 0.5:
+        return start + (end - start) * weight
+    return end - (end - start) * (1 - weight)
 
 
 def _as_groups(params: Any) -> list[dict[str, Any]]:
