@@ -10,7 +10,9 @@ import numpy as np
 from scriptmod._creation import arange, full, tensor as _const
 from scriptmod._dispatch import dispatch
 from scriptmod._tensor_ops import where
+from scriptmod._traced_int import fixed
 from scriptmod.ir import dtypes
+from scriptmod.linalg import vector_norm
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.tensor import Tensor
@@ -52,18 +54,17 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
               out: Any = None) -> Tensor:
-    """x / max(||x||_p, eps) along ``dim`` (finite gradient at x == 0)."""
+    """x / max(||x||_p, eps) along ``dim``, torch's formula: the norm is the registry's
+    ``linalg_vector_norm`` for every p (negative, fractional, 0 and inf included), whose
+    gradient is 0 at a zero vector.
+
+        >>> F.normalize(scriptmod.tensor([[3.0, 4.0]]))
+        tensor([[0.6000, 0.8000]])
+    """
     if out is not None:
         raise NotImplementedError("normalize: out= is not supported")
-    if p == 0 or math.isinf(p):   # count of non-zeros, max or min |x| (torch's vector norms)
-        a = input.abs()
-        norm = ((input != 0).sum(dim=dim, keepdim=True).to(input.dtype) if p == 0 else
-                a.amax(dim=dim, keepdim=True) if p > 0 else a.amin(dim=dim, keepdim=True))
-        return input / norm.clamp(min=eps)
-    powered = input * input if p == 2 else input.abs() ** p
-    total = powered.sum(dim=dim, keepdim=True).clamp(min=eps ** p)
-    norm = total.sqrt() if p == 2 else total ** (1.0 / p)
-    return input / norm
+    norm = vector_norm(input, p, dim, keepdim=True)
+    return input / norm.clamp(min=eps)
 
 
 def _embedding_renorm_(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float) -> None:
@@ -111,26 +112,72 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # ---- padding --------------------------------------------------------------------------------
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
 def _pad_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
-    """Source index of each output position along one dim, for the non-constant modes."""
+    """Source index of each output position along one dim of size ``n``, for the non-constant
+    modes; a negative side crops (torch's kernels: reflection about the input's ends,
+    circular padding wraps the cropped core)."""
+    if mode == "circular":
+        core = np.arange(max(-lo, 0), n - max(-hi, 0))
+        return core[np.arange(-max(lo, 0), len(core) + max(hi, 0)) % max(len(core), 1)]
     pos = np.arange(-lo, n + hi)
     if mode == "replicate":
         return np.clip(pos, 0, n - 1)
-    if mode == "circular":
-        if lo > n or hi > n:
-            raise ShapeError("pad: circular padding may wrap around at most once")
-        return pos % n
-    if lo >= n or hi >= n:
-        raise ShapeError(f"pad: padding ({lo}, {hi}) should be less than the corresponding "
-                         f"input dimension {n} for reflect padding")
     period = 2 * (n - 1) if n > 1 else 1
     m = np.abs(pos) % period
     return np.where(m >= n, period - m, m)
 
 
+def _pad_edges(x: Tensor, d: int, lo: int, hi: int, mode: str) -> Tensor:
+    """Non-constant padding of dim ``d`` by amounts >= 0 that fit in it: ``x`` between the
+    slices each mode copies (slices of a traced size stay symbolic)."""
+    n = x.shape[d]
+
+    def side(amount: int, left: bool) -> Tensor:
+        if mode == "replicate":
+            edge = x.narrow(d, 0 if left else n - 1, 1)
+            return edge.expand(*[amount if i == d else -1 for i in range(x.dim())])
+        if mode == "reflect":
+            return x.narrow(d, 1 if left else n - 1 - amount, amount).flip(d)
+        return x.narrow(d, n - amount if left else 0, amount)     # circular
+
+    parts = ([side(lo, True)] if lo else []) + [x] + ([side(hi, False)] if hi else [])
+    return parts[0] if len(parts) == 1 else dispatch("cat", tuple(parts), {"dim": d})
+
+
+def _pad_mode(x: Tensor, d: int, lo: int, hi: int, mode: str) -> Tensor:
+    """Reflect, replicate or circular padding of dim ``d`` (negative amounts crop first)."""
+    n = x.shape[d]
+    if mode == "circular" and (lo > n or hi > n):
+        raise ShapeError("pad: padding value causes wrapping around more than once "
+                         f"(padding ({lo}, {hi}) of a dimension of size {n})")
+    if mode == "reflect" and (lo >= n or hi >= n):
+        raise ShapeError(f"pad: padding size should be less than the corresponding input "
+                         f"dimension for reflect padding, but got padding ({lo}, {hi}) of a "
+                         f"dimension of size {n}")
+    if n + lo + hi < 1:
+        raise ShapeError(f"pad: input of size {n} at dimension {d} is too small for padding "
+                         f"({lo}, {hi}): the output size would be {n + lo + hi}")
+    cut_lo, cut_hi, add_lo, add_hi = max(-lo, 0), max(-hi, 0), max(lo, 0), max(hi, 0)
+    core = n - cut_lo - cut_hi
+    reach = core - 1 if mode == "reflect" else core    # how far the copied slices may reach
+    if core >= 1 and (mode == "replicate" or max(add_lo, add_hi) <= reach):
+        if cut_lo or cut_hi:
+            x = x.narrow(d, cut_lo, core)
+        return _pad_edges(x, d, add_lo, add_hi, mode)
+    # the padding reaches into the cropped part: gather by index (the size is fixed)
+    index = _pad_index(fixed(n, "the size of a dim that pad crops and pads"), lo, hi, mode)
+    return x.index_select(d, _const(index, device=x.device))
+
+
 def _pad_constant(x: Tensor, d: int, lo: int, hi: int, value: float) -> Tensor:
     if lo < 0 or hi < 0:    # negative padding crops
         start, stop = max(-lo, 0), x.shape[d] - max(-hi, 0)
+        if stop < start:
+            raise ShapeError(f"pad: padding ({lo}, {hi}) crops more than the {x.shape[d]} "
+                             f"elements of dimension {d}")
         x = x.narrow(d, start, stop - start)
     parts = [x]
     for amount, at in ((lo, 0), (hi, 1)):
@@ -142,23 +189,53 @@ def _pad_constant(x: Tensor, d: int, lo: int, hi: int, value: float) -> Tensor:
     return parts[0] if len(parts) == 1 else dispatch("cat", tuple(parts), {"dim": d})
 
 
+def _check_pad(input: Tensor, pad: Sequence[int], mode: str, value: float | None) -> list[int]:
+    """torch's argument checks of ``F.pad``; the amounts as Python ints."""
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"pad: unrecognised padding mode {mode!r}; expected one of "
+                                  f"{', '.join(map(repr, _PAD_MODES))}")
+    if any(isinstance(p, (bool, float)) for p in pad):
+        raise TypeError(f"pad(): argument 'pad' must be a tuple of ints, got {tuple(pad)}")
+    amounts = [int(p) for p in pad]
+    if len(amounts) % 2:
+        raise ShapeError(f"pad: padding length must be divisible by 2, got {len(amounts)}")
+    if len(amounts) > 2 * input.dim():
+        raise ShapeError(f"pad: padding length should be less than or equal to two times the "
+                         f"input dimension but got padding length {len(amounts)} and input of "
+                         f"dimension {input.dim()}")
+    if mode == "constant":
+        return amounts
+    if value:
+        raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    k = len(amounts) // 2
+    if k not in (1, 2, 3) or input.dim() not in (k + 1, k + 2):
+        raise NotImplementedError(f"pad: padding size {len(amounts)} is not supported for "
+                                  f"{input.dim()}D input tensor in mode {mode!r} (padding "
+                                  f"(left, right, ...) of k dims takes a (k+1)-D or (k+2)-D input)")
+    if mode != "circular" and 0 in tuple(input.shape)[-k - 1:]:   # all but a batch dim
+        raise ShapeError(f"pad: expected a tensor with possibly 0 batch size and other non-zero "
+                         f"dimensions for {mode} padding, got shape {tuple(input.shape)}")
+    return amounts
+
+
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
-    """Pad the last ``len(pad) // 2`` dims: ``pad = (left, right, top, bottom, ...)``."""
-    if len(pad) % 2 or len(pad) // 2 > input.dim():
-        raise ShapeError(f"pad: padding length must be even and at most 2 * input.dim() "
-                         f"({2 * input.dim()}), got {len(pad)}")
-    if mode not in ("constant", "reflect", "replicate", "circular"):
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported; expected 'constant', "
-                                  "'reflect', 'replicate' or 'circular'")
-    if mode != "constant" and value:
-        raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    """Pad the last ``len(pad) // 2`` dims: ``pad = (left, right, top, bottom, ...)``;
+    negative amounts crop. ``mode``: ``'constant'`` (``value``, default 0) on any rank,
+    ``'reflect'``, ``'replicate'`` and ``'circular'`` on 1 to 3 dims of a batched or
+    unbatched input, as torch. A decomposition: ``cat`` of the input with constant blocks
+    or with (flipped) slices of itself, so it traces (a traced size stays symbolic) and
+    differentiates.
+
+        >>> F.pad(scriptmod.tensor([[1.0, 2.0, 3.0]]), (2, 1), mode="reflect")
+        tensor([[3., 2., 1., 2., 3., 2.]])
+    """
+    amounts = _check_pad(input, pad, mode, value)
     out = input
-    for i in range(len(pad) // 2):
-        d, lo, hi = input.dim() - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1])
+    for i in range(len(amounts) // 2):
+        d, lo, hi = input.dim() - 1 - i, amounts[2 * i], amounts[2 * i + 1]
         if mode == "constant":
             out = _pad_constant(out, d, lo, hi, 0.0 if value is None else value)
         elif lo or hi:
-            idx = _const(_pad_index(out.shape[d], lo, hi, mode), device=out.device)
-            out = out.index_select(d, idx)
+            out = _pad_mode(out, d, lo, hi, mode)
     return out
