@@ -1,5 +1,6 @@
-"""``BatchNorm1d``/``BatchNorm2d`` (running stats, momentum, num_batches_tracked) and
-``LayerNorm``, with PyTorch's state-dict keys.
+"""``BatchNorm1d``/``2d``/``3d`` (running stats, momentum, num_batches_tracked) and their Lazy
+variants, ``LayerNorm``, ``GroupNorm``, ``RMSNorm`` and ``LocalResponseNorm``, with PyTorch's
+state-dict keys. ``_BatchNorm`` is PyTorch's ``_NormBase`` (InstanceNorm builds on it too).
 
     >>> nn.BatchNorm2d(16)
     BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
@@ -14,10 +15,12 @@ from scriptmod.nn import functional as F
 from scriptmod.nn import init
 from scriptmod.ir.errors import ShapeError
 from scriptmod.nn.module import Module
-from scriptmod.nn.parameter import Parameter, is_lazy
+from scriptmod.nn.parameter import (Parameter, UninitializedBuffer, UninitializedParameter,
+                                    is_lazy)
 from scriptmod.tensor import Tensor
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+           "LazyBatchNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"]
 
 
 def _affine_parameters(m: Module, shape: Sequence[int], weight: bool, bias: bool,
@@ -113,6 +116,93 @@ class BatchNorm2d(_BatchNorm):
     _ranks, _layout = (4,), "4-D (N, C, H, W)"
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over (N, C, D, H, W) input."""
+
+    _ranks, _layout = (5,), "5-D (N, C, D, H, W)"
+
+
+class _LazyNorm:
+    """The Lazy variant of a ``_BatchNorm`` subclass: ``num_features`` is the first input's
+    dim 1, and the module then becomes ``cls_to_become`` (PyTorch's ``_LazyNormBase``)."""
+
+    cls_to_become: type
+
+    def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        norm: Any = self
+        _BatchNorm.__init__(norm, 0, eps, momentum, False, False, device, dtype, bias=False)
+        norm.affine, norm.track_running_stats = affine, track_running_stats
+        kw = {"device": device, "dtype": dtype}
+        if affine:
+            norm.register_parameter("weight", UninitializedParameter(**kw))
+            if bias:
+                norm.register_parameter("bias", UninitializedParameter(**kw))
+        if track_running_stats:
+            norm.register_buffer("running_mean", UninitializedBuffer(**kw))
+            norm.register_buffer("running_var", UninitializedBuffer(**kw))
+            norm.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64, device=device))
+
+    def _lazy_members(self) -> list[Tensor]:
+        norm: Any = self
+        return [t for t in (norm.weight, norm.bias, norm.running_mean, norm.running_var)
+                if t is not None]
+
+    def has_uninitialized_params(self) -> bool:
+        return any(is_lazy(t) for t in self._lazy_members())
+
+    def reset_parameters(self) -> None:
+        norm: Any = self
+        if not self.has_uninitialized_params() and norm.num_features != 0:
+            _BatchNorm.reset_parameters(norm)
+
+    def _build(self, *inputs: Any, **kwargs: Any) -> bool | None:
+        """Materialize every lazy member with the first input's dim 1 and become
+        ``cls_to_become`` (the Module lazy-build hook); False when there is no input yet."""
+        norm: Any = self
+        if not self.has_uninitialized_params():
+            if norm.num_features == 0 and self._lazy_members():   # given by a checkpoint
+                norm.num_features = int(self._lazy_members()[0].shape[0])
+                norm.__class__ = self.cls_to_become
+            return None
+        if not inputs or not isinstance(inputs[0], Tensor):
+            return False
+        if inputs[0].dim() < 2:
+            raise ShapeError(f"{type(self).__name__}: expected an input with a channel dim 1, "
+                             f"got shape {tuple(inputs[0].shape)}")
+        norm.num_features = int(inputs[0].shape[1])
+        for t in self._lazy_members():
+            t.materialize((norm.num_features,))
+        self.reset_parameters()
+        norm.__class__ = self.cls_to_become
+        return None
+
+    initialize_parameters = _build
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._build(input)
+        return self.cls_to_become.forward(self, input)
+
+
+class LazyBatchNorm1d(_LazyNorm, BatchNorm1d):
+    """``BatchNorm1d`` with ``num_features`` taken from the first input."""
+
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNorm, BatchNorm2d):
+    """``BatchNorm2d`` with ``num_features`` taken from the first input."""
+
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNorm, BatchNorm3d):
+    """``BatchNorm3d`` with ``num_features`` taken from the first input."""
+
+    cls_to_become = BatchNorm3d
+
+
 class LayerNorm(Module):
     """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
 
@@ -145,3 +235,74 @@ class LayerNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class GroupNorm(Module):
+    """Normalize each group of ``num_channels // num_groups`` channels of each sample, then
+    scale and shift per channel."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        super().__init__()
+        if num_groups <= 0 or num_channels % num_groups != 0:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = \
+            num_groups, num_channels, eps, affine
+        kw = {"device": device, "dtype": dtype}
+        _affine_parameters(self, (num_channels,), affine, affine and bias, kw)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.affine}, bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2) + eps) over the trailing ``normalized_shape`` dims, times a learned
+    ``weight``; ``eps=None`` is the machine epsilon of the input's precision."""
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.register_parameter("weight", Parameter(empty(*self.normalized_shape, device=device,
+                                                          dtype=dtype))
+                                if elementwise_affine else None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class LocalResponseNorm(Module):
+    """x / (k + alpha * mean of x^2 over ``size`` neighbouring channels)^beta."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
