@@ -1,2 +1,461 @@
-"""Reference kernels of image resampling (interpolate, grid_sample, affine_grid, shuffles)."""
+"""Reference kernels of image resampling (interpolate, grid_sample, affine_grid).
+
+Every mode of ``upsample`` is separable: along each spatial dim, output ``o`` is a weighted
+sum of a few input positions, ``taps(...) -> (index (n_out, K), weight (n_out, K))``. The
+forward is one gather and weighted sum per dim, its adjoint (``upsample_grad``) one
+scatter-add (``bincount``) per dim. Positions and weights are computed in the precision
+PyTorch's CPU kernels use (float32 for float32 and half inputs, float64 for float64), so that
+a nearest pick or a linear weight on a boundary comes out as PyTorch's does.
+
+``grid_sampler`` takes its taps per output point: the same separable weights per dim, at
+coordinates read from the grid, combined over every tap of every dim.
+"""
 from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from scriptmod.ir.errors import ShapeError
+from . import kernel
+
+Taps = tuple[np.ndarray, np.ndarray]          # index (n_out, K) int64, weight (n_out, K)
+CUBIC_A = -0.75                                # PyTorch's (and OpenCV's) cubic convolution
+
+
+def opmath(dtype: Any) -> Any:
+    """The precision PyTorch computes source positions and weights in for ``dtype``."""
+    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+
+
+def widened(x: Any) -> Any:
+    """``x`` in float32 if it is float16 or bfloat16 (PyTorch computes those in float32)."""
+    half = x.dtype.kind == "f" and x.dtype.itemsize < 4 or x.dtype.name == "bfloat16"
+    return x.astype(np.float32) if half else x
+
+
+def _ratio(ft: Any, n_in: int, n_out: int, align_corners: bool, scale: float | None) -> Any:
+    """Input positions per output position (PyTorch's ``area_pixel_compute_scale``)."""
+    if align_corners:
+        return ft(n_in - 1) / ft(n_out - 1) if n_out > 1 else ft(0)
+    if scale is not None and scale > 0:
+        return ft(1.0 / scale)
+    return ft(n_in) / ft(n_out)
+
+
+def _source(ft: Any, ratio: Any, n_out: int, align_corners: bool, cubic: bool) -> np.ndarray:
+    """The real input position of every output position (``area_pixel_compute_source_index``):
+    pixel corners align, or pixel centres, clamped at 0 except for cubic."""
+    i = np.arange(n_out).astype(ft)
+    if align_corners:
+        return ratio * i
+    src = ratio * (i + ft(0.5)) - ft(0.5)
+    return src if cubic else np.maximum(src, ft(0))
+
+
+def _floorf(v: np.ndarray) -> np.ndarray:
+    """``floorf``: PyTorch floors positions in single precision, float64 ones too."""
+    return np.floor(v.astype(np.float32)).astype(np.int64)
+
+
+def _nearest(ft: Any, n_in: int, n_out: int, scale: float | None, exact: bool,
+             shortcut: bool) -> Taps:
+    if shortcut and not exact and n_out in (n_in, 2 * n_in):
+        return (np.arange(n_out) // (n_out // n_in))[:, None], np.ones((n_out, 1), ft)
+    ratio = _ratio(ft, n_in, n_out, False, scale)
+    if exact:
+        src = _source(ft, ratio, n_out, False, False) + ft(0.5)
+    else:
+        src = ratio * np.arange(n_out).astype(ft)
+    idx = np.minimum(_floorf(src), n_in - 1)
+    return idx[:, None], np.ones((n_out, 1), ft)
+
+
+def _index_and_lambda(src: np.ndarray, n_in: int) -> tuple[np.ndarray, np.ndarray]:
+    """``guard_index_and_lambda``: the tap left of ``src`` and the fraction past it."""
+    ft = src.dtype.type
+    idx = np.minimum(_floorf(src), n_in - 1)
+    return idx, np.clip(src - idx.astype(ft), ft(0), ft(1))
+
+
+def _linear(ft: Any, n_in: int, n_out: int, scale: float | None, align_corners: bool) -> Taps:
+    if n_in == n_out:
+        return np.arange(n_out)[:, None], np.ones((n_out, 1), ft)
+    ratio = _ratio(ft, n_in, n_out, align_corners, scale)
+    idx, lam = _index_and_lambda(_source(ft, ratio, n_out, align_corners, False), n_in)
+    nxt = idx + (idx < n_in - 1)
+    return np.stack([idx, nxt], 1), np.stack([ft(1) - lam, lam], 1)
+
+
+def cubic_weights(t: np.ndarray, a: float = CUBIC_A) -> np.ndarray:
+    """The four cubic-convolution weights of taps at -1, 0, 1, 2 for fraction ``t``."""
+    ft = t.dtype.type
+    a_ = ft(a)
+
+    def near(x: np.ndarray) -> np.ndarray:      # |x| <= 1
+        return ((a_ + ft(2)) * x - (a_ + ft(3))) * x * x + ft(1)
+
+    def far(x: np.ndarray) -> np.ndarray:       # 1 < |x| < 2
+        return ((a_ * x - ft(5) * a_) * x + ft(8) * a_) * x - ft(4) * a_
+
+    return np.stack([far(t + ft(1)), near(t), near(ft(1) - t), far(ft(2) - t)], -1)
+
+
+def cubic_weights_grad(t: np.ndarray, a: float = CUBIC_A) -> np.ndarray:
+    """d/dt of ``cubic_weights(t)``."""
+    ft = t.dtype.type
+    a_ = ft(a)
+
+    def near(x: np.ndarray) -> np.ndarray:
+        return (ft(3) * (a_ + ft(2)) * x - ft(2) * (a_ + ft(3))) * x
+
+    def far(x: np.ndarray) -> np.ndarray:
+        return (ft(3) * a_ * x - ft(10) * a_) * x + ft(8) * a_
+
+    return np.stack([far(t + ft(1)), near(t), -near(ft(1) - t), -far(ft(2) - t)], -1)
+
+
+def _cubic(ft: Any, n_in: int, n_out: int, scale: float | None, align_corners: bool) -> Taps:
+    ratio = _ratio(ft, n_in, n_out, align_corners, scale)
+    idx, t = _index_and_lambda(_source(ft, ratio, n_out, align_corners, True), n_in)
+    taps = np.clip(idx[:, None] + np.arange(-1, 3), 0, n_in - 1)
+    return taps, cubic_weights(t)
+
+
+def _area(ft: Any, n_in: int, n_out: int) -> Taps:
+    """Adaptive average pooling: output ``o`` averages inputs ``floor(o*n_in/n_out)`` up to
+    ``ceil((o+1)*n_in/n_out)``."""
+    o = np.arange(n_out)
+    start, end = o * n_in // n_out, ((o + 1) * n_in + n_out - 1) // n_out
+    k = np.arange(int((end - start).max(initial=1)))
+    idx = start[:, None] + k
+    inside = idx < end[:, None]
+    w = np.where(inside, ft(1) / (end - start)[:, None].astype(ft), ft(0)).astype(ft)
+    return np.where(inside, idx, start[:, None]), w
+
+
+def _sinc(x: np.ndarray) -> np.ndarray:
+    return np.sinc(x)
+
+
+# antialiasing filters of PyTorch's separable kernels: (support at scale 1, filter)
+_AA_FILTERS: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray]]] = {
+    "linear": (2, lambda x: np.maximum(1 - np.abs(x), 0)),
+    "cubic": (4, lambda x: _keys(np.abs(x))),
+    "lanczos": (6, lambda x: np.where(np.abs(x) < 3, _sinc(x) * _sinc(x / 3), 0)),
+}
+
+
+def _keys(x: np.ndarray) -> np.ndarray:
+    """Keys' cubic with a = -0.5 (Pillow's, which antialiased bicubic follows)."""
+    a = -0.5
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0))
+
+
+def _antialiased(ft: Any, mode: str, n_in: int, n_out: int, scale: float | None,
+                 align_corners: bool) -> Taps:
+    """PyTorch's (and Pillow's) antialiased resampling: the filter is stretched by the
+    downscale factor and its weights renormalized over the taps inside the image."""
+    size, fn = _AA_FILTERS[mode]
+    ratio = float(_ratio(ft, n_in, n_out, align_corners, scale))
+    support = size * 0.5 * ratio if ratio >= 1.0 else size * 0.5
+    inv = 1.0 / ratio if ratio >= 1.0 else 1.0
+    k_max = int(math.ceil(support)) * 2 + 1
+    center = ratio * (np.arange(n_out) + 0.5)
+    lo = np.maximum((center - support + 0.5).astype(np.int64), 0)
+    n = np.clip(np.minimum((center + support + 0.5).astype(np.int64), n_in) - lo, 0, k_max)
+    k = np.arange(k_max)
+    inside = k < n[:, None]
+    w = np.where(inside, fn((k + lo[:, None] - center[:, None] + 0.5) * inv), 0.0)
+    total = w.sum(1, keepdims=True)
+    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
+    return np.where(inside, np.minimum(lo[:, None] + k, n_in - 1), lo[:, None]), w.astype(ft)
+
+
+def taps(mode: str, n_in: int, n_out: int, scale: float | None, align_corners: bool,
+         antialias: bool, dtype: Any, shortcut: bool = True) -> Taps:
+    """The source positions and weights of one spatial dim of ``upsample``.
+
+    ``shortcut``: nearest mode copies (same size) or repeats each input twice (twice the
+    size) whatever the scale factor says, as PyTorch's nearest backward kernels at every
+    rank and its 2-D forward kernel do (its 1-D and 3-D forwards use the scale)."""
+    ft = opmath(dtype)
+    if antialias and n_in == n_out:     # PyTorch leaves such a dim as it is, whatever the scale
+        return np.arange(n_out)[:, None], np.ones((n_out, 1), ft)
+    if antialias:
+        return _antialiased(ft, mode, n_in, n_out, scale, align_corners)
+    if mode in ("nearest", "nearest-exact"):
+        return _nearest(ft, n_in, n_out, scale, mode == "nearest-exact", shortcut)
+    if mode == "linear":
+        return _linear(ft, n_in, n_out, scale, align_corners)
+    if mode == "cubic":
+        return _cubic(ft, n_in, n_out, scale, align_corners)
+    if mode == "area":
+        return _area(ft, n_in, n_out)
+    raise ValueError(f"upsample: unknown mode {mode!r}")
+
+
+def _coordinate_scales(n: int, scale_factor: Sequence[float] | None,
+                       recompute: bool) -> list[float | None]:
+    if scale_factor is None or recompute:
+        return [None] * n
+    return [float(s) for s in scale_factor]
+
+
+def _gather(xp: Any, x: Any, idx: np.ndarray, w: np.ndarray, axis: int, weighted: bool) -> Any:
+    """``out[..., o, ...] = sum_k x[..., idx[o, k], ...] * w[o, k]`` along ``axis``."""
+    shape = (-1,) + (1,) * (x.ndim - axis - 1)
+    out = None
+    for k in range(idx.shape[1]):
+        part = xp.take(x, xp.asarray(idx[:, k]), axis=axis)
+        if weighted:
+            part = part * xp.asarray(w[:, k].astype(x.dtype)).reshape(shape)
+        out = part if out is None else out + part
+    return out
+
+
+def _scatter(xp: Any, g: Any, idx: np.ndarray, w: np.ndarray, axis: int, n_in: int) -> Any:
+    """The adjoint of ``_gather``: add ``g[..., o, ...] * w[o, k]`` into position
+    ``idx[o, k]`` along ``axis`` (one ``bincount`` over all taps)."""
+    moved = xp.moveaxis(g, axis, -1)
+    lead, n_out = moved.shape[:-1], moved.shape[-1]
+    rows = int(np.prod(lead, dtype=np.int64))
+    flat = moved.reshape(rows, n_out, 1) * xp.asarray(w)
+    where = xp.arange(rows).reshape(rows, 1, 1) * n_in + xp.asarray(idx)
+    out = xp.bincount(where.ravel(), flat.ravel(), minlength=rows * n_in)
+    return xp.moveaxis(out.astype(g.dtype).reshape(lead + (n_in,)), -1, axis)
+
+
+def _spatial(x: Any, n: int, name: str) -> None:
+    if x.ndim < n + 1 or n == 0:
+        raise ShapeError(f"{name}: expected an input with {n} spatial dims after (N, C), "
+                         f"got shape {tuple(x.shape)}")
+
+
+@kernel("upsample")
+def _upsample(xp: Any, x: Any, size: Sequence[int], mode: str,
+              scale_factor: Sequence[float] | None = None, recompute_scale_factor: bool = False,
+              align_corners: bool = False, antialias: bool = False) -> Any:
+    n = len(size) if len(size) else len(scale_factor or ())
+    _spatial(x, n, "upsample")
+    sizes_in = x.shape[x.ndim - n:]
+    if len(size):
+        sizes_out = [int(s) for s in size]
+    else:
+        sizes_out = [int(d * float(s)) for d, s in zip(sizes_in, scale_factor or ())]
+    if mode != "area" and (min(sizes_out) <= 0 or min(sizes_in) <= 0):
+        names = ("D", "H", "W")[3 - n:]
+        raise ShapeError(f"Input and output sizes should be greater than 0, but got input "
+                         f"({', '.join(f'{a}: {b}' for a, b in zip(names, sizes_in))}) output "
+                         f"({', '.join(f'{a}: {b}' for a, b in zip(names, sizes_out))})")
+    weighted = mode not in ("nearest", "nearest-exact")
+    x = widened(x) if weighted else x
+    if weighted and x.dtype.kind not in "fc":
+        raise NotImplementedError(f"upsample: mode {mode!r} on {x.dtype} inputs is not "
+                                  f"supported (float inputs only)")
+    scales = _coordinate_scales(n, scale_factor, recompute_scale_factor)
+    for d in reversed(range(n)):
+        axis = x.ndim - n + d
+        idx, w = taps(mode, sizes_in[d], sizes_out[d], scales[d], align_corners, antialias,
+                      x.dtype, shortcut=n == 2)
+        x = _gather(xp, x, idx, w, axis, weighted)
+    return x
+
+
+@kernel("upsample_grad")
+def _upsample_grad(xp: Any, g: Any, input_size: Sequence[int], mode: str,
+                   scales: Sequence[float] | None = None, align_corners: bool = False,
+                   antialias: bool = False) -> Any:
+    n = len(input_size) - 2
+    g = widened(g)
+    sizes_in, sizes_out = [int(s) for s in input_size[2:]], g.shape[g.ndim - n:]
+    coordinate = _coordinate_scales(n, scales, False)
+    for d in range(n):
+        axis = g.ndim - n + d
+        idx, w = taps(mode, sizes_in[d], sizes_out[d], coordinate[d], align_corners, antialias,
+                      g.dtype)
+        g = _scatter(xp, g, idx, w, axis, sizes_in[d])
+    return g
+
+
+# ---- grid sampling ------------------------------------------------------------------------
+def _unnormalize(ft: Any, coord: Any, size: int, align_corners: bool) -> tuple[Any, Any]:
+    """Grid coordinate in [-1, 1] -> pixel coordinate, and d(pixel)/d(grid)."""
+    if align_corners:
+        return (coord + ft(1)) / ft(2) * ft(size - 1), ft(size - 1) / ft(2)
+    return ((coord + ft(1)) * ft(size) - ft(1)) / ft(2), ft(size) / ft(2)
+
+
+def _reflect(xp: Any, c: Any, twice_low: int, twice_high: int) -> tuple[Any, Any]:
+    """Reflect ``c`` into [low, high] as often as needed; and the sign of d(out)/d(c)."""
+    ft = c.dtype.type
+    if twice_low == twice_high:
+        return xp.zeros_like(c), xp.zeros_like(c)
+    lo, span = ft(twice_low / 2), ft((twice_high - twice_low) / 2)
+    sign = xp.where(c < lo, ft(-1), ft(1))
+    c = xp.abs(c - lo)
+    extra, flips = xp.fmod(c, span), xp.floor(c / span)
+    even = flips % 2 == 0
+    return xp.where(even, extra + lo, span - extra + lo), xp.where(even, sign, -sign)
+
+
+def _pad_coordinates(xp: Any, c: Any, size: int, padding_mode: str,
+                     align_corners: bool) -> tuple[Any, Any]:
+    """``compute_coordinates``: border clips, reflection reflects then clips; and the
+    derivative of the result in ``c``. Non-finite or huge coordinates read nothing."""
+    ft = c.dtype.type
+    grad = xp.ones_like(c)
+    if padding_mode == "reflection":
+        c, grad = (_reflect(xp, c, 0, 2 * (size - 1)) if align_corners
+                   else _reflect(xp, c, -1, 2 * size - 1))
+    if padding_mode in ("border", "reflection"):
+        inside = (c > 0) & (c < size - 1)
+        grad = xp.where(inside, grad, ft(0))
+        c = xp.clip(c, ft(0), ft(size - 1))
+    bad = ~xp.isfinite(c) | (c > 2.0 ** 31 - 1) | (c < -(2.0 ** 31))
+    return xp.where(bad, ft(-100), c), grad
+
+
+def _grid_taps(xp: Any, coord: Any, size: int, mode: str, padding_mode: str,
+               align_corners: bool) -> list[tuple[Any, Any, Any, Any]]:
+    """One grid dim's taps: (index, inside, weight, d weight / d grid coordinate)."""
+    ft = coord.dtype.type
+    c, unit = _unnormalize(ft, coord, size, align_corners)
+    if mode == "bicubic":          # padding applies to each tap, not to the coordinate
+        lo = xp.floor(c)
+        t = c - lo
+        w, dw = cubic_weights(t), cubic_weights_grad(t)
+        out = []
+        for k in range(4):
+            tap, _ = _pad_coordinates(xp, lo + ft(k - 1), size, padding_mode, align_corners)
+            out.append((tap, w[..., k], dw[..., k] * unit))
+    else:
+        c, dpad = _pad_coordinates(xp, c, size, padding_mode, align_corners)
+        if mode == "nearest":
+            out = [(xp.rint(c), xp.ones_like(c), xp.zeros_like(c))]
+        else:
+            lo = xp.floor(c)
+            frac = c - lo
+            out = [(lo, ft(1) - frac, -dpad * unit), (lo + ft(1), frac, dpad * unit)]
+    result = []
+    for tap, w, dw in out:
+        inside = (tap >= 0) & (tap <= size - 1)
+        result.append((xp.where(inside, tap, 0).astype(np.int64), inside, w, dw))
+    return result
+
+
+def _grid_args(x: Any, grid: Any, mode: str) -> int:
+    n = x.ndim - 2
+    if x.ndim not in (4, 5) or grid.ndim != x.ndim or grid.shape[-1] != n \
+            or grid.shape[0] != x.shape[0]:
+        raise ShapeError(f"grid_sampler: expected a 4-D input with an (N, H, W, 2) grid or a "
+                         f"5-D input with an (N, D, H, W, 3) grid of the same N, got input "
+                         f"{tuple(x.shape)} and grid {tuple(grid.shape)}")
+    if mode == "bicubic" and n != 2:
+        raise ShapeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    return n
+
+
+def _combinations(xp: Any, x: Any, grid: Any, mode: str, padding_mode: str,
+                  align_corners: bool) -> Any:
+    """Every combination of one tap per dim: (flat index (N, P), inside, weights per dim,
+    weight derivatives per dim), with the grid's dims (x, y[, z]) matched to W, H[, D]."""
+    n = x.ndim - 2
+    sizes = x.shape[2:]
+    pts = grid.reshape(grid.shape[0], -1, n)
+    per_dim = [_grid_taps(xp, pts[..., n - 1 - d], sizes[d], mode, padding_mode, align_corners)
+               for d in range(n)]
+    strides = [int(np.prod(sizes[d + 1:], dtype=np.int64)) for d in range(n)]
+    for combo in itertools.product(*per_dim):
+        flat = sum(t[0] * s for t, s in zip(combo, strides))
+        inside = combo[0][1]
+        for t in combo[1:]:
+            inside = inside & t[1]
+        yield flat, inside, [t[2] for t in combo], [t[3] for t in combo]
+
+
+@kernel("grid_sampler")
+def _grid_sampler(xp: Any, x: Any, grid: Any, mode: str = "bilinear",
+                  padding_mode: str = "zeros", align_corners: bool = False) -> Any:
+    _grid_args(x, grid, mode)
+    x = widened(x)
+    grid = grid.astype(x.dtype, copy=False)
+    nb, ch = x.shape[:2]
+    src = x.reshape(nb, ch, -1)
+    out = None
+    for flat, inside, ws, _ in _combinations(xp, x, grid, mode, padding_mode, align_corners):
+        w = xp.where(inside, _product(ws), 0)
+        part = xp.take_along_axis(src, flat[:, None, :], axis=2) * w[:, None, :]
+        out = part if out is None else out + part
+    return out.reshape((nb, ch) + grid.shape[1:-1])
+
+
+def _product(factors: Sequence[Any]) -> Any:
+    out = factors[0]
+    for f in factors[1:]:
+        out = out * f
+    return out
+
+
+@kernel("grid_sampler_grad")
+def _grid_sampler_grad(xp: Any, g: Any, x: Any, grid: Any, mode: str = "bilinear",
+                       padding_mode: str = "zeros", align_corners: bool = False) -> Any:
+    n = _grid_args(x, grid, mode)
+    g, x = widened(g), widened(x)
+    nb, ch = x.shape[:2]
+    src, gy = x.reshape(nb, ch, -1), g.reshape(nb, ch, -1)
+    count = src.shape[2]
+    gx = xp.zeros(nb * ch * count, np.float64)
+    ggrid = xp.zeros(grid.shape[:1] + (gy.shape[2], n), x.dtype)
+    rows = (xp.arange(nb * ch) * count).reshape(nb, ch, 1)
+    for flat, inside, ws, dws in _combinations(xp, x, grid.astype(x.dtype, copy=False), mode,
+                                               padding_mode, align_corners):
+        w = xp.where(inside, _product(ws), 0)
+        gx += xp.bincount((rows + flat[:, None, :]).ravel(), (gy * w[:, None, :]).ravel(),
+                          minlength=gx.size)
+        if mode == "nearest":
+            continue
+        dot = (xp.take_along_axis(src, flat[:, None, :], axis=2) * gy).sum(1)
+        dot = xp.where(inside, dot, 0)
+        for d in range(n):         # grid component n-1-d moves dim d
+            dw = _product([dws[e] if e == d else ws[e] for e in range(n)])
+            ggrid[..., n - 1 - d] += dot * dw
+    return gx.astype(x.dtype).reshape(x.shape), ggrid.reshape(grid.shape).astype(grid.dtype)
+
+
+# ---- affine grids -------------------------------------------------------------------------
+def base_grid(xp: Any, sizes: Sequence[int], align_corners: bool, dtype: Any) -> Any:
+    """The identity grid of spatial ``sizes`` (D, H, W or H, W): (*sizes, n + 1) holding
+    (x, y[, z], 1), each coordinate evenly spaced over [-1, 1] (pixel centres without
+    ``align_corners``)."""
+    n = len(sizes)
+    axes = []
+    for size in sizes:
+        if size <= 1:
+            axes.append(xp.zeros(size, dtype))
+            continue
+        line = xp.linspace(-1.0, 1.0, size).astype(dtype)
+        axes.append(line if align_corners else line * dtype(size - 1) / dtype(size))
+    out = xp.ones(tuple(sizes) + (n + 1,), dtype)
+    mesh = xp.meshgrid(*axes, indexing="ij")
+    for d in range(n):
+        out[..., n - 1 - d] = mesh[d]
+    return out
+
+
+@kernel("affine_grid")
+def _affine_grid(xp: Any, theta: Any, size: Sequence[int], align_corners: bool = False) -> Any:
+    sizes = [int(s) for s in size[2:]]
+    n = len(sizes)
+    if theta.ndim != 3 or theta.shape[1:] != (n, n + 1) or theta.shape[0] != int(size[0]):
+        raise ShapeError(f"affine_grid: expected a batch of {n}D affine matrices of shape "
+                         f"({int(size[0])}, {n}, {n + 1}) for size {list(map(int, size))}, got "
+                         f"{tuple(theta.shape)}")
+    theta = widened(theta)
+    base = base_grid(xp, sizes, align_corners, theta.dtype.type).reshape(-1, n + 1)
+    out = xp.einsum("pk,nik->npi", base, theta)
+    return out.reshape((theta.shape[0],) + tuple(sizes) + (n,))
