@@ -367,7 +367,10 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 
 def softsign(input: Tensor) -> Tensor:
-    """x / (1 + |x|) (true division: an integer input gives a float result, as in PyTorch)."""
+    """x / (1 + |x|) (true division: an integer input gives a float result, as in PyTorch;
+    a bool one has no abs there)."""
+    if input.dtype is dtypes.bool_:
+        raise no_kernel("abs", input.dtype)
     return input / (input.abs() + 1)
 
 

@@ -45,7 +45,7 @@ def _feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * mask
 
 
-def _channelwise(name: str, input: Tensor, p: float, training: bool, inplace: bool,
+def _channelwise(input: Tensor, p: float, training: bool, inplace: bool,
                  batched: bool) -> Tensor:
     """Feature dropout of ``input``, an unbatched one seen as a batch of one."""
     _check_p(p)
@@ -67,7 +67,7 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
                          f"input. Note that dropout1d exists to provide channel-wise dropout on "
                          f"inputs with 1 spatial dimension, a channel dimension, and an optional "
                          f"batch dimension (i.e. 2D or 3D inputs).")
-    return _channelwise("dropout1d", input, p, training, inplace, input.dim() == 3)
+    return _channelwise(input, p, training, inplace, input.dim() == 3)
 
 
 def _deprecated_rank(name: str, ndim: int, spatial: int) -> None:
@@ -93,7 +93,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
                       "a future release to interpret the input as one without a batch dimension, "
                       "i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, "
                       "please switch to using dropout1d instead.", stacklevel=2)
-    return _channelwise("dropout2d", input, p, training, inplace, True)
+    return _channelwise(input, p, training, inplace, True)
 
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
@@ -103,7 +103,7 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
     _check_p(p)
     if input.dim() not in (4, 5):
         _deprecated_rank("dropout3d", input.dim(), 3)
-    return _channelwise("dropout3d", input, p, training, inplace, input.dim() == 5)
+    return _channelwise(input, p, training, inplace, input.dim() == 5)
 
 
 def _alpha(input: Tensor, p: float, training: bool, inplace: bool,
