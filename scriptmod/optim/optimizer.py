@@ -23,6 +23,9 @@ from scriptmod.autograd.grad_mode import enable_grad, no_grad
 from scriptmod.ir import dtypes as D
 from scriptmod.optim import _fused
 from scriptmod.optim._fused import Plan
+from scriptmod.optim._hooks import (OptimizerHooks, hooked_step,  # noqa: F401
+                                    register_optimizer_step_post_hook,
+                                    register_optimizer_step_pre_hook)
 from scriptmod.runtime.trees import rebuilt
 from scriptmod.tensor import Tensor
 
@@ -85,10 +88,12 @@ def _as_groups(params: Any) -> list[dict[str, Any]]:
     return groups
 
 
-class Optimizer:
-    """Base class: subclasses pass ``defaults`` and implement ``step``."""
+class Optimizer(OptimizerHooks):
+    """Base class: subclasses pass ``defaults`` and implement ``step`` (or ``_prepare`` and
+    ``_math``, or ``_update``); step and state-dict hooks as PyTorch's (``optim._hooks``)."""
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        self._init_hooks()
         self.defaults = defaults
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
@@ -100,6 +105,7 @@ class Optimizer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._init_hooks()
 
     def __repr__(self) -> str:
         lines = [self.__class__.__name__ + " ("]
@@ -158,12 +164,14 @@ class Optimizer:
                     p.grad = p.grad.detach()
                     p.grad.zero_()
 
+    @hooked_step
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient; returns ``closure()``."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
+            _check_capturable(group, params)
             if self._fusable() and _fused.use_fast_path(group, params):
                 for p in params:
                     plan = self._prepare(p, group)
@@ -227,6 +235,9 @@ class Optimizer:
     # ---- state dicts -----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: per-param state}, "param_groups": [...]}`` (PyTorch's format)."""
+        return self._state_dict_hooks_around(self._build_state_dict)
+
+    def _build_state_dict(self) -> dict[str, Any]:
         ids: dict[int, int] = {}
         groups = []
         for group in self.param_groups:
@@ -248,7 +259,7 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a dict made by ``state_dict`` (ours or PyTorch's, arrays as tensors)."""
-        state_dict = _copy_all(state_dict)
+        state_dict = self._load_pre_hooks(_copy_all(state_dict))
         groups = state_dict["param_groups"]
         self._check_loadable(groups)
         id_map = {old: p for theirs, mine in zip(groups, self.param_groups)
@@ -268,6 +279,14 @@ class Optimizer:
                 theirs["param_names"] = mine["param_names"]
             new_groups.append(theirs)
         self.state, self.param_groups = state, new_groups
+        self._load_post_hooks()
+
+
+def _check_capturable(group: dict[str, Any], params: list[Tensor]) -> None:
+    """PyTorch's refusal of ``capturable=True`` (CUDA-graph capture) for CPU parameters."""
+    if group.get("capturable") and any(p.device.type == "cpu" for p in params):
+        raise AssertionError("If capturable=True, params and state_steps must be on supported "
+                             "devices: ['cuda'].")
 
 
 def _copy_all(obj: Any) -> Any:
