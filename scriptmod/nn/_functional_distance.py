@@ -1,9 +1,26 @@
-"""Distances and similarities of ``scriptmod.nn.functional`` (re-exported by it)."""
+"""Distances and similarities of ``scriptmod.nn.functional`` (re-exported by it).
+
+All are decompositions into ``linalg_vector_norm`` (whose derivative is torch's
+``norm_backward``: 0 at a zero vector) and elementwise ops, so they trace, fuse and export.
+"""
 from __future__ import annotations
 
+import numpy as np
+
+from scriptmod._creation import tensor as _const
+from scriptmod.linalg import vector_norm
+from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 
-__all__ = ["cosine_similarity"]
+__all__ = ["cosine_similarity", "pairwise_distance", "pdist"]
+
+
+def _clamped_norm(x: Tensor, dim: int, eps: float) -> Tensor:
+    """``||x||`` along ``dim`` clamped below at ``eps`` with the gradient of the unclamped
+    norm, as torch clamps it in place under ``no_grad``."""
+    norm = vector_norm(x, 2, dim, keepdim=True)
+    return norm + (norm.clamp(min=eps) - norm).detach()
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
@@ -13,8 +30,39 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     >>> F.cosine_similarity(scriptmod.tensor([[1.0, 0.0]]), scriptmod.tensor([[1.0, 1.0]]))
     tensor([0.7071])
     """
-    shape = list((x1 + x2).shape)   # the broadcast shape (torch expands both to it)
-    a, b = x1.expand(shape), x2.expand(shape)
-    na = (a * a).sum(dim=dim, keepdim=True).sqrt().clamp(min=eps)
-    nb = (b * b).sum(dim=dim, keepdim=True).sqrt().clamp(min=eps)
-    return ((a / na) * (b / nb)).sum(dim=dim)
+    joint = x1 + x2       # its shape and dtype are the broadcast and promoted ones
+    common, shape = joint.dtype, list(joint.shape)
+    if common.category < D.FLOAT:
+        raise DTypeError(f"cosine_similarity: expected common dtype to be floating point, yet "
+                         f"common dtype is {common.name}")
+    a, b = x1.to(common).expand(shape), x2.to(common).expand(shape)
+    return ((a / _clamped_norm(a, dim, eps)) * (b / _clamped_norm(b, dim, eps))).sum(dim=dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """The ``p``-norm of ``x1 - x2 + eps`` over the last dimension of the broadcast pair.
+
+    >>> F.pairwise_distance(scriptmod.tensor([[0.0, 0.0]]), scriptmod.tensor([[3.0, 4.0]]), eps=0)
+    tensor([5.])
+    """
+    return vector_norm(x1 - x2 + eps, p, -1, keepdim=keepdim)
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distance between every pair of rows ``i < j`` of an (N, M) ``input``,
+    in row-major order of the pairs: N (N - 1) / 2 values.
+
+    >>> F.pdist(scriptmod.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]]))
+    tensor([5.0000, 1.0000, 4.2426])
+    """
+    if input.dim() != 2:
+        raise ShapeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
+    if p < 0:
+        raise ValueError(f"pdist only supports non-negative p values, got p={p}")
+    if input.dtype.category < D.FLOAT:
+        raise DTypeError(f"pdist only supports floating-point dtypes, got {input.dtype.name}")
+    rows, cols = np.triu_indices(int(input.shape[0]), 1)
+    first = input.index_select(0, _const(rows.astype(np.int64)))
+    second = input.index_select(0, _const(cols.astype(np.int64)))
+    return vector_norm(first - second, p, 1)
