@@ -81,7 +81,8 @@ class _BatchNorm(Module):
                                       unexpected_keys, error_msgs)
 
     def _check_input_dim(self, input: Tensor) -> None:
-        if input.dim() not in self._ranks or input.shape[1] != self.num_features:
+        per_channel = self.weight is not None or self.running_mean is not None
+        if input.dim() not in self._ranks or per_channel and input.shape[1] != self.num_features:
             raise ShapeError(f"{type(self).__name__}: expected {self._layout} input with "
                              f"C={self.num_features}, got shape {tuple(input.shape)}")
 
@@ -162,8 +163,10 @@ class _LazyNorm:
         ``cls_to_become`` (the Module lazy-build hook); False when there is no input yet."""
         norm: Any = self
         if not self.has_uninitialized_params():
-            if norm.num_features == 0 and self._lazy_members():   # given by a checkpoint
-                norm.num_features = int(self._lazy_members()[0].shape[0])
+            members = self._lazy_members()
+            if members or inputs:   # given by a checkpoint, or nothing to build (no affine,
+                if members:         # no running stats): PyTorch keeps num_features 0 then
+                    norm.num_features = int(members[0].shape[0])
                 norm.__class__ = self.cls_to_become
             return None
         if not inputs or not isinstance(inputs[0], Tensor):
@@ -181,8 +184,9 @@ class _LazyNorm:
     initialize_parameters = _build
 
     def forward(self, input: Tensor) -> Tensor:
+        plain = self.cls_to_become
         self._build(input)
-        return self.cls_to_become.forward(self, input)
+        return plain.forward(self, input)
 
 
 class LazyBatchNorm1d(_LazyNorm, BatchNorm1d):
