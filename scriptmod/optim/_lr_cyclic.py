@@ -5,7 +5,7 @@ formulas and state-dict contents.
     >>> opt = scriptmod.optim.SGD(nn.Linear(4, 2).parameters(), lr=0.1, momentum=0.9)
     >>> sched = OneCycleLR(opt, max_lr=1.0, total_steps=10)
     >>> sched.get_last_lr(), opt.param_groups[0]["momentum"]
-    ([0.04], 0.95)
+    ([0.04...], 0.95)
 """
 from __future__ import annotations
 
