@@ -3,6 +3,7 @@ random, so their statistics, the channel structure of the mask, eval identity, t
 and errors of PyTorch, gradients, and train/eval after tracing."""
 from __future__ import annotations
 
+import io
 import warnings
 
 import numpy as np
@@ -91,3 +92,18 @@ def test_modules_reprs_and_train_eval_after_tracing() -> None:
     m.eval()
     x = sm.randn(4, 3)
     np.testing.assert_array_equal(arr(m(x)), arr(x))
+
+
+def test_onnx_export_in_eval_runs_the_norm_and_dropout_layers() -> None:
+    ort = pytest.importorskip("onnxruntime")
+    model = nn.Sequential(nn.GroupNorm(2, 4), nn.Dropout1d(), nn.InstanceNorm1d(4),
+                          nn.LocalResponseNorm(3), nn.RMSNorm(3), nn.Mish(), nn.GLU(1))
+    model.eval()
+    x = sm.randn(2, 4, 3)
+    buf = io.BytesIO()
+    sm.onnx.export(model, buf, (x,), input_names=["x"])
+    got = ort.InferenceSession(buf.getvalue()).run(None, {"x": x.numpy()})[0]
+    np.testing.assert_allclose(got, arr(model(x)), rtol=1e-5, atol=1e-6)
+    model.train()
+    with pytest.raises(Exception, match="call model.eval"):
+        sm.onnx.export(model, io.BytesIO(), (x,))
