@@ -2,7 +2,6 @@
 ``scriptmod.nn.functional`` (re-exported by it)."""
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -18,7 +17,8 @@ from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod.nn._functional_activation import _apply, _tracing
 
-__all__ = ["linear", "dropout", "normalize", "embedding", "one_hot", "pad"]
+__all__ = ["linear", "bilinear", "dropout", "normalize", "embedding", "embedding_bag",
+           "one_hot", "pad"]
 
 
 # ---- linear, convolution, pooling --------------------------------------------------------
@@ -41,6 +41,45 @@ def _check_linear_dtypes(input: Tensor, weight: Tensor, bias: Tensor | None) -> 
     if bias is not None and bias.dtype is not weight.dtype:
         raise DTypeError(f"self and mat2 must have the same dtype, but got {bias.dtype.short} "
                          f"and {weight.dtype.short}")
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
+             bias: Tensor | None = None) -> Tensor:
+    """y_k = x1^T A_k x2 + b_k over matching leading dims: ``input1`` (*, in1), ``input2``
+    (*, in2), ``weight`` (out, in1, in2), ``bias`` (out). One GEMM of ``input1`` by the
+    weight laid out as (in1, out * in2), then a product with ``input2`` summed over in2.
+
+        >>> F.bilinear(scriptmod.ones(2, 3), scriptmod.ones(2, 4), scriptmod.ones(5, 3, 4)).shape
+        scriptmod.Size([2, 5])
+    """
+    _check_bilinear(input1, input2, weight, bias)
+    out_f, in1, in2 = weight.shape
+    table = weight.permute(1, 0, 2).reshape(in1, out_f * in2)
+    rows = input1.matmul(table).unflatten(-1, (out_f, in2))    # (*, out, in2)
+    out = (rows * input2.unsqueeze(-2)).sum(dim=-1)
+    return out if bias is None else out + bias
+
+
+def _check_bilinear(x1: Tensor, x2: Tensor, weight: Tensor, bias: Tensor | None) -> None:
+    """torch's argument checks of ``F.bilinear``."""
+    if weight.dim() != 3:
+        raise ShapeError(f"bilinear(): weight must be three-dimensional, got shape "
+                         f"{tuple(weight.shape)}")
+    if x1.dim() != x2.dim():
+        raise ShapeError(f"bilinear(): input dimensions do not match: got {x1.dim()} and "
+                         f"{x2.dim()}")
+    for d in range(x1.dim() - 1):
+        if x1.shape[d] != x2.shape[d]:
+            raise ShapeError(f"bilinear(): input batch dimensions do not match at dim {d}: "
+                             f"got {x1.shape[d]} and {x2.shape[d]}")
+    for i, (x, wd) in enumerate(((x1, 1), (x2, 2)), start=1):
+        if x.dim() == 0 or x.shape[-1] != weight.shape[wd]:
+            raise ShapeError(f"bilinear(): input{i} size does not match weight size: got "
+                             f"{x.shape[-1] if x.dim() else 'a 0-d tensor'} but expected "
+                             f"{weight.shape[wd]}")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]):
+        raise ShapeError(f"bilinear(): bias size does not match weight size: got "
+                         f"{tuple(bias.shape)} but expected ({weight.shape[0]},)")
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -68,32 +107,120 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
 
 
 def _embedding_renorm_(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float) -> None:
+    """torch's ``embedding_renorm_``: the rows ``idx`` picks whose ``norm_type``-norm exceeds
+    ``max_norm`` are scaled in place to norm ``max_norm`` (over ``max_norm / (norm + 1e-7)``)."""
     with grad_mode.no_grad():
         flat = idx.reshape(-1)
         rows = weight.index_select(0, flat)
-        norms = (rows.abs() ** norm_type).sum(dim=1, keepdim=True) ** (1.0 / norm_type)
+        norms = vector_norm(rows, norm_type, 1, keepdim=True)
         scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).to(weight.dtype)
         weight[flat] = rows * scale
+
+
+def _padding_index(padding_idx: int | None, n: int, fn: str) -> int | None:
+    """``padding_idx`` in [0, n) (a negative one counts from the end), or None."""
+    if padding_idx is None:
+        return None
+    if not -n <= padding_idx < n:
+        raise ValueError(f"{fn}: padding_idx must be within num_embeddings ({n}), got "
+                         f"{padding_idx}")
+    return padding_idx % n
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
-    """Rows of ``weight`` picked by the integer ``input``; ``padding_idx`` gets no gradient."""
-    if sparse or scale_grad_by_freq:
-        raise NotImplementedError("embedding: sparse=True and scale_grad_by_freq=True are not "
-                                  "supported (scriptmod has no sparse gradients)")
+    """Rows of ``weight`` picked by the integer ``input``: shape ``input.shape + (dim,)``.
+
+    ``padding_idx``'s row gets no gradient; ``max_norm`` first renormalizes the picked rows of
+    ``weight`` in place (their ``norm_type``-norm at most ``max_norm``), as torch does;
+    ``scale_grad_by_freq`` divides each row's gradient by how often its index occurs in
+    ``input`` (the ``embedding_bag`` op over bags of one index). ``sparse=True`` is accepted
+    and gives the same gradient, dense (scriptmod has no sparse tensors).
+
+        >>> F.embedding(scriptmod.tensor([[0, 2]]), scriptmod.eye(3)).shape
+        scriptmod.Size([1, 2, 3])
+    """
     if weight.dim() != 2:
         raise ShapeError(f"embedding: 'weight' must be 2-D, got shape {tuple(weight.shape)}")
-    n = weight.shape[0]
-    if padding_idx is not None:
-        if not -n <= padding_idx < n:
-            raise ValueError(f"embedding: padding_idx must be within num_embeddings ({n}), "
-                             f"got {padding_idx}")
-        padding_idx = padding_idx % n
+    padding_idx = _padding_index(padding_idx, weight.shape[0], "embedding")
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
-    return dispatch("embedding", (weight, input), {"padding_idx": padding_idx})
+    if not scale_grad_by_freq:
+        return dispatch("embedding", (weight, input), {"padding_idx": padding_idx})
+    flat = input.reshape(-1)
+    rows = dispatch("embedding_bag", (weight, flat, arange(flat.shape[0], device=flat.device),
+                                      None), {"mode": "sum", "padding_idx": padding_idx,
+                                              "scale_grad_by_freq": True})
+    if padding_idx is not None:     # the padding row itself (a bag of it alone is zeros)
+        plain = dispatch("embedding", (weight, flat), {"padding_idx": padding_idx})
+        rows = where((flat == padding_idx).unsqueeze(-1), plain, rows)
+    return rows.reshape(*input.shape, weight.shape[1])
+
+
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def _bags_of(input: Tensor, offsets: Tensor | None,
+             per_sample_weights: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+    """torch's two input layouts as 1-D indices plus offsets: a 2-D input is one bag per
+    row (``offsets`` must be None), a 1-D one needs 1-D ``offsets``."""
+    if per_sample_weights is not None and tuple(per_sample_weights.shape) != tuple(input.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({tuple(per_sample_weights.shape)}"
+                         f") is not None, then it must have the same shape as the input "
+                         f"({tuple(input.shape)})")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: if input is 2D, then offsets has to be None, as "
+                             "input is treated is a mini-batch of fixed length sequences. "
+                             f"However, found offsets of type {type(offsets).__name__}")
+        starts = arange(input.shape[0], device=input.device) * input.shape[1]
+        flat_weights = None if per_sample_weights is None else per_sample_weights.reshape(-1)
+        return input.reshape(-1), starts, flat_weights
+    if input.dim() != 1:
+        raise ValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of "
+                         f"dimension {input.dim()}")
+    if offsets is None or offsets.dim() != 1:
+        got = "None" if offsets is None else f"a {offsets.dim()}D Tensor"
+        raise ValueError(f"embedding_bag: offsets has to be a 1D Tensor but got {got}")
+    return input, offsets, per_sample_weights
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
+                  max_norm: float | None = None, norm_type: float = 2.0,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """Sums, means or maxima of bags of ``weight``'s rows, without the (N, dim) rows between.
+
+    ``input`` is 2-D (B, L): B bags of L indices; or 1-D with ``offsets``, each bag's start
+    (with ``include_last_offset`` the last offset ends the last bag). ``per_sample_weights``
+    (``mode='sum'`` only) scales each picked row; indices equal to ``padding_idx`` are left
+    out (a mean divides by the rest; an empty bag is zeros). ``max_norm``,
+    ``scale_grad_by_freq`` and ``sparse`` as in ``embedding``. One registry op,
+    ``embedding_bag``.
+
+        >>> w = scriptmod.arange(6.0).reshape(3, 2)
+        >>> F.embedding_bag(scriptmod.tensor([0, 2, 1]), w, scriptmod.tensor([0, 2]), mode="sum")
+        tensor([[4., 6.],
+                [2., 3.]])
+    """
+    if weight.dim() != 2:
+        raise ValueError(f"embedding_bag: weight has to be a 2D Tensor, but got Tensor of "
+                         f"dimension {weight.dim()}")
+    if mode not in _BAG_MODES:
+        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
+                                  f"per_sample_weights is only supported for mode='sum' (got "
+                                  f"mode='{mode}')")
+    indices, starts, sample_weights = _bags_of(input, offsets, per_sample_weights)
+    if max_norm is not None:
+        _embedding_renorm_(weight, indices, max_norm, norm_type)
+    return dispatch("embedding_bag", (weight, indices, starts, sample_weights), {
+        "mode": mode, "include_last_offset": bool(include_last_offset),
+        "padding_idx": _padding_index(padding_idx, weight.shape[0], "embedding_bag"),
+        "scale_grad_by_freq": bool(scale_grad_by_freq)})
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

@@ -1,4 +1,5 @@
-"""``Linear`` (y = x W^T + b) and ``LazyLinear`` (in_features inferred on the first call).
+"""``Linear`` (y = x W^T + b), ``LazyLinear`` (in_features inferred on the first call) and
+``Bilinear`` (y = x1^T A x2 + b).
 
     >>> nn.Linear(4, 2)
     Linear(in_features=4, out_features=2, bias=True)
@@ -16,7 +17,7 @@ from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter, UninitializedParameter
 from scriptmod.tensor import Tensor
 
-__all__ = ["Linear", "NonDynamicallyQuantizableLinear", "LazyLinear"]
+__all__ = ["Linear", "NonDynamicallyQuantizableLinear", "LazyLinear", "Bilinear"]
 
 
 def reset_fan_in_uniform(weight: Tensor, bias: Tensor | None) -> None:
@@ -118,3 +119,41 @@ class LazyLinear(Linear):
     def forward(self, input: Tensor) -> Tensor:
         self._build(input)
         return Linear.forward(self, input)
+
+
+class Bilinear(Module):
+    """y_k = x1^T A_k x2 + b_k with A of shape (out_features, in1_features, in2_features).
+
+        >>> nn.Bilinear(3, 4, 2)(scriptmod.randn(5, 3), scriptmod.randn(5, 4)).shape
+        scriptmod.Size([5, 2])
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        self.weight = Parameter(empty(out_features, in1_features, in2_features, device=device,
+                                      dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """torch's: U(-1/sqrt(in1_features), 1/sqrt(in1_features)) on weight and bias."""
+        if self.in1_features <= 0:
+            raise ValueError(f"in1_features must be > 0, but got (in1_features="
+                             f"{self.in1_features})")
+        bound = 1 / math.sqrt(self.in1_features)
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
