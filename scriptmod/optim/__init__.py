@@ -9,7 +9,7 @@ state-dict format.
     >>> bool((model.weight != before).all()), model.weight.grad
     (True, None)
 """
-from scriptmod.optim import lr_scheduler  # noqa: F401
+from scriptmod.optim import lr_scheduler, swa_utils  # noqa: F401
 from scriptmod.optim.adadelta import Adadelta  # noqa: F401
 from scriptmod.optim.adafactor import Adafactor  # noqa: F401
 from scriptmod.optim.adagrad import Adagrad  # noqa: F401
@@ -28,4 +28,4 @@ from scriptmod.optim.sparse_adam import SparseAdam  # noqa: F401
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adafactor", "Adagrad", "Adamax",
            "ASGD", "LBFGS", "Muon", "NAdam", "RAdam", "RMSprop", "Rprop", "SparseAdam",
-           "lr_scheduler"]
+           "lr_scheduler", "swa_utils"]
