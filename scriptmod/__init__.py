@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import builtins as _builtins
+import math as _math
 
 __version__ = "0.1.0"
 
@@ -74,6 +75,26 @@ def can_cast(from_: dtype, to: dtype) -> "_builtins.bool":
     """Whether ``from_`` converts to ``to`` without leaving its kind (torch.can_cast)."""
     return from_.category <= to.category
 
+
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+
+
+def _assert(condition: object, message: str) -> None:
+    """``torch._assert``: raise ``AssertionError(message)`` when ``condition`` is false; a
+    one-element tensor counts by its value. Model code calls it to check its inputs, also
+    while being traced: then the check runs on the example input and leaves nothing in the
+    graph (as in ``torch.jit.trace``), so a traced model does not check later inputs.
+
+        >>> scriptmod._assert(x.dim() == 4, f"Expected (N, C, H, W), got {tuple(x.shape)}")
+    """
+    if isinstance(condition, Tensor):
+        if condition.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {condition.numel()} elements "
+                               f"is ambiguous")
+        condition = condition.numpy(force=True).item()   # a check: no trace-time read warning
+    if not condition:
+        raise AssertionError(message)
+
 # ---- subpackages (after the core above: they build on it) ------------------------------
 from scriptmod import func, jit, nn, optim  # noqa: E402,F401
 from scriptmod.serialization import load, save  # noqa: E402,F401
@@ -84,6 +105,7 @@ from scriptmod.ir.log import set_logs  # noqa: E402,F401  (SCRIPTMOD_LOG from Py
 # are imported on first use: they are not needed to run a model, and ``import scriptmod``
 # stays fast.
 _LAZY_SUBMODULES = frozenset({"linalg", "onnx", "profiler", "testing", "utils"})
+_LAZY_SUBMODULES |= {"fx"}   # torch.fx's decorators that model files call (``fx.wrap``)
 
 
 def __getattr__(name: str) -> object:
