@@ -171,3 +171,24 @@ def test_embedding_bag_with_offsets_traced_and_scripted() -> None:
     for compiled in (traced, scripted):
         np.testing.assert_allclose(compiled(idx, offsets).detach().numpy(),
                                    net(idx, offsets).detach().numpy(), rtol=1e-6)
+
+
+class _OtherArrays:
+    """NumPy under another name: the kernels' path for array modules without ``reduceat``
+    (CuPy), run on the CPU."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(np, name)
+
+
+@pytest.mark.parametrize("kw", [{"mode": "sum"}, {"mode": "mean", "padding_idx": 4},
+                                {"mode": "max", "padding_idx": 1},
+                                {"mode": "sum", "include_last_offset": True}], ids=str)
+def test_segment_reductions_without_reduceat_agree(kw: dict) -> None:
+    from scriptmod.runtime.kernels import KERNELS
+    args = (_WEIGHT, _IDX, _OFFSETS, None)
+    for op, inputs in (("embedding_bag", args),
+                       ("embedding_bag_grad", (np.ones((4 - kw.get("include_last_offset", 0), 3)),
+                                               *args))):
+        np.testing.assert_allclose(KERNELS[op](_OtherArrays(), *inputs, **kw),
+                                   KERNELS[op](np, *inputs, **kw), rtol=1e-12)
