@@ -14,6 +14,7 @@ from scriptmod import nn
 from scriptmod.optim import swa_utils
 
 torch = pytest.importorskip("torch")
+torch.set_num_threads(1)    # tiny tensors: threads only contend for the shared cores
 
 RNG = np.random.default_rng(0)
 WEIGHTS = [RNG.standard_normal((3, 4)) for _ in range(4)]
