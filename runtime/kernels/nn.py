@@ -132,6 +132,10 @@ def _average_factor(num_batches_tracked: Any, momentum: float | None) -> float:
 def _batch_norm(xp: Any, x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any,
                 training: bool, num_batches_tracked: Any = None, momentum: float | None = 0.1,
                 eps: float = 1e-5) -> Any:
+    if x.size == 0:     # an empty batch (PyTorch): counted, running stats untouched, a copy out
+        if training and running_mean is not None:
+            _average_factor(num_batches_tracked, momentum)
+        return x.copy()
     if x.ndim < 2:
         raise ShapeError(f"batch_norm: expected at least a 2-D input (N, C, ...), got {tuple(x.shape)}")
     c = x.shape[1]

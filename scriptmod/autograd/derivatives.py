@@ -464,6 +464,10 @@ def _dropout(ctx: Any, g: Tensor) -> tuple:
 @derivative("batch_norm", saves=(0, 1, 2, 3, 5))
 def _batch_norm(ctx: Any, g: Tensor) -> tuple:
     x, rm, rv, w, _, training, _ = ctx.inputs
+    if x.numel() == 0:      # an empty batch: the output was a copy of it
+        affine = tuple(None if meta is None else g.new_zeros(meta[0], dtype=meta[1])
+                       for meta in ctx.input_meta[3:5])
+        return (g, None, None) + affine + (None, None)
     eps = ctx.attrs["eps"]
     dims = [0] + list(range(2, x.ndim))
     shape = [1, x.shape[1]] + [1] * (x.ndim - 2)

@@ -185,7 +185,7 @@ def selu_(input: Tensor) -> Tensor:
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     if alpha == 0:
-        raise ZeroDivisionError("celu: alpha must not be 0 (the input is divided by it)")
+        raise ArgumentValueError("celu: alpha cannot be 0 for CELU (the input is divided by it)")
     return _apply(_floating(input, "celu"), _elu(alpha, 1.0, 1.0 / alpha), inplace)
 
 

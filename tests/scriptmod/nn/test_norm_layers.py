@@ -69,6 +69,12 @@ def test_batch_norm_on_an_empty_batch_copies_it_and_keeps_the_running_stats() ->
     assert tuple(x.grad.shape) == (0, 5, 9)
     np.testing.assert_array_equal(arr(m.weight.grad), np.zeros(5))
     assert tuple(F.batch_norm(sm.zeros(0), sm.zeros(0), sm.ones(0), training=True).shape) == (0,)
+    traced = sm.jit.trace(m, (sm.randn(4, 5, 9),), check_trace=False)   # the op itself
+    m.weight.grad = None
+    x = sm.zeros(0, 5, 9, requires_grad=True)
+    traced(x).sum().backward()
+    assert int(m.num_batches_tracked) == 3 and tuple(x.grad.shape) == (0, 5, 9)
+    np.testing.assert_array_equal(arr(m.weight.grad), np.zeros(5))
 
 
 CASES = {
