@@ -58,50 +58,74 @@ def _strong_wolfe(obj_func: Objective, x: list[Tensor], t: float, d: Tensor, f: 
                   ) -> tuple[float, Tensor, float, int]:
     """A step length ``t`` along ``d`` meeting the strong Wolfe conditions: the loss, flat
     gradient and step there, and how many evaluations it took."""
-    d_norm = float(d.abs().max())
-    g = g.clone()
-    f_new, g_new = obj_func(x, t, d)
-    evals, gtd_new = 1, float(g_new.dot(d))
-    t_prev, f_prev, g_prev, gtd_prev = 0.0, f, g, gtd
-    done, ls_iter, bracket = False, 0, None
-    while ls_iter < max_ls:                              # bracketing phase
-        armijo_fails = f_new > (f + c1 * t * gtd) or (ls_iter > 1 and f_new >= f_prev)
-        if not armijo_fails and abs(gtd_new) <= -c2 * gtd:
-            bracket, done = _Bracket([t], [f_new], [g_new], [gtd_new]), True
-            break
-        if armijo_fails or gtd_new >= 0:
-            bracket = _Bracket([t_prev, t], [f_prev, f_new], [g_prev, g_new.clone()],
-                               [gtd_prev, gtd_new])
-            break
-        t_prev, t = t, _cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
-                                          bounds=(t + 0.01 * (t - t_prev), t * 10))
-        f_prev, g_prev, gtd_prev = f_new, g_new.clone(), gtd_new
-        f_new, g_new = obj_func(x, t, d)
-        evals, gtd_new, ls_iter = evals + 1, float(g_new.dot(d)), ls_iter + 1
-    if ls_iter == max_ls:
-        bracket = _Bracket([0, t], [f, f_new], [g, g_new], [gtd, gtd_new])
-    assert bracket is not None
-    insuf_progress = False
-    low, high = bracket.ends()
-    while not done and ls_iter < max_ls:                 # zoom phase
-        if abs(bracket.t[1] - bracket.t[0]) * d_norm < tolerance_change:
-            break
-        t = _cubic_interpolate(bracket.t[0], bracket.f[0], bracket.gtd[0],
-                               bracket.t[1], bracket.f[1], bracket.gtd[1])
-        t, insuf_progress = _safeguard(t, bracket.t, insuf_progress)
-        f_new, g_new = obj_func(x, t, d)
-        evals, gtd_new, ls_iter = evals + 1, float(g_new.dot(d)), ls_iter + 1
-        if f_new > (f + c1 * t * gtd) or f_new >= bracket.f[low]:
-            bracket.set(high, t, f_new, g_new.clone(), gtd_new)
-            low, high = bracket.ends()
-        else:
-            if abs(gtd_new) <= -c2 * gtd:
+    search = _LineSearch(obj_func, x, d, f, gtd, c1, c2)
+    bracket, done, ls_iter = search.bracket(t, g.clone(), max_ls)
+    low = search.zoom(bracket, done, ls_iter, max_ls, tolerance_change)
+    return bracket.f[low], bracket.g[low], bracket.t[low], search.evals
+
+
+class _LineSearch:
+    """PyTorch's strong-Wolfe line search from ``x`` along ``d`` (loss ``f``, slope ``gtd``
+    at t = 0): a bracketing phase, then a zoom by cubic interpolation."""
+
+    def __init__(self, obj_func: Objective, x: list[Tensor], d: Tensor, f: float, gtd: float,
+                 c1: float, c2: float) -> None:
+        self.obj_func, self.x, self.d, self.f, self.gtd = obj_func, x, d, f, gtd
+        self.c1, self.c2, self.evals = c1, c2, 0
+
+    def evaluate(self, t: float) -> tuple[float, Tensor, float]:
+        f_new, g_new = self.obj_func(self.x, t, self.d)
+        self.evals += 1
+        return f_new, g_new, float(g_new.dot(self.d))
+
+    def curvature_ok(self, gtd_new: float) -> bool:
+        return abs(gtd_new) <= -self.c2 * self.gtd
+
+    def bracket(self, t: float, g: Tensor, max_ls: int) -> tuple[_Bracket, bool, int]:
+        """Steps out until an interval holds a point meeting the conditions (or one does)."""
+        f, gtd = self.f, self.gtd
+        f_new, g_new, gtd_new = self.evaluate(t)
+        t_prev, f_prev, g_prev, gtd_prev = 0.0, f, g, gtd
+        ls_iter = 0
+        while ls_iter < max_ls:
+            armijo_fails = f_new > (f + self.c1 * t * gtd) or (ls_iter > 1 and f_new >= f_prev)
+            if not armijo_fails and self.curvature_ok(gtd_new):
+                return _Bracket([t], [f_new], [g_new], [gtd_new]), True, ls_iter
+            if armijo_fails or gtd_new >= 0:
+                return _Bracket([t_prev, t], [f_prev, f_new], [g_prev, g_new.clone()],
+                                [gtd_prev, gtd_new]), False, ls_iter
+            t_prev, t = t, _cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
+                                              bounds=(t + 0.01 * (t - t_prev), t * 10))
+            f_prev, g_prev, gtd_prev = f_new, g_new.clone(), gtd_new
+            f_new, g_new, gtd_new = self.evaluate(t)
+            ls_iter += 1
+        return _Bracket([0, t], [f, f_new], [g, g_new], [gtd, gtd_new]), False, ls_iter
+
+    def zoom(self, bracket: _Bracket, done: bool, ls_iter: int, max_ls: int,
+             tolerance_change: float) -> int:
+        """Shrinks the bracket until a point meets the conditions; the index of its best end."""
+        d_norm = float(self.d.abs().max())
+        insuf_progress = False
+        low, high = bracket.ends()
+        while not done and ls_iter < max_ls:
+            if abs(bracket.t[1] - bracket.t[0]) * d_norm < tolerance_change:
+                break
+            t = _cubic_interpolate(bracket.t[0], bracket.f[0], bracket.gtd[0],
+                                   bracket.t[1], bracket.f[1], bracket.gtd[1])
+            t, insuf_progress = _safeguard(t, bracket.t, insuf_progress)
+            f_new, g_new, gtd_new = self.evaluate(t)
+            ls_iter += 1
+            if f_new > (self.f + self.c1 * t * self.gtd) or f_new >= bracket.f[low]:
+                bracket.set(high, t, f_new, g_new.clone(), gtd_new)
+                low, high = bracket.ends()
+                continue
+            if self.curvature_ok(gtd_new):
                 done = True
             elif gtd_new * (bracket.t[high] - bracket.t[low]) >= 0:
                 bracket.set(high, bracket.t[low], bracket.f[low], bracket.g[low],
                             bracket.gtd[low])
             bracket.set(low, t, f_new, g_new.clone(), gtd_new)
-    return bracket.f[low], bracket.g[low], bracket.t[low], evals
+        return low
 
 
 def _safeguard(t: float, ends: list[float], insuf_progress: bool) -> tuple[float, bool]:
@@ -217,8 +241,31 @@ class _Iterations:
             r.add_(old_stps[i], alpha=al[i] - be_i)
         return r
 
+    def move(self, t: float, d: Tensor, gtd: float, loss: float, flat_grad: Tensor,
+             last: bool, max_ls: int) -> tuple[float, Tensor, float, int]:
+        """Steps the parameters along ``d``: by ``t``, or by the strong-Wolfe line search's
+        step; the loss and gradient there (not evaluated after the ``last`` plain step),
+        the step taken and the evaluations it cost."""
+        opt, search = self.opt, self.group["line_search_fn"]
+        if search is None:
+            opt._add_grad(t, d)
+            if last:
+                return loss, flat_grad, t, 0
+            with enable_grad():
+                loss = float(self.closure())
+            return loss, opt._gather_flat_grad(), t, 1
+        if search != "strong_wolfe":
+            raise RuntimeError("only 'strong_wolfe' is supported")
+        x_init = [p.clone() for p in opt._params]
+        loss, flat_grad, t, evals = _strong_wolfe(
+            lambda x, t, d: opt._directional_evaluate(self.closure, x, t, d),
+            x_init, t, d, loss, flat_grad, gtd, max_ls=max_ls)
+        opt._add_grad(t, d)
+        return loss, flat_grad, t, evals
+
     def run(self, loss: float, flat_grad: Tensor) -> None:
-        opt, group, state = self.opt, self.group, self.state
+        """The iterations of one ``step``, from the closure's first loss and gradient."""
+        group, state = self.group, self.state
         lr, max_iter, max_eval = _scalar(group["lr"]), group["max_iter"], group["max_eval"]
         tol_grad, tol_change = group["tolerance_grad"], group["tolerance_change"]
         current_evals, n_iter = 1, 0
@@ -237,25 +284,10 @@ class _Iterations:
             gtd = float(flat_grad.dot(d))
             if gtd > -tol_change:
                 break
-            ls_func_evals, opt_cond = 0, False
-            if group["line_search_fn"] is not None:
-                if group["line_search_fn"] != "strong_wolfe":
-                    raise RuntimeError("only 'strong_wolfe' is supported")
-                x_init = [p.clone() for p in opt._params]
-                loss, flat_grad, t, ls_func_evals = _strong_wolfe(
-                    lambda x, t, d: opt._directional_evaluate(self.closure, x, t, d),
-                    x_init, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals)
-                state["t"] = t
-                opt._add_grad(t, d)
-                opt_cond = float(flat_grad.abs().max()) <= tol_grad
-            else:
-                opt._add_grad(t, d)
-                if n_iter != max_iter:
-                    with enable_grad():
-                        loss = float(self.closure())
-                    flat_grad = opt._gather_flat_grad()
-                    opt_cond = float(flat_grad.abs().max()) <= tol_grad
-                    ls_func_evals = 1
+            loss, flat_grad, t, ls_func_evals = self.move(
+                t, d, gtd, loss, flat_grad, n_iter == max_iter, max_eval - current_evals)
+            state["t"] = t
+            opt_cond = ls_func_evals > 0 and float(flat_grad.abs().max()) <= tol_grad
             current_evals += ls_func_evals
             state["func_evals"] += ls_func_evals
             if n_iter == max_iter or current_evals >= max_eval or opt_cond:
