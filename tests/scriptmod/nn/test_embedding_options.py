@@ -4,6 +4,8 @@ renormalization, reprs, errors), against a float64 NumPy reference, and traced a
 size then run at another."""
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -192,3 +194,26 @@ def test_segment_reductions_without_reduceat_agree(kw: dict) -> None:
                                                *args))):
         np.testing.assert_allclose(KERNELS[op](_OtherArrays(), *inputs, **kw),
                                    KERNELS[op](np, *inputs, **kw), rtol=1e-12)
+
+
+_EXPORTS = [({"mode": "sum"}, True), ({"mode": "mean", "padding_idx": 9}, False),
+            ({"mode": "max", "padding_idx": 1}, False),
+            ({"mode": "sum", "include_last_offset": True}, False)]
+
+
+@pytest.mark.parametrize("kw,two_d", _EXPORTS, ids=str)
+def test_embedding_bag_onnx_export_runs_in_onnxruntime(kw: dict, two_d: bool) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    bag = nn.EmbeddingBag(10, 4, **kw)
+    idx = sm.tensor([1, 2, 3, 4, 9, 9, 0, 5])
+    last = 8 if kw.get("include_last_offset") else 3
+    args = (idx.reshape(2, 4),) if two_d else (idx, sm.tensor([0, 1, 1, last]))
+    f = io.BytesIO()
+    sm.onnx.export(bag, f, args, opset_version=18)
+    session = ort.InferenceSession(f.getvalue())
+    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    np.testing.assert_allclose(session.run(None, feeds)[0], bag(*args).detach().numpy(),
+                               rtol=1e-6, atol=1e-7)
+    if kw["mode"] == "max":
+        with pytest.raises(RuntimeError, match="needs opset_version >= 18"):
+            sm.onnx.export(bag, io.BytesIO(), args, opset_version=17)
