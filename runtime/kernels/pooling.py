@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -51,7 +51,8 @@ def windows(xp: Any, x: Any, k: Sizes, s: Sizes, p: Sizes, d: Sizes, ceil: bool 
             fill: float = 0.0) -> Any:
     """Strided view ``(B, *O, *K)`` of ``x`` ``(B, *S)`` padded with ``fill``."""
     n, size = len(k), x.shape[1:]
-    out = [_out_size(size[i], k[i], s[i], p[i], d[i], ceil) for i in range(n)]
+    out: list[int] = [cast(int, _out_size(size[i], k[i], s[i], p[i], d[i], ceil))
+                      for i in range(n)]          # concrete sizes in, a concrete size out
     if min(out) <= 0:
         raise ShapeError(f"input of spatial size {tuple(size)} is too small for kernel "
                          f"{tuple(k)} with padding {tuple(p)} and dilation {tuple(d)}: output "
@@ -280,6 +281,8 @@ def _along(xp: Any, x: Any, axis: int, matrix: Any) -> Any:
 def _adaptive_avg(n: int) -> Any:
     def run(xp: Any, x: Any, output_size: Sizes) -> Any:
         out = _compute(_planes(x, n, f"adaptive_avg_pool{n}d"))
+        if tuple(output_size) == out.shape[1:]:      # (7, 7) of a 7x7 map: a copy, no view
+            return out.reshape(x.shape).copy()
         for i, o in enumerate(output_size):
             size, axis = out.shape[1 + i], 1 + i
             if size == o:
