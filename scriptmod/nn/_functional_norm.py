@@ -109,7 +109,8 @@ def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tenso
 
 
 def _normalize(x: Tensor, dims: list[int], eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """(x - mean) / sqrt(var + eps) over ``dims``, with the mean and biased variance."""
+    """(x - mean) / sqrt(var + eps) over ``dims``, with the mean and biased variance (the
+    callers pass a half input as float32 and round the result once, as PyTorch does)."""
     mean = x.mean(dim=dims, keepdim=True)
     centered = x - mean
     var = (centered * centered).mean(dim=dims, keepdim=True)
@@ -142,7 +143,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                              f"channels in input, but got {name} of shape {list(p.shape)} and "
                              f"input of shape {list(input.shape)}")
     _check_norm_params("group_norm", input, weight, bias)
-    grouped = input.reshape([n, num_groups, c // num_groups] + spatial)
+    grouped = _opmath(input).reshape([n, num_groups, c // num_groups] + spatial)
     out, _, _ = _normalize(grouped, list(range(2, grouped.dim())), eps)
     out = _channel_affine(out.reshape(input.shape), weight, bias)
     return out if out.dtype is input.dtype else out.to(input.dtype)
@@ -170,10 +171,10 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     if spatial == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
                          f"{list(input.shape)}")
-    out, mean, var = _normalize(input, dims, eps)
+    out, mean, var = _normalize(_opmath(input), dims, eps)
     if running_mean is not None or running_var is not None:
         _update_running_stats(running_mean, running_var, mean, var, spatial, momentum)
-    return _channel_affine(out, weight, bias)
+    return _channel_affine(out, weight, bias).to(input.dtype)
 
 
 def _update_running_stats(running_mean: Tensor | None, running_var: Tensor | None, mean: Tensor,
