@@ -224,6 +224,13 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """``tensor`` (int64 class indices) as a last dim of 0/1 of length ``num_classes``
+    (-1: one more than the largest index, read from the values: a trace bakes it in).
+
+        >>> F.one_hot(scriptmod.tensor([0, 2]), 3)
+        tensor([[1, 0, 0],
+                [0, 0, 1]])
+    """
     if tensor.dtype != dtypes.int64:
         raise DTypeError(f"one_hot is only applicable to index tensor of type LongTensor, got "
                          f"{tensor.dtype.name}")
@@ -234,6 +241,9 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             raise ShapeError(f"one_hot: Class values must be smaller than num_classes "
                              f"({num_classes}), got {tensor.max().item()}")
     if num_classes < 0:
+        if not tensor.numel():
+            raise ShapeError("one_hot: can not infer the total number of classes from an empty "
+                             "tensor; pass num_classes")
         num_classes = int(tensor.max().item()) + 1
     return (tensor.unsqueeze(-1) == arange(num_classes, device=tensor.device)).long()
 

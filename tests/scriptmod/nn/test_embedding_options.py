@@ -217,3 +217,15 @@ def test_embedding_bag_onnx_export_runs_in_onnxruntime(kw: dict, two_d: bool) ->
     if kw["mode"] == "max":
         with pytest.raises(RuntimeError, match="needs opset_version >= 18"):
             sm.onnx.export(bag, io.BytesIO(), args, opset_version=17)
+
+
+def test_one_hot_against_numpy_and_its_errors() -> None:
+    idx = np.array([[0, 3], [2, 2]])
+    np.testing.assert_array_equal(F.one_hot(sm.tensor(idx)).numpy(), np.eye(4, dtype=int)[idx])
+    assert tuple(F.one_hot(sm.zeros(0, dtype=sm.int64), 3).shape) == (0, 3)
+    with pytest.raises(RuntimeError, match="empty tensor"):
+        F.one_hot(sm.zeros(0, dtype=sm.int64))
+    with pytest.raises(RuntimeError, match="smaller than num_classes"):
+        F.one_hot(sm.tensor([4]), 4)
+    with pytest.raises(TypeError, match="LongTensor"):
+        F.one_hot(sm.tensor([1], dtype=sm.int32), 4)
