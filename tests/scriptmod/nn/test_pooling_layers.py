@@ -212,3 +212,29 @@ def test_pools_export_to_onnx_and_match_onnxruntime() -> None:
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+class _Symbolic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pool = nn.MaxPool2d(2, return_indices=True)
+        self.unpool = nn.MaxUnpool2d(2)
+        self.avg = nn.AdaptiveAvgPool2d((3, 2))
+        self.max = nn.AdaptiveMaxPool2d((3, 2))
+        self.div = nn.AvgPool2d(2, divisor_override=3)
+
+    def forward(self, x):
+        values, indices = self.pool(x)
+        return self.avg(self.unpool(values, indices)) + self.max(self.div(x))
+
+
+def test_trace_with_symbolic_batch_and_image_sizes() -> None:
+    """One trace over dynamic batch and image dims: outputs and input gradients as eager."""
+    model = _Symbolic()
+    traced = jit.trace(model, sm.randn(2, 3, 10, 8),
+                       dynamic_dims={"x": {0: "B", 2: "H", 3: "W"}})
+    for shape in ((2, 3, 10, 8), (3, 3, 12, 10), (1, 3, 8, 14)):
+        data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+        x, ex = sm.tensor(data, requires_grad=True), sm.tensor(data, requires_grad=True)
+        got, want = _run(traced, x, sm), _run(model, ex, sm)
+        _check(got[0] + [got[1]], want[0] + [want[1]], "float32")
