@@ -5,12 +5,11 @@ All are decompositions into ``linalg_vector_norm`` (whose derivative is torch's
 """
 from __future__ import annotations
 
-import numpy as np
-
-from scriptmod._creation import tensor as _const
+from scriptmod._creation import arange
+from scriptmod._tensor_ops import where
 from scriptmod.linalg import vector_norm
 from scriptmod.ir import dtypes as D
-from scriptmod.ir.errors import DTypeError, ShapeError
+from scriptmod.ir.errors import ArgumentValueError, DTypeError, ShapeError
 from scriptmod.tensor import Tensor
 
 __all__ = ["cosine_similarity", "pairwise_distance", "pdist"]
@@ -59,10 +58,25 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     if input.dim() != 2:
         raise ShapeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
     if p < 0:
-        raise ValueError(f"pdist only supports non-negative p values, got p={p}")
+        raise ArgumentValueError(f"pdist only supports non-negative p values, got p={p}")
     if input.dtype.category < D.FLOAT:
         raise DTypeError(f"pdist only supports floating-point dtypes, got {input.dtype.name}")
-    rows, cols = np.triu_indices(int(input.shape[0]), 1)
-    first = input.index_select(0, _const(rows.astype(np.int64)))
-    second = input.index_select(0, _const(cols.astype(np.int64)))
-    return vector_norm(first - second, p, 1)
+    rows, cols = _upper_pairs(input.shape[0])
+    return vector_norm(input.index_select(0, rows) - input.index_select(0, cols), p, 1)
+
+
+def _upper_pairs(n: int) -> tuple[Tensor, Tensor]:
+    """(rows, cols) of the pairs i < j of ``n`` rows in row-major order, from each pair's
+    number k by the closed form of the row (then moved by one where rounding put it past a
+    row's start), so that a trace follows ``n`` instead of baking index constants."""
+    k = arange(n * (n - 1) // 2, dtype=D.float64)
+    b = n * 2 - 1       # tensors stay on the left: ``2 * n`` or ``n - t`` would bake n
+
+    def start(row: Tensor) -> Tensor:          # the number of row's first pair
+        return row * (-row + b) / 2
+
+    row = ((-(k * -8 + b * b).clamp(min=0).sqrt() + b) / 2).floor()
+    row = where(start(row) > k, row - 1, row)
+    row = where(start(row + 1) <= k, row + 1, row)
+    col = k - start(row) + row + 1
+    return row.to(D.int64), col.to(D.int64)

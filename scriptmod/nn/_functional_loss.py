@@ -12,6 +12,7 @@ from scriptmod.tensor import Tensor
 from scriptmod._dispatch import dispatch
 from scriptmod._creation import arange, tensor as _const
 from scriptmod._tensor_ops import where
+from scriptmod.autograd import grad_mode
 from scriptmod.nn._functional_activation import _logsigmoid, _softplus, _tracing
 from scriptmod.nn._functional_distance import pairwise_distance
 from scriptmod.nn._functional_layers import linear
@@ -57,6 +58,18 @@ def _check_same_size(input: Tensor, target: Tensor, name: str) -> None:
                       "broadcasting. Please ensure they have the same size.", stacklevel=3)
 
 
+def _weighted_reduce(loss: Tensor, weight: Tensor | None, input: Tensor,
+                     reduction: str) -> Tensor:
+    """mse/l1's ``weight``: same size as the input; its mean is the weighted average
+    sum(w loss) / sum(w), as torch's."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
+
+
 def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
              reduce: bool | None = None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
@@ -66,14 +79,16 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     if weight is None:
         return dispatch("mse_loss", (input, target), {"reduction": reduction})
     diff = input - target
-    return _reduce(diff * diff * weight, reduction)
+    return _weighted_reduce(diff * diff, weight, input, reduction)
 
 
 def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
-            reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+            reduce: bool | None = None, reduction: str = "mean",
+            weight: Tensor | None = None) -> Tensor:
+    """Mean absolute error: reduce(|x - y|)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_same_size(input, target, "l1_loss")
-    return _reduce((input - target).abs(), reduction)
+    return _weighted_reduce((input - target).abs(), weight, input, reduction)
 
 
 def _nll_shapes(input: Tensor, target: Tensor, weight: Tensor | None) -> None:
@@ -325,6 +340,10 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     tensor(0.6931)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if target.requires_grad and grad_mode.is_grad_enabled():
+        raise ArgumentValueError("The function 'soft_margin_loss' is not differentiable with "
+                                 "respect to argument 'target'. This input cannot have "
+                                 "requires_grad True.")
     return _reduce(_softplus(-target * input), reduction)
 
 
@@ -514,8 +533,8 @@ def _margin_frames(input: Tensor, name: str) -> tuple[int, int]:
 
 def _check_class_range(target: Tensor, lo: int, classes: int, name: str) -> None:
     if not _tracing() and target.numel() and ((target < lo) | (target >= classes)).any().item():
-        raise IndexError(f"{name}: target out of range, expected class indices in "
-                         f"[{lo}, {classes})")
+        raise ArgumentValueError(f"{name}: target out of range, expected class indices in "
+                                 f"[{lo}, {classes})")
 
 
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
