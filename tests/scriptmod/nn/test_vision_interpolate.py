@@ -191,3 +191,22 @@ def test_no_warning_from_a_traced_scale_factor() -> None:
         warnings.simplefilter("error")
         traced = sm.jit.trace(model, sm.randn(1, 2, 4, 6))
     assert tuple(traced(sm.randn(1, 2, 5, 3)).shape) == (1, 2, 7, 4)
+
+
+def test_symbolic_image_size_types_the_graph() -> None:
+    """With dynamic dims the output's type is 2*H by 2*W for an integral scale and an
+    unknown dim otherwise; one trace serves every size."""
+    class _Net(nn.Module):
+        def forward(self, x: sm.Tensor) -> sm.Tensor:
+            return F.interpolate(x, scale_factor=2) + F.interpolate(
+                F.interpolate(x, scale_factor=1.5, mode="bilinear"), size=x.shape[-2:]).repeat(
+                1, 1, 2, 2)
+
+    model = _Net()
+    traced = sm.jit.trace(model, sm.randn(2, 3, 4, 6),
+                          dynamic_dims={"x": {0: "B", 2: "H", 3: "W"}})
+    assert "Float(B, 3, 2*H, 2*W) = sm::upsample" in str(traced.graph)
+    assert "Float(B, 3, *, *) = sm::upsample" in str(traced.graph)
+    for shape in [(1, 3, 5, 3), (3, 3, 6, 7)]:
+        x = sm.randn(*shape)
+        np.testing.assert_allclose(arr(traced(x)), arr(model(x)), rtol=1e-5, atol=1e-5)
