@@ -2,8 +2,10 @@
 
 Every mode of ``upsample`` is separable: along each spatial dim, output ``o`` is a weighted
 sum of a few input positions, ``taps(...) -> (index (n_out, K), weight (n_out, K))``. The
-forward is one gather and weighted sum per dim, its adjoint (``upsample_grad``) one
-scatter-add (``bincount``) per dim. Positions and weights are computed in the precision
+forward applies one dim at a time, as one GEMM with the (n_out, n_in) matrix of the taps
+where the dim is short enough for that to be cheaper, else as a gather and weighted sum per
+tap; its adjoint (``upsample_grad``) multiplies by the transposes (or scatter-adds with
+``bincount``). Positions and weights are computed in the precision
 PyTorch's CPU kernels use (float32 for float32 and half inputs, float64 for float64), so that
 a nearest pick or a linear weight on a boundary comes out as PyTorch's does.
 
@@ -136,15 +138,11 @@ def _area(ft: Any, n_in: int, n_out: int) -> Taps:
     return np.where(inside, idx, start[:, None]), w
 
 
-def _sinc(x: np.ndarray) -> np.ndarray:
-    return np.sinc(x)
-
-
 # antialiasing filters of PyTorch's separable kernels: (support at scale 1, filter)
 _AA_FILTERS: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray]]] = {
     "linear": (2, lambda x: np.maximum(1 - np.abs(x), 0)),
     "cubic": (4, lambda x: _keys(np.abs(x))),
-    "lanczos": (6, lambda x: np.where(np.abs(x) < 3, _sinc(x) * _sinc(x / 3), 0)),
+    "lanczos": (6, lambda x: np.where(np.abs(x) < 3, np.sinc(x) * np.sinc(x / 3), 0)),
 }
 
 
