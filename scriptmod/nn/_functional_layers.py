@@ -2,6 +2,7 @@
 ``scriptmod.nn.functional`` (re-exported by it)."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 import numpy as np
@@ -333,7 +334,8 @@ def _check_pad(input: Tensor, pad: Sequence[int], mode: str, value: float | None
                                   f"{', '.join(map(repr, _PAD_MODES))}")
     if any(isinstance(p, (bool, float)) for p in pad):
         raise TypeError(f"pad(): argument 'pad' must be a tuple of ints, got {tuple(pad)}")
-    amounts = [int(p) for p in pad]
+    # a traced size (an int subclass) stays one: padding computed from x.shape follows x
+    amounts = [p if isinstance(p, int) else operator.index(p) for p in pad]
     if len(amounts) % 2:
         raise ShapeError(f"pad: padding length must be divisible by 2, got {len(amounts)}")
     if len(amounts) > 2 * input.dim():

@@ -120,3 +120,12 @@ def test_reprs_without_torch() -> None:
     if torch_or_none() is not None:
         import torch
         assert repr(nn.ZeroPad3d(2)) == repr(torch.nn.ZeroPad3d(2))
+
+
+def test_padding_computed_from_a_traced_size_follows_it() -> None:
+    def pad_by_quarter(x: sm.Tensor) -> sm.Tensor:
+        return F.pad(x, (x.shape[-1] // 4, 1), mode="reflect")
+
+    traced = sm.jit.trace(pad_by_quarter, sm.randn(2, 3, 8))
+    x = sm.randn(2, 3, 12)
+    np.testing.assert_array_equal(traced(x).numpy(), pad_by_quarter(x).numpy())
