@@ -1,8 +1,9 @@
 """The fast path of ``SGD``, ``Adam`` and ``AdamW``: one native kernel per parameter per step.
 
 An optimizer writes its update once, as ``_math(flags, tensors, scalars)`` over values that
-speak Tensor's arithmetic (``+ - * /``, unary ``-``, ``.sqrt()``, ``.maximum()``). The Python
-path runs it on Tensors. Here it runs once on symbolic values (``_Trace``) that record each
+speak Tensor's arithmetic (``+ - * /``, unary ``-``, ``.sqrt()``, ``.maximum()``,
+``.detach()``). The Python path runs it on Tensors. Here it runs once on symbolic values
+(``_Trace``) that record each
 operation as an ``OpStep`` of a ``KernelSpec``, which the LLVM backend renders and compiles
 as it does a fusion group (``codegen.llvm_ir``, ``runtime.llvm_jit``: memory and disk
 caches). Same ops in the same order, each rounded to the parameter's dtype, is what makes the
@@ -63,17 +64,12 @@ Math = Callable[[Any, Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
 # ---- which path ----------------------------------------------------------------------------
 
 def check_options(group: dict[str, Any]) -> None:
-    """PyTorch's refusals of a group's ``fused``/``foreach``/``differentiable`` options, and
-    ours of ``differentiable=True``: ``step`` is not recorded by autograd here, and a flag
-    that changed nothing would hand back gradients that silently miss the update."""
+    """PyTorch's refusals of a group's ``fused``/``foreach``/``differentiable`` options
+    (``differentiable=True`` runs the Python path, recorded by autograd)."""
     if group.get("fused") and group.get("foreach"):
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
     if group.get("fused") and group.get("differentiable"):
         raise RuntimeError("`fused` does not support `differentiable`")
-    if group.get("differentiable"):
-        raise NotImplementedError("differentiable=True (autograd through optimizer.step()) is "
-                                  "not supported by scriptmod's optimizers; pass "
-                                  "differentiable=False")
     if not group.get("fused"):
         return
     reason = _unsupported(group["params"])
@@ -232,6 +228,10 @@ class _Sym:
 
     def maximum(self, other: _Sym) -> _Sym:
         return self.trace.op("maximum", self, other)
+
+    def detach(self) -> _Sym:
+        """Autograd's cut: nothing to a kernel."""
+        return self
 
 
 class _Trace:

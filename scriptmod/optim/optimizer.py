@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
 from scriptmod._creation import tensor
-from scriptmod.autograd.grad_mode import enable_grad, no_grad
+from scriptmod.autograd.grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from scriptmod.ir import dtypes as D
 from scriptmod.optim import _fused
 from scriptmod.optim._fused import Plan
@@ -129,7 +129,7 @@ class Optimizer(OptimizerHooks):
             if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
                                 f"{type(p).__name__}")
-            if not p.is_leaf:
+            if not (p.is_leaf or p.retains_grad or self.defaults.get("differentiable")):
                 raise ValueError("can't optimize a non-leaf Tensor")
         return out
 
@@ -165,9 +165,15 @@ class Optimizer(OptimizerHooks):
                     p.grad.zero_()
 
     @hooked_step
-    @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One update of every parameter that has a gradient; returns ``closure()``."""
+        """One update of every parameter that has a gradient; returns ``closure()``.
+        With ``differentiable=True`` autograd records the update (PyTorch's
+        ``_use_grad_for_differentiable``), so gradients flow through it to what made the
+        parameters and gradients."""
+        with set_grad_enabled(bool(self.defaults.get("differentiable"))):
+            return self._step(closure)
+
+    def _step(self, closure: Callable[[], Any] | None) -> Any:
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
@@ -214,17 +220,21 @@ class Optimizer(OptimizerHooks):
         return {}
 
     def _apply(self, p: Tensor, plan: Plan) -> None:
-        """The Python path: ``_math`` on Tensors, written back into ``p`` and its state."""
-        out = self._math(plan.flags, {"param": p, "grad": p.grad, **plan.tensors},
-                         plan.scalars)
+        """The Python path: ``_math`` on Tensors, written back into ``p`` and its state.
+        Recording autograd (``differentiable=True``), it reads clones of what it then
+        overwrites, so the recorded graph keeps the values it read."""
+        inputs = {"param": p, **plan.tensors}
+        if is_grad_enabled():
+            inputs = {name: t.clone() for name, t in inputs.items()}
+        out = self._math(plan.flags, {**inputs, "grad": p.grad}, plan.scalars)
         writes = self._writes(plan.flags)
         for name, value in out.items():
             target = p if name == "param" else plan.tensors.get(name)
             if target is None:
                 self.state[p][name] = value.detach().clone()
                 continue
+            target._vc[0] += writes.get(name, 1) - 1    # before the copy its history records
             target.copy_(value)
-            target._vc[0] += writes.get(name, 1) - 1
 
     def _closure_loss(self, closure: Callable[[], Any] | None) -> Any:
         if closure is None:

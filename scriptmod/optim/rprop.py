@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from scriptmod._creation import full_like, zeros_like
+from scriptmod.autograd.grad_mode import is_grad_enabled
 from scriptmod.optim.optimizer import Optimizer, _check_non_negative, _new_step, _real_only, \
     _scalar
 from scriptmod.tensor import Tensor
@@ -44,12 +45,16 @@ class Rprop(Optimizer):
             state["step_size"] = full_like(grad, _scalar(group["lr"]))
         state["step"].add_(1)
         (etaminus, etaplus), (step_min, step_max) = group["etas"], group["step_sizes"]
-        sign = (grad * state["prev"]).sign()
+        prev, step_size = state["prev"], state["step_size"]
+        if is_grad_enabled():       # differentiable: the graph keeps what it read
+            prev, step_size = prev.clone(), step_size.clone()
+        sign = (grad * prev).sign()
         flipped = sign.lt(0)
         factor = sign.masked_fill(sign.gt(0), etaplus).masked_fill(flipped, etaminus) \
             .masked_fill(sign.eq(0), 1.0)
-        step_size = state["step_size"]
-        step_size.copy_((step_size * factor).clamp(step_min, step_max))
+        step_size = (step_size * factor).clamp(step_min, step_max)
         grad = grad.masked_fill(flipped, 0.0)
-        p.copy_(p - grad.sign() * step_size)
+        update = p - grad.sign() * step_size
+        state["step_size"].copy_(step_size)
+        p.copy_(update)
         state["prev"].copy_(grad)

@@ -64,7 +64,7 @@ class SGD(Optimizer):
         out = {}
         if f.momentum:
             if f.first:
-                buf = g
+                buf = g.detach()        # PyTorch's first buffer is a detached clone
             else:
                 buf = t["momentum_buffer"] * s["momentum"] + \
                     (g * s["one_minus_dampening"] if f.damped else g)

@@ -407,12 +407,15 @@ def test_tracing_a_channels_last_input_gives_eagers_values_and_gradients() -> No
     np.testing.assert_array_equal(relaid(contiguous).numpy(), 2 * x.numpy())
 
 
-def test_optimizer_differentiable_true_is_refused_not_ignored() -> None:
-    w = nn.Parameter(sm.ones(3))
-    with pytest.raises(NotImplementedError, match="differentiable=True"):
-        sm.optim.Adam([w], differentiable=True)
-    with pytest.raises(NotImplementedError, match="differentiable=True"):
-        sm.optim.SGD([w], lr=0.1, differentiable=True)
+def test_optimizer_differentiable_true_records_the_step_not_ignored() -> None:
+    """``differentiable=True`` makes the update part of the graph (tests/scriptmod/optim
+    compares every optimizer's gradients with PyTorch's)."""
+    w = sm.ones(3, requires_grad=True)
+    p = w.clone()
+    p.grad = sm.ones(3)
+    sm.optim.SGD([p], lr=0.1, weight_decay=0.5, differentiable=True).step()
+    p.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full(3, 0.95))    # d(p - 0.1 (g + 0.5 p))/dp
 
 
 def test_autograd_backward_inputs_accumulates_only_into_inputs() -> None:
