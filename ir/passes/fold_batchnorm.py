@@ -1,6 +1,6 @@
 """BatchNorm folding for inference: an eval-mode ``batch_norm`` with constant statistics is
 an affine map per channel, ``y = x * s + t`` with ``s = gamma / sqrt(var + eps)`` and
-``t = beta - mean * s``. After a ``conv2d`` (or a ``matmul`` by a constant matrix, plus its
+``t = beta - mean * s``. After a convolution (or a ``matmul`` by a constant matrix, plus its
 bias: ``nn.Linear``) that nothing else reads, ``s`` and ``t`` go into that layer's weight and
 bias; elsewhere the BatchNorm becomes the elementwise ``x * s + t``, which fuses.
 
@@ -16,6 +16,7 @@ from ..printer import is_payload
 from ..types import TensorType
 
 _FOLDED_DTYPES = (float32, float64)     # lower precision would round the folded weights
+_CONV_KINDS = ("sm::conv1d", "sm::conv2d", "sm::conv3d")
 
 
 def fold_batchnorm(graph: Graph) -> Graph:
@@ -110,7 +111,7 @@ def _shifted_bias(b: Builder, bias: Value | None, scale: Value, shift: Value) ->
 
 
 def _into_layer(b: Builder, producer: Node, scale: Value, shift: Value, bn: Node) -> bool:
-    if producer.kind == "sm::conv2d":
+    if producer.kind in _CONV_KINDS:
         return _into_conv(b, producer, scale, shift, bn)
     return _into_linear(b, producer, scale, shift, bn)
 
@@ -123,7 +124,7 @@ def _into_conv(b: Builder, conv: Node, scale: Value, shift: Value, bn: Node) -> 
     out_channels = [-1] + [1] * ((_rank(weight) or 1) - 1)
     w = b.op("mul", weight, b.op("reshape", scale, out_channels))
     new_bias = _shifted_bias(b, None if _none(bias) else bias, scale, shift)
-    _replace(bn, b.op("conv2d", x, w, new_bias, **conv.attrs))
+    _replace(bn, b.op(conv.kind.split("::")[1], x, w, new_bias, **conv.attrs))
     conv.destroy()
     return True
 

@@ -1,14 +1,25 @@
-"""Reference kernels of convolution: im2col plus one GEMM per group, and the backward
-kernels (``conv2d_grad_input``/``_weight``) through ``col2im``, its adjoint."""
+"""Reference kernels of convolution at every spatial rank: the patches of a strided window
+view (``windows``) times the weight, one GEMM per group; the backward kernels
+(``conv{r}d_grad_input``/``_weight``) through ``col2im``, the adjoint of ``windows``; and the
+sliding-block ops ``im2col``/``col2im`` (``F.unfold``/``F.fold``) on the same two helpers.
+
+``windows`` and ``col2im`` work on the last ``len(kernel)`` dims of any array, so pooling
+uses them too (with 2-D kernels on (N, C, H, W) arrays, as before).
+"""
 from __future__ import annotations
 
-from typing import Any, Sequence
+import itertools
+import math
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from scriptmod.ir.ops.conv import _out_size
+from scriptmod.ir.ops.conv import RANKS, _out_size
 from scriptmod.ir.errors import ShapeError
 from . import kernel
+
+_SPATIAL = {1: "L", 2: "H, W", 3: "D, H, W"}
+
 
 def _lib(xp: Any) -> Any:
     if xp is np:
@@ -18,24 +29,31 @@ def _lib(xp: Any) -> Any:
 
 
 def windows(xp: Any, x: Any, k: Sequence[int], s: Sequence[int], p: Sequence[int],
-            d: Sequence[int], ceil: bool = False, fill: float = 0.0) -> tuple[Any, tuple[int, int]]:
-    """Strided view (N, C, OH, OW, KH, KW) of the padded input; no copy of the windows."""
-    n, c, h, w = x.shape
-    oh = _out_size(h, k[0], s[0], p[0], d[0], ceil)
-    ow = _out_size(w, k[1], s[1], p[1], d[1], ceil)
-    if oh <= 0 or ow <= 0:
-        raise ShapeError(f"input of spatial size ({h}, {w}) is too small for kernel {tuple(k)} "
-                         f"with padding {tuple(p)} and dilation {tuple(d)}: output would be ({oh}, {ow})")
-    need_h = (oh - 1) * s[0] + (k[0] - 1) * d[0] + 1
-    need_w = (ow - 1) * s[1] + (k[1] - 1) * d[1] + 1
-    ph2, pw2 = max(need_h - h - p[0], p[0]), max(need_w - w - p[1], p[1])
-    xp_ = x
-    if p[0] or p[1] or ph2 or pw2:
-        xp_ = xp.pad(x, ((0, 0), (0, 0), (p[0], ph2), (p[1], pw2)), constant_values=fill)
-    sn, sc, sh, sw = xp_.strides
-    view = _lib(xp).as_strided(xp_, (n, c, oh, ow, k[0], k[1]),
-                               (sn, sc, sh * s[0], sw * s[1], sh * d[0], sw * d[1]))
-    return view, (oh, ow)
+            d: Sequence[int], ceil: bool = False, fill: float = 0.0) -> tuple[Any, tuple[int, ...]]:
+    """Strided view (*lead, *out, *k) of the padded last ``len(k)`` dims of ``x`` (an
+    (N, C, H, W) input and a 2-D kernel: (N, C, OH, OW, KH, KW)); no copy of the windows."""
+    r = len(k)
+    lead, sizes = x.shape[:-r], x.shape[-r:]
+    out = tuple(_out_size(sizes[i], k[i], s[i], p[i], d[i], ceil) for i in range(r))
+    if min(out) <= 0:
+        raise ShapeError(f"input of spatial size {_tuple(sizes)} is too small for kernel "
+                         f"{_tuple(k)} with padding {_tuple(p)} and dilation {_tuple(d)}: "
+                         f"output would be {_tuple(out)}")
+    # the right padding reaches the last window (ceil mode may need more than p)
+    right = [max((out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - sizes[i] - p[i], p[i])
+             for i in range(r)]
+    if any(p) or any(right):
+        x = xp.pad(x, ((0, 0),) * len(lead) + tuple(zip(p, right)), constant_values=fill)
+    st = x.strides[len(lead):]
+    view = _lib(xp).as_strided(x, (*lead, *out, *k),
+                               (*x.strides[:len(lead)], *(st[i] * s[i] for i in range(r)),
+                                *(st[i] * d[i] for i in range(r))))
+    return view, out
+
+
+def _tuple(v: Sequence[int]) -> str:
+    """``(3, 3)`` for a 2-D size, ``(3,)`` for a 1-D one (as messages print sizes)."""
+    return str(tuple(int(i) for i in v))
 
 
 def _tap(start: int, n_out: int, s: int, size: int) -> tuple[slice, slice] | None:
@@ -51,95 +69,159 @@ def _tap(start: int, n_out: int, s: int, size: int) -> tuple[slice, slice] | Non
 
 def col2im(xp: Any, cols: Any, x_shape: Sequence[int], k: Sequence[int], s: Sequence[int],
            p: Sequence[int], d: Sequence[int]) -> Any:
-    """Adjoint of ``windows``: scatter-add (N, C, OH, OW, KH, KW) back onto (N, C, H, W).
+    """Adjoint of ``windows``: scatter-add (*lead, *out, *k) back onto ``x_shape``.
     Each tap adds only where it meets the input (not the padding), straight into a
     contiguous result, as PyTorch's gradients are: no padded buffer to slice, whose view
     would be strided at some sizes only (a fused kernel after it would see two layouts)."""
-    n, c, h, w = x_shape
-    _, _, oh, ow = cols.shape[:4]
-    out = xp.zeros((n, c, h, w), dtype=cols.dtype)
-    for i in range(k[0]):
-        rows = _tap(i * d[0] - p[0], oh, s[0], h)
-        for j in range(k[1]):
-            tcols = _tap(j * d[1] - p[1], ow, s[1], w)
-            if rows is not None and tcols is not None:
-                out[:, :, rows[0], tcols[0]] += cols[:, :, rows[1], tcols[1], i, j]
+    r = len(k)
+    out_sizes, sizes = cols.shape[-2 * r:-r], tuple(x_shape)[-r:]
+    out = xp.zeros(tuple(x_shape), dtype=cols.dtype)
+    for taps in itertools.product(*(range(ki) for ki in k)):
+        spans = [_tap(t * d[i] - p[i], out_sizes[i], s[i], sizes[i]) for i, t in enumerate(taps)]
+        if None not in spans:
+            out[(..., *(a for a, _ in spans))] += cols[(..., *(b for _, b in spans), *taps)]
     return out
 
 
-def _conv_check(x: Any, w: Any, bias: Any, groups: int) -> None:
-    if x.ndim != 4:
-        raise ShapeError(f"conv2d: expected a 4-D input (N, C, H, W), got shape {tuple(x.shape)}")
-    if w.ndim != 4:
-        raise ShapeError(f"conv2d: expected a 4-D weight (O, C/groups, KH, KW), got {tuple(w.shape)}")
+def _conv_check(name: str, x: Any, w: Any, bias: Any, groups: int) -> None:
+    r = w.ndim - 2
+    if x.ndim != r + 2 or r not in RANKS:
+        rank = int(name[4])
+        raise ShapeError(f"{name}: expected a {rank + 2}-D input (N, C, {_SPATIAL[rank]}) and "
+                         f"weight (O, C/groups, *kernel), got shapes {tuple(x.shape)} and "
+                         f"{tuple(w.shape)}")
     if x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
-        raise ShapeError(f"conv2d: input has {x.shape[1]} channels but weight {tuple(w.shape)} "
+        raise ShapeError(f"{name}: input has {x.shape[1]} channels but weight {tuple(w.shape)} "
                          f"with groups={groups} expects {w.shape[1] * groups}")
     if bias is not None and tuple(bias.shape) != (w.shape[0],):
-        raise ShapeError(f"conv2d: expected bias of shape ({w.shape[0]},), got {tuple(bias.shape)}")
+        raise ShapeError(f"{name}: expected bias of shape ({w.shape[0]},), got "
+                         f"{tuple(bias.shape)}")
 
 
-def im2col(xp: Any, x: Any, kshape: Sequence[int], stride: Sequence[int], padding: Sequence[int],
-           dilation: Sequence[int], groups: int) -> tuple[Any, tuple[int, int]]:
-    """(G, N*OH*OW, C/G*KH*KW) contiguous patches."""
-    view, (oh, ow) = windows(xp, x, kshape, stride, padding, dilation)
-    n, c = x.shape[:2]
-    g = groups
-    cols = view.reshape(n, g, c // g, oh, ow, kshape[0], kshape[1])
-    cols = cols.transpose(1, 0, 3, 4, 2, 5, 6).reshape(g, n * oh * ow, -1)
-    return cols, (oh, ow)
+def conv_patches(xp: Any, x: Any, kshape: Sequence[int], stride: Sequence[int],
+                 padding: Sequence[int], dilation: Sequence[int], groups: int,
+                 positions: Sequence[int] | None = None) -> tuple[Any, tuple[int, ...]]:
+    """(G, N*P, C/G*prod(kernel)) contiguous patches of an (N, C, *spatial) input, P the
+    number of output positions, and the output's spatial size. ``positions``: only the
+    first ones per dim (a transposed convolution's ``output_padding`` past its stride adds
+    input rows that no window of its input gradient reaches)."""
+    view, out = windows(xp, x, kshape, stride, padding, dilation)
+    if positions is not None and tuple(positions) != out:
+        out = tuple(positions)
+        view = view[(slice(None), slice(None), *(slice(0, o) for o in out))]
+    n, c, r = x.shape[0], x.shape[1], len(kshape)
+    cols = view.reshape(n, groups, c // groups, *out, *kshape)
+    cols = cols.transpose(1, 0, *range(3, 3 + r), 2, *range(3 + r, 3 + 2 * r))
+    return cols.reshape(groups, n * math.prod(out), c // groups * math.prod(kshape)), out
 
 
-@kernel("conv2d")
-def _conv2d(xp: Any, x: Any, w: Any, bias: Any, stride: Sequence[int] = (1, 1),
-            padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1), groups: int = 1) -> Any:
-    _conv_check(x, w, bias, groups)
-    w = w.astype(x.dtype, copy=False)
-    o, g = w.shape[0], groups
-    cols, (oh, ow) = im2col(xp, x, w.shape[2:], stride, padding, dilation, g)
+def _per_group(xp: Any, gy: Any, groups: int) -> Any:
+    """(N, O, *out) -> (G, N*P, O/G): the output gradient as one GEMM operand per group."""
+    n, o, r = gy.shape[0], gy.shape[1], gy.ndim - 2
+    g = gy.reshape(n, groups, o // groups, *gy.shape[2:])
+    p = math.prod(gy.shape[2:])
+    return g.transpose(1, 0, *range(3, 3 + r), 2).reshape(groups, n * p, o // groups)
+
+
+def convolution(xp: Any, x: Any, w: Any, bias: Any, stride: Sequence[int],
+                padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
+    """(N, O, *out) cross-correlation of (N, C, *spatial) with (O, C/groups, *kernel)."""
+    o, g, n, r = w.shape[0], groups, x.shape[0], w.ndim - 2
+    cols, out = conv_patches(xp, x, w.shape[2:], stride, padding, dilation, g)
     wm = w.reshape(g, o // g, -1).transpose(0, 2, 1)                 # (G, K, O/G)
-    out = xp.matmul(cols, wm)                                          # (G, N*OH*OW, O/G)
-    n = x.shape[0]
-    out = out.reshape(g, n, oh, ow, o // g).transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
+    y = xp.matmul(cols, wm)                                            # (G, N*P, O/G)
+    y = y.reshape(g, n, *out, o // g).transpose(1, 0, 2 + r, *range(2, 2 + r))
+    y = y.reshape(n, o, *out)
     if bias is not None:
-        out = out + bias.astype(x.dtype, copy=False).reshape(1, -1, 1, 1)
-    return xp.ascontiguousarray(out)
+        y = y + bias.astype(x.dtype, copy=False).reshape(1, -1, *(1,) * r)
+    return xp.ascontiguousarray(y)
 
 
-def conv2d_grad_input(xp: Any, gy: Any, w: Any, x_shape: Sequence[int], stride: Sequence[int],
-                      padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
-    n, o, oh, ow = gy.shape
-    g, kh, kw = groups, w.shape[2], w.shape[3]
-    gm = gy.reshape(n, g, o // g, oh, ow).transpose(1, 0, 3, 4, 2).reshape(g, n * oh * ow, o // g)
-    wm = w.reshape(g, o // g, -1)                                       # (G, O/G, K)
-    dcols = xp.matmul(gm, wm)                                           # (G, N*OH*OW, K)
-    c = x_shape[1]
-    dcols = dcols.reshape(g, n, oh, ow, c // g, kh, kw).transpose(1, 0, 4, 2, 3, 5, 6)
-    dcols = dcols.reshape(n, c, oh, ow, kh, kw)
-    return col2im(xp, dcols, x_shape, (kh, kw), stride, padding, dilation)
+def conv_grad_input(xp: Any, gy: Any, w: Any, x_shape: Sequence[int], stride: Sequence[int],
+                    padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
+    """The input gradient of a convolution (a transposed convolution of ``gy``): each
+    output position's patch gradient, one GEMM per group, scattered back by ``col2im``."""
+    n, o, r, g = gy.shape[0], gy.shape[1], gy.ndim - 2, groups
+    k, out, c = w.shape[2:], gy.shape[2:], x_shape[1]
+    dcols = xp.matmul(_per_group(xp, gy, g), w.reshape(g, o // g, -1))  # (G, N*P, C/G*K)
+    dcols = dcols.reshape(g, n, *out, c // g, *k)
+    dcols = dcols.transpose(1, 0, 2 + r, *range(2, 2 + r), *range(3 + r, 3 + 2 * r))
+    return col2im(xp, dcols.reshape(n, c, *out, *k), x_shape, k, stride, padding, dilation)
 
 
-def conv2d_grad_weight(xp: Any, gy: Any, x: Any, w_shape: Sequence[int], stride: Sequence[int],
-                       padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
-    n, o, oh, ow = gy.shape
-    g = groups
-    cols, _ = im2col(xp, x, w_shape[2:], stride, padding, dilation, g)   # (G, NP, K)
-    gm = gy.reshape(n, g, o // g, oh, ow).transpose(1, 0, 3, 4, 2).reshape(g, n * oh * ow, o // g)
-    gw = xp.matmul(cols.transpose(0, 2, 1), gm)                          # (G, K, O/G)
-    return gw.transpose(0, 2, 1).reshape(w_shape)
+def conv_grad_weight(xp: Any, gy: Any, x: Any, w_shape: Sequence[int], stride: Sequence[int],
+                     padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
+    """The weight gradient of a convolution: patches^T times the output gradient."""
+    cols, _ = conv_patches(xp, x, w_shape[2:], stride, padding, dilation, groups, gy.shape[2:])
+    gw = xp.matmul(cols.transpose(0, 2, 1), _per_group(xp, gy, groups))   # (G, K, O/G)
+    return gw.transpose(0, 2, 1).reshape(tuple(w_shape))
 
 
-@kernel("conv2d_grad_input")
-def _conv2d_grad_input(xp: Any, gy: Any, w: Any, input_size: Sequence[int],
-                       stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
-                       groups: int) -> Any:
-    return conv2d_grad_input(xp, gy, w.astype(gy.dtype, copy=False), tuple(input_size), stride,
-                             padding, dilation, groups)
+def _register(rank: int) -> None:
+    """The three kernels of ``conv{rank}d`` (one definition for every rank)."""
+    name, one, zero = f"conv{rank}d", (1,) * rank, (0,) * rank
+
+    def forward(xp: Any, x: Any, w: Any, bias: Any, stride: Sequence[int] = one,
+                padding: Sequence[int] = zero, dilation: Sequence[int] = one,
+                groups: int = 1) -> Any:
+        _conv_check(name, x, w, bias, groups)
+        return convolution(xp, x, w.astype(x.dtype, copy=False), bias, stride, padding,
+                           dilation, groups)
+
+    def grad_input(xp: Any, gy: Any, w: Any, input_size: Sequence[int], stride: Sequence[int],
+                   padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
+        return conv_grad_input(xp, gy, w.astype(gy.dtype, copy=False), tuple(input_size),
+                               stride, padding, dilation, groups)
+
+    def grad_weight(xp: Any, gy: Any, x: Any, weight_size: Sequence[int],
+                    stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                    groups: int) -> Any:
+        return conv_grad_weight(xp, gy, x.astype(gy.dtype, copy=False), tuple(weight_size),
+                                stride, padding, dilation, groups)
+
+    fns: dict[str, Callable[..., Any]] = {name: forward, f"{name}_grad_input": grad_input,
+                                          f"{name}_grad_weight": grad_weight}
+    for op_name, fn in fns.items():
+        fn.__name__ = fn.__qualname__ = f"_{op_name}"
+        kernel(op_name)(fn)
 
 
-@kernel("conv2d_grad_weight")
-def _conv2d_grad_weight(xp: Any, gy: Any, x: Any, weight_size: Sequence[int],
-                        stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
-                        groups: int) -> Any:
-    return conv2d_grad_weight(xp, gy, x.astype(gy.dtype, copy=False), tuple(weight_size), stride,
-                              padding, dilation, groups)
+for _rank in RANKS:
+    _register(_rank)
+
+
+def _blocks_check(name: str, x: Any, k: Sequence[int], *args: Sequence[int]) -> None:
+    if x.ndim != len(k) + 2:
+        raise ShapeError(f"{name}: expected a {len(k) + 2}-D input, got shape {tuple(x.shape)}")
+    for arg, v in zip(("dilation", "padding", "stride"), args):
+        if len(v) != len(k):
+            raise ShapeError(f"{name}: expected {arg} of {len(k)} ints, got {list(v)}")
+
+
+@kernel("im2col")
+def _im2col(xp: Any, x: Any, kernel_size: Sequence[int], dilation: Sequence[int],
+            padding: Sequence[int], stride: Sequence[int]) -> Any:
+    """(N, C, *spatial) -> (N, C*prod(kernel), L): each block a column, channel-major."""
+    _blocks_check("im2col", x, kernel_size, dilation, padding, stride)
+    view, out = windows(xp, x, kernel_size, stride, padding, dilation)
+    r = len(kernel_size)
+    cols = view.transpose(0, 1, *range(2 + r, 2 + 2 * r), *range(2, 2 + r))
+    n, c = x.shape[:2]
+    return xp.ascontiguousarray(cols).reshape(n, c * math.prod(kernel_size), math.prod(out))
+
+
+@kernel("col2im")
+def _col2im(xp: Any, x: Any, output_size: Sequence[int], kernel_size: Sequence[int],
+            dilation: Sequence[int], padding: Sequence[int], stride: Sequence[int]) -> Any:
+    """(N, C*prod(kernel), L) -> (N, C, *output_size): overlapping blocks summed."""
+    size, k, r = tuple(output_size), tuple(kernel_size), len(kernel_size)
+    out = tuple(_out_size(size[i], k[i], stride[i], padding[i], dilation[i]) for i in range(r))
+    kk = math.prod(k)
+    if x.ndim != 3 or x.shape[1] % kk or x.shape[2] != math.prod(out) or min(out) <= 0:
+        raise ShapeError(f"col2im: expected an input of shape (N, C*{kk}, {math.prod(out)}) "
+                         f"for output_size={list(size)}, kernel_size={list(k)}, "
+                         f"dilation={list(dilation)}, padding={list(padding)}, "
+                         f"stride={list(stride)}; got {tuple(x.shape)}")
+    n, c = x.shape[0], x.shape[1] // kk
+    cols = x.reshape(n, c, *k, *out).transpose(0, 1, *range(2 + r, 2 + 2 * r), *range(2, 2 + r))
+    return col2im(xp, cols, (n, c, *size), k, stride, padding, dilation)

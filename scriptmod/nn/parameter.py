@@ -40,11 +40,12 @@ class UninitializedParameter(Parameter):
     """A parameter whose shape is not known yet (lazy layers); materialized on first call."""
 
     def __init__(self, requires_grad: bool = True, device: Any = None, dtype: Any = None) -> None:
-        super().__init__(None, requires_grad)
-        self._lazy_device, self._lazy_dtype = device, dtype
+        super().__init__(empty(0, device=device, dtype=dtype), requires_grad)
 
     def materialize(self, shape: tuple, device: Any = None, dtype: Any = None) -> None:
-        t = empty(*shape, device=device or self._lazy_device, dtype=dtype or self._lazy_dtype)
+        """Allocate ``shape`` on the placeholder's device and dtype unless given (a
+        ``Module.to`` before the first call changes those, as in PyTorch)."""
+        t = empty(*shape, device=device or self.device, dtype=dtype or self.dtype)
         self._data = t._data
         self.__class__ = Parameter
 

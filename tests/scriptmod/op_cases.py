@@ -1001,39 +1001,6 @@ def _matmul_samples(g: Gen) -> list[Sample]:
 case("matmul", _matmul_samples, np.matmul, FLOATS + ("int32", "int64") + COMPLEX)
 
 
-def _conv_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: Sequence[int] = (1, 1),
-              padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1),
-              groups: int = 1) -> np.ndarray:
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    o, cg, kh, kw = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    oh = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
-    ow = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
-    out = np.zeros((x.shape[0], o, oh, ow))
-    og = o // groups
-    for gi in range(groups):
-        for i in range(oh):
-            for j in range(ow):
-                patch = xp[:, gi * cg:(gi + 1) * cg, i * sh:i * sh + dh * (kh - 1) + 1:dh,
-                           j * sw:j * sw + dw * (kw - 1) + 1:dw]
-                out[:, gi * og:(gi + 1) * og, i, j] = np.einsum("nckl,ockl->no", patch, w[gi * og:(gi + 1) * og])
-    return out if b is None else out + b.reshape(1, -1, 1, 1)
-
-
-def _conv_samples(g: Gen) -> list[Sample]:
-    gr = g.grad_of(0, 1, 2)
-    return [Sample("basic", (g.arr((1, 2, 4, 4)), g.arr((3, 2, 3, 3)), g.arr((3,))), {}, gr),
-            Sample("stride-pad", (g.arr((2, 2, 5, 4)), g.arr((2, 2, 2, 3)), None),
-                   {"stride": [2, 1], "padding": [1, 2]}, g.grad_of(0, 1)),
-            Sample("dilation-groups", (g.arr((1, 4, 5, 5)), g.arr((4, 2, 2, 2)), g.arr((4,))),
-                   {"dilation": [2, 1], "groups": 2}, gr),
-            Sample("noncontig", (g.arr((1, 1, 3, 3), noncontig=True), g.arr((1, 1, 2, 2)), None),
-                   {}, g.grad_of(0, 1))]
-
-
-case("conv2d", _conv_samples, _conv_ref, FLOATS)
-
-
 def _attention_ref(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                    scale: float = 1.0) -> np.ndarray:
     s = q @ np.swapaxes(k, -1, -2) * scale + (0 if mask is None else mask)
@@ -1139,41 +1106,6 @@ def _vjp(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, gy: np.ndarray,
         moved[i] += h
         out[i] = np.sum((f(moved) - base) / h * gy)
     return out
-
-
-_CONV_KW = ("stride", "padding", "dilation", "groups")
-
-
-def _conv_grad_samples(wrt_input: bool) -> SampleFn:
-    def make(g: Gen) -> list[Sample]:
-        out = []
-        for s in _conv_samples(Gen("float64", 7)):
-            x, w = s.inputs[0], s.inputs[1]
-            conv = {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1}
-            conv.update(s.attrs)
-            gy = g.arr(_conv_ref(x, w, None, **conv).shape)
-            if wrt_input:
-                out.append(Sample(s.label, (gy, w.astype(gy.dtype), list(x.shape)), conv))
-            else:
-                out.append(Sample(s.label, (gy, x.astype(gy.dtype), list(w.shape)), conv))
-        return out
-    return make
-
-
-def _conv_grad_input_ref(gy: np.ndarray, w: np.ndarray, input_size: Sequence[int],
-                         **conv: Any) -> np.ndarray:
-    return _vjp(lambda x: _conv_ref(x, w, None, **conv), np.zeros(input_size), gy)
-
-
-def _conv_grad_weight_ref(gy: np.ndarray, x: np.ndarray, weight_size: Sequence[int],
-                          **conv: Any) -> np.ndarray:
-    return _vjp(lambda w: _conv_ref(x, w, None, **conv), np.zeros(weight_size), gy)
-
-
-case("conv2d_grad_input", _conv_grad_samples(True), _conv_grad_input_ref,
-     ("float32", "float64"), grad=False)
-case("conv2d_grad_weight", _conv_grad_samples(False), _conv_grad_weight_ref,
-     ("float32", "float64"), grad=False)
 
 
 def _pool_grad_samples(dilation: bool) -> SampleFn:

@@ -39,6 +39,11 @@ def _lazy_linear() -> Module:
     return layer
 
 
+def _built(layer: Module, *shape: int) -> Module:
+    layer(sm.zeros(*shape))          # a lazy layer materialized, as torch.jit.script needs it
+    return layer
+
+
 # class name -> (make the layer, make an input of a batch size); one entry per layer class
 # of scriptmod.nn whose forward takes a single tensor (test_table_covers_every_layer)
 LAYERS: dict[str, tuple[Callable[[], Module], Callable[[int], sm.Tensor]]] = {
@@ -62,6 +67,23 @@ LAYERS: dict[str, tuple[Callable[[], Module], Callable[[int], sm.Tensor]]] = {
     "NonDynamicallyQuantizableLinear": (lambda: nn.NonDynamicallyQuantizableLinear(4, 3),
                                         _floats(2, 4)),
     "Conv2d": (lambda: nn.Conv2d(2, 3, 3, padding=1), _floats(2, 5, 5)),
+    "Conv1d": (lambda: nn.Conv1d(2, 3, 3, stride=2, padding=1), _floats(2, 7)),
+    "Conv3d": (lambda: nn.Conv3d(2, 2, 2, padding=(1, 0, 0)), _floats(2, 3, 3, 3)),
+    "ConvTranspose1d": (lambda: nn.ConvTranspose1d(2, 3, 3, stride=2, output_padding=1),
+                        _floats(2, 4)),
+    "ConvTranspose2d": (lambda: nn.ConvTranspose2d(2, 2, 2, stride=2, groups=2), _floats(2, 3, 3)),
+    "ConvTranspose3d": (lambda: nn.ConvTranspose3d(2, 1, 2), _floats(2, 2, 2, 2)),
+    "LazyConv1d": (lambda: _built(nn.LazyConv1d(3, 2), 1, 2, 5), _floats(2, 5)),
+    "LazyConv2d": (lambda: _built(nn.LazyConv2d(3, 2), 1, 2, 4, 4), _floats(2, 4, 4)),
+    "LazyConv3d": (lambda: _built(nn.LazyConv3d(1, 2), 1, 2, 3, 3, 3), _floats(2, 3, 3, 3)),
+    "LazyConvTranspose1d": (lambda: _built(nn.LazyConvTranspose1d(3, 2), 1, 2, 3),
+                            _floats(2, 3)),
+    "LazyConvTranspose2d": (lambda: _built(nn.LazyConvTranspose2d(3, 2), 1, 2, 3, 3),
+                            _floats(2, 3, 3)),
+    "LazyConvTranspose3d": (lambda: _built(nn.LazyConvTranspose3d(1, 2), 1, 2, 2, 2, 2),
+                            _floats(2, 2, 2, 2)),
+    "Fold": (lambda: nn.Fold((3, 4), 2), _floats(8, 6)),
+    "Unfold": (lambda: nn.Unfold(2, padding=1), _floats(2, 3, 3)),
     "AvgPool2d": (lambda: nn.AvgPool2d(2), _floats(2, 4, 4)),
     "MaxPool2d": (lambda: nn.MaxPool2d(2, stride=1), _floats(2, 4, 4)),
     "Flatten": (lambda: nn.Flatten(), _floats(2, 3, 2)),
@@ -71,6 +93,43 @@ LAYERS: dict[str, tuple[Callable[[], Module], Callable[[int], sm.Tensor]]] = {
     "BatchNorm2d": (lambda: nn.BatchNorm2d(2), _floats(2, 3, 3)),
     "LayerNorm": (lambda: nn.LayerNorm(4), _floats(3, 4)),
     "Embedding": (lambda: nn.Embedding(10, 3), _indices(5, 10)),
+    # norms, activations and dropout variants (issue 38, helper C)
+    "Hardswish": (lambda: nn.Hardswish(), _floats(3, 4)),
+    "Hardsigmoid": (lambda: nn.Hardsigmoid(), _floats(3, 4)),
+    "Mish": (lambda: nn.Mish(), _floats(3, 4)),
+    "SELU": (lambda: nn.SELU(), _floats(3, 4)),
+    "CELU": (lambda: nn.CELU(0.7), _floats(3, 4)),
+    "GLU": (lambda: nn.GLU(1), _floats(4, 3)),
+    "LogSigmoid": (lambda: nn.LogSigmoid(), _floats(3, 4)),
+    "Softsign": (lambda: nn.Softsign(), _floats(3, 4)),
+    "Softmin": (lambda: nn.Softmin(dim=1), _floats(3, 4)),
+    "Softmax2d": (lambda: nn.Softmax2d(), _floats(2, 3, 3)),
+    "Softshrink": (lambda: nn.Softshrink(0.3), _floats(3, 4)),
+    "Hardshrink": (lambda: nn.Hardshrink(0.3), _floats(3, 4)),
+    "Tanhshrink": (lambda: nn.Tanhshrink(), _floats(3, 4)),
+    "RReLU": (lambda: nn.RReLU(0.1, 0.3).eval(), _floats(3, 4)),
+    "Dropout1d": (lambda: nn.Dropout1d(0.3).eval(), _floats(3, 4)),
+    "Dropout2d": (lambda: nn.Dropout2d(0.3).eval(), _floats(2, 3, 3)),
+    "Dropout3d": (lambda: nn.Dropout3d(0.3).eval(), _floats(2, 2, 2, 2)),
+    "AlphaDropout": (lambda: nn.AlphaDropout(0.3).eval(), _floats(3, 4)),
+    "FeatureAlphaDropout": (lambda: nn.FeatureAlphaDropout(0.3).eval(), _floats(2, 3, 3)),
+    "BatchNorm3d": (lambda: nn.BatchNorm3d(2), _floats(2, 2, 2, 2)),
+    "LazyBatchNorm1d": (lambda: _built(nn.LazyBatchNorm1d(), 2, 3), _floats(3)),
+    "LazyBatchNorm2d": (lambda: _built(nn.LazyBatchNorm2d(), 2, 2, 3, 3), _floats(2, 3, 3)),
+    "LazyBatchNorm3d": (lambda: _built(nn.LazyBatchNorm3d(), 2, 2, 2, 2, 2),
+                        _floats(2, 2, 2, 2)),
+    "GroupNorm": (lambda: nn.GroupNorm(2, 4), _floats(4, 3)),
+    "InstanceNorm1d": (lambda: nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
+                       _floats(3, 5)),
+    "InstanceNorm2d": (lambda: nn.InstanceNorm2d(2), _floats(2, 3, 3)),
+    "InstanceNorm3d": (lambda: nn.InstanceNorm3d(2, affine=True), _floats(2, 2, 2, 3)),
+    "LazyInstanceNorm1d": (lambda: _built(nn.LazyInstanceNorm1d(), 2, 3, 5), _floats(3, 5)),
+    "LazyInstanceNorm2d": (lambda: _built(nn.LazyInstanceNorm2d(), 2, 2, 3, 3),
+                           _floats(2, 3, 3)),
+    "LazyInstanceNorm3d": (lambda: _built(nn.LazyInstanceNorm3d(), 2, 2, 2, 2, 3),
+                           _floats(2, 2, 2, 3)),
+    "LocalResponseNorm": (lambda: nn.LocalResponseNorm(2), _floats(4, 3)),
+    "RMSNorm": (lambda: nn.RMSNorm(4), _floats(3, 4)),
 }
 
 
