@@ -123,7 +123,7 @@ class BatchNorm3d(_BatchNorm):
     _ranks, _layout = (5,), "5-D (N, C, D, H, W)"
 
 
-class _LazyNorm:
+class _LazyNorm(_BatchNorm):
     """The Lazy variant of a ``_BatchNorm`` subclass: ``num_features`` is the first input's
     dim 1, and the module then becomes ``cls_to_become`` (PyTorch's ``_LazyNormBase``)."""
 
@@ -132,53 +132,49 @@ class _LazyNorm:
     def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
                  track_running_stats: bool = True, device: Any = None, dtype: Any = None, *,
                  bias: bool = True) -> None:
-        norm: Any = self
-        _BatchNorm.__init__(norm, 0, eps, momentum, False, False, device, dtype, bias=False)
-        norm.affine, norm.track_running_stats = affine, track_running_stats
+        _BatchNorm.__init__(self, 0, eps, momentum, False, False, device, dtype, bias=False)
+        self.affine, self.track_running_stats = affine, track_running_stats
         kw = {"device": device, "dtype": dtype}
         if affine:
-            norm.register_parameter("weight", UninitializedParameter(**kw))
+            self.register_parameter("weight", UninitializedParameter(**kw))
             if bias:
-                norm.register_parameter("bias", UninitializedParameter(**kw))
+                self.register_parameter("bias", UninitializedParameter(**kw))
         if track_running_stats:
-            norm.register_buffer("running_mean", UninitializedBuffer(**kw))
-            norm.register_buffer("running_var", UninitializedBuffer(**kw))
-            norm.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64, device=device))
+            self.register_buffer("running_mean", UninitializedBuffer(**kw))
+            self.register_buffer("running_var", UninitializedBuffer(**kw))
+            self.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64, device=device))
 
     def _lazy_members(self) -> list[Tensor]:
-        norm: Any = self
-        return [t for t in (norm.weight, norm.bias, norm.running_mean, norm.running_var)
+        return [t for t in (self.weight, self.bias, self.running_mean, self.running_var)
                 if t is not None]
 
     def has_uninitialized_params(self) -> bool:
         return any(is_lazy(t) for t in self._lazy_members())
 
     def reset_parameters(self) -> None:
-        norm: Any = self
-        if not self.has_uninitialized_params() and norm.num_features != 0:
-            _BatchNorm.reset_parameters(norm)
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            _BatchNorm.reset_parameters(self)
 
     def _build(self, *inputs: Any, **kwargs: Any) -> bool | None:
         """Materialize every lazy member with the first input's dim 1 and become
         ``cls_to_become`` (the Module lazy-build hook); False when there is no input yet."""
-        norm: Any = self
         if not self.has_uninitialized_params():
             members = self._lazy_members()
             if members or inputs:   # given by a checkpoint, or nothing to build (no affine,
                 if members:         # no running stats): PyTorch keeps num_features 0 then
-                    norm.num_features = int(members[0].shape[0])
-                norm.__class__ = self.cls_to_become
+                    self.num_features = int(members[0].shape[0])
+                self.__class__ = self.cls_to_become
             return None
         if not inputs or not isinstance(inputs[0], Tensor):
             return False
         if inputs[0].dim() < 2:
             raise ShapeError(f"{type(self).__name__}: expected an input with a channel dim 1, "
                              f"got shape {tuple(inputs[0].shape)}")
-        norm.num_features = int(inputs[0].shape[1])
+        self.num_features = int(inputs[0].shape[1])
         for t in self._lazy_members():
-            t.materialize((norm.num_features,))
+            t.materialize((self.num_features,))
         self.reset_parameters()
-        norm.__class__ = self.cls_to_become
+        self.__class__ = self.cls_to_become
         return None
 
     initialize_parameters = _build
