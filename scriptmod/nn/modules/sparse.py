@@ -15,21 +15,13 @@ from scriptmod._creation import empty
 from scriptmod.autograd.grad_mode import no_grad
 from scriptmod.nn import functional as F
 from scriptmod.nn import init
+from scriptmod.nn._functional_layers import _padding_index
 from scriptmod.ir.errors import DTypeError, ShapeError
 from scriptmod.nn.module import Module
 from scriptmod.nn.parameter import Parameter
 from scriptmod.tensor import Tensor
 
 __all__ = ["Embedding", "EmbeddingBag"]
-
-
-def _padding_index(padding_idx: int | None, n: int) -> int | None:
-    if padding_idx is None:
-        return None
-    if not -n <= padding_idx < n:
-        raise ValueError(f"Embedding: padding_idx must be within num_embeddings ({n}), got "
-                         f"{padding_idx}")
-    return padding_idx % n
 
 
 def _table(module: Module, num_embeddings: int, embedding_dim: int, weight: Tensor | None,
@@ -74,7 +66,7 @@ class Embedding(_Table):
                  dtype: Any = None) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.padding_idx = _padding_index(padding_idx, num_embeddings)
+        self.padding_idx = _padding_index(padding_idx, num_embeddings, "Embedding")
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         _table(self, num_embeddings, embedding_dim, _weight, _freeze, device, dtype)
@@ -130,7 +122,7 @@ class EmbeddingBag(_Table):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
-        self.padding_idx = _padding_index(padding_idx, num_embeddings)
+        self.padding_idx = _padding_index(padding_idx, num_embeddings, "EmbeddingBag")
         _table(self, num_embeddings, embedding_dim, _weight, False, device, dtype)
         self.mode, self.sparse = mode, sparse
         self.include_last_offset = include_last_offset
