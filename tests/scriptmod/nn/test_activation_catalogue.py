@@ -82,7 +82,7 @@ def test_glu_softmin_and_softmax2d_match_the_formula() -> None:
 TORCH_CASES = {
     "hardswish": ("hardswish", {}), "hardsigmoid": ("hardsigmoid", {}), "mish": ("mish", {}),
     "selu": ("selu", {}), "celu": ("celu", {"alpha": 0.7}), "softsign": ("softsign", {}),
-    "softshrink": ("softshrink", {"lambd": 0.3}), "hardshrink": ("hardshrink", {"lambd": 0.3}),
+    "softshrink": ("softshrink", {"lambd": 0.5}), "hardshrink": ("hardshrink", {"lambd": 0.5}),
     "tanhshrink": ("tanhshrink", {}), "logsigmoid": ("logsigmoid", {}),
     "glu": ("glu", {"dim": 0}), "softmin": ("softmin", {"dim": 1}),
     "rrelu": ("rrelu", {"lower": 0.2, "upper": 0.4}),
