@@ -85,7 +85,11 @@ def _assert(condition: object, message: str) -> None:
     while being traced: then the check runs on the example input and leaves nothing in the
     graph (as in ``torch.jit.trace``), so a traced model does not check later inputs.
 
+        >>> x = scriptmod.ones(2, 3)
+        >>> scriptmod._assert(x.dim() == 2, f"Expected (N, C), got {tuple(x.shape)}")
         >>> scriptmod._assert(x.dim() == 4, f"Expected (N, C, H, W), got {tuple(x.shape)}")
+        Traceback (most recent call last):
+        AssertionError: Expected (N, C, H, W), got (2, 3)
     """
     if isinstance(condition, Tensor):
         if condition.numel() != 1:

@@ -3,10 +3,13 @@ when it is scripted first so that its control flow (loops over sizes, data-depen
 branches) stays in the traced graph instead of being baked into one path.
 
     >>> @scriptmod.jit.script_if_tracing
-    ... def halve_until_small(x: Tensor) -> Tensor:
+    ... def halve_until_small(x: scriptmod.Tensor) -> scriptmod.Tensor:
     ...     while bool(x.abs().max() > 1):
     ...         x = x / 2
     ...     return x
+    >>> traced = scriptmod.jit.trace(lambda x: halve_until_small(x) * 1, scriptmod.tensor([8.0]))
+    >>> traced(scriptmod.tensor([64.0]))      # the loop ran 6 times, not the traced 3
+    tensor([1.])
 """
 from __future__ import annotations
 

@@ -251,7 +251,7 @@ class TransformerEncoder(Module):
         refusal = _nested_tensor_refusal(encoder_layer)
         if enable_nested_tensor and refusal:
             warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False "
-                          f"because {refusal}", stacklevel=2)
+                          f"because {refusal}", stacklevel=3)   # past Module's __init__ wrapper
             self.use_nested_tensor = False
 
     def forward(self, src: Tensor, mask: Tensor | None = None,
