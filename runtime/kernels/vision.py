@@ -334,8 +334,8 @@ def _reflect(xp: Any, c: Any, twice_low: int, twice_high: int) -> tuple[Any, Any
 
 def _pad_coordinates(xp: Any, c: Any, size: int, padding_mode: str,
                      align_corners: bool) -> tuple[Any, Any]:
-    """``compute_coordinates``: border clips, reflection reflects then clips; and the
-    derivative of the result in ``c``. Non-finite or huge coordinates read nothing."""
+    """``compute_coordinates``: border clips, reflection reflects then clips (a NaN lands
+    on 0, as in PyTorch's CPU kernel); and the derivative of the result in ``c``."""
     ft = c.dtype.type
     grad = xp.ones_like(c)
     if padding_mode == "reflection":
@@ -344,9 +344,8 @@ def _pad_coordinates(xp: Any, c: Any, size: int, padding_mode: str,
     if padding_mode in ("border", "reflection"):
         inside = (c > 0) & (c < size - 1)
         grad = xp.where(inside, grad, ft(0))
-        c = xp.clip(c, ft(0), ft(size - 1))
-    bad = ~xp.isfinite(c) | (c > 2.0 ** 31 - 1) | (c < -(2.0 ** 31))
-    return xp.where(bad, ft(-100), c), grad
+        c = xp.where(xp.isnan(c), ft(0), xp.clip(c, ft(0), ft(size - 1)))
+    return c, grad
 
 
 def _grid_taps(xp: Any, coord: Any, size: int, mode: str, padding_mode: str,
@@ -396,8 +395,9 @@ def _combinations(xp: Any, x: Any, grid: Any, mode: str, padding_mode: str,
     n = x.ndim - 2
     sizes = x.shape[2:]
     pts = grid.reshape(grid.shape[0], int(np.prod(grid.shape[1:-1], dtype=np.int64)), n)
-    per_dim = [_grid_taps(xp, pts[..., n - 1 - d], sizes[d], mode, padding_mode, align_corners)
-               for d in range(n)]
+    with np.errstate(invalid="ignore"):        # a NaN or infinite grid point: NaN weights
+        per_dim = [_grid_taps(xp, pts[..., n - 1 - d], sizes[d], mode, padding_mode,
+                              align_corners) for d in range(n)]
     strides = [int(np.prod(sizes[d + 1:], dtype=np.int64)) for d in range(n)]
     for combo in itertools.product(*per_dim):
         flat = sum(t[0] * s for t, s in zip(combo, strides))
@@ -431,12 +431,18 @@ def _grid_sampler(xp: Any, x: Any, grid: Any, mode: str = "bilinear",
     rows, first = _pixel_rows(xp, x)
     out = None
     for flat, inside, ws, _ in _combinations(xp, x, grid, mode, padding_mode, align_corners):
-        w = xp.where(inside, _product(ws), 0)
+        w = _masked(xp, inside, _product(ws))
         part = xp.take(rows, (first + flat).ravel(), axis=0) * w.reshape(-1, 1)
         out = part if out is None else out + part
     nb, ch = x.shape[:2]
     out = out.reshape((nb, int(np.prod(grid.shape[1:-1], dtype=np.int64)), ch)).transpose(0, 2, 1)
     return xp.ascontiguousarray(out).reshape((nb, ch) + grid.shape[1:-1])
+
+
+def _masked(xp: Any, inside: Any, w: Any) -> Any:
+    """A tap's weight where it reads the image, else ``0 * w``: a tap outside reads 0, and
+    0 times a NaN weight (a NaN or infinite grid point) is NaN, as in PyTorch."""
+    return xp.where(inside, w, w * 0)
 
 
 def _product(factors: Sequence[Any]) -> Any:
@@ -459,7 +465,7 @@ def _grid_sampler_grad(xp: Any, g: Any, x: Any, grid: Any, mode: str = "bilinear
     channels = xp.arange(ch)
     for flat, inside, ws, dws in _combinations(xp, x, grid.astype(x.dtype, copy=False), mode,
                                                padding_mode, align_corners):
-        w = xp.where(inside, _product(ws), 0)
+        w = _masked(xp, inside, _product(ws))
         at = (first + flat).reshape(-1, 1)
         gx += xp.bincount((at * ch + channels).ravel(), (gy * w.reshape(-1, 1)).ravel(),
                           minlength=gx.size)

@@ -35,6 +35,22 @@ def test_grid_sample_matches_torch(mode: str, pad: str, align: bool, rank: int) 
     assert_close_lists(ours, theirs, atol=tol, rtol=tol)
 
 
+@needs_torch
+def test_non_finite_grid_points_are_torchs() -> None:
+    """NaN reads the border's first pixel under border/reflection padding, and gives NaN
+    (zeros padding, and bicubic: its weights are NaN), as PyTorch's CPU kernel."""
+    torch = torch_or_none()
+    x = np.arange(1.0, 10.0, dtype=np.float32).reshape(1, 1, 3, 3)
+    grid = np.array([[[[np.nan, 0.0], [0.0, np.nan], [np.inf, 0.2], [-np.inf, 0.3],
+                       [1e20, 0.1]]]], np.float32)
+    for mode in ("bilinear", "nearest", "bicubic"):
+        for pad in ("zeros", "border", "reflection"):
+            kw = {"mode": mode, "padding_mode": pad, "align_corners": False}
+            np.testing.assert_array_equal(
+                F.grid_sample(sm.tensor(x), sm.tensor(grid), **kw).numpy(),
+                torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(grid), **kw).numpy())
+
+
 def test_grid_sample_hand_values() -> None:
     x = sm.tensor(np.arange(4.0).reshape(1, 1, 2, 2))
     # the image centre averages all four pixels; (x=1, y=-1) with align_corners is pixel (0, 1)
@@ -93,7 +109,8 @@ def test_errors_are_torchs(call) -> None:
         call(torch.nn.functional, torch.tensor(x), torch.tensor(g))
     with pytest.raises((type(theirs.value), RuntimeError)) as ours:
         call(F, sm.tensor(x), sm.tensor(g))
-    assert str(theirs.value).split(":")[-1].strip() in str(ours.value).replace("scriptmod.", "torch.")
+    message = str(ours.value).replace("scriptmod.", "torch.")
+    assert str(theirs.value).split(":")[-1].strip() in message
 
 
 def test_align_corners_none_warns_as_torch() -> None:

@@ -25,7 +25,8 @@ class _Call(nn.Module):
         return self.fn(*args)
 
 
-def _check(fn: Callable[..., Any], args: tuple, opset: int = 17, other: tuple | None = None) -> None:
+def _check(fn: Callable[..., Any], args: tuple, opset: int = 17,
+           other: tuple | None = None) -> None:
     proto = io.BytesIO()
     sm.onnx.export(jit.trace(_Call(fn), args), proto, opset_version=opset)
     session = ort.InferenceSession(proto.getvalue())
