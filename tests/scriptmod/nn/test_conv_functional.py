@@ -24,14 +24,16 @@ def _t(*shape: int, grad: bool = True) -> sm.Tensor:
     return sm.tensor(RNG.standard_normal(shape), requires_grad=grad)
 
 
-@pytest.mark.parametrize("rank,kw", [
-    (1, dict(stride=2, padding=1, output_padding=1, groups=2, dilation=1)),
-    (2, dict(stride=(2, 1), padding=(0, 1), output_padding=(1, 0), dilation=(1, 2))),
-    (3, dict(stride=1, padding=0, output_padding=(0, 1, 0), dilation=2)),
+@pytest.mark.parametrize("rank,cin,cout,size,kw", [
+    (1, 4, 6, (3,), dict(stride=2, padding=1, output_padding=1, groups=2, dilation=1)),
+    (2, 4, 6, (3, 3), dict(stride=(2, 1), padding=(0, 1), output_padding=(1, 0),
+                           dilation=(1, 2))),
+    (3, 2, 2, (2, 3, 2), dict(stride=1, padding=0, output_padding=(0, 1, 0), dilation=2)),
 ])
-def test_conv_transpose_is_the_adjoint_loop_and_gradchecks(rank: int, kw: dict) -> None:
+def test_conv_transpose_is_the_adjoint_loop_and_gradchecks(rank: int, cin: int, cout: int,
+                                                           size: tuple, kw: dict) -> None:
     groups = kw.get("groups", 1)
-    x, w, b = _t(1, 4, *(3,) * rank), _t(4, 6 // groups, *(2,) * rank), _t(6)
+    x, w, b = _t(1, cin, *size), _t(cin, cout // groups, *(2,) * rank), _t(cout)
     y = TRANSPOSED[rank](x, w, b, **kw)
     n = lambda v: tuple(v) if isinstance(v, tuple) else (v,) * rank  # noqa: E731
     want = _grad_input_ref(x.detach().numpy(), w.detach().numpy(), list(y.shape), n(kw["stride"]),
@@ -137,6 +139,27 @@ def test_trace_and_script_follow_the_batch_size() -> None:
     eager = x.detach().requires_grad_()
     model(eager).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), eager.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_symbolic_image_size_flows_through_transposed_conv_and_unfold() -> None:
+    """A trace with batch and image size symbolic: the transposed convolution's output size
+    and unfold's block count are expressions of H and W, and one trace serves every size."""
+    sm.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, stride=2, padding=1),
+                          nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1),
+                          nn.Unfold(2, stride=2))
+    traced = sm.jit.trace(model, sm.randn(2, 2, 8, 8),
+                          dynamic_dims={"input": {0: "B", 2: "H", 3: "W"}})
+    types = [str(n.outputs[0].type) for n in traced.inlined_graph.nodes
+             if n.kind in ("sm::conv2d", "sm::conv2d_grad_input", "sm::im2col")]
+    assert types == ["Float(B, 4, (H+1)//2, (W+1)//2)", "Float(B, 3, 2*((H+1)//2), 2*((W+1)//2))",
+                     "Float(B, 12, ((H+1)//2)*((W+1)//2))"]
+    for shape in ((3, 2, 12, 10), (1, 2, 7, 14)):
+        x = sm.randn(*shape).requires_grad_()
+        traced(x).sum().backward()
+        eager = x.detach().requires_grad_()
+        model(eager).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), eager.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_batchnorm_folds_into_conv1d() -> None:
