@@ -150,6 +150,8 @@ def _word_language_model():
     return Path(EXAMPLES) / "word_language_model" / "model.py"
 
 
+# the model keeps its causal mask per length in Python state: the trace guards the length
+@pytest.mark.filterwarnings("ignore:Converting a traced size to len")
 def test_word_language_transformer_model():
     path = _word_language_model()
     reference, ours = _same_model(path, "TransformerModel", 50, 16, 2, 32, 2, dropout=0.2)
