@@ -22,7 +22,8 @@ _NEG_INF = -np.inf
 @dataclass
 class _Lattice:
     """One batch's CTC problem: per entry its lengths and the extended labels ``ext`` (N, L)
-    with L = 2 max(target_lengths) + 1, and the emissions ``emit[t, n, s] = lp[t, n, ext[n, s]]``."""
+    with L = 2 max(target_lengths) + 1, and the emissions
+    ``emit[t, n, s] = lp[t, n, ext[n, s]]``."""
 
     input_lengths: Any      # (N,) int64
     target_lengths: Any     # (N,) int64
@@ -195,7 +196,7 @@ def _class_sums(xp: Any, lat: _Lattice, both: Any, classes: int) -> Any:
 @kernel("ctc_loss_grad")
 def _ctc_loss_grad(xp: Any, grad: Any, log_probs: Any, targets: Any, input_lengths: Any,
                    target_lengths: Any, blank: int = 0, zero_infinity: bool = False) -> Any:
-    steps, batch, classes = log_probs.shape
+    steps, _, classes = log_probs.shape
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         lat = _lattice(xp, log_probs, targets, input_lengths, target_lengths, blank)
         alpha = _alpha(xp, lat)

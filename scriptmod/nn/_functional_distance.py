@@ -19,7 +19,7 @@ def _clamped_norm(x: Tensor, dim: int, eps: float) -> Tensor:
     """``||x||`` along ``dim`` clamped below at ``eps`` with the gradient of the unclamped
     norm, as torch clamps it in place under ``no_grad``."""
     norm = vector_norm(x, 2, dim, keepdim=True)
-    return norm + (norm.clamp(min=eps) - norm).detach()
+    return where(norm < eps, (norm - norm.detach()) + eps, norm)   # the first: eps, grad 1
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:

@@ -234,7 +234,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 def _detached_clamp(x: Tensor, lo: float) -> Tensor:
     """``x`` clamped below at ``lo`` with the gradient of ``x`` itself, as torch clamps in
     place under ``no_grad``."""
-    return x + (x.clamp(min=lo) - x).detach()
+    return where(x < lo, (x - x.detach()) + lo, x)     # x - x.detach(): 0, gradient 1
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -251,13 +251,23 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
                          "size.")
-    if not _tracing() and input.numel() and ((input < 0) | (input > 1)).any().item():
-        raise ArgumentValueError("binary_cross_entropy: all elements of input should be "
-                                 "between 0 and 1")
-    log_x = input.log().clamp(min=-100.0)
-    log_1mx = (-input).log1p().clamp(min=-100.0)
-    loss = (target - 1) * log_1mx - target * log_x
+    for name, probs in (("input", input), ("target", target)):
+        if not _tracing() and probs.numel() and (~((probs >= 0) & (probs <= 1))).any().item():
+            raise ArgumentValueError(f"binary_cross_entropy: all elements of {name} should be "
+                                     "between 0 and 1")
+    loss = _bce_terms(input, target)
     return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def _bce_terms(x: Tensor, t: Tensor) -> Tensor:
+    """torch's value (t - 1) max(log(1 - x), -100) - t max(log(x), -100) with torch's
+    gradient for x, (x - t) / max(x (1 - x), 1e-12), finite at 0 and 1 where the clamped
+    logs' own gradient is 0/0: the value is of a detached x, the gradient rides on a term
+    that is exactly 0 (first order; torch's target gradient comes from the value)."""
+    fixed = x.detach()
+    value = (t - 1) * (-fixed).log1p().clamp(min=-100.0) - t * fixed.log().clamp(min=-100.0)
+    slope = (fixed - t) / ((1 - fixed) * fixed).clamp(min=1e-12)
+    return value + (x - fixed) * slope.detach()
 
 
 def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
@@ -268,7 +278,7 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
 
     >>> F.kl_div(scriptmod.tensor([-0.5, -1.0]).log_softmax(0), scriptmod.tensor([0.5, 0.5]),
     ...          reduction="sum")
-    tensor(0.0311)
+    tensor(0.0309)
     """
     legacy = size_average is not None or reduce is not None
     reduction = _legacy_reduction(size_average, reduce, reduction,
@@ -353,7 +363,8 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     """Per-class binary cross-entropy of logits ``input`` against 0/1 ``target``, averaged
     over the classes (the last dimension).
 
-    >>> F.multilabel_soft_margin_loss(scriptmod.tensor([[0.0, 0.0]]), scriptmod.tensor([[1.0, 0.0]]))
+    >>> x, t = scriptmod.tensor([[0.0, 0.0]]), scriptmod.tensor([[1.0, 0.0]])
+    >>> F.multilabel_soft_margin_loss(x, t)
     tensor(0.6931)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -400,7 +411,8 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     """Gaussian negative log likelihood 0.5 (log var + (input - target)^2 / var) with the
     variance clamped below at ``eps`` (the clamp passes gradients, as torch's does).
 
-    >>> F.gaussian_nll_loss(scriptmod.tensor([1.0]), scriptmod.tensor([0.0]), scriptmod.tensor([1.0]))
+    >>> one, zero = scriptmod.tensor([1.0]), scriptmod.tensor([0.0])
+    >>> F.gaussian_nll_loss(one, zero, one)
     tensor(0.5000)
     """
     if not isinstance(var, Tensor):
@@ -469,7 +481,8 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
                         reduction: str = "mean") -> Tensor:
     """max(0, -target (input1 - input2) + margin) for targets of +-1.
 
-    >>> F.margin_ranking_loss(scriptmod.tensor([1.0]), scriptmod.tensor([2.0]), scriptmod.tensor([1.0]))
+    >>> one, two = scriptmod.tensor([1.0]), scriptmod.tensor([2.0])
+    >>> F.margin_ranking_loss(one, two, one)
     tensor(1.)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -544,7 +557,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     divided by the number of classes, for each frame.
 
     >>> F.multi_margin_loss(scriptmod.tensor([[0.1, 0.8, 0.3]]), scriptmod.tensor([1]))
-    tensor(0.4000)
+    tensor(0.2667)
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if p not in (1, 2):

@@ -11,7 +11,7 @@ import pytest
 import scriptmod as sm
 import scriptmod.nn.functional as F
 from scriptmod import nn
-from nn_testutil import arr, assert_close_lists, leaf, run_both, torch_or_none
+from nn_testutil import arr, assert_close_lists, leaf, run_both
 
 RNG = np.random.default_rng(38)
 
@@ -80,6 +80,7 @@ CASES: dict[str, tuple[str, list[np.ndarray], dict[str, Any]]] = {
     "pdist-inf": ("pdist", [_r(4, 3)], {"p": float("inf")}),
     "cosine-similarity": ("cosine_similarity", [_r(4, 3), _r(1, 3)], {"dim": 1}),
     "cosine-similarity-zero": ("cosine_similarity", [np.zeros((2, 3)), _r(2, 3)], {}),
+    "cosine-similarity-tiny": ("cosine_similarity", [_r(2, 3) * 1e-10, _r(2, 3)], {}),
 }
 
 
@@ -304,3 +305,20 @@ def test_errors_name_the_problem() -> None:
         F.kl_div(sm.zeros(2), sm.zeros(2), reduction="avg")
     with pytest.raises(RuntimeError, match="not differentiable with respect to argument 'target'"):
         F.soft_margin_loss(sm.zeros(2), sm.ones(2, requires_grad=True))
+
+
+class _Triplets(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.triplet = nn.TripletMarginLoss(swap=True)
+
+    def forward(self, x: sm.Tensor, y: sm.Tensor) -> sm.Tensor:
+        return self.triplet(x, x * 0.5, -x) + F.multi_margin_loss(x, y) + F.pdist(x).sum()
+
+
+def test_losses_script() -> None:
+    model = _Triplets()
+    scripted = sm.jit.script(model)
+    for n in (3, 5):
+        x, y, _ = _batch(n)
+        np.testing.assert_allclose(arr(scripted(x, y)), arr(model(x, y)), rtol=1e-10)
