@@ -112,8 +112,28 @@ def _nested_tensor_refusal(layer: Module) -> str:
 
 
 # ---- layers ---------------------------------------------------------------------------------
+_NAMED_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
 class _FeedForwardLayer(Module):
     """What both layers share: the feed-forward block and its activation."""
+
+    @property
+    def activation(self) -> Callable[[Tensor], Tensor]:
+        """The feed-forward activation, as given. ``F.relu`` and ``F.gelu`` are kept by name
+        (a plain value), so that a scripted layer saves to an archive; a module is a
+        submodule, as in torch."""
+        d = self.__dict__
+        if d["_modules"].get("activation") is not None:
+            return d["_modules"]["activation"]
+        name = d.get("_activation_name")
+        return _NAMED_ACTIVATIONS[name] if name is not None else d["_activation_fn"]
+
+    @activation.setter
+    def activation(self, fn: Callable[[Tensor], Tensor]) -> None:
+        name = next((k for k, f in _NAMED_ACTIVATIONS.items() if f is fn), None)
+        self.__dict__["_activation_name"] = name
+        self.__dict__["_activation_fn"] = None if name is not None else fn
 
     def _init_feedforward(self, d_model: int, dim_feedforward: int, dropout: float,
                           activation: Activation, bias: bool, kw: dict[str, Any]) -> None:

@@ -148,6 +148,10 @@ LAYERS: dict[str, tuple[Callable[[], Module], Callable[[int], sm.Tensor]]] = {
                            _floats(2, 2, 2, 3)),
     "LocalResponseNorm": (lambda: nn.LocalResponseNorm(2), _floats(4, 3)),
     "RMSNorm": (lambda: nn.RMSNorm(4), _floats(3, 4)),
+    "TransformerEncoderLayer": (lambda: nn.TransformerEncoderLayer(4, 2, 8, 0.0, batch_first=True),
+                                _floats(3, 4)),
+    "TransformerEncoder": (lambda: nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(4, 2, 8, 0.0, batch_first=True), 2), _floats(3, 4)),
 }
 
 
