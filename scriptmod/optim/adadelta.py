@@ -12,8 +12,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from scriptmod._creation import zeros_like
 from scriptmod.optim._fused import Plan
-from scriptmod.optim.optimizer import (Optimizer, _check_non_negative, _new_step, _real_only,
-                                       _scalar)
+from scriptmod.optim.optimizer import Optimizer, _check_non_negative, _new_step, _scalar
 from scriptmod.tensor import Tensor
 
 
@@ -39,7 +38,6 @@ class Adadelta(Optimizer):
         super().__init__(params, defaults)
 
     def _prepare(self, p: Tensor, group: dict[str, Any]) -> Plan:
-        _real_only("Adadelta", p)
         state = self.state[p]
         if not state:
             state["step"] = _new_step()

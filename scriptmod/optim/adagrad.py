@@ -11,8 +11,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from scriptmod._creation import full_like
 from scriptmod.optim._fused import Plan
-from scriptmod.optim.optimizer import (Optimizer, _check_non_negative, _new_step, _real_only,
-                                       _scalar)
+from scriptmod.optim.optimizer import Optimizer, _check_non_negative, _new_step, _scalar
 from scriptmod.tensor import Tensor
 
 
@@ -40,7 +39,6 @@ class Adagrad(Optimizer):
                 self.state[p]["sum"] = full_like(p, group["initial_accumulator_value"])
 
     def _prepare(self, p: Tensor, group: dict[str, Any]) -> Plan:
-        _real_only("Adagrad", p)
         state = self.state[p]
         if not state:                               # a group added after construction
             state["step"] = _new_step()

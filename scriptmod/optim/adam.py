@@ -50,8 +50,6 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _prepare(self, p: Tensor, group: dict[str, Any]) -> Plan:
-        if p.is_complex():
-            raise NotImplementedError("Adam: complex parameters are not supported")
         amsgrad = bool(group["amsgrad"])
         state = self.state[p]
         if not state:

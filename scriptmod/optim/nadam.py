@@ -14,8 +14,7 @@ from scriptmod._creation import tensor, zeros_like
 from scriptmod.ir import dtypes as D
 from scriptmod.optim._fused import Plan
 from scriptmod.optim.adam import _check_betas
-from scriptmod.optim.optimizer import (Optimizer, _check_non_negative, _new_step, _real_only,
-                                       _scalar)
+from scriptmod.optim.optimizer import Optimizer, _check_non_negative, _new_step, _scalar
 from scriptmod.tensor import Tensor
 
 
@@ -45,7 +44,6 @@ class NAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _prepare(self, p: Tensor, group: dict[str, Any]) -> Plan:
-        _real_only("NAdam", p)
         state = self.state[p]
         if not state:
             state["step"] = _new_step()

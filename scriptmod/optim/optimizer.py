@@ -67,11 +67,23 @@ def _real_only(name: str, p: Tensor) -> None:
         raise NotImplementedError(f"{name}: complex parameters are not supported")
 
 
+def _real_view(t: Tensor) -> Tensor:
+    """A complex tensor as real pairs (shape + (2,)) sharing its memory (PyTorch's
+    ``view_as_real``): optimizers update complex parameters as pairs of real numbers."""
+    a = t._data
+    return Tensor._make(a.view(a.real.dtype).reshape(*a.shape, 2))
+
+
 def _lerp(start: Any, end: Any, weight: float) -> Any:
     """``start.lerp(end, weight)`` by PyTorch's formula (from the nearer end), on Tensors."""
     if abs(weight) < 0.5:
         return start + (end - start) * weight
     return end - (end - start) * (1 - weight)
+
+
+def _complex_view(pairs: Tensor, like: Tensor) -> Tensor:
+    """The inverse of ``_real_view`` for a contiguous ``pairs``: ``like``'s complex dtype."""
+    return Tensor._make(pairs._data.view(like._data.dtype).reshape(like._data.shape))
 
 
 def _as_groups(params: Any) -> list[dict[str, Any]]:
@@ -223,18 +235,23 @@ class Optimizer(OptimizerHooks):
         """The Python path: ``_math`` on Tensors, written back into ``p`` and its state.
         Recording autograd (``differentiable=True``), it reads clones of what it then
         overwrites, so the recorded graph keeps the values it read."""
-        inputs = {"param": p, **plan.tensors}
-        if is_grad_enabled():
-            inputs = {name: t.clone() for name, t in inputs.items()}
-        out = self._math(plan.flags, {**inputs, "grad": p.grad}, plan.scalars)
+        complex_param = p.is_complex()
+        targets = {"param": p, **plan.tensors}
+        views = {n: _real_view(t) for n, t in targets.items()} if complex_param else targets
+        inputs = {n: t.clone() for n, t in views.items()} if is_grad_enabled() else views
+        grad = _real_view(p.grad) if complex_param else p.grad
+        out = self._math(plan.flags, {**inputs, "grad": grad}, plan.scalars)
         writes = self._writes(plan.flags)
         for name, value in out.items():
-            target = p if name == "param" else plan.tensors.get(name)
+            target = views.get(name)
             if target is None:
-                self.state[p][name] = value.detach().clone()
+                fresh = value.detach().contiguous().clone()
+                self.state[p][name] = _complex_view(fresh, p) if complex_param else fresh
                 continue
             target._vc[0] += writes.get(name, 1) - 1    # before the copy its history records
             target.copy_(value)
+            if complex_param:
+                targets[name]._vc[0] += writes.get(name, 1)
 
     def _closure_loss(self, closure: Callable[[], Any] | None) -> Any:
         if closure is None:

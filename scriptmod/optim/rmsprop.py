@@ -12,8 +12,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from scriptmod._creation import zeros_like
 from scriptmod.optim._fused import Plan
-from scriptmod.optim.optimizer import (Optimizer, _check_non_negative, _new_step, _real_only,
-                                       _scalar)
+from scriptmod.optim.optimizer import Optimizer, _check_non_negative, _new_step, _scalar
 from scriptmod.tensor import Tensor
 
 
@@ -41,7 +40,6 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _prepare(self, p: Tensor, group: dict[str, Any]) -> Plan:
-        _real_only("RMSprop", p)
         momentum, centered = group["momentum"] > 0, bool(group["centered"])
         state = self.state[p]
         if not state:

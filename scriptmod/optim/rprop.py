@@ -13,8 +13,8 @@ from typing import Any, Iterable
 
 from scriptmod._creation import full_like, zeros_like
 from scriptmod.autograd.grad_mode import is_grad_enabled
-from scriptmod.optim.optimizer import Optimizer, _check_non_negative, _new_step, _real_only, \
-    _scalar
+from scriptmod.optim.optimizer import (Optimizer, _check_non_negative, _new_step, _real_view,
+                                       _scalar)
 from scriptmod.tensor import Tensor
 
 
@@ -36,25 +36,30 @@ class Rprop(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
-        _real_only("Rprop", p)
         grad = -p.grad if group["maximize"] else p.grad
         state = self.state[p]
         if not state:
+            lr = _scalar(group["lr"])
             state["step"] = _new_step()
             state["prev"] = zeros_like(p)
-            state["step_size"] = full_like(grad, _scalar(group["lr"]))
+            state["step_size"] = full_like(grad, complex(lr, lr) if p.is_complex() else lr)
         state["step"].add_(1)
-        (etaminus, etaplus), (step_min, step_max) = group["etas"], group["step_sizes"]
-        prev, step_size = state["prev"], state["step_size"]
+        targets = [p, state["prev"], state["step_size"]]
+        if p.is_complex():          # as pairs of reals, as PyTorch's view_as_real
+            targets, grad = [_real_view(t) for t in targets], _real_view(grad)
+        param, prev, step_size = targets
         if is_grad_enabled():       # differentiable: the graph keeps what it read
             prev, step_size = prev.clone(), step_size.clone()
+        (etaminus, etaplus), (step_min, step_max) = group["etas"], group["step_sizes"]
         sign = (grad * prev).sign()
         flipped = sign.lt(0)
         factor = sign.masked_fill(sign.gt(0), etaplus).masked_fill(flipped, etaminus) \
             .masked_fill(sign.eq(0), 1.0)
         step_size = (step_size * factor).clamp(step_min, step_max)
         grad = grad.masked_fill(flipped, 0.0)
-        update = p - grad.sign() * step_size
-        state["step_size"].copy_(step_size)
-        p.copy_(update)
-        state["prev"].copy_(grad)
+        update = param - grad.sign() * step_size
+        for target, value in zip(targets, (update, grad, step_size)):
+            target.copy_(value)
+        if p.is_complex():
+            for t in (p, state["prev"], state["step_size"]):
+                t._vc[0] += 1

@@ -211,3 +211,30 @@ def test_differentiable_step_gradients_match_torch(name: str, kwargs: dict[str, 
     leaf.grad = sm.ones(2)
     with pytest.raises(RuntimeError, match="leaf"):
         optim.SGD([leaf], lr=0.1, differentiable=True).step()
+
+
+COMPLEX = [("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.1)),
+           ("Adam", dict(lr=0.1, amsgrad=True, maximize=True)), ("AdamW", dict(lr=0.1)),
+           ("Adadelta", dict(weight_decay=0.1)), ("Adagrad", dict(lr=0.1, lr_decay=0.1)),
+           ("Adamax", dict(lr=0.1)), ("ASGD", dict(t0=1, weight_decay=0.1)),
+           ("NAdam", dict(weight_decay=0.1)), ("RAdam", dict(betas=(0.9, 0.5))),
+           ("RMSprop", dict(centered=True, momentum=0.5)), ("Rprop", dict(maximize=True))]
+
+
+@pytest.mark.parametrize("name,kwargs", COMPLEX, ids=[n for n, _ in COMPLEX])
+def test_complex_params_step_as_pairs_of_reals_as_torch(name: str, kwargs: dict[str, Any]
+                                                         ) -> None:
+    rng = np.random.default_rng(5)
+    start = rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))
+    grads = [rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3)) for _ in range(4)]
+    out = []
+    for lib in (torch, sm):
+        p = (torch.nn.Parameter(torch.tensor(start)) if lib is torch
+             else nn.Parameter(sm.tensor(start)))
+        opt = getattr(lib.optim, name)([p], **kwargs)
+        for g in grads:
+            p.grad = lib.tensor(g)
+            opt.step()
+        out.append((p.detach().numpy(), sorted(opt.state[p])))
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-9, atol=1e-12)
+    assert out[1][1] == out[0][1]
