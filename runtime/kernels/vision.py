@@ -50,10 +50,12 @@ def _ratio(ft: Any, n_in: int, n_out: int, align_corners: bool, scale: float | N
 def _source(ft: Any, ratio: Any, n_out: int, align_corners: bool, cubic: bool) -> np.ndarray:
     """The real input position of every output position (``area_pixel_compute_source_index``):
     pixel corners align, or pixel centres, clamped at 0 except for cubic."""
-    i = np.arange(n_out).astype(ft)
+    i = np.arange(n_out)
     if align_corners:
-        return ratio * i
-    src = ratio * (i + ft(0.5)) - ft(0.5)
+        return ratio * i.astype(ft)
+    # ``ratio * (i + 0.5) - 0.5`` as one fused multiply-add, rounded once, as PyTorch's
+    # compiled kernels compute it (in float64 the product of a float32 ratio is exact)
+    src = (np.float64(ratio) * (i + 0.5) - 0.5).astype(ft)
     return src if cubic else np.maximum(src, ft(0))
 
 
@@ -148,30 +150,38 @@ _AA_FILTERS: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray]]] = {
 
 def _keys(x: np.ndarray) -> np.ndarray:
     """Keys' cubic with a = -0.5 (Pillow's, which antialiased bicubic follows)."""
-    a = -0.5
-    near = ((a + 2) * x - (a + 3)) * x * x + 1
-    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-    return np.where(x < 1, near, np.where(x < 2, far, 0))
+    ft = x.dtype.type
+    a = ft(-0.5)
+    near = ((a + ft(2)) * x - (a + ft(3))) * x * x + ft(1)
+    far = ((a * x - ft(5) * a) * x + ft(8) * a) * x - ft(4) * a
+    return np.where(x < 1, near, np.where(x < 2, far, ft(0)))
 
 
 def _antialiased(ft: Any, mode: str, n_in: int, n_out: int, scale: float | None,
                  align_corners: bool) -> Taps:
     """PyTorch's (and Pillow's) antialiased resampling: the filter is stretched by the
-    downscale factor and its weights renormalized over the taps inside the image."""
+    downscale factor and its weights renormalized over the taps inside the image. Each
+    quantity is rounded where PyTorch's kernel keeps it in the input's precision ``ft``."""
     size, fn = _AA_FILTERS[mode]
-    ratio = float(_ratio(ft, n_in, n_out, align_corners, scale))
-    support = size * 0.5 * ratio if ratio >= 1.0 else size * 0.5
-    inv = 1.0 / ratio if ratio >= 1.0 else 1.0
+    ratio = _ratio(ft, n_in, n_out, align_corners, scale)
+    stretch = float(ratio) >= 1.0
+    support = ft(size * 0.5 * float(ratio) if stretch else size * 0.5)
+    inv = ft(1.0 / float(ratio) if stretch else 1.0)
     k_max = int(math.ceil(support)) * 2 + 1
-    center = ratio * (np.arange(n_out) + 0.5)
-    lo = np.maximum((center - support + 0.5).astype(np.int64), 0)
-    n = np.clip(np.minimum((center + support + 0.5).astype(np.int64), n_in) - lo, 0, k_max)
+    center = (float(ratio) * (np.arange(n_out) + 0.5)).astype(ft)
+    lo = np.maximum(((center - support).astype(np.float64) + 0.5).astype(np.int64), 0)
+    hi = ((center + support).astype(np.float64) + 0.5).astype(np.int64)
+    n = np.clip(np.minimum(hi, n_in) - lo, 0, k_max)
     k = np.arange(k_max)
     inside = k < n[:, None]
-    w = np.where(inside, fn((k + lo[:, None] - center[:, None] + 0.5) * inv), 0.0)
-    total = w.sum(1, keepdims=True)
-    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
-    return np.where(inside, np.minimum(lo[:, None] + k, n_in - 1), lo[:, None]), w.astype(ft)
+    offset = (k + lo[:, None]).astype(ft) - center[:, None]
+    w = np.where(inside, fn(((offset.astype(np.float64) + 0.5) * float(inv)).astype(ft)),
+                 ft(0)).astype(ft)
+    total = np.zeros(n_out, ft)
+    for j in range(k_max):             # summed in order, in ``ft``, as PyTorch does
+        total += w[:, j]
+    w = np.divide(w, total[:, None], out=np.zeros_like(w), where=total[:, None] != 0)
+    return np.where(inside, np.minimum(lo[:, None] + k, n_in - 1), lo[:, None]), w
 
 
 def taps(mode: str, n_in: int, n_out: int, scale: float | None, align_corners: bool,
@@ -242,8 +252,11 @@ def _gather(xp: Any, x: Any, idx: np.ndarray, w: np.ndarray, axis: int, weighted
     for k in range(idx.shape[1]):
         part = xp.take(x, xp.asarray(idx[:, k]), axis=axis)
         if weighted:
-            part = part * xp.asarray(w[:, k].astype(x.dtype)).reshape(shape)
-        out = part if out is None else out + part
+            part *= xp.asarray(w[:, k].astype(x.dtype)).reshape(shape)
+        if out is None:
+            out = part
+        else:
+            out += part
     return out
 
 
@@ -316,7 +329,9 @@ def _unnormalize(ft: Any, coord: Any, size: int, align_corners: bool) -> tuple[A
     """Grid coordinate in [-1, 1] -> pixel coordinate, and d(pixel)/d(grid)."""
     if align_corners:
         return (coord + ft(1)) / ft(2) * ft(size - 1), ft(size - 1) / ft(2)
-    return ((coord + ft(1)) * ft(size) - ft(1)) / ft(2), ft(size) / ft(2)
+    # ``(coord + 1) * size - 1`` as one fused multiply-add, as PyTorch's compiled kernel
+    scaled = ((coord + ft(1)).astype(np.float64) * size - 1).astype(coord.dtype)
+    return scaled / ft(2), ft(size) / ft(2)
 
 
 def _reflect(xp: Any, c: Any, twice_low: int, twice_high: int) -> tuple[Any, Any]:
@@ -432,8 +447,12 @@ def _grid_sampler(xp: Any, x: Any, grid: Any, mode: str = "bilinear",
     out = None
     for flat, inside, ws, _ in _combinations(xp, x, grid, mode, padding_mode, align_corners):
         w = _masked(xp, inside, _product(ws))
-        part = xp.take(rows, (first + flat).ravel(), axis=0) * w.reshape(-1, 1)
-        out = part if out is None else out + part
+        part = xp.take(rows, (first + flat).ravel(), axis=0)
+        part *= w.reshape(-1, 1)
+        if out is None:
+            out = part
+        else:
+            out += part
     nb, ch = x.shape[:2]
     out = out.reshape((nb, int(np.prod(grid.shape[1:-1], dtype=np.int64)), ch)).transpose(0, 2, 1)
     return xp.ascontiguousarray(out).reshape((nb, ch) + grid.shape[1:-1])

@@ -51,6 +51,20 @@ def test_non_finite_grid_points_are_torchs() -> None:
                 torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(grid), **kw).numpy())
 
 
+@needs_torch
+def test_large_image_positions_are_torchs() -> None:
+    """Pixel positions of a 900 x 1100 image are rounded as PyTorch's fused multiply-add."""
+    torch = torch_or_none()
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 1, 900, 1100)).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, (1, 8, 9, 2)).astype(np.float32)
+    for mode in ("bilinear", "bicubic"):
+        got = F.grid_sample(sm.tensor(x), sm.tensor(grid), mode=mode, align_corners=False)
+        want = torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(grid), mode=mode,
+                                               align_corners=False)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=3e-6)
+
+
 def test_grid_sample_hand_values() -> None:
     x = sm.tensor(np.arange(4.0).reshape(1, 1, 2, 2))
     # the image centre averages all four pixels; (x=1, y=-1) with align_corners is pixel (0, 1)

@@ -210,3 +210,20 @@ def test_symbolic_image_size_types_the_graph() -> None:
     for shape in [(1, 3, 5, 3), (3, 3, 6, 7)]:
         x = sm.randn(*shape)
         np.testing.assert_allclose(arr(traced(x)), arr(model(x)), rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+@pytest.mark.parametrize("n_in,size,mode,antialias", [
+    (700, (1, 1500), "bilinear", False), (1001, (1, 300), "bicubic", False),
+    (1500, (1, 700), "bilinear", True), (1200, (1, 433), "bicubic", True)])
+def test_float32_positions_on_long_rows_are_torchs(n_in: int, size: tuple, mode: str,
+                                                  antialias: bool) -> None:
+    """Positions ~1000 pixels in lose float32 digits: they are rounded where PyTorch rounds
+    them (its fused multiply-add, its float32 window bounds), so the answers stay within an
+    ulp or two instead of 1e-4 apart."""
+    torch = torch_or_none()
+    x = np.random.default_rng(3).standard_normal((1, 1, 2, n_in)).astype(np.float32)
+    got = F.interpolate(sm.tensor(x), size=size, mode=mode, antialias=antialias).numpy()
+    want = torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode,
+                                           antialias=antialias).numpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=3e-6)
