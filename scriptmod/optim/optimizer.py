@@ -62,11 +62,6 @@ def _new_step() -> Tensor:
     return tensor(0.0, dtype=D.float32)
 
 
-def _real_only(name: str, p: Tensor) -> None:
-    if p.is_complex():
-        raise NotImplementedError(f"{name}: complex parameters are not supported")
-
-
 def _real_view(t: Tensor) -> Tensor:
     """A complex tensor as real pairs (shape + (2,)) sharing its memory (PyTorch's
     ``view_as_real``): optimizers update complex parameters as pairs of real numbers."""
