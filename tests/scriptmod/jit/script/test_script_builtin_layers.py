@@ -152,6 +152,13 @@ LAYERS: dict[str, tuple[Callable[[], Module], Callable[[int], sm.Tensor]]] = {
                                 _floats(3, 4)),
     "TransformerEncoder": (lambda: nn.TransformerEncoder(
         nn.TransformerEncoderLayer(4, 2, 8, 0.0, batch_first=True), 2), _floats(3, 4)),
+    # resampling and rearranging (issue 38, helper F)
+    "Upsample": (lambda: nn.Upsample(scale_factor=1.5, mode="bilinear"), _floats(2, 4, 5)),
+    "UpsamplingNearest2d": (lambda: nn.UpsamplingNearest2d(scale_factor=2), _floats(2, 3, 4)),
+    "UpsamplingBilinear2d": (lambda: nn.UpsamplingBilinear2d(size=(5, 3)), _floats(2, 3, 4)),
+    "PixelShuffle": (lambda: nn.PixelShuffle(2), _floats(8, 3, 2)),
+    "PixelUnshuffle": (lambda: nn.PixelUnshuffle(2), _floats(2, 4, 6)),
+    "ChannelShuffle": (lambda: nn.ChannelShuffle(2), _floats(4, 3, 3)),
 }
 
 
