@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 
 from scriptmod._shape_ops import cat
 from scriptmod.autograd.grad_mode import enable_grad, no_grad
-from scriptmod.optim.optimizer import Optimizer, _scalar
+from scriptmod.optim.optimizer import Optimizer, _real_view, _scalar
 from scriptmod.tensor import Tensor
 
 Objective = Callable[[list[Tensor], float, Tensor], tuple[float, Tensor]]
@@ -159,19 +159,21 @@ class LBFGS(Optimizer):
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params: list[Tensor] = self.param_groups[0]["params"]
-        for p in self._params:
-            if p.is_complex():
-                raise NotImplementedError("LBFGS: complex parameters are not supported")
 
     def _gather_flat_grad(self) -> Tensor:
-        return cat([p.new_zeros(p.numel()) if p.grad is None else p.grad.reshape(-1)
+        """Every gradient flattened into one vector (zeros for a missing one; a complex one
+        as pairs of reals, as PyTorch's)."""
+        return cat([_as_real(p.new_zeros(p.shape) if p.grad is None else p.grad).reshape(-1)
                     for p in self._params], 0)
 
     def _add_grad(self, step_size: float, update: Tensor) -> None:
         offset = 0
         for p in self._params:
-            n = p.numel()
-            p.add_(update[offset:offset + n].view_as(p), alpha=step_size)
+            target = _as_real(p)
+            n = target.numel()
+            target.add_(update[offset:offset + n].view_as(target), alpha=step_size)
+            if target is not p:                 # a complex param's real view
+                p._vc[0] += 1
             offset += n
 
     def _directional_evaluate(self, closure: Callable[[], Any], x: list[Tensor], t: float,
@@ -200,6 +202,10 @@ class LBFGS(Optimizer):
             return orig_loss
         _Iterations(self, group, state, closure).run(float(orig_loss), flat_grad)
         return orig_loss
+
+
+def _as_real(t: Tensor) -> Tensor:
+    return _real_view(t) if t.is_complex() else t
 
 
 class _Iterations:

@@ -238,3 +238,24 @@ def test_complex_params_step_as_pairs_of_reals_as_torch(name: str, kwargs: dict[
         out.append((p.detach().numpy(), sorted(opt.state[p])))
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-9, atol=1e-12)
     assert out[1][1] == out[0][1]
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_complex_params_as_torch(line_search_fn: str | None) -> None:
+    """|p - c|^2 over complex p, its gradient 2 (p - c) set by the closure."""
+    rng = np.random.default_rng(6)
+    c = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+    out = []
+    for lib in (torch, sm):
+        p = lib.tensor(np.zeros(4, np.complex128))
+        opt = getattr(lib.optim, "LBFGS")([p], line_search_fn=line_search_fn, max_iter=4)
+
+        def closure() -> Any:
+            diff = p - lib.tensor(c)
+            p.grad = diff * 2.0
+            return lib.tensor(float(np.sum(np.abs(diff.numpy()) ** 2)))
+
+        opt.step(closure)
+        out.append(p.numpy())
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-9, atol=1e-12)
+    assert np.abs(out[1] - c).max() < 0.5 * np.abs(c).max()        # it moved towards c
