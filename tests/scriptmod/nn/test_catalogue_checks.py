@@ -76,8 +76,6 @@ ONNX_ALIASES = {
 # standard nodes scriptmod does not emit yet, each with its reason
 ONNX_NOT_YET = {
     "attention": "ONNX Attention needs opset 23; the exporter's opsets end below it",
-    "conv2d_grad_input": "a backward op: exported graphs are forward graphs (conv_transpose "
-                         "has its own op)",
 }
 
 
