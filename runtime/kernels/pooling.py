@@ -34,7 +34,7 @@ def _planes(x: Any, n: int, name: str) -> Any:
     if x.ndim not in (n + 1, n + 2):
         raise ShapeError(f"{name}: expected a {n + 1}-D or {n + 2}-D input, got shape "
                          f"{tuple(x.shape)}")
-    return x.reshape((-1,) + tuple(x.shape[-n:]))
+    return x.reshape((math.prod(x.shape[:-n]),) + tuple(x.shape[-n:]))   # B may be 0
 
 
 def _lowest(dt: Any) -> Any:
@@ -96,14 +96,14 @@ def _max_of(xp: Any, win: Any, positions: Sequence[Any], size: Sizes) -> tuple[A
     ``positions[i]`` ``(1 or B, O_i, L_i)`` is where along dim i each window's taps read."""
     n = len(positions)
     b, outs = win.shape[0], win.shape[1:1 + n]
-    flat = win.reshape(b, *outs, -1)
+    flat = win.reshape(b, *outs, math.prod(win.shape[1 + n:]))
     arg = flat.argmax(axis=-1)
     values = xp.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
     taps = xp.unravel_index(arg, win.shape[1 + n:])
     index = xp.zeros(arg.shape, dtype=np.int64)
     for i in range(n):
         pos = positions[i]
-        plane = xp.arange(pos.shape[0]).reshape((-1,) + (1,) * n) if pos.shape[0] > 1 else 0
+        plane = xp.arange(pos.shape[0]).reshape((-1,) + (1,) * n) if pos.shape[0] != 1 else 0
         o = xp.arange(outs[i]).reshape((1,) + tuple(-1 if j == i else 1 for j in range(n)))
         index = index * size[i] + pos[plane, o, taps[i]]
     return values, index
@@ -125,7 +125,7 @@ def _scatter_planes(xp: Any, values: Any, index: Any, size: Sizes, add: bool) ->
     """``(B, *size)`` zeros with each plane's ``values`` added (or written) at its flat
     ``index``: the backward of max pooling, and ``max_unpool``."""
     b, numel = values.shape[0], math.prod(size)
-    flat = index.reshape(b, -1)
+    flat = index.reshape(b, math.prod(index.shape[1:]))
     if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= numel):
         bad = int(flat.min()) if int(flat.min()) < 0 else int(flat.max())
         raise ArgumentValueError(f"max_unpool: Found an invalid max index: {bad} (output "
@@ -136,7 +136,7 @@ def _scatter_planes(xp: Any, values: Any, index: Any, size: Sizes, add: bool) ->
                              minlength=b * numel)
         return summed.astype(values.dtype, copy=False).reshape((b, *size))
     out = xp.zeros((b, numel), dtype=values.dtype)
-    out[rows, flat] = values.reshape(b, -1)
+    out[rows, flat] = values.reshape(flat.shape)
     return out.reshape((b, *size))
 
 

@@ -277,6 +277,10 @@ def _fractional(n: int, input: Tensor, kernel_size: Any, output_size: Any, outpu
         batch = 1 if input.dim() == n + 1 else int(input.shape[0])
         _random_samples = rand(batch, int(input.shape[-n - 1]), n, dtype=input.dtype,
                                device=input.device)
+    elif _random_samples.dtype != input.dtype:
+        raise ArgumentValueError(f"{name}: Expect _random_samples to have the same dtype as "
+                                 f"input, got {_random_samples.dtype.name} and "
+                                 f"{input.dtype.name}")
     values, indices = dispatch(name, (input, _random_samples),
                                {"kernel_size": k, "output_size": size})
     return (values, indices) if return_indices else values

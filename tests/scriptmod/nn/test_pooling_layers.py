@@ -238,3 +238,21 @@ def test_trace_with_symbolic_batch_and_image_sizes() -> None:
         x, ex = sm.tensor(data, requires_grad=True), sm.tensor(data, requires_grad=True)
         got, want = _run(traced, x, sm), _run(model, ex, sm)
         _check(got[0] + [got[1]], want[0] + [want[1]], "float32")
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib, x: lib.nn.functional.max_pool3d(x, 2, return_indices=True),
+    lambda lib, x: lib.nn.functional.adaptive_max_pool3d(x, 2, return_indices=True),
+    lambda lib, x: lib.nn.functional.fractional_max_pool3d(
+        x, (2, 2, 1), output_size=2, return_indices=True,
+        _random_samples=lib.ones(1, 1, 3, dtype=lib.float64) / 3),
+    lambda lib, x: lib.nn.functional.avg_pool3d(x, 2, ceil_mode=True),
+    lambda lib, x: lib.nn.functional.adaptive_avg_pool3d(x, 3),
+])
+def test_empty_batch(call) -> None:
+    data = np.zeros((0, 1, 4, 5, 4))
+    x = sm.tensor(data, requires_grad=True)
+    ours, theirs = _outs(call(sm, x)), _outs(call(torch, torch.tensor(data)))
+    assert [tuple(t.shape) for t in ours] == [tuple(t.shape) for t in theirs]
+    ours[0].sum().backward()
+    assert tuple(x.grad.shape) == data.shape
