@@ -216,10 +216,14 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
                                   f"per_sample_weights is only supported for mode='sum' (got "
                                   f"mode='{mode}')")
     indices, starts, sample_weights = _bags_of(input, offsets, per_sample_weights)
+    include_last_offset = bool(include_last_offset) and input.dim() == 1   # 2-D: torch's too
+    if include_last_offset and starts.shape[0] < 1:
+        raise ValueError("embedding_bag: include_last_offset: number of offset should be at "
+                         "least 1")
     if max_norm is not None:
         _embedding_renorm_(weight, indices, max_norm, norm_type)
     return dispatch("embedding_bag", (weight, indices, starts, sample_weights), {
-        "mode": mode, "include_last_offset": bool(include_last_offset),
+        "mode": mode, "include_last_offset": include_last_offset,
         "padding_idx": _padding_index(padding_idx, weight.shape[0], "embedding_bag"),
         "scale_grad_by_freq": bool(scale_grad_by_freq)})
 

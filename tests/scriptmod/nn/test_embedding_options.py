@@ -85,8 +85,9 @@ def test_embedding_bag_1d_against_torch(kw: dict, sample_weights: bool) -> None:
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 def test_embedding_bag_2d_against_torch(mode: str) -> None:
+    """(``include_last_offset`` means nothing for a 2-D input, as in torch.)"""
     _close(*_both("embedding_bag", _WEIGHT, _IDX.reshape(2, 4), sample_weights=mode == "sum",
-                  mode=mode))
+                  mode=mode, include_last_offset=mode == "mean"))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -143,6 +144,9 @@ def test_embedding_bag_errors() -> None:
         F.embedding_bag(sm.tensor([0, 1]), w, sm.tensor([1]))
     with pytest.raises(RuntimeError, match="can not be greater than input's length"):
         F.embedding_bag(sm.tensor([0, 1]), w, sm.tensor([0, 3]))
+    with pytest.raises(ValueError, match="number of offset should be at least 1"):
+        F.embedding_bag(sm.tensor([0, 1]), w, sm.zeros(0, dtype=sm.int64),
+                        include_last_offset=True)
     with pytest.raises(IndexError, match="out of range"):
         F.embedding_bag(sm.tensor([0, 7]), w, sm.tensor([0]))
 
