@@ -76,6 +76,26 @@ def _reduce(cx: Context, node: Node, ins: list) -> list:
     return [Sym(y, d, out_rank(node))]
 
 
+@emits("linalg_vector_norm")
+def _vector_norm(cx: Context, node: Node, ins: list) -> list:
+    """ReduceL1/ReduceL2 for orders 1 and 2, ReduceMax/ReduceMin of |x| for +-inf, the count
+    of non-zeros for 0, and (sum |x|^p)^(1/p) otherwise (complex inputs do not export)."""
+    d, a = out_dtype(node), node.attrs
+    dims, keep, p = a.get("dim"), a.get("keepdim", False), float(a.get("ord", 2.0))
+    x = cx.tensor(ins[0], d)
+    if p in (1.0, 2.0):
+        y = reduce(cx, "ReduceL1" if p == 1.0 else "ReduceL2", x, dims, keep)
+    elif math.isinf(p):
+        y = reduce(cx, "ReduceMax" if p > 0 else "ReduceMin", cx.op("Abs", [x]), dims, keep)
+    elif p == 0.0:
+        nonzero = Sym(cx.op("Not", [cx.op("Equal", [x, cx.tensor(0.0, d)])]), D.bool_, None)
+        y = reduce(cx, "ReduceSum", cx.tensor(nonzero, d), dims, keep)
+    else:
+        powered = cx.op("Pow", [cx.op("Abs", [x]), cx.tensor(p, d)])
+        y = cx.op("Pow", [reduce(cx, "ReduceSum", powered, dims, keep), cx.tensor(1.0 / p, d)])
+    return [Sym(y, d, out_rank(node))]
+
+
 @emits("var")
 def _var(cx: Context, node: Node, ins: list) -> list:
     d, dims, keep = out_dtype(node), node.attrs.get("dim"), node.attrs.get("keepdim", False)

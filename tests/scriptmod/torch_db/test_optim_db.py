@@ -25,7 +25,7 @@ def test_optim_db_configs(name: str) -> None:
     info = INFOS[name]
     smcls = getattr(sm.optim, name)
     closure = bool(getattr(info, "step_requires_closure", False))
-    failures, checked = [], 0
+    failures, checked, refused = [], 0, 0
     for oi in _configs(info):
         if oi.params is not None:
             continue   # explicit parameter groups of torch tensors
@@ -39,6 +39,7 @@ def test_optim_db_configs(name: str) -> None:
         except Exception:  # noqa: BLE001 - torch refuses the config: scriptmod must too
             with pytest.raises(Exception):
                 run_optimizer(sm, smcls, kwargs, closure)
+            refused += 1
             continue
         seed_all(0)
         try:
@@ -48,4 +49,5 @@ def test_optim_db_configs(name: str) -> None:
         except Exception as e:  # noqa: BLE001 - collected, reported together
             failures.append(f"{oi.desc} {dict(oi.kwargs)}: {type(e).__name__}: {str(e)[:300]}")
     assert not failures, f"{len(failures)} config(s) differ from torch:\n" + "\n".join(failures)
-    assert checked, f"no config of {name} could be compared"
+    # SparseAdam refuses dense gradients in both libraries: every config is a refusal
+    assert checked or refused, f"no config of {name} could be compared"
