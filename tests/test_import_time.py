@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAZY = ("networkx", "scipy", "matplotlib", "torch", "onnx", "onnxruntime", "ray")
+LAZY = ("networkx", "scipy", "matplotlib", "torch", "onnx", "onnxruntime", "ray", "einops")
 
 
 def modules_after(code: str) -> set[str]:
