@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import sparse
 
 from scriptmod.ir.errors import ArgumentValueError, ShapeError
 from scriptmod.ir.ops.layers import EMBEDDING_BAG_MODES
@@ -104,6 +103,7 @@ def _bag_sum(xp: Any, factor: Any, table: Any, b: _Bags, num_embeddings: int,
         if table.dtype not in (np.float32, np.float64):     # half floats: sparse has none
             table, factor = table.astype(np.float32), factor.astype(np.float32)
         indptr = np.append(b.starts, b.idx.shape[0])
+        from scipy import sparse   # on first use: importing scriptmod never loads scipy
         matrix = sparse.csr_matrix((factor, b.idx, indptr), shape=(bags, num_embeddings))
         return np.asarray(matrix.T @ table if transpose else matrix @ table)
     into, take = (b.idx, b.bag) if transpose else (b.bag, b.idx)
