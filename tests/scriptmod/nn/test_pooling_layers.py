@@ -256,3 +256,40 @@ def test_empty_batch(call) -> None:
     assert [tuple(t.shape) for t in ours] == [tuple(t.shape) for t in theirs]
     ours[0].sum().backward()
     assert tuple(x.grad.shape) == data.shape
+
+
+class _PoolUnpool(nn.Module):
+    def __init__(self, pool: nn.Module, unpool: nn.Module) -> None:
+        super().__init__()
+        self.pool, self.unpool = pool, unpool
+
+    def forward(self, x):
+        v, i = self.pool(x)
+        return self.unpool(v, i)
+
+
+class _PoolIndices(nn.Module):
+    def __init__(self, pool: nn.Module) -> None:
+        super().__init__()
+        self.pool = pool
+
+    def forward(self, x):
+        v, i = self.pool(x)
+        return v * 2 + i.float()
+
+
+@pytest.mark.parametrize("make,shapes", [
+    (lambda: _PoolUnpool(nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2)),
+     ((2, 3, 4, 6), (1, 3, 8, 6))),
+    (lambda: _PoolUnpool(nn.MaxPool1d(3, stride=2, return_indices=True),
+                         nn.MaxUnpool1d(3, stride=2)), ((2, 3, 9), (1, 3, 11))),
+    (lambda: _PoolIndices(nn.AdaptiveMaxPool2d(2, return_indices=True)),
+     ((2, 3, 4, 6), (1, 3, 8, 6))),
+])
+def test_script_unpacks_the_indices_pair(make, shapes) -> None:
+    """A scripted model that unpacks ``return_indices=True``'s (values, indices) pair."""
+    model = make()
+    scripted = sm.jit.script(model)
+    for shape in shapes:
+        x = sm.randn(*shape)
+        np.testing.assert_array_equal(scripted(x).numpy(), model(x).numpy())

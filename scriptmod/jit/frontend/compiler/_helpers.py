@@ -291,7 +291,10 @@ _BOOL_RESULTS = frozenset({"is_contiguous", "is_floating_point", "equal", "allcl
 
 def _layer_result(module: Any, method: str) -> Type:
     """What a built-in layer's method returns, by its annotation (``MultiheadAttention``
-    gives ``Tuple[Tensor, Optional[Tensor]]``); a tensor where it has none."""
+    gives ``Tuple[Tensor, Optional[Tensor]]``); a tensor where it has none. A pooling layer
+    built with ``return_indices=True`` returns (values, indices)."""
+    if method == "forward" and getattr(module, "return_indices", False) is True:
+        return TupleType((TensorType(), TensorType()))
     ref = module.__dict__.get("_layer")
     try:
         cls = library.layer_class(ref.class_path) if ref is not None else type(module)
