@@ -52,8 +52,10 @@ class TracedInt(int):
         if not isinstance(other, int) or isinstance(other, bool):
             mine = self._bake(f"a Python {type(other).__name__} operand")
             return fn(mine, other) if not flip else fn(other, mine)
-        if (op, int.__int__(other)) in _IDENTITY and not (flip and op in _LEFT_ONLY):
-            return self                    # n + 0, n * 1, n // 1: nothing to record
+        if not isinstance(other, TracedInt) and (op, int(other)) in _IDENTITY \
+                and not (flip and op in _LEFT_ONLY):
+            return self                    # n + 0, n * 1, n // 1: nothing to record (a traced
+            # size that is 0 now is no constant: it is recorded)
         a, b = (other, self) if flip else (self, other)
         tr = self._tracer
         return TracedInt(fn(int.__int__(a), int.__int__(b)), tr,

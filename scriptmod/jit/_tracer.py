@@ -409,7 +409,8 @@ class Tracer:
         from scriptmod.jit._structure import flatten_inputs   # it imports this module
         names, flat = _flatten_args(forward, args, kwargs)
         path = self.module_path(parent, module)
-        if path is None or not all(_boundary_arg(a) for a in flat):
+        if path is None or not all(_boundary_arg(a) for a in flat) or any(
+                _holds_size(a) for a in flat):
             return self._inline_call(parent, module, path, forward, names, flat)
         leaf_names, leaves, in_spec = flatten_inputs(names, flat)   # a dict: its tensors
         child = self.new_frame(module, leaves, leaf_names)
@@ -576,6 +577,14 @@ def _boundary_arg(a: Any) -> bool:
     if isinstance(a, dict):
         return all(isinstance(k, _CONSTANTS) and _boundary_arg(v) for k, v in a.items())
     return isinstance(a, (tuple, list)) and all(_boundary_arg(x) for x in a)
+
+
+def _holds_size(a: Any) -> bool:
+    """A container with a traced size in it (``output_size=x.shape[-2:]``): the callee's graph
+    would take it as a constant, so the call is inlined, where the size stays the caller's
+    ``sm::size`` (a bare traced size is an int input of the callee's graph)."""
+    items = a.values() if isinstance(a, dict) else a if isinstance(a, (tuple, list)) else ()
+    return any(isinstance(x, TracedInt) or _holds_size(x) for x in items)
 
 
 def _is_traced_arg(a: Any) -> bool:

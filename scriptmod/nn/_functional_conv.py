@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from scriptmod._dispatch import dispatch
+from scriptmod._traced_int import TracedInt
 from scriptmod.ir.errors import ShapeError
 from scriptmod.tensor import Tensor
 from scriptmod.nn._functional_layers import pad
@@ -28,14 +29,20 @@ _SPATIAL = {1: "L", 2: "H, W", 3: "D, H, W"}
 
 
 def _ntuple(v: Any, n: int, name: str, op: str) -> tuple[int, ...]:
-    """``3`` or a sequence of 1 or ``n`` ints -> ``n`` ints; the error names the argument."""
+    """``3`` or a sequence of 1 or ``n`` ints -> ``n`` ints; the error names the argument. A
+    traced size stays one (``output_padding`` from ``ConvTranspose2d(..., output_size=
+    x.shape[-2:])`` follows the input; ``int()`` would bake it in without a guard)."""
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return (int(v),) * n
+        return (_int(v),) * n
     if isinstance(v, (tuple, list)) and len(v) in (1, n) \
             and all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in v):
-        return tuple(int(i) for i in v) * (n if len(v) == 1 else 1)
+        return tuple(_int(i) for i in v) * (n if len(v) == 1 else 1)
     raise TypeError(f"{op}: expected {name} to be a single integer value or a list of {n} "
                     f"values to match the convolution dimensions, but got {name}={v!r}")
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, TracedInt) else int(v)
 
 
 def _at_least(v: tuple[int, ...], low: int, arg: str, op: str, what: str) -> None:
