@@ -328,8 +328,10 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
 # ---- piecewise and gated activations -----------------------------------------------------
 @_rounded_once
 def _hardswish(x: Tensor) -> Tensor:
-    # the middle piece is the open (-3, 3): PyTorch's gradient is 0 at -3 and 1 at 3
-    return where(x <= -3.0, 0.0, where(x >= 3.0, x, x * (x + 3.0) / 6.0))
+    # PyTorch's values, x * relu6(x + 3) / 6 (-inf gives NaN, -3 gives -0.0, x * 6 overflows
+    # to inf above 5.7e37 in float32), with its gradient: the middle piece is the open
+    # (-3, 3), so the gradient is 0 at -3 and 1 at 3
+    return where(x <= -3.0, x * 0.0, where(x >= 3.0, x * 6.0 / 6.0, x * (x + 3.0) / 6.0))
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:

@@ -50,8 +50,16 @@ def test_every_registry_op_has_a_case() -> None:
     assert not missing, f"ops without a case in tests/scriptmod/op_cases.py: {missing}"
 
 
+# differentiable ops whose gradient is PyTorch's and not the derivative of the op alone
+NOT_GRADCHECKED = {
+    "ctc_loss": "PyTorch's gradient, exp(log_probs) - posterior, is the derivative through the "
+                "log_softmax that makes log_probs; checked against torch's in "
+                "tests/scriptmod/nn/test_loss_ctc.py and by the ctc_loss_grad row",
+}
+
+
 def test_every_differentiable_op_is_gradchecked() -> None:
-    diff = {n for n, s in REGISTRY.items() if NONDIFF not in s.flags}
+    diff = {n for n, s in REGISTRY.items() if NONDIFF not in s.flags} - set(NOT_GRADCHECKED)
     unchecked = sorted(n for n in diff if not OC.grad_samples(OC.CASES[n]))
     assert not unchecked, f"differentiable ops without a gradcheck sample: {unchecked}"
 

@@ -27,6 +27,13 @@ INFOS = {info.module_cls.__name__: info for info in common_modules.module_db}
 NOT_YET = {name: "issue 41 (recurrent networks)"
            for name in ("RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell")}
 
+# classes whose every sample passes a torch object this harness cannot convert, each with
+# where the class is checked against torch instead
+UNCONVERTIBLE = {
+    "TransformerEncoder": "its samples pass a torch TransformerEncoderLayer; checked against "
+                          "torch in tests/scriptmod/nn/test_transformer_layers.py",
+}
+
 
 def test_missing_classes_are_exactly_the_listed_ones() -> None:
     missing = {name for name in INFOS if not hasattr(sm.nn, name)}
@@ -36,6 +43,8 @@ def test_missing_classes_are_exactly_the_listed_ones() -> None:
 
 @pytest.mark.parametrize("name", sorted(n for n in INFOS if n not in NOT_YET))
 def test_module_db_samples(name: str) -> None:
+    if name in UNCONVERTIBLE:
+        pytest.skip(UNCONVERTIBLE[name])
     info = INFOS[name]
     dtypes = [d for d in (torch.float64, torch.float32) if d in set(info.supported_dtypes("cpu"))]
     modes = (True, False) if info.train_and_eval_differ else (True,)

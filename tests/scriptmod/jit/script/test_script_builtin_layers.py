@@ -287,8 +287,11 @@ def test_contained_layer_buffers_updated_once_per_call() -> None:
     """Expanding a contained BatchNorm traces it on stand-ins; that must not update its running
     statistics (they were updated by the trace as well as the call: num_batches_tracked 3
     after one call, running_var pulled towards the stand-ins')."""
-    model = _WithBatchNorm()
+    # float64: a training BatchNorm over a batch of 2 amplifies float32 rounding past the
+    # tolerance in about one run in five (the fused and eager sums round differently)
+    model = _WithBatchNorm().double()
     eager = copy.deepcopy(model)
     scripted = sm.jit.script(model)
-    _check(scripted, eager, _floats(3), "contained")
+    _check(scripted, eager, lambda batch: _floats(3)(batch).detach().double().requires_grad_(),
+           "contained")
     assert int(dict(scripted.named_buffers())["bn.num_batches_tracked"]) == 2
