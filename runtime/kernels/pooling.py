@@ -9,24 +9,16 @@ scatter-add (``_scatter_planes``), which ``max_unpool`` shares.
 """
 from __future__ import annotations
 
-import itertools
 import math
-from typing import Any, Sequence, cast
+from typing import Any, Sequence
 
 import numpy as np
 
 from scriptmod.ir.errors import ArgumentValueError, ShapeError
-from scriptmod.ir.ops.conv import _out_size
 from . import kernel
+from .conv import col2im as conv_col2im, windows as conv_windows
 
 Sizes = Sequence[int]
-
-
-def _lib(xp: Any) -> Any:
-    if xp is np:
-        return np.lib.stride_tricks
-    import cupy.lib.stride_tricks as st  # type: ignore
-    return st
 
 
 def _planes(x: Any, n: int, name: str) -> Any:
@@ -49,46 +41,15 @@ def _compute(x: Any) -> Any:
 
 def windows(xp: Any, x: Any, k: Sizes, s: Sizes, p: Sizes, d: Sizes, ceil: bool = False,
             fill: float = 0.0) -> Any:
-    """Strided view ``(B, *O, *K)`` of ``x`` ``(B, *S)`` padded with ``fill``."""
-    n, size = len(k), x.shape[1:]
-    out: list[int] = [cast(int, _out_size(size[i], k[i], s[i], p[i], d[i], ceil))
-                      for i in range(n)]          # concrete sizes in, a concrete size out
-    if min(out) <= 0:
-        raise ShapeError(f"input of spatial size {tuple(size)} is too small for kernel "
-                         f"{tuple(k)} with padding {tuple(p)} and dilation {tuple(d)}: output "
-                         f"would be {tuple(out)}")
-    need = [(out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 for i in range(n)]
-    pads = [(p[i], max(need[i] - size[i] - p[i], p[i])) for i in range(n)]
-    if any(a or b for a, b in pads):
-        x = xp.pad(x, [(0, 0)] + pads, constant_values=fill)
-    st = x.strides
-    return _lib(xp).as_strided(x, (x.shape[0], *out, *k),
-                               (st[0], *(st[1 + i] * s[i] for i in range(n)),
-                                *(st[1 + i] * d[i] for i in range(n))))
-
-
-def _tap(start: int, n_out: int, s: int, size: int) -> tuple[slice, slice] | None:
-    """The window positions ``o < n_out`` whose input index ``start + o*s`` lies in
-    ``[0, size)``, as (input slice, window slice); None when the tap only sees padding."""
-    lo = (max(0, -start) + s - 1) // s
-    hi = min(n_out - 1, (size - 1 - start) // s)
-    if hi < lo:
-        return None
-    return slice(start + lo * s, start + hi * s + 1, s), slice(lo, hi + 1)
+    """Strided view ``(B, *O, *K)`` of ``x`` ``(B, *S)`` padded with ``fill`` (convolution's
+    window view, one lead dim)."""
+    return conv_windows(xp, x, k, s, p, d, ceil, fill)[0]
 
 
 def col2im(xp: Any, cols: Any, size: Sizes, k: Sizes, s: Sizes, p: Sizes, d: Sizes) -> Any:
     """Adjoint of ``windows``: add ``(B, *O, *K)`` back onto ``(B, *size)``, tap by tap,
     straight into a contiguous result (never into the padding)."""
-    n, out_sizes = len(k), cols.shape[1:1 + len(k)]
-    out = xp.zeros((cols.shape[0], *size), dtype=cols.dtype)
-    for taps in itertools.product(*(range(kk) for kk in k)):
-        cut = [_tap(taps[i] * d[i] - p[i], out_sizes[i], s[i], size[i]) for i in range(n)]
-        if all(c is not None for c in cut):
-            dst = (slice(None),) + tuple(c[0] for c in cut)        # type: ignore[index]
-            src = (slice(None),) + tuple(c[1] for c in cut) + taps  # type: ignore[index]
-            out[dst] += cols[src]
-    return out
+    return conv_col2im(xp, cols, (cols.shape[0], *size), k, s, p, d)
 
 
 def _max_of(xp: Any, win: Any, positions: Sequence[Any], size: Sizes) -> tuple[Any, Any]:
