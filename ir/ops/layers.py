@@ -22,6 +22,17 @@ from ..schema import NONDIFF, op
 from ..types import Shape
 
 EMBEDDING_BAG_MODES = ("sum", "mean", "max")
+
+
+def check_bag_mode(mode: str, has_weights: bool) -> None:
+    """PyTorch's refusals of an embedding bag's ``mode``, shared by ``F.embedding_bag`` (which
+    must raise them before its other checks) and the kernel (an op called from a graph)."""
+    if mode not in EMBEDDING_BAG_MODES:
+        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
+    if has_weights and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
+                                  f"per_sample_weights is only supported for mode='sum' (got "
+                                  f"mode='{mode}')")
 _BAG = ("str mode='sum', bool include_last_offset=False, int? padding_idx=None, "
         "bool scale_grad_by_freq=False")
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from scriptmod.ir.errors import ArgumentValueError, ShapeError
-from scriptmod.ir.ops.layers import EMBEDDING_BAG_MODES
+from scriptmod.ir.ops.layers import check_bag_mode
 from . import kernel
 
 
@@ -69,14 +69,9 @@ def _bags(xp: Any, weight: Any, indices: Any, offsets: Any, include_last_offset:
 
 
 def _check_mode(mode: str, indices: Any, per_sample_weights: Any) -> None:
-    if mode not in EMBEDDING_BAG_MODES:
-        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
+    check_bag_mode(mode, per_sample_weights is not None)
     if per_sample_weights is None:
         return
-    if mode != "sum":
-        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
-                                  f"per_sample_weights is only supported for mode='sum' (got "
-                                  f"mode='{mode}')")
     if per_sample_weights.shape != indices.shape:
         raise ShapeError(f"embedding_bag: per_sample_weights of shape "
                          f"{tuple(per_sample_weights.shape)} must have the shape of the "

@@ -15,6 +15,7 @@ from scriptmod.ir import dtypes
 from scriptmod.linalg import vector_norm
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import DTypeError, ShapeError
+from scriptmod.ir.ops.layers import check_bag_mode
 from scriptmod.tensor import Tensor
 from scriptmod.nn._functional_activation import _apply, _tracing
 
@@ -159,9 +160,6 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     return rows.reshape(*input.shape, weight.shape[1])
 
 
-_BAG_MODES = ("sum", "mean", "max")
-
-
 def _bags_of(input: Tensor, offsets: Tensor | None,
              per_sample_weights: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
     """torch's two input layouts as 1-D indices plus offsets: a 2-D input is one bag per
@@ -209,12 +207,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
     if weight.dim() != 2:
         raise ValueError(f"embedding_bag: weight has to be a 2D Tensor, but got Tensor of "
                          f"dimension {weight.dim()}")
-    if mode not in _BAG_MODES:
-        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
-    if per_sample_weights is not None and mode != "sum":
-        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
-                                  f"per_sample_weights is only supported for mode='sum' (got "
-                                  f"mode='{mode}')")
+    check_bag_mode(mode, per_sample_weights is not None)
     indices, starts, sample_weights = _bags_of(input, offsets, per_sample_weights)
     include_last_offset = bool(include_last_offset) and input.dim() == 1   # 2-D: torch's too
     if include_last_offset and starts.shape[0] < 1:
