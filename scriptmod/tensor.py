@@ -397,35 +397,35 @@ class Tensor:
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
-    def float(self) -> "Tensor":
-        return self.to(D.float32)
+    def float(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.float32, memory_format=memory_format)
 
-    def double(self) -> "Tensor":
-        return self.to(D.float64)
+    def double(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.float64, memory_format=memory_format)
 
-    def half(self) -> "Tensor":
-        return self.to(D.float16)
+    def half(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.float16, memory_format=memory_format)
 
-    def bfloat16(self) -> "Tensor":
-        return self.to(D.bfloat16)
+    def bfloat16(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.bfloat16, memory_format=memory_format)
 
-    def int(self) -> "Tensor":
-        return self.to(D.int32)
+    def int(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.int32, memory_format=memory_format)
 
-    def long(self) -> "Tensor":
-        return self.to(D.int64)
+    def long(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.int64, memory_format=memory_format)
 
-    def short(self) -> "Tensor":
-        return self.to(D.int16)
+    def short(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.int16, memory_format=memory_format)
 
-    def char(self) -> "Tensor":
-        return self.to(D.int8)
+    def char(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.int8, memory_format=memory_format)
 
-    def byte(self) -> "Tensor":
-        return self.to(D.uint8)
+    def byte(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.uint8, memory_format=memory_format)
 
-    def bool(self) -> "Tensor":
-        return self.to(D.bool_)
+    def bool(self, memory_format: Any = _mf.preserve_format) -> "Tensor":
+        return self.to(D.bool_, memory_format=memory_format)
 
 
 class Size(tuple):

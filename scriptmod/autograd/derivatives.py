@@ -493,3 +493,6 @@ def _batch_norm(ctx: Any, g: Tensor) -> tuple:
 # The families' rows, each in its own module (they import ``derivative`` and ``_op`` from here).
 from scriptmod.autograd import (derivatives_conv, derivatives_layers, derivatives_loss,  # noqa: E402,F401
                                 derivatives_norm, derivatives_pooling, derivatives_vision)
+from scriptmod.autograd import (derivatives_fft, derivatives_indexing, derivatives_linalg,  # noqa: E402,F401
+                                derivatives_math, derivatives_products, derivatives_scans,
+                                derivatives_special, derivatives_views)

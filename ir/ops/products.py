@@ -1,0 +1,2 @@
+"""Schemas of tensor products: einsum, tensordot, the add*mm family, kron, cdist, cross."""
+from __future__ import annotations

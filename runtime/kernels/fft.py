@@ -1,0 +1,2 @@
+"""Reference kernels of torch.fft (pocketfft through NumPy/SciPy) and stft/istft."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Reference kernels of torch.linalg's decompositions and solvers (LAPACK through NumPy/SciPy, batched)."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Reference kernels of scans, statistics and random draws: cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal."""
+from __future__ import annotations

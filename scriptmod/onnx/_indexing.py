@@ -1,0 +1,4 @@
+"""ONNX emitters of scatter/index_* writes, take, nonzero, masked_select, searchsorted, bincount, histc, unique."""
+from __future__ import annotations
+
+from ._table import emits  # noqa: F401

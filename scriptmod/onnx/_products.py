@@ -1,0 +1,4 @@
+"""ONNX emitters of tensor products: einsum, tensordot, the add*mm family, kron, cdist, cross."""
+from __future__ import annotations
+
+from ._table import emits  # noqa: F401

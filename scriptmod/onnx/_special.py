@@ -1,0 +1,4 @@
+"""ONNX emitters of special functions (torch.special and the top-level gamma/erfinv/Bessel family), on SciPy's special."""
+from __future__ import annotations
+
+from ._table import emits  # noqa: F401

@@ -1,0 +1,4 @@
+"""ONNX emitters of views, copies and layout: diag/diagonal, flips and rolls, stacks and splits, broadcast_*, *_copy, *_scatter, meshgrid, complex views."""
+from __future__ import annotations
+
+from ._table import emits  # noqa: F401

@@ -1,0 +1,5 @@
+"""``op_cases`` rows of torch.fft (pocketfft through NumPy/SciPy) and stft/istft (imported by ``op_cases`` at its end; build rows with its
+``case`` and sample builders)."""
+from __future__ import annotations
+
+from op_cases import case  # noqa: F401
