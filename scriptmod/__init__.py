@@ -119,7 +119,7 @@ from scriptmod.ir.log import set_logs  # noqa: E402,F401  (SCRIPTMOD_LOG from Py
 # are imported on first use: they are not needed to run a model, and ``import scriptmod``
 # stays fast.
 _LAZY_SUBMODULES = frozenset({"linalg", "onnx", "profiler", "testing", "utils"})
-_LAZY_SUBMODULES |= {"fx"}   # torch.fx's decorators that model files call (``fx.wrap``)
+_LAZY_SUBMODULES |= {"fx", "signal"}   # torch.fx's decorators that model files call (``fx.wrap``)
 
 
 def __getattr__(name: str) -> object:
