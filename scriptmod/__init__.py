@@ -48,8 +48,8 @@ def _install_functions() -> None:
     """``scriptmod.<name>``: the generated function forms of ``_tensor_ops`` and every
     family's ``@public`` functions (``scriptmod/_ops_<family>.py``), all with ``out=``."""
     from scriptmod import _public
-    from scriptmod import (_ops_indexing, _ops_linalg, _ops_math, _ops_products,  # noqa: F401
-                           _ops_scans, _ops_views, fft, special)
+    from scriptmod import (_ops_aten, _ops_indexing, _ops_linalg, _ops_math,  # noqa: F401
+                           _ops_products, _ops_scans, _ops_views, fft, special)
     from scriptmod._tensor_ops import _FN_TABLE
     g = globals()
     for name, fn in _public.FUNCTIONS.items():

@@ -48,14 +48,20 @@ def to_sm(obj: Any, memo: dict | None = None, grad: bool = True) -> Any:
     memo = {} if memo is None else memo
     if isinstance(obj, torch.Tensor):
         if id(obj) not in memo:
-            if obj.layout != torch.strided or obj.dtype in (torch.bfloat16, torch.complex32):
+            if obj.layout != torch.strided or obj.dtype is torch.complex32:
                 raise Unsupported(f"tensor of layout {obj.layout}, dtype {obj.dtype}")
-            t = sm.tensor(obj.detach().resolve_conj().resolve_neg().numpy().copy())
+            plain = obj.detach().resolve_conj().resolve_neg()
+            if obj.dtype is torch.bfloat16:   # NumPy has no bfloat16: through float32, exactly
+                t = sm.tensor(plain.float().numpy().copy()).to(sm.bfloat16)
+            else:
+                t = sm.tensor(plain.numpy().copy())
             if grad and obj.requires_grad:
                 t.requires_grad_(True)
             memo[id(obj)] = t
         return memo[id(obj)]
     if isinstance(obj, torch.dtype):
+        return getattr(sm, dname(obj))
+    if isinstance(obj, torch.memory_format):
         return getattr(sm, dname(obj))
     if isinstance(obj, torch.Size):
         return tuple(int(x) for x in obj)
@@ -136,8 +142,10 @@ def assert_same(t_out: Any, s_out: Any, where: str = "out", scale_atol: bool = F
             f"{where}: shape {tuple(s_out.shape)} != torch {tuple(t_out.shape)}"
         assert dname(s_out.dtype) == dname(t_out.dtype), \
             f"{where}: dtype {s_out.dtype} != torch {t_out.dtype}"
-        a = t_out.detach().resolve_conj().resolve_neg().numpy()
-        assert_close_arrays(a, np.asarray(s_out.detach().numpy()), dname(t_out.dtype), where,
+        a, b = t_out.detach().resolve_conj().resolve_neg(), s_out.detach()
+        if t_out.dtype is torch.bfloat16:   # compared exactly, as float32 values
+            a, b = a.float(), b.float()
+        assert_close_arrays(a.numpy(), np.asarray(b.numpy()), dname(t_out.dtype), where,
                             scale_atol)
     elif isinstance(t_out, (list, tuple)):
         assert isinstance(s_out, (list, tuple)) and len(s_out) == len(t_out), \
