@@ -1,4 +1,91 @@
-"""Derivatives of scans, statistics and random draws: cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal (rows of ``autograd.derivatives``' table)."""
+"""Derivatives of scans, statistics and random draws: cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal (rows of ``autograd.derivatives``' table).
+
+Every rule is written with differentiable ops (scans, flips, ``where``), so double backward
+works; the statistics are decompositions and need no rows. The draws (``multinomial``,
+``poisson``) have no derivative."""
 from __future__ import annotations
 
-from scriptmod.autograd.derivative_table import _op, derivative  # noqa: F401
+from typing import Any
+
+import ml_dtypes
+
+from scriptmod.runtime.arrays import NP_DTYPE
+
+from scriptmod._tensor_ops import where
+from scriptmod.autograd.derivative_table import _op, derivative
+from scriptmod.tensor import Tensor
+
+
+def _conj(t: Tensor) -> Tensor:
+    return t.conj() if t.is_complex() else t
+
+
+def _reversed_cumsum(t: Tensor, d: int) -> Tensor:
+    """``out[k] = sum(t[k:])`` along ``d``."""
+    return t.flip(d).cumsum(d).flip(d)
+
+
+@derivative("cumprod", saves=(0,), output=True)
+def _cumprod(ctx: Any, g: Tensor) -> tuple:
+    """PyTorch's ``cumprod_backward``, zeros included: before the first zero of a row the
+    gradient is ``sum_{j>=k} g[j] y[j] / x[k]``; at the first zero it is the reversed sum of
+    ``g`` times the running product with that zero read as 1; after it, 0."""
+    x, y = ctx.inputs[0], ctx.output
+    if x.ndim == 0:
+        return (g,)
+    d = ctx.attrs["dim"] % x.ndim
+    x = x.to(g.dtype)
+    zero = x == 0
+    seen = zero.cumsum(d)
+    before, first = seen == 0, zero & (seen == 1)
+    grad_before = _reversed_cumsum(g * _conj(y.to(g.dtype)), d) / _conj(where(before, x, 1))
+    with_one = where(first, 1, x).cumprod(d)
+    grad_first = _reversed_cumsum(g * _conj(with_one), d)
+    return (where(before, grad_before, where(first, grad_first, 0)),)
+
+
+def _scan_select_back(ctx: Any, gs: list) -> tuple:
+    """cummax/cummin: each output's gradient goes to the element it was taken from."""
+    from scriptmod.autograd.derivatives import _scatter_add   # the core table imports us
+    shape = ctx.input_meta[0][0]
+    if len(shape) == 0:
+        return (gs[0],)
+    return (_scatter_add(shape, gs[0], ctx.outputs[1], ctx.attrs["dim"]),)
+
+
+derivative("cummax", output=True)(_scan_select_back)
+derivative("cummin", output=True)(_scan_select_back)
+
+
+@derivative("mode", output=True)
+def _mode(ctx: Any, gs: list) -> tuple:
+    """The gradient goes to the index ``mode`` returned, as max's does."""
+    from scriptmod.autograd.derivatives import _select_back   # the core table imports us
+    return _select_back(ctx, gs)
+
+
+@derivative("logcumsumexp", saves=(0,), output=True)
+def _logcumsumexp(ctx: Any, g: Tensor) -> tuple:
+    """PyTorch's ``logcumsumexp_backward``: ``sum_{j>=k} g[j] exp(x[k] - y[j])``, the sum
+    taken as a reversed logcumsumexp of log|g| - y, separately over positive and negative
+    ``g`` for real inputs (log of a negative number has no real value)."""
+    x, y = ctx.inputs[0], ctx.output
+    if x.ndim == 0:
+        return (g,)
+    d = ctx.attrs["dim"] % x.ndim
+
+    def reversed_lcse(t: Tensor) -> Tensor:
+        return _op("logcumsumexp", t.flip(d), dim=d).flip(d)
+
+    if g.is_complex():
+        return (_conj((reversed_lcse(_conj(g).log() - y) + x).exp()),)
+    lowest = _finfo_min(g)
+    log_abs = g.abs().log()
+    positive = where(g > 0, log_abs, lowest)
+    negative = where(g < 0, log_abs, lowest)
+    return ((reversed_lcse(positive - y) + x).exp() - (reversed_lcse(negative - y) + x).exp(),)
+
+
+def _finfo_min(t: Tensor) -> float:
+    """The lowest finite value of ``t``'s dtype (log of 0 clamped there, as in PyTorch)."""
+    return float(ml_dtypes.finfo(NP_DTYPE[t.dtype]).min)
