@@ -59,6 +59,10 @@ def _install_functions() -> None:
                 and not name.endswith("_"):
             fn = _public.with_out(fn, name)
         g.setdefault(name, fn)
+    # factories and joins take out= too
+    for name in ("cat", "concat", "concatenate", "stack", "arange", "zeros", "ones", "full",
+                 "empty", "eye", "linspace", "rand", "randn", "randint", "randperm"):
+        g[name] = _public.with_out(g[name], name)
 
 
 _install_functions()

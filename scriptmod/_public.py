@@ -82,6 +82,8 @@ def write_out(out: Any, result: Any, name: str) -> Any:
         if tuple(o.shape) != tuple(r.shape):
             _resize(o, tuple(r.shape), name)
         _assign(o, r.detach())
+    if isinstance(result, tuple) and hasattr(result, "_fields"):   # values, indices
+        return type(result)(*outs)
     return out
 
 
