@@ -55,6 +55,12 @@ NOT_GRADCHECKED = {
     "ctc_loss": "PyTorch's gradient, exp(log_probs) - posterior, is the derivative through the "
                 "log_softmax that makes log_probs; checked against torch's in "
                 "tests/scriptmod/nn/test_loss_ctc.py and by the ctc_loss_grad row",
+    "linalg_cholesky_ex": "reads one triangle (PyTorch's gradient is symmetric); gradchecked "
+                          "through A -> cholesky(A A^H + nI) in tests/scriptmod/ops/test_linalg.py",
+    "linalg_eigh": "reads one triangle (PyTorch's gradient is Hermitian); gradchecked through "
+                   "symmetrized inputs in tests/scriptmod/ops/test_linalg.py",
+    "linalg_eig": "complex eigenvectors defined up to phase; gradchecked through gauge-invariant "
+                  "losses in tests/scriptmod/ops/test_linalg.py",
 }
 
 
