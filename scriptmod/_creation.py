@@ -23,6 +23,7 @@ from scriptmod import _device
 from scriptmod import _memory_format as _mf
 from scriptmod import autograd
 from scriptmod._dispatch import dispatch
+from scriptmod._public import public
 from scriptmod.autograd.engine import run_backward
 from scriptmod.tensor import Tensor, _dtype_arg, wrap
 
@@ -410,3 +411,85 @@ for _name, _method in {"__init__": _construct, "backward": _backward, "new_tenso
                        "new_empty": _new_empty}.items():
     _method.__name__, _method.__qualname__ = _name, f"Tensor.{_name}"
     setattr(Tensor, _name, _method)
+
+
+# ---- factories of the views family (issue 39): published with ``@public`` -----------------
+def _ints(v: Any) -> list[int]:
+    return [int(v)] if isinstance(v, (int, np.integer)) else [int(i) for i in v]
+
+
+def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype: Any,
+                 device: Any) -> Tensor:
+    rows, cols = np.tril_indices(row, offset, col) if lower else np.triu_indices(row, offset, col)
+    return tensor(np.stack([rows, cols]).reshape(2, -1), dtype=dtype or D.int64,
+                    device=device)
+
+
+@public(method=False, out=False)
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None,
+                 device: Any = None, layout: Any = None) -> Tensor:
+    """The (row, column) indices of the lower triangle of a ``row`` x ``col`` matrix (on and
+    below the ``offset`` diagonal), row by row, as a (2, N) tensor."""
+    return _tri_indices(row, col, offset, True, dtype, device)
+
+
+@public(method=False, out=False)
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None,
+                 device: Any = None, layout: Any = None) -> Tensor:
+    """The (row, column) indices of the upper triangle (on and above ``offset``)."""
+    return _tri_indices(row, col, offset, False, dtype, device)
+
+
+
+@public(method=False)
+def logspace(start: Any, end: Any, steps: int, base: float = 10.0, *, dtype: Any = None,
+             device: Any = None, requires_grad: bool = False) -> Tensor:
+    """``base ** linspace(start, end, steps)``."""
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    dt = _dtype_arg(dtype) if dtype is not None else D.get_default_dtype()
+    wide = D.complex128 if isinstance(start, complex) or isinstance(end, complex) \
+        else D.float64
+    exps = linspace(start, end, steps, dtype=wide, device=device)
+    return (float(base) ** exps).to(dt).requires_grad_(requires_grad)
+
+
+@public(method=False, out=False)
+def scalar_tensor(s: Any, *, dtype: Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Tensor:
+    """A 0-d tensor of ``s`` (the default float dtype unless ``dtype``)."""
+    return tensor(s, dtype=dtype or D.get_default_dtype(), device=device,
+                    requires_grad=requires_grad)
+
+
+@public(method=False, out=False)
+def empty_strided(size: Sequence[int], stride: Sequence[int], *, dtype: Any = None,
+                  device: Any = None, requires_grad: bool = False) -> Tensor:
+    """An uninitialized (here: zero) tensor with the given ``size`` and ``stride``."""
+    size, stride = _ints(size), _ints(stride)
+    need = 0 if 0 in size else 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    storage = zeros(need, dtype=dtype, device=device)
+    view = dispatch("as_strided", (storage,), {"size": size, "stride": stride,
+                                               "storage_offset": 0})
+    return view.requires_grad_(requires_grad)
+
+
+@public(function=False)
+def new_empty_strided(self: Tensor, size: Sequence[int], stride: Sequence[int], *,
+                      dtype: Any = None, device: Any = None,
+                      requires_grad: bool = False) -> Tensor:
+    return empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
+                         requires_grad=requires_grad)
+
+
+@public(method=False, out=False)
+def empty_permuted(size: Sequence[int], physical_layout: Sequence[int], *, dtype: Any = None,
+                   device: Any = None, requires_grad: bool = False) -> Tensor:
+    """An uninitialized (here: zero) tensor of ``size`` whose dims lie in memory in the order
+    ``physical_layout`` (outermost first)."""
+    size, layout = _ints(size), _ints(physical_layout)
+    if sorted(layout) != list(range(len(size))):
+        raise RuntimeError(f"Number of dimensions in size does not match the length of the "
+                           f"physical_layout; or physical_layout {layout} is not a permutation")
+    storage = zeros(*[size[d] for d in layout], dtype=dtype, device=device)
+    inverse = [layout.index(d) for d in range(len(size))]
+    return storage.permute(*inverse).requires_grad_(requires_grad)
