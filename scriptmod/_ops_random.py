@@ -19,9 +19,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from scriptmod._creation import Generator, default_generator, rand, randint, randn
+from scriptmod._creation import Generator, default_generator, rand, randint, randn, zeros_like
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod._public import public
+from scriptmod._tensor_ops import where
+from scriptmod.autograd import grad_mode
 from scriptmod.ir import dtypes as D
 from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod.tensor import Tensor, _assign, _check_leaf
@@ -49,6 +51,16 @@ def _eager() -> bool:
     return not TRACERS
 
 
+def _zero_gradient_to(value: Tensor, *sources: Any) -> Tensor:
+    """``value`` joined to the graph of the ``sources`` that require grad, with a zero
+    gradient: PyTorch's derivative of a draw in its parameters (it does not reparameterize)."""
+    for src in sources:
+        if isinstance(src, Tensor) and src.requires_grad:
+            never = zeros_like(value, dtype=D.bool_)
+            value = where(never, src, value).to(value.dtype)
+    return value
+
+
 def _probability(op: str, p: Any) -> None:
     if isinstance(p, Tensor):
         if _eager() and p.numel() and not bool(((p >= 0) & (p <= 1)).all()):
@@ -74,7 +86,7 @@ def bernoulli(input: Tensor, p: Any = None, *, generator: Any = None) -> Tensor:
     _probability("bernoulli", probs)
     with _drawing(generator, input.device):
         u = _uniform(input, _compute(input.dtype))
-    return (u < probs).to(input.dtype)
+    return _zero_gradient_to((u < probs).to(input.dtype), probs)
 
 
 def _bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
@@ -118,7 +130,7 @@ def poisson(input: Tensor, generator: Any = None) -> Tensor:
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Any = None,
            dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Normal draws: ``mean`` and ``std`` tensors or numbers (broadcast together), or, both
-    numbers, a tensor of ``size``. Differentiable in tensor ``mean`` and ``std``.
+    numbers, a tensor of ``size``. As in PyTorch, the gradient in ``mean`` and ``std`` is 0.
 
         >>> import scriptmod as sm
         >>> sm.normal(2.0, 0.0, (2,))
@@ -147,7 +159,9 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Any 
         raise NotImplementedError(f"\"normal\" not implemented for '{out_dtype.short}'")
     with _drawing(generator, tensors[0].device):
         eps = randn(list(shape), dtype=out_dtype, device=tensors[0].device)
-    return mean + std * eps
+    with grad_mode.no_grad():
+        value = mean + std * eps
+    return _zero_gradient_to(value, mean, std)
 
 
 def _size(size: Any) -> list[Any]:

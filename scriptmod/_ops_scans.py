@@ -23,6 +23,7 @@ from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod._public import inplace_of, public
 from scriptmod._shape_ops import cat
 from scriptmod._tensor_ops import where
+from scriptmod.autograd import grad_mode
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.ops.rules import norm_dim
 from scriptmod.tensor import Tensor, _dtype_arg
@@ -253,7 +254,10 @@ def _gradient_spacing(x: Tensor, spacing: Any, dims: list[int], all_dims: bool) 
 def _gradient_along(x: Tensor, d: int, h: Any, edge_order: int) -> Tensor:
     """PyTorch's ``gradient_helper``: one dim, uniform spacing ``h`` or coordinates."""
     n = x.shape[d]
-    s = lambda lo, hi: x.narrow(d, lo % n, (hi % n or n) - lo % n)   # noqa: E731  x[lo:hi]
+
+    def s(lo: int, hi: int) -> Tensor:   # x[lo:hi] along d (negative: from the end)
+        lo, hi = lo + n if lo < 0 else lo, hi + n if hi < 0 else hi
+        return x.narrow(d, lo, hi - lo)
     if isinstance(h, Tensor):
         shape = [1] * x.ndim
         shape[d] = -1
@@ -357,6 +361,9 @@ def renorm(input: Tensor, p: Any, dim: int, maxnorm: Any) -> Tensor:
 @public()
 def aminmax(input: Tensor, *, dim: Any = None, keepdim: bool = False) -> Any:
     """``(min, max)`` over ``dim`` (every element when None) in one call."""
+    if input.is_complex():
+        raise NotImplementedError(f"\"aminmax_cpu\" not implemented for "
+                                  f"'{input.dtype.short}': complex numbers have no order")
     if dim is None:
         if input.numel() == 0:
             raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as "
@@ -394,11 +401,13 @@ def msort(input: Tensor) -> Tensor:
 def nanmedian(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     """The lower median of the non-NaN values along ``dim`` (NaN where all are NaN) and its
     index; without ``dim`` the median of all elements, a tensor."""
+    if input.dtype is D.bool_ or input.is_complex():
+        raise NotImplementedError(f"\"nanmedian\" not implemented for '{input.dtype.short}'")
     if dim is None:
         flat = input.reshape(-1)
         if flat.numel() == 0:
             return input.new_full((), float("nan"))
-        return nanmedian(flat, 0).values
+        return _evenly(flat, nanmedian(flat, 0).values)
     if not input.is_floating_point():            # no NaN: the median
         return nanmedian_t(*input.median(dim, keepdim))
     x = input.reshape(1) if input.ndim == 0 else input
@@ -414,6 +423,18 @@ def nanmedian(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     elif not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return nanmedian_t(values, indices)
+
+
+def _evenly(x: Tensor, value: Tensor) -> Tensor:
+    """``value`` (an element of ``x``), with its gradient shared evenly by the finite elements
+    equal to it, as PyTorch's median of all elements gives it; the value is unchanged
+    (``x - value`` is exactly 0 where they are equal)."""
+    if not (grad_mode.is_grad_enabled() and x.requires_grad and x.is_floating_point()):
+        return value
+    value = value.detach()
+    equal = (x == value) & ((x - x) == 0)          # finite: inf - inf would be NaN
+    share = equal.to(x.dtype) / equal.sum().clamp(min=1)
+    return value + (where(equal, x - value, 0) * share).sum()
 
 
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")

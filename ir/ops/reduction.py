@@ -12,7 +12,9 @@ _DIMS = "int[]? dim=None, bool keepdim=False"
 op(f"sum(Tensor self, *, {_DIMS}, ScalarType? dtype=None) -> Tensor", R.sum_like, R.reduce, RED, ROW)
 op(f"prod(Tensor self, *, {_DIMS}, ScalarType? dtype=None) -> Tensor", R.sum_like, R.reduce, RED)
 op(f"mean(Tensor self, *, {_DIMS}, ScalarType? dtype=None) -> Tensor", R.float_only("mean"), R.reduce, RED, ROW)
-op(f"var(Tensor self, *, {_DIMS}, float correction=1) -> Tensor", R.float_only("var"), R.reduce, RED, ROW)
+op(f"var(Tensor self, *, {_DIMS}, float correction=1) -> Tensor",
+   lambda ops, attrs: D.to_real(R.float_only("var")(ops, attrs)), R.reduce, RED, ROW,
+   doc="Real for a complex input: the mean squared modulus of the deviations.")
 op(f"amax(Tensor self, *, {_DIMS}) -> Tensor", R.same, R.reduce, RED, ROW)
 op(f"amin(Tensor self, *, {_DIMS}) -> Tensor", R.same, R.reduce, RED, ROW)
 op(f"logsumexp(Tensor self, *, {_DIMS}) -> Tensor", R.same_float, R.reduce, RED, ROW)
