@@ -231,6 +231,12 @@ def _need_lapack_dtype(A: Tensor, opname: str) -> None:
                          f"{A.dtype.short}")
 
 
+def _same_dtype(A: Tensor, B: Tensor, opname: str) -> None:
+    if A.dtype != B.dtype:
+        raise DTypeError(f"{opname}: Expected A and B to have the same dtype, but found A of "
+                         f"type {A.dtype.short} and B of type {B.dtype.short} instead")
+
+
 def _is_vector_rhs(A: Tensor, B: Tensor) -> bool:
     """torch.linalg.solve's rule: B is a vector (or a batch of them) when it is 1-d, or has
     one dim less than A and A's shape without its last dim."""
@@ -269,6 +275,7 @@ def _solve_ex(A: Tensor, B: Tensor, left: bool, check: str | None) -> tuple[Tens
     """X with A X = B (``left``) or X A = B; B a matrix, batch dims broadcast."""
     _need_lapack_dtype(A, "linalg.solve")
     _need_matrices(A, "linalg.solve", square=True)
+    _same_dtype(A, B, "linalg.solve")
     if not left:
         x, info = _solve_ex(A.mT, B.mT, True, check)
         return x.mT, info
@@ -345,6 +352,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
     _need_lapack_dtype(A, "linalg.solve_triangular")
     _need_matrices(A, "linalg.solve_triangular", square=True)
     _need_matrices(B, "linalg.solve_triangular")
+    _same_dtype(A, B, "linalg.solve_triangular")
     if not left:
         return solve_triangular(A.mT, B.mT, upper=not upper, unitriangular=unitriangular).mT
     A, B = _broadcast_batch(A, B)
@@ -653,6 +661,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
                                  f"(gels, gelsy, gelsd, gelss)")
     _need_lapack_dtype(A, "torch.linalg.lstsq")
     _need_matrices(A, "torch.linalg.lstsq")
+    _same_dtype(A, B, "torch.linalg.lstsq")
     vector = _is_vector_rhs(A, B)
     rhs = B.unsqueeze(-1) if vector else B
     if rhs.ndim < 2 or rhs.shape[-2] != A.shape[-2]:
