@@ -7,7 +7,7 @@ its result is rounded (to nearest even) to its dtype by ``emit_step``, once per 
 and PyTorch round it; operands promoted into a half dtype are rounded by ``to``.
 
     >>> sorted(FORMULAS)[:3]
-    ['abs', 'add', 'atan2']
+    ['abs', 'acos', 'acosh']
 """
 from __future__ import annotations
 
@@ -269,6 +269,60 @@ def _extremum(which: str) -> Formula:
     return formula
 
 
+def _copysign(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    _need(out.is_floating_point, "copysign", out)
+    a, b = _all(e, args, out)
+    return Num(e, out).call("copysign", a, b)
+
+
+def _fmod_formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+    """C's fmod (the sign of ``a``; ``a`` itself for an infinite ``b``); ints: the
+    truncated remainder, b == 0 giving 0 instead of a trap (eager raises)."""
+    a, b = _all(e, args, out)
+    dt = compute_dtype(out)
+    if not out.is_floating_point:
+        _need(out is not D.bool_, "fmod", out)
+        unsafe = e.cmp("eq", b, e.const(0, dt), dt)
+        if out.signed:
+            unsafe = e.bits("or", unsafe, e.cmp("eq", b, e.const(-1, dt), dt), D.bool_)
+        return e.arith("rem", a, e.select(unsafe, e.const(1, dt), b, dt), dt)
+    m = Num(e, out)
+    r = _fmod(m, a, b, m.div(a, b))
+    keep_a = m.both(m.cmp("eq", m.call("fabs", b), m.c(math.inf)),
+                    m.cmp("lt", m.call("fabs", a), m.c(math.inf)))
+    r = m.sel(keep_a, a, r)
+    return m.sel(m.cmp("eq", r, m.c(0.0)), m.call("copysign", m.c(0.0), a), r)
+
+
+def _shift(left: bool) -> Formula:
+    """PyTorch's shifts: a shift below 0 or not below the bit width gives 0 (left) or the
+    sign fill (right: 0, or -1 for a negative signed value)."""
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        _need(out.category == D.INT, "bitwise_shift", out)
+        a, b = _all(e, args, out)
+        dt = compute_dtype(out)
+        zero = e.const(0, dt)
+        valid = e.cmp("lt", b, e.const(out.bits, dt), dt)
+        if out.signed:
+            valid = e.bits("and", valid, e.cmp("ge", b, zero, dt), D.bool_)
+        s = e.select(valid, b, zero, dt)
+        if left:
+            return e.select(valid, e.bits("shl", a, s, dt), zero, dt)
+        if not out.signed:
+            return e.select(valid, e.bits("lshr", a, s, dt), zero, dt)
+        fill = e.bits("ashr", a, e.const(out.bits - 1, dt), dt)
+        return e.select(valid, e.bits("ashr", a, s, dt), fill, dt)
+    return formula
+
+
+def _binary_float(fn: Callable[[Num, V, V], V]) -> Formula:
+    def formula(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
+        _need(out.is_floating_point, fn.__name__, out)
+        a, b = _all(e, args, out)
+        return fn(Num(e, out), a, b)
+    return formula
+
+
 def _atan2(e: Emitter, args: Sequence[TV], out: DType, attrs: dict) -> V:
     a, b = _all(e, args, out)
     return vmath.atan2(Num(e, out), a, b)
@@ -394,13 +448,21 @@ FORMULAS: dict[str, Formula] = {
     "bitwise_and": _bitwise("and"), "bitwise_or": _bitwise("or"),
     "bitwise_xor": _bitwise("xor"), "bitwise_not": _bitwise("not"),
     "where": _where, "clamp": _clamp, "cast": _cast,
+    # the math family (ir/ops/math.py)
+    "tan": _float_unary(vmath.tan), "asin": _float_unary(vmath.asin),
+    "acos": _float_unary(vmath.acos), "atan": _float_unary(vmath.atan),
+    "sinh": _float_unary(vmath.sinh), "cosh": _float_unary(vmath.cosh),
+    "asinh": _float_unary(vmath.asinh), "acosh": _float_unary(vmath.acosh),
+    "atanh": _float_unary(vmath.atanh), "log10": _float_unary(vmath.log10),
+    "copysign": _copysign, "fmod": _fmod_formula, "hypot": _binary_float(vmath.hypot),
+    "bitwise_left_shift": _shift(True), "bitwise_right_shift": _shift(False),
 }
 
 
 # ops whose result is one of their operands (converted to the result dtype by ``to``, so
 # already rounded) or an integer no larger in magnitude: exact in a half dtype, not rounded
 EXACT_IN_HALF = frozenset({"neg", "abs", "sign", "relu", "floor", "ceil", "round", "trunc",
-                           "maximum", "minimum", "where", "clamp"})
+                           "maximum", "minimum", "where", "clamp", "copysign", "fmod"})
 
 
 def lower_steps(e: Emitter, spec: KernelSpec, inputs: Sequence[V]) -> list[V]:

@@ -21,8 +21,10 @@ CUDA's and libc's sin/cos) gets those calls for sin and cos instead.
 """
 from __future__ import annotations
 
+import functools
 import math
 from functools import lru_cache
+from typing import Callable
 
 from .emitter import Num, V, int_of
 from scriptmod.ir import dtypes as D
@@ -567,3 +569,139 @@ def atan2(m: Num, y: V, x: V) -> V:
     r = m.sel(m.signbit(x), m.sub(m.c(math.pi), r), r)
     r = m.call("copysign", r, y)
     return m.keep_nan(x, m.keep_nan(y, r))
+
+
+# ---- inverse trigonometry, hyperbolic functions, log10, hypot ----------------------------
+# These are a few primitives each, over ``exp``/``log1p``/``atan2``. Where the float32 form
+# would lose bits (cancellation in e**x - e**-x, x*x overflowing), float32 computes them in
+# float64 and rounds once, as ``pow`` and ``sin`` do.
+_LN2_F64 = math.log(2.0)
+_HYPER_BIG = 22.0            # e**-x / 2 is below 2**-63 of e**x / 2 from here on
+_ASINH_BIG = 2.0 ** 28       # asinh(x) = log(2x) to float64 precision from here on
+# log10(2) in two parts (hi with 32 significant bits, so ef * hi is exact for |ef| < 2**20)
+_LOG10_2 = (3.01029995663611771306e-01, 3.69423907715893078616e-13)
+_LOG10_E = 0.4342944819032518
+
+
+def _in_f64(fn: Callable[..., V]) -> Callable[..., V]:
+    """``fn`` evaluated in float64 for a float32 ``Num`` (its result rounded once)."""
+    @functools.wraps(fn)
+    def wide(m: Num, *xs: V) -> V:
+        if m.f64:
+            return fn(m, *xs)
+        w = Num(m.e, D.float64)
+        y = fn(w, *(m.e.convert(x, m.dt, D.float64) for x in xs))
+        return m.e.convert(y, D.float64, m.dt)
+    return wide
+
+
+@_in_f64
+def tan(m: Num, x: V) -> V:
+    """sin(x) / cos(x), each to about 1 ulp in float64: tan to ~3 ulp, poles included."""
+    return m.div(sin(m, x), cos(m, x))
+
+
+def atan(m: Num, x: V) -> V:
+    """atan(x) = atan2(x, 1)."""
+    return atan2(m, x, m.c(1.0))
+
+
+def _cos_of_asin(m: Num, x: V) -> V:
+    """sqrt(1 - x*x) as sqrt((1 - x)(1 + x)): no cancellation near |x| = 1; NaN for |x| > 1."""
+    return m.call("sqrt", m.mul(m.sub(m.c(1.0), x), m.add(m.c(1.0), x)))
+
+
+def asin(m: Num, x: V) -> V:
+    """asin(x) = atan2(x, sqrt(1 - x*x)); NaN outside [-1, 1]."""
+    return atan2(m, x, _cos_of_asin(m, x))
+
+
+def acos(m: Num, x: V) -> V:
+    """acos(x) = atan2(sqrt(1 - x*x), x); NaN outside [-1, 1]."""
+    return atan2(m, _cos_of_asin(m, x), x)
+
+
+def _half_exp(m: Num, ax: V) -> V:
+    """e**ax / 2 = e**(ax - ln2) for ax >= 0 (float64), without overflowing before e**ax
+    / 2 does: ln2's high part has 32 bits, so ax - hi is exact; its low part is the tail."""
+    hi, lo = _LN2[True]
+    h = m.call("minnum", m.sub(ax, m.c(hi)), m.c(710.0))
+    return _exp_core(m, h, m.c(-lo))
+
+
+@_in_f64
+def sinh(m: Num, x: V) -> V:
+    """sinh(x): (u + u / (u + 1)) / 2 with u = expm1(|x|) (exact near 0), e**|x| / 2 for
+    large |x|; the sign of x (sinh(-0) = -0)."""
+    ax = m.call("fabs", x)
+    u = expm1(m, m.call("minnum", ax, m.c(_HYPER_BIG)))
+    small = m.mul(m.c(0.5), m.add(u, m.div(u, m.add(u, m.c(1.0)))))
+    y = m.sel(m.cmp("gt", ax, m.c(_HYPER_BIG)), _half_exp(m, ax), small)
+    return m.keep_nan(x, m.call("copysign", y, x))
+
+
+@_in_f64
+def cosh(m: Num, x: V) -> V:
+    """cosh(x): e**|x| / 2 + e**-|x| / 2, the second term dropped for large |x|."""
+    ax = m.call("fabs", x)
+    e = exp(m, m.call("minnum", ax, m.c(_HYPER_BIG)))
+    small = m.fma(m.c(0.5), e, m.div(m.c(0.5), e))
+    return m.keep_nan(x, m.sel(m.cmp("gt", ax, m.c(_HYPER_BIG)), _half_exp(m, ax), small))
+
+
+def _log_2x(m: Num, ax: V) -> V:
+    """log(2 ax) for large ax (no overflow in 2 ax)."""
+    return m.add(log(m, ax), m.c(_LN2_F64))
+
+
+@_in_f64
+def asinh(m: Num, x: V) -> V:
+    """asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) (exact near 0), log(2|x|)
+    for large |x|."""
+    ax = m.call("fabs", x)
+    a = m.call("minnum", ax, m.c(_ASINH_BIG))
+    a2 = m.mul(a, a)
+    small = log1p(m, m.add(a, m.div(a2, m.add(m.c(1.0), m.call("sqrt", m.add(m.c(1.0), a2))))))
+    y = m.sel(m.cmp("gt", ax, m.c(_ASINH_BIG)), _log_2x(m, ax), small)
+    return m.keep_nan(x, m.call("copysign", y, x))
+
+
+@_in_f64
+def acosh(m: Num, x: V) -> V:
+    """acosh(x) = log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact near 1), log(2x) for large
+    x; NaN below 1."""
+    t = m.sub(m.call("minnum", x, m.c(_ASINH_BIG)), m.c(1.0))
+    small = log1p(m, m.add(t, m.call("sqrt", m.fma(t, t, m.add(t, t)))))
+    y = m.sel(m.cmp("gt", x, m.c(_ASINH_BIG)), _log_2x(m, x), small)
+    return m.keep_nan(x, m.sel(m.cmp("lt", x, m.c(1.0)), m.c(math.nan), y))
+
+
+@_in_f64
+def atanh(m: Num, x: V) -> V:
+    """atanh(x) = sign(x) log1p(2|x| / (1 - |x|)) / 2: exact near 0 and near |x| = 1 (where
+    1 - |x| is exact); +-inf at +-1, NaN beyond."""
+    ax = m.call("fabs", x)
+    y = m.mul(m.c(0.5), log1p(m, m.div(m.add(ax, ax), m.sub(m.c(1.0), ax))))
+    return m.keep_nan(x, m.call("copysign", y, x))
+
+
+def log10(m: Num, x: V) -> V:
+    """Base-10 log: e log10(2) + log(mant) log10(e), with log10(2) in two parts."""
+    ef, lg = _log_parts(m, x)
+    hi, lo = _LOG10_2
+    y = m.fma(ef, m.c(hi), m.fma(ef, m.c(lo), m.mul(lg, m.c(_LOG10_E))))
+    return _log_special(m, x, y)
+
+
+@_in_f64
+def hypot(m: Num, a: V, b: V) -> V:
+    """sqrt(a^2 + b^2) as hi sqrt(1 + (lo/hi)^2) (no overflow); inf if either is infinite,
+    even with a NaN on the other side (C99)."""
+    ax, ay = m.call("fabs", a), m.call("fabs", b)
+    hi, lo = m.call("maxnum", ax, ay), m.call("minnum", ax, ay)
+    r = m.div(lo, hi)
+    y = m.mul(hi, m.call("sqrt", m.fma(r, r, m.c(1.0))))
+    y = m.sel(m.cmp("eq", hi, m.c(0.0)), m.c(0.0), y)
+    y = m.keep_nan(a, m.keep_nan(b, y))
+    inf = m.c(math.inf)
+    return m.sel(m.either(m.cmp("eq", ax, inf), m.cmp("eq", ay, inf)), inf, y)

@@ -16,7 +16,7 @@ import scriptmod.ir.ops  # noqa: F401  (fills the schema registry)
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.dtypes import SCALAR_INTS, checked_float, imm_value, scalar_overflow
 from scriptmod.ir import schema as S
-from scriptmod.ir.errors import ArgumentError, ArgumentValueError, DTypeError
+from scriptmod.ir.errors import ArgumentError, ArgumentValueError, DTypeError, KernelDTypeError
 from scriptmod.ir.ops.rules import norm_dim, promote, to_bool
 from scriptmod._dispatch import TRACERS, dispatch, unary
 from scriptmod._traced_int import TracedInt, fixed
@@ -35,7 +35,9 @@ BINARY = tuple(sorted(S.ops_with(S.BINARY)))
 _NO_INPLACE = frozenset(n for n in UNARY if S.get(n).dtype_rule is to_bool)
 _ALIASES = {"negative": "neg", "absolute": "abs", "multiply": "mul", "subtract": "sub",
             "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
-            "not_equal": "ne", "fmax": "maximum", "fmin": "minimum", "arctan2": "atan2"}
+            "not_equal": "ne", "arctan2": "atan2", "arcsin": "asin", "arccos": "acos",
+            "arctan": "atan", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
+            "fix": "trunc"}
 
 
 def _operand(x: Any) -> Any:
@@ -160,11 +162,13 @@ def _forward(name: str) -> Any:
 for _dunder, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"),
                      ("floordiv", "floor_divide"), ("mod", "remainder"), ("pow", "pow"),
                      ("matmul", "matmul"), ("and", "bitwise_and"), ("or", "bitwise_or"),
-                     ("xor", "bitwise_xor")):
+                     ("xor", "bitwise_xor"), ("lshift", "bitwise_left_shift"),
+                     ("rshift", "bitwise_right_shift")):
     setattr(Tensor, f"__{_dunder}__", _forward(_op))
     setattr(Tensor, f"__r{_dunder}__", _reflect(_op))
 for _dunder, _op in (("eq", "eq"), ("ne", "ne"), ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge")):
     setattr(Tensor, f"__{_dunder}__", _forward(_op))
+Tensor.__rdiv__ = Tensor.__rtruediv__
 Tensor.__neg__ = unary("neg")
 Tensor.__abs__ = unary("abs")
 Tensor.__invert__ = unary("bitwise_not")
@@ -488,6 +492,22 @@ def _masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
     return out if out.dtype is self.dtype else out.to(self.dtype)
 
 
+def _round(self: Tensor, *, decimals: int = 0) -> Tensor:
+    """Round half to even; with ``decimals``, at that decimal place as PyTorch computes it:
+    round(x * 10**d) / 10**d, or round(x / 10**-d) * 10**-d for negative ``d``."""
+    if decimals == 0:
+        return dispatch("round", (self,))
+    if self.dtype.category < D.FLOAT:
+        raise KernelDTypeError(f"\"round_cpu\" not implemented for '{self.dtype.short}'")
+    if self.dtype in (D.float16, D.bfloat16):       # PyTorch scales in float32 (no overflow)
+        return _round(self.float(), decimals=decimals).to(self.dtype)
+    scale = 10.0 ** abs(decimals)
+    if decimals > 0:
+        return dispatch("round", (self * scale,)) / scale
+    return dispatch("round", (self / scale,)) * scale
+
+
+Tensor.round = _round
 Tensor.clamp = Tensor.clip = _clamp
 Tensor.clamp_min = lambda self, min: _clamp(self, min=min)
 Tensor.clamp_max = lambda self, max: _clamp(self, max=max)
@@ -498,6 +518,10 @@ Tensor.square = lambda self: self * self
 for _n in UNARY + BINARY + ("clamp", "clip", "clamp_min", "clamp_max", "masked_fill", "square"):
     if _n not in _NO_INPLACE:
         setattr(Tensor, _n + "_", _inplace_of(_n))
+for _alias, _n in _ALIASES.items():     # arcsin_, multiply_, greater_, ... as their ops'
+    if hasattr(Tensor, _n + "_"):
+        setattr(Tensor, _alias + "_", getattr(Tensor, _n + "_"))
+Tensor.divide_ = Tensor.true_divide_ = _inplace_of("div")
 Tensor.__iadd__ = lambda self, o: _inplace_of("add")(self, o)
 Tensor.__isub__ = lambda self, o: _inplace_of("sub")(self, o)
 Tensor.__imul__ = lambda self, o: _inplace_of("mul")(self, o)
@@ -505,6 +529,9 @@ Tensor.__itruediv__ = lambda self, o: _inplace_of("div")(self, o)
 Tensor.__ipow__ = lambda self, o: _inplace_of("pow")(self, o)
 Tensor.__iand__ = lambda self, o: _inplace_of("bitwise_and")(self, o)
 Tensor.__ior__ = lambda self, o: _inplace_of("bitwise_or")(self, o)
+Tensor.__ixor__ = lambda self, o: _inplace_of("bitwise_xor")(self, o)
+Tensor.__ilshift__ = lambda self, o: _inplace_of("bitwise_left_shift")(self, o)
+Tensor.__irshift__ = lambda self, o: _inplace_of("bitwise_right_shift")(self, o)
 
 
 # ---- function forms (scriptmod.exp(x), scriptmod.add(a, b), ...) --------------------
@@ -541,6 +568,7 @@ FUNCTIONS = (UNARY + BINARY + tuple(_ALIASES) +
              ("add", "div", "true_divide", "divide", "clamp", "clip", "sum", "mean", "prod",
               "var", "std", "max", "min", "amax", "amin", "argmax", "argmin", "any", "all",
               "logsumexp", "softmax", "log_softmax", "cumsum", "masked_fill", "square", "norm",
+              "clamp_min", "clamp_max",
               "reshape", "permute", "transpose", "t", "unsqueeze", "squeeze", "flatten",
               "narrow", "split", "chunk", "gather", "index_select", "matmul", "mm", "bmm",
               "clone", "numel", "select", "movedim", "unflatten", "tile", "flip",

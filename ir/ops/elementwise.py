@@ -42,7 +42,8 @@ op("add(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadc
 op("sub(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.sub_dtype, R.broadcast, EW, BIN)
 op("mul(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, COMMUTATIVE, OPMATH)
 op("div(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote_float, R.broadcast, EW, BIN, OPMATH)
-op("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, NONDIFF, LONG, OPMATH)
+# differentiable with a zero gradient, as PyTorch's div(rounding_mode='floor') is
+op("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, LONG, OPMATH)
 op("remainder(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", R.promote, R.broadcast, EW, BIN, LONG)
 def _pow_dtype(ops: Sequence[Any], attrs: dict) -> DType:
     """``promote``, but like PyTorch refuse a bool tensor to a bool tensor's power."""

@@ -32,6 +32,8 @@ derivative("neg")(lambda ctx, g: (-g,))
 derivative("abs", saves=(0,))(lambda ctx, g: (g * ctx.inputs[0].sign(),))
 for _n in ("sign", "floor", "ceil", "round", "trunc"):
     derivative(_n)(lambda ctx, g: (_zero(g),))
+# piecewise constant: a zero gradient for both operands (PyTorch's div(rounding_mode='floor'))
+derivative("floor_divide")(lambda ctx, g: (_zero(g), _zero(g)))
 derivative("relu", output=True)(lambda ctx, g: (where(ctx.output > 0, g, 0.0),))
 derivative("exp", output=True)(lambda ctx, g: (g * ctx.output,))
 derivative("log", saves=(0,))(lambda ctx, g: (g / ctx.inputs[0],))
