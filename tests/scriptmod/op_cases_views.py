@@ -63,11 +63,20 @@ def _as_strided_ref(x: np.ndarray, size: list, stride: list,
 
 
 def _parts_samples(g: Gen) -> list[Sample]:
-    """Complex samples for a complex dtype; float rows (read as complex with a zero
-    imaginary part) are what the real-valued gradcheck differentiates."""
+    """Complex samples; float64 rows (read as complex with a zero imaginary part) are what
+    the real-valued gradcheck differentiates, and other real dtypes get complex64 ones (the
+    ops view complex storage)."""
+    dt = g.dtype if g.dtype in COMPLEX + ("float64",) else "complex64"
     gr = g.grad_of(0)
-    return [Sample("2d", (g.arr((2, 3)),), {}, gr),
-            Sample("0d", (g.arr(()),), {}, gr),
+    return [Sample("2d", (g.arr((2, 3), dtype=dt),), {}, gr),
+            Sample("0d", (g.arr((), dtype=dt),), {}, gr),
+            Sample("empty", (g.arr((0, 2), dtype=dt),), {}),
+            Sample("noncontig", (g.arr((2, 3), dtype=dt, noncontig=True),), {}, gr)]
+
+
+def _unary_samples(g: Gen) -> list[Sample]:
+    gr = g.grad_of(0)
+    return [Sample("2d", (g.arr((2, 3)),), {}, gr), Sample("0d", (g.arr(()),), {}, gr),
             Sample("empty", (g.arr((0, 2)),), {}),
             Sample("noncontig", (g.arr((2, 3), noncontig=True),), {}, gr)]
 
@@ -106,9 +115,9 @@ def _view_as_complex_ref(x: np.ndarray) -> np.ndarray:
 case("diagonal", _diagonal_samples, _diagonal_ref, ALL)
 case("unfold", _unfold_samples, _unfold_ref, ALL)
 case("as_strided", _as_strided_samples, _as_strided_ref, ALL)
-case("real", _parts_samples, lambda x: np.real(x).copy(), COMPLEX + _F)
-case("imag", _parts_samples, lambda x: np.imag(x).copy(), COMPLEX + _F)
-case("view_as_real", _parts_samples, _view_as_real_ref, COMPLEX + _F)
+case("real", _parts_samples, lambda x: np.real(x).copy(), COMPLEX + ("float64",))
+case("imag", _parts_samples, lambda x: np.imag(x).copy(), COMPLEX + ("float64",))
+case("view_as_real", _parts_samples, _view_as_real_ref, COMPLEX + ("float64",))
 case("view_as_complex", _view_as_complex_samples, _view_as_complex_ref, _F)
 case("complex", _complex_samples, _complex_ref, _F)
-case("conj_physical", _parts_samples, lambda x: np.conj(x), ALL)
+case("conj_physical", _unary_samples, lambda x: np.conj(x), ALL)
