@@ -397,3 +397,18 @@ def test_gradients_equal_torch() -> None:
         s = sm.tensor(a, requires_grad=True)
         fn(sm, s).backward()
         _close(s.grad, t.grad.numpy())
+
+
+class _Det(nn.Module):
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        return L.det(x) * 2
+
+
+def test_det_exports_to_onnx_det(tmp_path: Any) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    x = sm.tensor(_mat((2, 3, 3), "float32", shift=1))
+    path = str(tmp_path / "det.onnx")
+    sm.onnx.export(_Det(), path, (x,))
+    session = ort.InferenceSession(path)
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    np.testing.assert_allclose(got, 2 * np.linalg.det(x.numpy()), rtol=1e-5)
