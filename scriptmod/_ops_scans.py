@@ -142,7 +142,7 @@ def _trapezoid_args(op: str, y: Tensor, x: Any, dx: Any, dim: int) -> tuple[int,
     if x is not None and dx is not None:
         raise TypeError(f"{op}(): pass either x or dx, not both")
     d = norm_dim(_dim(op, dim), y.ndim, op)
-    if y.dtype is D.bool_ or (isinstance(x, Tensor) and x.dtype is D.bool_):
+    if y.shape[d] != 0 and (y.dtype is D.bool_ or (isinstance(x, Tensor) and x.dtype is D.bool_)):
         raise RuntimeError(f"{op}: received a bool input for `x` or `y`, but bool is not "
                            f"supported")
     if isinstance(x, Tensor):

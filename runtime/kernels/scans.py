@@ -125,6 +125,9 @@ def _multinomial(xp: Any, probs: Any, num_samples: int, replacement: bool = Fals
 
 def _check_weights(xp: Any, p: Any, num_samples: int, replacement: bool) -> Any:
     """PyTorch's refusals of multinomial's weights and sample count."""
+    if p.ndim not in (1, 2):
+        raise ArgumentValueError(f"multinomial(): prob_dist must be 1 or 2 dim, got a tensor "
+                                 f"of shape {tuple(p.shape)}")
     if num_samples <= 0:
         raise ArgumentValueError(f"multinomial(): cannot sample n_sample <= 0 samples "
                                  f"(got num_samples={num_samples})")

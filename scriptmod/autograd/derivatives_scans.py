@@ -11,7 +11,9 @@ import ml_dtypes
 
 from scriptmod.runtime.arrays import NP_DTYPE
 
+from scriptmod._creation import arange
 from scriptmod._tensor_ops import where
+from scriptmod.autograd import grad_mode
 from scriptmod.autograd.derivative_table import _op, derivative
 from scriptmod.tensor import Tensor
 
@@ -35,6 +37,8 @@ def _cumprod(ctx: Any, g: Tensor) -> tuple:
         return (g,)
     d = ctx.attrs["dim"] % x.ndim
     x = x.to(g.dtype)
+    if grad_mode.is_grad_enabled():        # a gradient to differentiate again
+        return (_cumprod_back_all_orders(x, g, d),)
     zero = x == 0
     seen = zero.cumsum(d)
     before, first = seen == 0, zero & (seen == 1)
@@ -42,6 +46,20 @@ def _cumprod(ctx: Any, g: Tensor) -> tuple:
     with_one = where(first, 1, x).cumprod(d)
     grad_first = _reversed_cumsum(g * _conj(with_one), d)
     return (where(before, grad_before, where(first, grad_first, 0)),)
+
+
+def _cumprod_back_all_orders(x: Tensor, g: Tensor, d: int) -> Tensor:
+    """``sum_{j>=k} g[j] prod_{i<=j, i!=k} x[i]`` as one product per (k, j) pair: quadratic
+    in the length, but a smooth function of every ``x[i]`` (zeros included), so its own
+    derivative is right; PyTorch also switches to such a form for double backward."""
+    xs, gs = x.movedim(d, -1), g.movedim(d, -1)
+    n = xs.shape[-1]
+    pos = arange(n, device=x.device)
+    rows = xs.unsqueeze(-2).expand(list(xs.shape[:-1]) + [n, n])     # [..., k, i] = x[i]
+    without_k = where(pos.unsqueeze(1) == pos, 1, rows).cumprod(-1)  # x[k] read as 1
+    later = pos.unsqueeze(0) >= pos.unsqueeze(1)                      # j >= k
+    terms = where(later, _conj(without_k) * gs.unsqueeze(-2), 0)
+    return terms.sum(-1).movedim(-1, d)
 
 
 def _scan_select_back(ctx: Any, gs: list) -> tuple:
