@@ -18,6 +18,7 @@ and are published as top-level functions here.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Sequence
 
@@ -73,9 +74,12 @@ def _real_input(x: Tensor, name: str) -> Tensor:
 
 def _wrap_dims(x: Tensor, dims: Sequence[int], name: str) -> list[int]:
     rank = x.dim()
+    if rank == 0 and dims:
+        raise IndexError(f"{name}(): Dimension specified as {dims[0]} but tensor has no "
+                         f"dimensions")
     out = []
     for d in dims:
-        if not -rank <= d < max(rank, 1):
+        if not -rank <= d < rank:
             raise IndexError(f"{name}(): Dimension out of range (expected to be in range of "
                              f"[{-rank}, {rank - 1}], but got {d})")
         out.append(d % rank)
@@ -286,7 +290,10 @@ def ihfftn(input: Tensor, s: Dims = None, dim: Dims = None, norm: str | None = N
 
 
 # ---- frequencies and shifts --------------------------------------------------------------
-def _freq_dtype(dtype: Any, name: str) -> Any:
+def _freq_dtype(dtype: Any, n: int, name: str) -> Any:
+    if n < 0:
+        raise ArgumentValueError(f"{name}(): Trying to create tensor with negative dimension "
+                                 f"{n}: [{n}]")
     dtype = dtype or D.get_default_dtype()
     if dtype.category < D.FLOAT:
         raise DTypeError(f"{name}(): expected a floating point or complex dtype, got {dtype}")
@@ -303,20 +310,25 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, layout: Any = None,
     """
     from scriptmod._creation import arange
     from scriptmod._shape_ops import cat
-    dtype = _freq_dtype(dtype, "fft_fftfreq")
+    dtype = _freq_dtype(dtype, n, "fft_fftfreq")
     half = (n + 1) // 2
     k = cat([arange(half, dtype=dtype, device=device),
              arange(half - n, 0, dtype=dtype, device=device)])
-    return _freq_result(k * (1.0 / (n * d)), requires_grad)
+    return _freq_result(k * _spacing(n, d), requires_grad)
 
 
 def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, layout: Any = None,
              device: Any = None, requires_grad: bool = False) -> Tensor:
     """The sample frequencies of an ``rfft`` of length ``n``: ``[0, ..., n // 2] / (d * n)``."""
     from scriptmod._creation import arange
-    dtype = _freq_dtype(dtype, "fft_rfftfreq")
+    dtype = _freq_dtype(dtype, n, "fft_rfftfreq")
     k = arange(n // 2 + 1, dtype=dtype, device=device)
-    return _freq_result(k * (1.0 / (n * d)), requires_grad)
+    return _freq_result(k * _spacing(n, d), requires_grad)
+
+
+def _spacing(n: int, d: float) -> float:
+    """``1 / (n * d)`` in double precision, infinite (as in PyTorch) where ``n * d`` is 0."""
+    return math.copysign(math.inf, d) if n * d == 0 else 1.0 / (n * d)
 
 
 def _freq_result(t: Tensor, requires_grad: bool) -> Tensor:
@@ -408,6 +420,9 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None,
     win = n_fft if win_length is None else win_length
     if input.dim() not in (1, 2):
         raise ShapeError(f"stft: expected a 1D or 2D tensor, but got {input.dim()}D tensor")
+    if not (input.is_floating_point() or input.is_complex()):
+        raise DTypeError(f"stft(): expected a tensor of floating point or complex values, got "
+                         f"{input.dtype.name}")
     x = _floating(input, "stft")
     x = x.unsqueeze(0) if x.dim() == 1 else x
     if center:

@@ -1,6 +1,7 @@
 """The top-level window functions of PyTorch (``scriptmod.hann_window``, ``hamming_window``,
 ``blackman_window``, ``bartlett_window``, ``kaiser_window``): ``periodic=True`` (the default)
 gives the first ``N`` points of the symmetric window of ``N + 1``, as spectral analysis wants.
+``layout`` and ``pin_memory`` are accepted for PyTorch's signatures and have no effect.
 
 Windows are computed in float64 by NumPy from their closed forms and rounded once to
 ``dtype``; they take no tensor input, so a traced model holds them as constants.
@@ -62,28 +63,29 @@ def kaiser(k: np.ndarray, m: int, beta: float) -> np.ndarray:
     return np.i0(beta * np.sqrt(np.clip(1 - r * r, 0, None))) / np.i0(beta)
 
 
-
 @public(method=False, out=False)
 def hann_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
-                layout: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+                layout: Any = None, device: Any = None, pin_memory: bool = False,
+                requires_grad: bool = False) -> Tensor:
     """Hann window, ``0.5 - 0.5 cos(2 pi k / (N - 1))`` (``torch.hann_window``)."""
-    return hamming_window(window_length, periodic, alpha=0.5, beta=0.5, dtype=dtype,
-                          device=device, requires_grad=requires_grad)
+    return _window("hann_window", lambda k, m: cosine_sum(k, m, (0.5, 0.5)), window_length,
+                   periodic, dtype, device, requires_grad)
 
 
 @public(method=False, out=False)
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54,
                    beta: float = 0.46, *, dtype: Any = None, layout: Any = None,
-                   device: Any = None, requires_grad: bool = False) -> Tensor:
+                   device: Any = None, pin_memory: bool = False,
+                   requires_grad: bool = False) -> Tensor:
     """Hamming window, ``alpha - beta cos(2 pi k / (N - 1))`` (``torch.hamming_window``)."""
-    name = "hann_window" if (alpha, beta) == (0.5, 0.5) else "hamming_window"
-    return _window(name, lambda k, m: cosine_sum(k, m, (alpha, beta)), window_length,
-                   periodic, dtype, device, requires_grad)
+    return _window("hamming_window", lambda k, m: cosine_sum(k, m, (alpha, beta)),
+                   window_length, periodic, dtype, device, requires_grad)
 
 
 @public(method=False, out=False)
 def blackman_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
-                    layout: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+                    layout: Any = None, device: Any = None, pin_memory: bool = False,
+                    requires_grad: bool = False) -> Tensor:
     """Blackman window, ``0.42 - 0.5 cos(2 pi k / (N - 1)) + 0.08 cos(4 pi k / (N - 1))``."""
     return _window("blackman_window", lambda k, m: cosine_sum(k, m, (0.42, 0.5, 0.08)),
                    window_length, periodic, dtype, device, requires_grad)
@@ -91,7 +93,8 @@ def blackman_window(window_length: int, periodic: bool = True, *, dtype: Any = N
 
 @public(method=False, out=False)
 def bartlett_window(window_length: int, periodic: bool = True, *, dtype: Any = None,
-                    layout: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+                    layout: Any = None, device: Any = None, pin_memory: bool = False,
+                    requires_grad: bool = False) -> Tensor:
     """Bartlett (triangular) window, ``1 - |2k / (N - 1) - 1|``."""
     return _window("bartlett_window", bartlett, window_length, periodic, dtype, device,
                    requires_grad)
@@ -100,7 +103,7 @@ def bartlett_window(window_length: int, periodic: bool = True, *, dtype: Any = N
 @public(method=False, out=False)
 def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *,
                   dtype: Any = None, layout: Any = None, device: Any = None,
-                  requires_grad: bool = False) -> Tensor:
+                  pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """Kaiser window, ``I0(beta sqrt(1 - (2k / (N - 1) - 1)^2)) / I0(beta)``."""
     return _window("kaiser_window", lambda k, m: kaiser(k, m, beta), window_length, periodic,
                    dtype, device, requires_grad)

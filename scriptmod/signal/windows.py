@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from scriptmod.ir import dtypes as D
+from scriptmod.signal._window_functions import bartlett as _triangle
 from scriptmod.signal._window_functions import cosine_sum, kaiser as _kaiser, window_tensor
 from scriptmod.tensor import Tensor
 
@@ -134,8 +135,7 @@ def blackman(M: int, *, sym: bool = True, dtype: Any = None, layout: Any = None,
 def bartlett(M: int, *, sym: bool = True, dtype: Any = None, layout: Any = None,
              device: Any = None, requires_grad: bool = False) -> Tensor:
     """The triangle ``1 - |2k / L - 1|``."""
-    return _make("bartlett", M, sym, dtype, layout, device, requires_grad,
-                 lambda k, span: 1 - np.abs(2 * k / span - 1))
+    return _make("bartlett", M, sym, dtype, layout, device, requires_grad, _triangle)
 
 
 def nuttall(M: int, *, sym: bool = True, dtype: Any = None, layout: Any = None,
