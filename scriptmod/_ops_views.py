@@ -199,6 +199,20 @@ def unfold_copy(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     return _unfold(input, dimension, size, step).clone()
 
 
+def _as_strided_(self: Tensor, size: Sequence[int], stride: Sequence[int],
+                 storage_offset: int | None = None) -> Tensor:
+    """``self`` made the ``as_strided`` view of its own storage, in place."""
+    if self.requires_grad and grad_mode.is_grad_enabled():
+        raise RuntimeError("as_strided_(): in-place restriding of a tensor that requires grad "
+                           "is not supported; use as_strided()")
+    _check_leaf(self)
+    self._data = as_strided(self, size, stride, storage_offset)._data
+    return self
+
+
+Tensor.as_strided_ = _as_strided_
+
+
 @public(function=False)
 def storage_offset(self: Tensor) -> int:
     """Elements from the start of the tensor's storage to its first element."""
@@ -436,7 +450,9 @@ def column_stack(tensors: Sequence[Tensor]) -> Tensor:
 
 
 @public(out=False)
-def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+def tensor_split(input: Tensor, indices_or_sections: Any = None, dim: int = 0, *,
+                 sections: Any = None, indices: Any = None,
+                 tensor_indices_or_sections: Any = None) -> tuple[Tensor, ...]:
     """Views of ``input`` split along ``dim``: into ``n`` nearly equal parts (the first
     ``size % n`` one longer), or at the given indices.
 
@@ -448,7 +464,10 @@ def tensor_split(input: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple
                            "tensor with 0 dims")
     d = norm_dim(dim, input.dim(), "tensor_split")
     n = input.shape[d]
-    spec = indices_or_sections
+    spec = next((v for v in (indices_or_sections, sections, indices,
+                             tensor_indices_or_sections) if v is not None), None)
+    if spec is None:
+        raise TypeError("tensor_split() missing required argument 'indices_or_sections'")
     if isinstance(spec, Tensor):
         if spec.dtype.category != D.INT or spec.dim() > 1:
             raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a "
@@ -655,7 +674,7 @@ def constant_pad_nd(input: Tensor, pad: Sequence[int], value: Any = 0) -> Tensor
     return pad_fn(input, list(pad), value=value)
 
 
-def _resize(self: Tensor, *sizes: Any) -> Tensor:
+def _resize(self: Tensor, *sizes: Any, memory_format: Any = None) -> Tensor:
     """Give ``self`` the shape ``sizes`` in place, contiguous over its storage from its
     offset, as PyTorch: shrinking keeps the storage (a later grow sees the old elements
     again), growing past its end copies it into a larger one (new elements are zero).
@@ -739,6 +758,9 @@ def _complex(real: Tensor, imag: Tensor) -> Tensor:
 @public(method=False)
 def polar(abs: Tensor, angle: Tensor) -> Tensor:
     """The complex numbers of magnitude ``abs`` and phase ``angle``."""
+    if abs.dtype.category != D.FLOAT or angle.dtype.category != D.FLOAT:
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
+                           f"{abs.dtype.short} and {angle.dtype.short}")
     if abs.dtype is not angle.dtype:
         raise RuntimeError(f"Expected object of scalar type {abs.dtype.short} but got scalar "
                            f"type {angle.dtype.short} for second argument")

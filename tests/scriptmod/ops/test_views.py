@@ -411,3 +411,25 @@ def test_errors_name_what_was_wrong(k: int) -> None:
     fn, kind, words = ERRORS[k]
     with pytest.raises(kind, match=words):
         fn()
+
+
+# ---- ONNX ----------------------------------------------------------------------------------
+class Strided(nn.Module):
+    def forward(self, x: sm.Tensor) -> Any:
+        return (x.diagonal(1, -1, 1), x.unfold(-1, 2, 2), sm.as_strided(x, (2, 3), (1, 2), 1),
+                sm.roll(x, 1, -1), sm.hstack([x, x]))
+
+
+def test_onnx_export_matches_onnxruntime() -> None:
+    ort = pytest.importorskip("onnxruntime")
+    import io
+    x = sm.randn(2, 3, 4)
+    buf = io.BytesIO()
+    traced = sm.jit.trace(Strided(), x)
+    sm.onnx.export(traced, buf, (x,), input_names=["x"], dynamic_axes={"x": {0: "b"}})
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    for batch in (2, 3):
+        xb = sm.randn(batch, 3, 4)
+        got = sess.run(None, {"x": xb.numpy()})
+        for g, w in zip(got, traced(xb)):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)
