@@ -156,7 +156,7 @@ def triangular_solve(input: Tensor, A: Tensor, upper: bool = True, transpose: bo
 @public()
 def lu(A: Tensor, pivot: bool = True, get_infos: bool = False) -> tuple:
     """``(LU, pivots)`` (and ``infos`` with ``get_infos``) of ``linalg.lu_factor_ex``."""
-    LU, pivots, infos = LA.lu_factor_ex(A, pivot=pivot, check_errors=False)
+    LU, pivots, infos = LA.lu_factor_ex(A, pivot=pivot, check_errors=not get_infos)
     return (LU, pivots, infos) if get_infos else (LU, pivots)
 
 

@@ -53,11 +53,22 @@ def matrices(shape: Shape | None, opname: str, square: bool = False) -> Shape | 
     return tuple(shape)
 
 
-def _square(opname: str, n_out: int = 1) -> Any:
-    def rule(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Any:
-        a = matrices(ops[0][1], opname, square=True)
-        return a if n_out == 1 else (a,) * n_out
+def _square(opname: str) -> Any:
+    def rule(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+        return matrices(ops[0][1], opname, square=True)
     return rule
+
+
+def _batch_of_square(opname: str) -> Any:
+    """(..., n, n) -> (...): one number per matrix."""
+    def rule(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
+        a = matrices(ops[0][1], opname, square=True)
+        return None if a is None else a[:-2]
+    return rule
+
+
+def _common_batch(a: Shape, b: Shape) -> tuple[Dim, ...]:
+    return tuple(R.broadcast_shapes(a[:-2], b[:-2]) or ())
 
 
 # ---- factorizations ---------------------------------------------------------------------
@@ -219,7 +230,7 @@ op("linalg_solve_ex(Tensor A, Tensor B, *, str? check=None) -> (Tensor, Tensor)"
 def _triangular(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape | None:
     a = matrices(ops[0][1], "linalg.solve_triangular", square=True)
     b = matrices(ops[1][1], "linalg.solve_triangular")
-    return b if a is None or b is None else tuple(R.broadcast_shapes(a[:-2], b[:-2])) + b[-2:]
+    return b if a is None or b is None else _common_batch(a, b) + b[-2:]
 
 
 op("linalg_solve_triangular(Tensor A, Tensor B, *, bool upper, bool unitriangular=False) -> Tensor",
@@ -240,9 +251,8 @@ def _lstsq(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> tuple:
     a, b = matrices(ops[0][1], "linalg.lstsq"), matrices(ops[1][1], "linalg.lstsq")
     if a is None or b is None:
         return None, None, None, None
-    batch = tuple(R.broadcast_shapes(a[:-2], b[:-2]))
-    n = a[-1]
-    return batch + (n, b[-1]), None, batch, None     # residuals/sv: sized at run time
+    batch = _common_batch(a, b)
+    return batch + (a[-1], b[-1]), None, batch, None     # residuals/sv: sized at run time
 
 
 def _lstsq_dtype(ops: Sequence[Any], attrs: dict) -> tuple:
@@ -256,9 +266,8 @@ op("linalg_lstsq(Tensor A, Tensor B, *, float? rcond=None, str driver='gelsy') -
 
 
 # ---- determinants and functions of a matrix ----------------------------------------------
-op("linalg_det(Tensor A) -> Tensor", _same("linalg.det"),
-   lambda ops, attrs, values: None if ops[0][1] is None else
-   matrices(ops[0][1], "linalg.det", square=True)[:-2], ANY_RANK)
+op("linalg_det(Tensor A) -> Tensor", _same("linalg.det"), _batch_of_square("linalg.det"),
+   ANY_RANK)
 
 
 def _slogdet_dtype(ops: Sequence[Any], attrs: dict) -> tuple:
@@ -267,8 +276,8 @@ def _slogdet_dtype(ops: Sequence[Any], attrs: dict) -> tuple:
 
 
 op("linalg_slogdet(Tensor A) -> (Tensor, Tensor)", _slogdet_dtype,
-   lambda ops, attrs, values: (None, None) if ops[0][1] is None else
-   (matrices(ops[0][1], "linalg.slogdet", square=True)[:-2],) * 2, ANY_RANK)
+   lambda ops, attrs, values: (_batch_of_square("linalg.slogdet")(ops, attrs, values),) * 2,
+   ANY_RANK)
 op("linalg_matrix_exp(Tensor A) -> Tensor", _same("linalg.matrix_exp"),
    _square("linalg.matrix_exp"), ANY_RANK)
 

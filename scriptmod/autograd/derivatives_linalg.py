@@ -80,9 +80,9 @@ def _qr(ctx: Any, gs: list) -> tuple:
     if gR is not None:
         gA = gR @ _mH(R) + (gA if gA is not None else 0)
     if m >= n:
-        gA = gA.triu()
-        gA = gA + _mH(gA)
-        gA = Q @ _zero_diagonal_to(gA, 0) + Q @ (0.5 * _la().diag_embed(_la().diagonal_of(gA)))
+        sym = gA.triu()
+        sym = sym + _mH(sym)            # PyTorch's syminvadj: real part of the diagonal halved
+        gA = Q @ (sym - 0.5 * _la().diag_embed(_real(_la().diagonal_of(sym)).to(sym.dtype)))
         if gQ is not None:
             gA = gA + gQ
         return (_solve_tri(_mH(R), gA, upper=False, left=False),)
@@ -282,7 +282,7 @@ def _det(ctx: Any, g: Tensor) -> tuple:
     if A.numel() == 0:
         return (A * 0,)
     la = _la()
-    eps = 1.2e-7 if _single_precision(A) else 2.3e-16
+    eps = 1.2e-7 if _single_precision(A) else 2.3e-16      # PyTorch's cut: |det| < 100 eps
     scale = (g * (det.conj() if det.is_complex() else det)).unsqueeze(-1).unsqueeze(-1)
     if not bool((det.abs() < 100 * eps).any()):
         return (la.solve(_mH(A), scale * la.identity(A.shape[-1], A)),)
