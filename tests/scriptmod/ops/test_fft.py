@@ -122,6 +122,7 @@ def test_hfft_is_the_dft_of_a_hermitian_signal() -> None:
     np.testing.assert_allclose(fft.ihfft(sm.from_numpy(want)).numpy(), half, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered")   # 0 * inf at d=0
 def test_frequencies_and_shifts() -> None:
     for n, d in ((1, 1.0), (4, 1.0), (5, 0.1), (8, 2.5)):
         np.testing.assert_allclose(fft.fftfreq(n, d).numpy(), np.fft.fftfreq(n, d), rtol=1e-6)
@@ -135,6 +136,20 @@ def test_frequencies_and_shifts() -> None:
                                       np.fft.ifftshift(x, dim))
     assert fft.fftfreq(3, dtype=sm.float64).dtype == sm.float64
     assert fft.rfftfreq(4, requires_grad=True).requires_grad
+    assert tuple(fft.fftfreq(0).shape) == (0,)
+    np.testing.assert_array_equal(fft.fftfreq(3, 0.0).numpy(), [np.nan, np.inf, -np.inf])
+    with pytest.raises(RuntimeError, match="negative dimension -1"):
+        fft.fftfreq(-1)
+
+
+def test_empty_batches_and_scripting() -> None:
+    """An empty batch transforms to an empty result (PyTorch's MKL build refuses it); a
+    scripted model calls the namespace as eager does."""
+    assert tuple(fft.rfft(sm.ones(0, 8)).shape) == (0, 5)
+    assert tuple(fft.irfft(sm.ones(0, 5, dtype=sm.complex64)).shape) == (0, 8)
+    scripted = sm.jit.script(_SpectralFilter())
+    x = sm.randn(3, 16)
+    np.testing.assert_allclose(scripted(x).numpy(), _SpectralFilter()(x).numpy(), atol=1e-6)
 
 
 def test_out_and_empty_transform_list() -> None:
