@@ -119,7 +119,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                                                   "replacement": bool(replacement)})
 
 
-@public()
+@public(method=False)
 def poisson(input: Tensor, generator: Any = None) -> Tensor:
     """A Poisson draw per element, with the element as its rate."""
     with _drawing(generator, input.device):

@@ -1,4 +1,6 @@
-"""Functions and Tensor methods of scans, statistics and random draws: cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal: each published once with ``@public``.
+"""Functions and Tensor methods of scans, statistics and random draws:
+cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid,
+bernoulli/multinomial/normal: each published once with ``@public``.
 
 The scans and ``mode`` call their registry ops; the statistics are decompositions into
 existing ops (so they trace, differentiate and export with no rows of their own), written as
@@ -288,7 +290,7 @@ def _gradient_along(x: Tensor, d: int, h: Any, edge_order: int) -> Tensor:
 
 
 # ---- moments -----------------------------------------------------------------------------
-@public(out=False)
+@public(method=False, out=False)
 def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple[Tensor, Tensor]:
     """``(var, mean)`` over ``dim`` in one call (``correction``: Bessel's, default 1).
@@ -303,7 +305,7 @@ def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool
     return var, input.mean(dim, keepdim)
 
 
-@public(out=False)
+@public(method=False, out=False)
 def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple[Tensor, Tensor]:
     """``(std, mean)`` over ``dim`` in one call."""
@@ -330,7 +332,7 @@ def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any
     return nansum(input, dim, keepdim, dtype=dtype) / count
 
 
-@public(method=False, out=False)
+@public(out=False)
 def dist(input: Tensor, other: Tensor, p: Any = 2) -> Tensor:
     """The ``p``-norm of ``input - other`` (broadcast)."""
     from scriptmod import linalg
@@ -520,7 +522,8 @@ def _check_quantile(op: str, x: Tensor, q: Any, interpolation: str) -> Tensor:
 
 # ---- covariance ---------------------------------------------------------------------------
 @public(out=False)
-def cov(input: Tensor, *, correction: int = 1, fweights: Any = None, aweights: Any = None) -> Tensor:
+def cov(input: Tensor, *, correction: int = 1, fweights: Any = None,
+        aweights: Any = None) -> Tensor:
     """The covariance matrix of the rows of ``input`` (variables; columns are observations),
     with ``fweights`` (integer repeat counts) and ``aweights`` (importance weights)."""
     if input.ndim > 2:

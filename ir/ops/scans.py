@@ -1,4 +1,5 @@
-"""Schemas of scans, statistics and random draws: cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal.
+"""Schemas of scans, statistics and random draws: cumprod/cummax/logcumsumexp,
+quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal.
 
 Only what a decomposition cannot do well is a row here: the scans (a running product, maximum
 or log-sum-exp is one NumPy accumulate), ``mode`` (a count of equal values) and the draws
@@ -12,7 +13,7 @@ from typing import Any, Sequence
 from . import rules as R
 from .. import dtypes as D
 from ..errors import DTypeError, ShapeError
-from ..schema import ANY_RANK, IMPURE, NONDIFF, UPCAST, op
+from ..schema import ANY_RANK, IMPURE, NONDIFF, op
 from ..types import Shape
 
 
@@ -62,15 +63,15 @@ def _multinomial_dtype(ops: Sequence[Any], attrs: dict) -> D.DType:
 
 
 op("cumprod(Tensor self, *, int dim, ScalarType? dtype=None) -> Tensor", R.sum_like,
-   _scan_shape, ANY_RANK, UPCAST, doc="Running product along dim; integers and bools in int64.")
+   _scan_shape, ANY_RANK, doc="Running product along dim; integers and bools in int64.")
 op("cummax(Tensor self, *, int dim) -> (Tensor, Tensor)", R.pair(_real("cummax"), R.to_int64),
-   _scan_pair, ANY_RANK, UPCAST,
+   _scan_pair, ANY_RANK,
    doc="Running maximum and the index it came from (the latest of equal values; a NaN is "
        "kept from where it appears, at the latest NaN's index).")
 op("cummin(Tensor self, *, int dim) -> (Tensor, Tensor)", R.pair(_real("cummin"), R.to_int64),
-   _scan_pair, ANY_RANK, UPCAST, doc="Running minimum; indices as cummax's.")
+   _scan_pair, ANY_RANK, doc="Running minimum; indices as cummax's.")
 op("logcumsumexp(Tensor self, *, int dim) -> Tensor", R.float_only("logcumsumexp", kernel=True),
-   _scan_shape, ANY_RANK, UPCAST, doc="log(cumsum(exp(x))) without overflow or underflow.")
+   _scan_shape, ANY_RANK, doc="log(cumsum(exp(x))) without overflow or underflow.")
 op("mode(Tensor self, *, int dim=-1, bool keepdim=False) -> (Tensor, Tensor)",
    R.pair(_real("mode"), R.to_int64), R.reduce_pair, ANY_RANK,
    doc="The most frequent value along dim (the smallest of equally frequent ones) and the "

@@ -1,13 +1,16 @@
-"""Reference kernels of scans, statistics and random draws: cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal.
+"""Reference kernels of scans, statistics and random draws: cumprod/cummax/logcumsumexp,
+quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal.
 
-Each scan is one NumPy accumulate along the axis (half types arrive as float32: the ops are
-``UPCAST``); draws come from the device generator of ``runtime.random``."""
+Each scan is one NumPy accumulate along the axis, float16/bfloat16 in float32 (``_wide``; the
+result is rounded once to the half type); draws come from the device generator of
+``runtime.random``."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
+from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.ir.ops.rules import norm_dim
 from .. import random as rng
@@ -15,11 +18,18 @@ from ..arrays import NP_DTYPE, device_of
 from . import kernel
 
 
+_HALF = {NP_DTYPE[D.float16], NP_DTYPE[D.bfloat16]}
+
+
+def _wide(x: Any) -> Any:
+    """float16/bfloat16 as float32, as PyTorch accumulates them (and NumPy misorders
+    bfloat16); other dtypes as they are."""
+    return x.astype(np.float32) if x.dtype in _HALF else x
+
+
 @kernel("cumprod")
 def _cumprod(xp: Any, x: Any, dim: int, dtype: Any = None) -> Any:
-    if dtype is not None:
-        x = x.astype(NP_DTYPE[dtype] if NP_DTYPE[dtype].itemsize > 2 or
-                     NP_DTYPE[dtype].kind != "f" else np.float32)
+    x = _wide(x if dtype is None else x.astype(NP_DTYPE[dtype]))
     d = norm_dim(dim, x.ndim, "cumprod")
     acc = np.int64 if x.dtype.kind in "biu" else None
     if x.ndim == 0:
@@ -33,6 +43,7 @@ def _running(xp: Any, x: Any, dim: int, name: str, ufunc: Any) -> tuple[Any, Any
     d = norm_dim(dim, x.ndim, name)
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype=np.int64)
+    x = _wide(x)
     values = ufunc.accumulate(x, axis=d)
     taken = (x == values) | (xp.isnan(x) if x.dtype.kind == "f" else False)
     shape = [1] * x.ndim
@@ -57,6 +68,7 @@ def _logcumsumexp(xp: Any, x: Any, dim: int) -> Any:
     d = norm_dim(dim, x.ndim, "logcumsumexp")
     if x.ndim == 0 or x.size == 0:
         return x.copy()
+    x = _wide(x)
     if x.dtype.kind != "c":
         with np.errstate(invalid="ignore"):     # inf - inf inside: the result is right
             return xp.logaddexp.accumulate(x, axis=d)
@@ -88,7 +100,7 @@ def _mode(xp: Any, x: Any, dim: int = -1, keepdim: bool = False) -> tuple[Any, A
     n = x.shape[d]
     if n == 0:
         raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
-    rows = xp.moveaxis(x, d, -1).reshape(-1, n)
+    rows = xp.moveaxis(_wide(x), d, -1).reshape(-1, n)
     order = xp.argsort(rows, axis=1, kind="stable")
     s = xp.take_along_axis(rows, order, axis=1)
     pos = xp.broadcast_to(xp.arange(n), s.shape)

@@ -1,4 +1,6 @@
-"""Derivatives of scans, statistics and random draws: cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal (rows of ``autograd.derivatives``' table).
+"""Derivatives of scans, statistics and random draws: cumprod/cummax/logcumsumexp,
+quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal (rows of
+``autograd.derivatives``' table).
 
 Every rule is written with differentiable ops (scans, flips, ``where``), so double backward
 works; the statistics are decompositions and need no rows. The draws (``multinomial``,

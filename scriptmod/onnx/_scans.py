@@ -1,4 +1,5 @@
-"""ONNX emitters of scans, statistics and random draws: cumprod/cummax/logcumsumexp, quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal.
+"""ONNX emitters of scans, statistics and random draws: cumprod/cummax/logcumsumexp,
+quantile/median/mode, std_mean, cov, trapezoid, bernoulli/multinomial/normal.
 
 The statistics are decompositions and export through their parts; of the family's own ops
 none is emitted yet (``cummax``, ``logcumsumexp``, ``mode`` and ``poisson`` have no ONNX node;
