@@ -10,6 +10,7 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scriptmod.tensor import Tensor
@@ -152,36 +153,145 @@ def _name(label: int) -> str:
     return chr(label) if label > 0 else "..."
 
 
-# ---- einsum: lowering --------------------------------------------------------------------
-def diagonal(x: Tensor, labels: list[int]) -> tuple[Tensor, list[int]]:
-    """Take the diagonal of every repeated label (``'ii->i'``): the two dims move last,
-    flatten, and a stride ``n + 1`` slice picks the diagonal (a view where the layout allows)."""
+# ---- einsum: lowering, planned on labels and run on tensors ------------------------------
+@dataclass(frozen=True)
+class Side:
+    """What one operand goes through before a product, each step None when not needed: an
+    index dropping size-1 dims, a sum over dims (keeping the dtype, as einsum does), a
+    permutation, an index adding size-1 dims."""
+    drop: tuple | None = None
+    sum: list[int] | None = None
+    perm: list[int] | None = None
+    new: tuple | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One contraction: operands ``i`` and ``j`` (removed; the result is appended) through
+    their sides, then ``kind``: 'mul' (nothing contracted: a broadcast product), 'dot'
+    (multiply, sum the last ``nct`` dims) or 'matmul' (``matmul_pair``)."""
+    i: int
+    j: int
+    a: Side
+    b: Side
+    kind: str
+    nb: int
+    nlo: int
+    nct: int
+
+
+@dataclass(frozen=True)
+class Program:
+    """einsum for one equation and operand shapes: per operand the dim pairs whose
+    diagonals it takes and its pre-sum, the contractions, the output's alignment."""
+    diagonals: tuple[tuple[tuple[int, int], ...], ...]
+    prep: tuple[Side, ...]
+    steps: tuple[Step, ...]
+    final: Side
+
+
+def _diagonals(labels: list[int]) -> tuple[tuple[tuple[int, int], ...], list[int]]:
+    """The (i, j) dims of each repeated label, in order, and the labels after: each diagonal
+    replaces its two dims by one at the end."""
+    pairs = []
     while len(set(labels)) < len(labels):
         lab = next(l for l in labels if labels.count(l) > 1)
         i = labels.index(lab)
         j = labels.index(lab, i + 1)
-        n = x.shape[i]
-        x = x.movedim((i, j), (-2, -1)).flatten(-2)[..., ::n + 1]
+        pairs.append((i, j))
         labels = [l for k, l in enumerate(labels) if k not in (i, j)] + [lab]
-    return x, labels
+    return tuple(pairs), labels
 
 
-def sum_labels(x: Tensor, labels: list[int], drop: set[int]) -> tuple[Tensor, list[int]]:
-    """Sum ``x`` over the dims whose labels are in ``drop`` (keeping its dtype, as einsum does)."""
-    dims = [d for d, l in enumerate(labels) if l in drop]
-    if not dims:
-        return x, labels
-    return x.sum(dims, dtype=x.dtype), [l for l in labels if l not in drop]
+def _side(labels: list[int], order: list[int] | None, drop: set[int] = frozenset(),
+          summed: set[int] = frozenset()) -> tuple[Side, list[int]]:
+    """The ``Side`` dropping ``drop``, summing ``summed`` and aligning to ``order`` (None:
+    keep the order), with the labels after it."""
+    cut = None
+    if drop & set(labels):
+        cut = tuple(0 if l in drop else slice(None) for l in labels)
+        labels = [l for l in labels if l not in drop]
+    dims = [d for d, l in enumerate(labels) if l in summed] or None
+    labels = [l for l in labels if l not in summed]
+    if order is None:
+        return Side(cut, dims), labels
+    perm = [labels.index(l) for l in order if l in labels]
+    new = tuple(slice(None) if l in labels else None for l in order)
+    return Side(cut, dims, perm if perm != list(range(len(perm))) else None,
+                new if None in new else None), list(order)
+
+
+def apply(x: Tensor, side: Side) -> Tensor:
+    """Run one ``Side`` on ``x``."""
+    if side.drop is not None:
+        x = x[side.drop]
+    if side.sum is not None:
+        x = x.sum(side.sum, dtype=x.dtype)
+    if side.perm is not None:
+        x = x.permute(side.perm)
+    return x if side.new is None else x[side.new]
 
 
 def align(x: Tensor, labels: list[int], order: list[int]) -> Tensor:
     """``x`` with its dims permuted to ``order``, a size-1 dim where it lacks a label."""
-    perm = [labels.index(l) for l in order if l in labels]
-    if perm != list(range(len(perm))):
-        x = x.permute(perm)
-    if len(perm) < len(order):
-        x = x[tuple(slice(None) if l in labels else None for l in order)]
-    return x
+    return apply(x, _side(labels, order)[0])
+
+
+def _plan_pair(i: int, j: int, a: tuple[list[int], dict[int, int]],
+               b: tuple[list[int], dict[int, int]],
+               keep: set[int]) -> tuple[Step, tuple[list[int], dict[int, int]]]:
+    """One contraction of two operands (labels, sizes): labels kept (later operands or the
+    output need them) and shared are batch dims, shared and not kept are contracted; ONE
+    matmul of ``(batch, lo, k) @ (batch, k, ro)`` does it, as PyTorch's bmm does. A size-1
+    contracted dim against a larger one is dropped on its side and summed on the other."""
+    (la, sa), (lb, sb) = a, b
+    shared = set(la) & set(lb) - keep
+    drop_a = {l for l in shared if sa[l] == 1 and sb[l] != 1}
+    drop_b = {l for l in shared if sb[l] == 1 and sa[l] != 1}
+    la2 = [l for l in la if l not in drop_a]
+    lb2 = [l for l in lb if l not in drop_b]
+    sum_a, sum_b = set(la2) - set(lb2) - keep, set(lb2) - set(la2) - keep
+    la2 = [l for l in la2 if l not in sum_a]
+    lb2 = [l for l in lb2 if l not in sum_b]
+    batch = [l for l in la2 if l in lb2 and l in keep]
+    ct = [l for l in la2 if l in lb2 and l not in keep]
+    lo = [l for l in la2 if l not in lb2]
+    ro = [l for l in lb2 if l not in la2]
+    if not ct:
+        kind, order_a, order_b, out = "mul", batch + lo + ro, batch + lo + ro, batch + lo + ro
+    elif batch and not lo and not ro:
+        kind, order_a, order_b, out = "dot", batch + ct, batch + ct, batch
+    else:
+        kind, order_a, order_b, out = "matmul", batch + lo + ct, batch + ct + ro, batch + lo + ro
+    side_a = _side(la, order_a, drop_a, sum_a)[0]
+    side_b = _side(lb, order_b, drop_b, sum_b)[0]
+    sizes = {l: max(sa.get(l, 1), sb.get(l, 1)) for l in out}
+    return Step(i, j, side_a, side_b, kind, len(batch), len(lo), len(ct)), (out, sizes)
+
+
+def _program(bound: list[list[int]], shapes: Shapes, out: list[int],
+             path: list[tuple[int, int]]) -> Program:
+    """The ``Program`` of einsum: diagonals, pre-sums of labels only one operand has, the
+    contractions in ``path``'s order, the output's alignment."""
+    wanted = set(out)
+    diagonals, ops = [], []
+    for labels, shape in zip(bound, shapes):
+        pairs, after = _diagonals(labels)
+        diagonals.append(pairs)
+        ops.append((after, dict(zip(labels, shape))))
+    prep = []
+    for k, (labels, sizes) in enumerate(ops):
+        others = wanted.union(*(l for m, (l, _) in enumerate(ops) if m != k))
+        side, labels = _side(labels, None, summed=set(labels) - others)
+        prep.append(side)
+        ops[k] = (labels, sizes)
+    steps = []
+    for i, j in path:
+        rest = [o for k, o in enumerate(ops) if k not in (i, j)]
+        step, result = _plan_pair(i, j, ops[i], ops[j], wanted.union(*(l for l, _ in rest)))
+        steps.append(step)
+        ops = rest + [result]
+    return Program(tuple(diagonals), tuple(prep), tuple(steps), _side(ops[0][0], out)[0])
 
 
 def _prod(sizes: Sequence[Any]) -> Any:
@@ -190,40 +300,6 @@ def _prod(sizes: Sequence[Any]) -> Any:
     for n in sizes:
         out = out * n
     return out
-
-
-def _drop_unit(x: Tensor, labels: list[int], drop: set[int]) -> tuple[Tensor, list[int]]:
-    """``x`` without its size-1 dims labelled in ``drop`` (a view)."""
-    if not drop & set(labels):
-        return x, labels
-    return x[tuple(0 if l in drop else slice(None) for l in labels)], \
-        [l for l in labels if l not in drop]
-
-
-def contract(a: Tensor, la: list[int], b: Tensor, lb: list[int],
-              keep: set[int]) -> tuple[Tensor, list[int]]:
-    """One contraction of two operands: labels kept (later operands or the output need them)
-    and shared are batch dims, shared and not kept are contracted; ONE matmul of
-    ``(batch, lo, k) @ (batch, k, ro)`` does it, as PyTorch's bmm does."""
-    sa = {l: plain(n) for l, n in zip(la, a.shape)}
-    sb = {l: plain(n) for l, n in zip(lb, b.shape)}
-    shared = set(la) & set(lb) - keep      # a size-1 contracted dim against n: sum the n side
-    a, la = _drop_unit(a, la, {l for l in shared if sa[l] == 1 and sb[l] != 1})
-    b, lb = _drop_unit(b, lb, {l for l in shared if sb[l] == 1 and sa[l] != 1})
-    a, la = sum_labels(a, la, set(la) - set(lb) - keep)
-    b, lb = sum_labels(b, lb, set(lb) - set(la) - keep)
-    batch = [l for l in la if l in lb and l in keep]
-    ct = [l for l in la if l in lb and l not in keep]
-    lo = [l for l in la if l not in lb]
-    ro = [l for l in lb if l not in la]
-    if not ct:                                  # no contraction: a broadcast product
-        order = batch + lo + ro
-        return align(a, la, order) * align(b, lb, order), order
-    if batch and not lo and not ro:             # a dot per batch entry: multiply and sum
-        prod = align(a, la, batch + ct) * align(b, lb, batch + ct)
-        return prod.sum(list(range(len(batch), len(batch + ct))), dtype=prod.dtype), batch
-    return matmul_pair(align(a, la, batch + lo + ct), align(b, lb, batch + ct + ro),
-                        len(batch), len(lo), len(ct)), batch + lo + ro
 
 
 def matmul_pair(a: Tensor, b: Tensor, nb: int, nlo: int, nct: int) -> Tensor:
@@ -325,34 +401,43 @@ def same_dtype(operands: Sequence[Tensor]) -> None:
 
 
 @functools.lru_cache(maxsize=1024)
-def plan(equation: str, shapes: Shapes) -> tuple[tuple[tuple[int, ...], ...], list[int],
-                                                  list[tuple[int, int]]]:
-    """What einsum does for these operand shapes: each operand's labels, the output's, and
-    the pair order (the sets after the diagonals, which drop repeated labels)."""
+def plan(equation: str, shapes: Shapes) -> Program:
+    """What einsum does for these operand shapes (each call with them reuses it)."""
     terms, output = _parse(equation)
     bound, out = _bind(terms, output, shapes)
     sizes = _label_sizes(bound, shapes)
-    sets = [frozenset(l) for l in bound]
     wanted = frozenset(out)
+    sets = [frozenset(l) for l in bound]
     sets = [s & wanted.union(*(o for m, o in enumerate(sets) if m != k))
             for k, s in enumerate(sets)]
-    return tuple(tuple(l) for l in bound), out, _pair_order(sets, wanted, sizes)
+    return _program(bound, shapes, out, _pair_order(sets, wanted, sizes))
+
+
+def _diagonal(x: Tensor, i: int, j: int) -> Tensor:
+    """The diagonal of dims ``i`` and ``j`` of ``x`` as its last dim: the two dims move
+    last and flatten, and a stride ``n + 1`` slice picks the diagonal."""
+    n = x.shape[i]
+    return x.movedim((i, j), (-2, -1)).flatten(-2)[..., ::n + 1]
 
 
 def run(equation: str, operands: list[Tensor]) -> Tensor:
-    """``einsum(equation, *operands)``: diagonals, sums of the labels only one operand has,
-    then one contraction per pair in the planned order, and the output's permutation."""
-    bound, out, path = plan(equation, tuple(tuple(int.__int__(n) for n in x.shape)
-                                            for x in operands))
+    """``einsum(equation, *operands)``: the planned ``Program`` run on the operands."""
+    prog = plan(equation, tuple(tuple(int.__int__(n) for n in x.shape) for x in operands))
     same_dtype(operands)
-    ops = [diagonal(x, list(labels)) for x, labels in zip(operands, bound)]
-    wanted = set(out)
-    for k, (x, labels) in enumerate(ops):      # a label nothing else has: sum it first
-        others = wanted.union(*(l for m, (_, l) in enumerate(ops) if m != k))
-        ops[k] = sum_labels(x, labels, set(labels) - others)
-    for i, j in path:
-        rest = [o for k, o in enumerate(ops) if k not in (i, j)]
-        keep = wanted.union(*(l for _, l in rest))
-        ops = rest + [contract(*ops[i], *ops[j], keep)]
-    x, labels = ops[0]
-    return align(x, labels, out)
+    ops = list(operands)
+    for k, (pairs, side) in enumerate(zip(prog.diagonals, prog.prep)):
+        x = ops[k]
+        for i, j in pairs:
+            x = _diagonal(x, i, j)
+        ops[k] = apply(x, side)
+    for st in prog.steps:
+        a, b = apply(ops[st.i], st.a), apply(ops[st.j], st.b)
+        ops = [o for k, o in enumerate(ops) if k not in (st.i, st.j)]
+        if st.kind == "mul":
+            ops.append(a * b)
+        elif st.kind == "dot":
+            prod = a * b
+            ops.append(prod.sum(list(range(st.nb, st.nb + st.nct)), dtype=prod.dtype))
+        else:
+            ops.append(matmul_pair(a, b, st.nb, st.nlo, st.nct))
+    return apply(ops[0], prog.final)
