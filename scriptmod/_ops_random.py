@@ -169,25 +169,34 @@ def _size(size: Any) -> list[Any]:
 
 
 # ---- in-place fills -------------------------------------------------------------------------
-def _fill(name: str, floating: bool, draw: Callable[..., Tensor]) -> Callable[..., Tensor]:
+def _fill(name: str, floating: bool, draw: Callable[..., Tensor],
+          complex_scale: float | None = None) -> Callable[..., Tensor]:
     """``Tensor.<name>``: ``self`` filled with ``draw(self, *args)`` (a float64/float32
-    tensor of ``self``'s shape), converted to ``self``'s dtype."""
+    tensor of ``self``'s shape), converted to ``self``'s dtype. ``complex_scale``: a complex
+    ``self`` takes independent real and imaginary draws, their spread times this (PyTorch's
+    complex normal has variance std ** 2 in all, half in each part); None: refused."""
     def method(self: Tensor, *args: Any, generator: Any = None, **kwargs: Any) -> Tensor:
         _check_leaf(self)
-        if floating and not self.is_floating_point():
+        if self.is_complex() and complex_scale is None or floating and not (
+                self.is_floating_point() or self.is_complex()):
             raise NotImplementedError(f"\"{name[:-1]}\" not implemented for "
-                                      f"'{self.dtype.short}': it fills floating point tensors")
-        if self.is_complex():
-            raise NotImplementedError(f"{name}: complex tensors are not supported")
+                                      f"'{self.dtype.short}'")
         with _drawing(generator, self.device):
-            value = draw(self, _compute(self.dtype), *args, **kwargs)
+            if self.is_complex():
+                real = D.to_real(self.dtype)
+                value = dispatch("complex", tuple(
+                    draw(self, _compute(real), *args, _scale=complex_scale, **kwargs)
+                    for _ in range(2)))
+            else:
+                value = draw(self, _compute(self.dtype), *args, **kwargs)
         return _assign(self, value.to(self.dtype))
     method.__name__ = name
     method.__doc__ = draw.__doc__
     return method
 
 
-def _uniform_draw(self: Tensor, dt: D.DType, a: float = 0.0, b: float = 1.0) -> Tensor:
+def _uniform_draw(self: Tensor, dt: D.DType, a: float = 0.0, b: float = 1.0, *,
+                  _scale: float = 1.0) -> Tensor:
     """Uniform in [a, b)."""
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
@@ -195,11 +204,12 @@ def _uniform_draw(self: Tensor, dt: D.DType, a: float = 0.0, b: float = 1.0) -> 
     return _uniform(self, dt) * (b - a) + a
 
 
-def _normal_draw(self: Tensor, dt: D.DType, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def _normal_draw(self: Tensor, dt: D.DType, mean: float = 0.0, std: float = 1.0, *,
+                 _scale: float = 1.0) -> Tensor:
     """Normal with ``mean`` and ``std``."""
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return randn(list(self.shape), dtype=dt, device=self.device) * std + mean
+    return randn(list(self.shape), dtype=dt, device=self.device) * (std * _scale) + mean
 
 
 def _cauchy_draw(self: Tensor, dt: D.DType, median: float = 0.0, sigma: float = 1.0) -> Tensor:
@@ -255,8 +265,8 @@ def _random_top(dtype: D.DType) -> int:
     return int(min(np.iinfo(NP_DTYPE[dtype]).max, 2 ** 63 - 2)) + 1
 
 
-Tensor.uniform_ = _fill("uniform_", True, _uniform_draw)
-Tensor.normal_ = _fill("normal_", True, _normal_draw)
+Tensor.uniform_ = _fill("uniform_", True, _uniform_draw, complex_scale=1.0)
+Tensor.normal_ = _fill("normal_", True, _normal_draw, complex_scale=math.sqrt(0.5))
 Tensor.cauchy_ = _fill("cauchy_", True, _cauchy_draw)
 Tensor.exponential_ = _fill("exponential_", True, _exponential_draw)
 Tensor.geometric_ = _fill("geometric_", False, _geometric_draw)

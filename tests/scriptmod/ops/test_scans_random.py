@@ -116,6 +116,17 @@ def test_in_place_fills(name: str, fill: Callable[..., Any], check: Callable[...
     assert half.dtype is sm.float16 and not bool(half.isnan().any())
 
 
+def test_complex_fills() -> None:
+    """Real and imaginary parts drawn apart; a complex normal's variance std ** 2 in all."""
+    z = sm.zeros(N, dtype=sm.complex128).normal_(1.0, 2.0)
+    for part in (z.real.numpy(), z.imag.numpy()):
+        _near((part - 1.0) ** 2, 2.0, 2.0 * math.sqrt(2), "variance of a part")
+    u = sm.zeros(N, dtype=sm.complex64).uniform_(1.0, 2.0)
+    assert u.dtype is sm.complex64 and 1 <= u.imag.min().item() and u.real.max().item() < 2
+    with pytest.raises(NotImplementedError, match="ComplexFloat"):
+        sm.zeros(2, dtype=sm.complex64).exponential_()
+
+
 def test_random_ranges_by_dtype() -> None:
     assert set(sm.zeros(500, dtype=sm.bool).random_().numpy().tolist()) == {False, True}
     u8 = sm.zeros(2000, dtype=sm.uint8).random_().numpy()
