@@ -70,7 +70,7 @@ def diagonal_copy(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) 
     return diagonal(input, offset, dim1, dim2).clone()
 
 
-@public()
+@public(out=False)
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
                      dim2: int = 1) -> Tensor:
     """A copy of ``input`` whose ``offset`` diagonal over ``dim1``/``dim2`` is ``src``."""
@@ -89,7 +89,7 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
     return out.movedim((-2, -1), (d1, d2))
 
 
-@public()
+@public(out=False)
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """Each last-dim vector of ``input`` on the ``offset`` diagonal of a zero matrix over the
     new dims ``dim1``/``dim2``."""
@@ -113,7 +113,7 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.dim()}D")
 
 
-@public()
+@public(out=False)
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     """``input`` flattened, on the ``offset`` diagonal of a square matrix."""
     return diag_embed(input.reshape(-1), offset, 0, 1)
@@ -126,7 +126,7 @@ def _check_scatter(name: str, src: Tensor, view: Tensor) -> None:
                            f"src size = {list(src.shape)}, slice size = {list(view.shape)}")
 
 
-@public()
+@public(out=False)
 def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
     """A copy of ``input`` with ``input.select(dim, index)`` replaced by ``src``."""
     d = norm_dim(dim, input.dim(), "select_scatter")
@@ -167,7 +167,7 @@ def as_strided_copy(input: Tensor, size: Sequence[int], stride: Sequence[int],
     return as_strided(input, size, stride, storage_offset).clone()
 
 
-@public()
+@public(out=False)
 def as_strided_scatter(input: Tensor, src: Tensor, size: Sequence[int], stride: Sequence[int],
                        storage_offset: int | None = None) -> Tensor:
     """A (contiguous) copy of ``input`` whose ``as_strided(size, stride, storage_offset)``
@@ -310,7 +310,7 @@ def sum_to_size(self: Tensor, *size: Any) -> Tensor:
 
 
 # ---- flips, rolls, rotations -------------------------------------------------------------
-@public()
+@public(out=False)
 def fliplr(input: Tensor) -> Tensor:
     """``input`` flipped left-right (dim 1)."""
     if input.dim() < 2:
@@ -318,7 +318,7 @@ def fliplr(input: Tensor) -> Tensor:
     return input.flip(1)
 
 
-@public()
+@public(out=False)
 def flipud(input: Tensor) -> Tensor:
     """``input`` flipped up-down (dim 0)."""
     if input.dim() < 1:
@@ -326,7 +326,7 @@ def flipud(input: Tensor) -> Tensor:
     return input.flip(0)
 
 
-@public()
+@public(out=False)
 def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     """Elements shifted by ``shifts`` along ``dims`` (wrapping around); with no ``dims``,
     over the flattened tensor.
@@ -355,7 +355,7 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     return out if out is not input else input.clone()
 
 
-@public()
+@public(out=False)
 def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     """``input`` rotated by ``k`` quarter turns in the plane ``dims`` (from the first dim
     towards the second)."""
@@ -378,7 +378,7 @@ def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     return input.clone()
 
 
-@public()
+@public(out=False)
 def ravel(input: Tensor) -> Tensor:
     """``input`` as 1-d (a view where its layout allows)."""
     return input.reshape(-1)
@@ -541,7 +541,7 @@ def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]
     return input.chunk(chunks, dim)
 
 
-@public(method=False)
+@public(method=False, out=False)
 def block_diag(*tensors: Tensor) -> Tensor:
     """The tensors (0-d, 1-d as a row, or 2-d) as the blocks of a block-diagonal matrix."""
     ts = [t.reshape(1, -1) if t.dim() < 2 else t for t in tensors]
@@ -591,7 +591,7 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
     return tuple(out)
 
 
-@public(method=False)
+@public(method=False, out=False)
 def cartesian_prod(*tensors: Tensor) -> Tensor:
     """Every combination of one element of each 1-d tensor, as rows (one tensor: itself)."""
     ts = _tensor_list(tensors, "cartesian_prod")
@@ -604,7 +604,7 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
     return stack([g.reshape(-1) for g in grids], 1)
 
 
-@public(method=False)
+@public(method=False, out=False)
 def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
     """The length-``r`` combinations of a 1-d tensor's elements, as rows (in order)."""
     if input.dim() != 1:
@@ -620,7 +620,7 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
     return input[index]
 
 
-@public()
+@public(out=False)
 def repeat_interleave(input: Tensor, repeats: Any = None, dim: int | None = None, *,
                       output_size: int | None = None) -> Tensor:
     """Each element repeated ``repeats`` times along ``dim`` (flattened when None);
@@ -666,7 +666,7 @@ def repeat_interleave(input: Tensor, repeats: Any = None, dim: int | None = None
     return x.index_select(d, index)
 
 
-@public(method=False)
+@public(method=False, out=False)
 def constant_pad_nd(input: Tensor, pad: Sequence[int], value: Any = 0) -> Tensor:
     """``input`` padded with ``value`` (``pad`` as ``F.pad``'s: last dim first; negative
     amounts crop)."""

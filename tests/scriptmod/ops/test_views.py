@@ -16,8 +16,7 @@ from scriptmod import nn
 from scriptmod.autograd import gradcheck
 
 RNG = np.random.default_rng(0)
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool",
-          "complex64", "complex128"]
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "uint8", "bool", "complex128"]
 
 
 def _data(shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -370,7 +369,8 @@ def test_repeat_interleave_by_a_tensor_traces_only_with_output_size() -> None:
 def test_out_and_inplace_forms() -> None:
     x = sm.arange(6.0).reshape(2, 3)
     out = sm.empty(2, 3)
-    assert sm.roll(x, 1, 1, out=out) is out and out.tolist() == [[2, 0, 1], [5, 3, 4]]
+    assert sm.slice_scatter(x, x[:, :1] * 0, 1, 1, 2, out=out) is out
+    assert out.tolist() == [[0, 0, 2], [3, 0, 5]]
     out = sm.empty(0)
     sm.diag(sm.tensor([1.0, 2.0]), out=out)
     assert out.tolist() == [[1, 0], [0, 2]]
