@@ -6,16 +6,16 @@ solution first in ``cholesky_solve``/``triangular_solve``/``lu_solve``), each wr
 
     >>> import scriptmod as sm
     >>> A = sm.tensor([[4.0, 2.0], [2.0, 5.0]])
-    >>> A.cholesky()
-    tensor([[2., 0.],
-            [1., 2.]])
-    >>> sm.cholesky_solve(sm.tensor([[6.0], [7.0]]), A.cholesky())
+    >>> A.det()
+    tensor(16.)
+    >>> sm.cholesky_solve(sm.tensor([[6.0], [7.0]]), sm.linalg.cholesky(A))
     tensor([[1.],
             [1.]])
 """
 from __future__ import annotations
 
 import math
+import warnings
 from collections import namedtuple
 from typing import Any
 
@@ -30,9 +30,42 @@ RETURN_TYPES = {name: namedtuple(name, fields.split()) for name, fields in (
     ("triangular_solve", "solution cloned_coefficient"), ("lu_unpack", "P L U"))}
 
 
+# PyTorch's deprecation notes (each warned once per process, as its TORCH_WARN_ONCE)
+_DEPRECATED = {
+    "cholesky": "torch.linalg.cholesky and will be removed in a future PyTorch release.\n"
+                "L = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)"
+                "\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced with\n"
+                "U = torch.linalg.cholesky(A).mH",
+    "qr": "torch.linalg.qr and will be removed in a future PyTorch release.\nThe boolean "
+          "parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = "
+          "torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' "
+          "if some else 'complete')",
+    "lu": "torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be removed in a future "
+          "PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced "
+          "with\nLU, pivots = torch.linalg.lu_factor(A, compute_pivots)",
+    "lu_solve": "torch.linalg.lu_solve and will be removed in a future PyTorch release.\nNote "
+                "that torch.linalg.lu_solve has its arguments reversed.\nX = torch.lu_solve(B, "
+                "LU, pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)",
+    "triangular_solve": "torch.linalg.solve_triangular and will be removed in a future PyTorch "
+                        "release.\ntorch.linalg.solve_triangular has its arguments reversed and "
+                        "does not return a copy of one of the inputs.\nX = torch.triangular_"
+                        "solve(B, A).solution\nshould be replaced with\nX = torch.linalg."
+                        "solve_triangular(A, B).",
+}
+_WARNED: set[str] = set()
+
+
+def _deprecated(name: str) -> None:
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"torch.{name} is deprecated in favor of {_DEPRECATED[name]}",
+                      UserWarning, stacklevel=3)
+
+
 @public()
 def cholesky(input: Tensor, upper: bool = False) -> Tensor:
     """The Cholesky factor (``upper``: U with ``A = U^H U``); see ``linalg.cholesky``."""
+    _deprecated("cholesky")
     return LA.cholesky(input, upper=upper)
 
 
@@ -122,6 +155,7 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
 @public()
 def qr(input: Tensor, some: bool = True) -> Any:
     """``(Q, R)``: ``some`` the reduced factorization, else the complete one."""
+    _deprecated("qr")
     return RETURN_TYPES["qr"](*LA.qr(input, "reduced" if some else "complete"))
 
 
@@ -145,6 +179,7 @@ def triangular_solve(input: Tensor, A: Tensor, upper: bool = True, transpose: bo
                      unitriangular: bool = False) -> Any:
     """``(solution, cloned_coefficient)``: X with ``A X = input`` (``transpose``: ``A^T X``)
     for triangular ``A``; batch dims broadcast."""
+    _deprecated("triangular_solve")
     if transpose:
         x = LA.solve_triangular(A.mT, input, upper=not upper, unitriangular=unitriangular)
     else:
@@ -156,6 +191,7 @@ def triangular_solve(input: Tensor, A: Tensor, upper: bool = True, transpose: bo
 @public()
 def lu(A: Tensor, pivot: bool = True, get_infos: bool = False) -> tuple:
     """``(LU, pivots)`` (and ``infos`` with ``get_infos``) of ``linalg.lu_factor_ex``."""
+    _deprecated("lu")
     LU, pivots, infos = LA.lu_factor_ex(A, pivot=pivot, check_errors=not get_infos)
     return (LU, pivots, infos) if get_infos else (LU, pivots)
 
@@ -163,6 +199,7 @@ def lu(A: Tensor, pivot: bool = True, get_infos: bool = False) -> tuple:
 @public()
 def lu_solve(input: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
     """X with ``A X = input`` from ``lu``'s factors (the right-hand side first)."""
+    _deprecated("lu_solve")
     return LA.lu_solve(LU_data, LU_pivots, input)
 
 

@@ -368,7 +368,7 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False) -
 
         >>> import scriptmod as sm
         >>> sm.linalg.lu_factor_ex(sm.tensor([[1.0, 2.0], [3.0, 4.0]])).pivots
-        tensor([2, 2], dtype=torch.int32)
+        tensor([2, 2], dtype=scriptmod.int32)
     """
     _need_lapack_dtype(A, "linalg.lu_factor")
     _need_matrices(A, "torch.linalg.lu_factor")
@@ -453,6 +453,9 @@ def qr(A: Tensor, mode: str = "reduced") -> Any:
         tensor([[5.0000, 2.2000],
                 [0.0000, 0.4000]])
     """
+    if mode not in ("reduced", "complete", "r"):
+        raise ArgumentValueError(f"qr received unrecognized mode '{mode}' but expected one of "
+                                 f"'reduced' (default), 'r', or 'complete'")
     _need_lapack_dtype(A, "linalg.qr")
     _need_matrices(A, "linalg.qr")
     return _returns("linalg_qr", dispatch("linalg_qr", (A,), {"mode": mode}))
@@ -483,6 +486,8 @@ def eigh(A: Tensor, UPLO: str = "L") -> Any:
         >>> sm.linalg.eigh(sm.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues
         tensor([1., 3.])
     """
+    if UPLO not in ("L", "U"):
+        raise ArgumentValueError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
     _need_lapack_dtype(A, "linalg.eigh")
     _need_matrices(A, "linalg.eigh", square=True)
     return _returns("linalg_eigh", _checked("linalg_eigh", (A,), {"UPLO": UPLO}))
@@ -615,7 +620,7 @@ def ldl_factor(A: Tensor, *, hermitian: bool = False) -> Any:
 
         >>> import scriptmod as sm
         >>> sm.linalg.ldl_factor(sm.tensor([[4.0, 2.0], [2.0, 5.0]])).pivots
-        tensor([1, 2], dtype=torch.int32)
+        tensor([1, 2], dtype=scriptmod.int32)
     """
     LD, pivots, _ = ldl_factor_ex(A, hermitian=hermitian, check_errors=True)
     return _returns("linalg_ldl_factor", (LD, pivots))
@@ -774,7 +779,7 @@ def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
 
         >>> import scriptmod as sm
         >>> sm.linalg.tensorinv(sm.eye(4).reshape(4, 2, 2), ind=1).shape
-        torch.Size([2, 2, 4])
+        scriptmod.Size([2, 2, 4])
     """
     if ind <= 0:
         raise ArgumentValueError(f"Expected a strictly positive integer for 'ind', but got {ind}")
