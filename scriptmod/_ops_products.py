@@ -152,6 +152,8 @@ def _scaled_sum(input: Tensor, prod: Tensor, beta: Any, alpha: Any) -> Tensor:
     if kind is D.bool_:
         out = prod if alpha else zeros_like(prod)
         return out | input if beta else out
+    if kind.category == D.INT:       # PyTorch converts the scales to the integer type first
+        beta, alpha = int(beta), int(alpha)
     scaled = prod if alpha == 1 else prod * alpha
     out = scaled if beta == 0 else (input if beta == 1 else input * beta) + scaled
     return out if out.dtype is kind else out.to(kind)

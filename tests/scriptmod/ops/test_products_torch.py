@@ -132,6 +132,16 @@ def test_zero_distance_gradients_match_torch() -> None:
         np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), err_msg=f"p={p} {mode}")
 
 
+def test_integer_results_truncate_float_scales_as_torch() -> None:
+    i, b1, b2 = (torch.ones(*s, dtype=torch.int64) for s in ((2, 3), (2, 2, 2), (2, 2, 3)))
+    ours = [sm.tensor(x.numpy()) for x in (i, b1, b2)]
+    for beta, alpha in [(0.5, 1.5), (2.7, -1.2)]:
+        want = torch.baddbmm(i, b1, b2, beta=beta, alpha=alpha)
+        assert sm.baddbmm(*ours, beta=beta, alpha=alpha).tolist() == want.tolist()
+        want = torch.addbmm(i, b1, b2, beta=beta, alpha=alpha)
+        assert sm.addbmm(*ours, beta=beta, alpha=alpha).tolist() == want.tolist()
+
+
 def test_bool_addr_matches_torch() -> None:
     i = torch.tensor([[True, False, False], [False, False, True]])
     v1, v2 = torch.tensor([True, False]), torch.tensor([True, False, True])
