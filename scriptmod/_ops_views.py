@@ -24,6 +24,7 @@ from scriptmod import _creation as C
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod._public import public
 from scriptmod._shape_ops import cat, index_put, stack
+from scriptmod._traced_int import fixed, sym_min
 from scriptmod.autograd import grad_mode
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.ops.rules import norm_dim
@@ -477,9 +478,9 @@ def tensor_split(input: Tensor, indices_or_sections: Any = None, dim: int = 0, *
     if isinstance(spec, (int, np.integer)):
         if spec <= 0:
             raise RuntimeError(f"number of sections must be larger than 0, got {spec}")
-        base, extra = divmod(n, int(spec))
-        bounds = list(itertools.accumulate([base + 1] * extra + [base] * (int(spec) - extra)))
-        return _split_at(input, d, [0] + bounds[:-1], bounds)
+        base, extra = n // int(spec), n % int(spec)    # symbolic for a traced size
+        starts = [i * base + sym_min(i, extra) for i in range(int(spec) + 1)]
+        return _split_at(input, d, starts[:-1], starts[1:])
     idx = [int(i) for i in spec]
     return _split_at(input, d, [0] + idx, idx + [n])
 
@@ -615,7 +616,7 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         return C.zeros(0, dtype=input.dtype, device=input.device)
     pick = itertools.combinations_with_replacement if with_replacement \
         else itertools.combinations
-    rows = list(pick(range(int(input.shape[0])), r))
+    rows = list(pick(range(fixed(input.shape[0], "the rows combinations() returns")), r))
     index = C.tensor(rows, dtype=D.int64, device=input.device).reshape(len(rows), r)
     return input[index]
 

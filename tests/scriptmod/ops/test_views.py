@@ -355,6 +355,17 @@ def test_traced_module_follows_the_batch_size() -> None:
     np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), rtol=1e-6)
 
 
+def test_traced_splits_and_diagonals_follow_every_size() -> None:
+    def parts(x: sm.Tensor) -> tuple:
+        return (sm.tensor_split(x, 2, 1)[1], sm.hsplit(x, [1, 3])[1], x.diagonal(-1, 1, 0),
+                x.unfold(1, 2, 1), sm.roll(x, 2, 1), sm.diag_embed(x[0]), sm.rot90(x))
+    traced = sm.jit.trace(parts, sm.randn(3, 4))
+    for shape in [(3, 4), (5, 7), (2, 9)]:
+        x = sm.randn(*shape)
+        for got, want in zip(traced(x), parts(x)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def test_repeat_interleave_by_a_tensor_traces_only_with_output_size() -> None:
     counts = sm.tensor([1, 2])
     traced = sm.jit.trace(lambda x: sm.repeat_interleave(x, counts, 0, output_size=3),
