@@ -32,10 +32,11 @@ def _no_kernel(op: str, dtype: D.DType) -> KernelDTypeError:
 
 
 def _floating(op: str, *xs: Any) -> None:
-    """Refuse tensors that are not floating point (PyTorch has no kernel for them)."""
-    for x in xs:
-        if isinstance(x, Tensor) and not x.dtype.is_floating_point:
-            raise _no_kernel(op, x.dtype)
+    """Refuse operands whose promoted dtype is not floating point (PyTorch has no kernel
+    for it: integers, bools, complex)."""
+    dtype = functools.reduce(D.promote_types, [x.dtype for x in xs if isinstance(x, Tensor)])
+    if not dtype.is_floating_point:
+        raise _no_kernel(op, dtype)
 
 
 def _all_true(x: Tensor) -> Tensor:
@@ -130,6 +131,8 @@ def positive(input: Tensor) -> Tensor:
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """``log(x / (1 - x))``, with ``x`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given
     (its gradient is then 0 outside that range, as in PyTorch)."""
+    if input.is_complex():
+        raise _no_kernel("logit_cpu", input.dtype)
     x = _to_float(input)
     if eps is not None:
         x = x.clamp(eps, 1.0 - eps)
@@ -237,6 +240,8 @@ def xlogy(input: Any, other: Any) -> Tensor:
     """``input * log(other)``, 0 where ``input`` is 0 (even where ``other`` is 0 or inf),
     NaN where ``other`` is NaN. Either may be a Python number."""
     x, y = _tensor_of(input, other), _tensor_of(other, input)
+    if x.is_complex() or y.is_complex():
+        raise _no_kernel("xlogy_cpu", D.promote_types(x.dtype, y.dtype))
     zero_x = x == 0
     bad = zero_x & ((y <= 0) | (y == math.inf))     # 0 * log(y) would be NaN there
     r = where(bad, 0, x * where(bad, 1, y).log())
@@ -276,6 +281,8 @@ def _value(value: Any, *tensors: Tensor) -> Any:
 @_opmath
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
     """``input + value * tensor1 * tensor2``."""
+    if input.dtype is tensor1.dtype is tensor2.dtype is D.bool_:
+        raise _no_kernel("addcmul_cpu_out", D.bool_)
     prod = tensor1 * tensor2
     value = _value(value, input, tensor1, tensor2)
     return input + (prod if value == 1 else prod * value)
@@ -335,25 +342,37 @@ def _float_power_(self: Tensor, exponent: Any) -> Tensor:
 Tensor.float_power_ = _float_power_
 
 
+def _common(op: str, input: Tensor, other: Tensor) -> tuple[Tensor, Tensor]:
+    """Both operands in their promoted dtype, which must be floating or complex."""
+    dtype = D.promote_types(input.dtype, other.dtype)
+    if dtype.category < D.FLOAT:
+        raise _no_kernel(op, dtype)
+    return input.to(dtype), other.to(dtype)
+
+
 @public()
 @_opmath
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     """``log(exp(input) + exp(other))`` without overflow: max + log1p(exp(-|input - other|));
-    equal infinities give themselves."""
-    _floating("logaddexp_cpu", input, other)
-    top = input.maximum(other)
-    r = top + (-(input - other).abs()).exp().log1p()
-    return where((input == other) & input.isinf(), input, r)
+    equal infinities give themselves. Complex: the larger real part factored out."""
+    a, b = _common("logaddexp_cpu", input, other)
+    if a.is_complex():
+        first = a.real >= b.real
+        top, low = where(first, a, b), where(first, b, a)
+        return top + (low - top).exp().log1p()
+    r = a.maximum(b) + (-(a - b).abs()).exp().log1p()
+    return where((a == b) & a.isinf(), a, r)
 
 
 @public()
 @_opmath
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     """``log2(2**input + 2**other)`` without overflow (as ``logaddexp``, in base 2)."""
-    _floating("logaddexp2_cpu", input, other)
-    top = input.maximum(other)
-    r = top + (-(input - other).abs()).exp2().log1p() * (1 / math.log(2.0))
-    return where((input == other) & input.isinf(), input, r)
+    a, b = _common("logaddexp2_cpu", input, other)
+    if a.is_complex():
+        raise _no_kernel("logaddexp2_cpu", a.dtype)
+    r = a.maximum(b) + (-(a - b).abs()).exp2().log1p() * (1 / math.log(2.0))
+    return where((a == b) & a.isinf(), a, r)
 
 
 @public(inplace=True)

@@ -111,9 +111,27 @@ def _div(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tenso
             # PyTorch truncates the float32 quotient, then rounds once (65504 / 65519.9: 0)
             wide = other.float() if isinstance(other, Tensor) else other
             return dispatch("div", (self.float(), wide)).trunc().to(self.dtype)
-        q = dispatch("div", (self, other)).trunc()
-        return q if self.dtype.category == D.FLOAT else q.to(self.dtype)
+        result = _result_dtype(self, other)
+        if result.is_complex:
+            raise KernelDTypeError(f"\"div_trunc_cpu\" not implemented for '{result.short}'")
+        if result.category <= D.INT:
+            return _int_trunc_divide(self, other)
+        return dispatch("div", (self, other)).trunc()
     raise ValueError(f"div: expected rounding_mode to be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+def _result_dtype(self: Tensor, other: Any) -> D.DType:
+    return promote([(x.dtype, tuple(x.shape)) if isinstance(x, Tensor) else type(x)
+                    for x in (self, other)], {})
+
+
+def _int_trunc_divide(self: Tensor, other: Any) -> Tensor:
+    """The integer quotient rounded toward zero, exactly (no float round trip, so all of
+    int64): the floor quotient plus one where the division is inexact and the signs differ.
+    A zero divisor raises, as in PyTorch."""
+    q = dispatch("floor_divide", (self, other))
+    inexact = dispatch("remainder", (self, other)) != 0
+    return q + (inexact & ((self < 0) != (other < 0))).to(q.dtype)
 
 
 def _within(other: Any, half: D.DType) -> bool:
@@ -454,6 +472,8 @@ Tensor.isclose, Tensor.allclose = _isclose, _allclose
 
 
 def _clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    if self.is_complex():
+        raise RuntimeError("clamp is not supported for complex types")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         out = self
         if min is not None:
@@ -497,7 +517,7 @@ def _round(self: Tensor, *, decimals: int = 0) -> Tensor:
     round(x * 10**d) / 10**d, or round(x / 10**-d) * 10**-d for negative ``d``."""
     if decimals == 0:
         return dispatch("round", (self,))
-    if self.dtype.category < D.FLOAT:
+    if self.dtype.category != D.FLOAT:
         raise KernelDTypeError(f"\"round_cpu\" not implemented for '{self.dtype.short}'")
     if self.dtype in (D.float16, D.bfloat16):       # PyTorch scales in float32 (no overflow)
         return _round(self.float(), decimals=decimals).to(self.dtype)
@@ -513,7 +533,8 @@ Tensor.clamp_min = lambda self, min: _clamp(self, min=min)
 Tensor.clamp_max = lambda self, max: _clamp(self, max=max)
 Tensor.where = _where
 Tensor.masked_fill = _masked_fill
-Tensor.square = lambda self: self * self
+Tensor.square = lambda self: self.long() * self.long() if self.dtype is D.bool_ \
+    else self * self    # PyTorch's pow(self, 2): int64 for bool
 
 for _n in UNARY + BINARY + ("clamp", "clip", "clamp_min", "clamp_max", "masked_fill", "square"):
     if _n not in _NO_INPLACE:

@@ -348,3 +348,30 @@ def test_traced_integer_shifts_and_round_decimals_fuse() -> None:
     traced = jit.trace(f, (a, b))
     assert sm.equal(traced(a, b), f(a, b))
     assert len(jit.kernels_for(traced, a, b)) == 1
+
+
+# ---- core elementwise details fixed with the family --------------------------------------------
+def test_integer_trunc_division_is_exact_and_refuses_zero() -> None:
+    big = sm.tensor([2 ** 62 + 1, -(2 ** 62) - 3, -7, 7])
+    d = sm.tensor([3, 3, 2, -2])
+    want = torch.div(torch.tensor(big.tolist()), torch.tensor(d.tolist()), rounding_mode="trunc")
+    assert sm.div(big, d, rounding_mode="trunc").tolist() == want.tolist()
+    i8, f = sm.tensor([7, -7], dtype=sm.int8), sm.tensor([2.0, 2.0])
+    assert sm.div(i8, f, rounding_mode="trunc").dtype is sm.float32
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        sm.div(i8, sm.tensor([0, 1], dtype=sm.int8), rounding_mode="trunc")
+
+
+def test_square_of_bool_is_int64_and_clamp_refuses_complex() -> None:
+    b, tb = _pair([True, False], "bool")
+    _same(sm.square(b), torch.square(tb))
+    with pytest.raises(RuntimeError, match="complex"):
+        sm.tensor([1 + 1j]).clamp(min=0)
+
+
+def test_logaddexp_promotes_mixed_operands_and_takes_complex() -> None:
+    (a, ta), (i, ti) = _pair([0.5, -1.0, 3.0], "float32"), _pair([1, 0, 5], "int64")
+    _same(sm.logaddexp(a, i), torch.logaddexp(ta, ti))
+    _same(sm.logaddexp2(i.bool(), a), torch.logaddexp2(ti.bool(), ta))
+    c = torch.tensor([0 - 2j, 1 - 0.5j, 30 + 1j])
+    _same(sm.logaddexp(sm.tensor(c.numpy()), a), torch.logaddexp(c, ta))
