@@ -247,12 +247,14 @@ def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:
         raise DTypeError(f"index_select(): Expected dtype int32 or int64 for index, got "
                          f"{index.dtype.name}")
     d = norm_dim(dim, self.dim(), "index_select")
-    n = self.shape[d] if self.dim() else 1
+    if self.dim() == 0:   # a 0-d tensor is one of one element, the result 0-d too
+        return index_select(self.reshape(1), d, index.reshape(-1)).reshape(())
+    n = self.shape[d]
     if not TRACERS and index.numel() and isinstance(n, int):   # a value check, eager only
         lo, hi = int(index.min().item()), int(index.max().item())
         if lo < 0 or hi >= n:   # torch refuses negative indices here
-            raise ShapeError(f"index_select(): index {lo if lo < 0 else hi} is out of range for "
-                             f"dimension {d} with size {n}")
+            raise IndexError(f"index out of range in self (index_select(): index "
+                             f"{lo if lo < 0 else hi} for dimension {d} with size {n})")
     spec = (("slice", None, None, None),) * d + (("tensor", 0),)
     return dispatch("index", (self, index.reshape(-1)), {"spec": spec})
 

@@ -115,20 +115,27 @@ def _stack(xp: Any, *tensors: Any, dim: int = 0) -> Any:
 
 @kernel("gather")
 def _gather(xp: Any, x: Any, index: Any, dim: int) -> Any:
+    """PyTorch's gather: a 0-d input or index counts as 1-d of one element, an empty index
+    gives an empty result whatever its rank, indices count from 0 (no negative ones)."""
     d = norm_dim(dim, max(x.ndim, 1), "gather")
     if index.dtype.kind not in "iu":
-        raise DTypeError(f"gather: expected an int64 index tensor, got {index.dtype}")
-    if index.ndim != x.ndim:
-        raise ShapeError(f"gather: index tensor must have the same number of dimensions as "
-                         f"input ({x.ndim}), got {index.ndim}")
-    for k in range(x.ndim):
-        if k != d and index.shape[k] > x.shape[k]:
-            raise ShapeError(f"gather: size of index {tuple(index.shape)} must not exceed input "
-                             f"{tuple(x.shape)} in dimension {k}")
-    if index.size and (index.min() < -x.shape[d] or index.max() >= x.shape[d]):
-        raise ShapeError(f"gather: index out of range for dimension {d} with size {x.shape[d]}")
-    src = x[tuple(slice(0, index.shape[k]) if k != d else slice(None) for k in range(x.ndim))]
-    return xp.take_along_axis(src, index.astype(np.int64, copy=False), axis=d)
+        raise DTypeError(f"gather(): Expected dtype int32/int64 for index, got {index.dtype}")
+    if not index.size:
+        return xp.empty(index.shape, dtype=x.dtype)
+    if max(index.ndim, 1) != max(x.ndim, 1):
+        raise ShapeError("Index tensor must have the same number of dimensions as input tensor")
+    src, idx = x.reshape(x.shape or (1,)), index.reshape(index.shape or (1,))
+    for k in range(src.ndim):
+        if k != d and idx.shape[k] > src.shape[k]:
+            raise ShapeError(f"Size does not match at dimension {k} expected index "
+                             f"{list(idx.shape)} to be no larger than self {list(src.shape)} "
+                             f"apart from dimension {d}")
+    if idx.min() < 0 or idx.max() >= src.shape[d]:
+        bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
+        raise ShapeError(f"index {bad} is out of bounds for dimension {d} with size "
+                         f"{src.shape[d]}")
+    src = src[tuple(slice(0, idx.shape[k]) if k != d else slice(None) for k in range(src.ndim))]
+    return xp.take_along_axis(src, idx.astype(np.int64, copy=False), axis=d).reshape(index.shape)
 
 
 def build_index(spec: Sequence[tuple], tensors: Sequence[Any], shape: Sequence[int]) -> tuple:

@@ -335,11 +335,6 @@ def _scatter_add(shape: Any, g: Tensor, index: Tensor, dim: int) -> Tensor:
     return index_put(base, g, *_grid_index(index, dim), spec=spec, accumulate=True)
 
 
-@derivative("gather", saves=(1,))
-def _gather(ctx: Any, g: Tensor) -> tuple:
-    return _scatter_add(ctx.input_meta[0][0], g, ctx.inputs[1], ctx.attrs["dim"]), None
-
-
 def _sorted_back(ctx: Any, gs: list) -> tuple:
     """sort/topk: each value's gradient goes back to where it came from (``indices``)."""
     shape = ctx.input_meta[0][0]

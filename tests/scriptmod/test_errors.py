@@ -63,7 +63,7 @@ CASES: dict[str, tuple[Callable[[], Any], type, tuple[str, ...]]] = {
     "index-oob": (lambda: A[5], IndexError, ("index", "5", "size 2", "(2, 3)")),
     "index-too-many": (lambda: A[0, 0, 0], IndexError, ("too many indices", "(2, 3)")),
     "index-type": (lambda: A[1.5], IndexError, ("valid indices", "float")),
-    "gather-oob": (lambda: A.gather(1, sm.tensor([[5], [0]])), ShapeError, ("gather", "out of range", "size 3")),
+    "gather-oob": (lambda: A.gather(1, sm.tensor([[5], [0]])), ShapeError, ("gather", "out of bounds", "size 3")),
     "embedding-oob": (lambda: dispatch("embedding", (sm.ones(3, 2), sm.tensor([5])), {}), IndexError,
                       ("embedding", "5", "3 rows")),
     "flatten": (lambda: A.flatten(1, 0), ShapeError, ("flatten", "start_dim (1)", "end_dim (0)")),
