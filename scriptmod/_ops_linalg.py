@@ -241,5 +241,8 @@ def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True, niter: int
     ``q`` defaults to min(6, m, n)."""
     m, n = A.shape[-2], A.shape[-1]
     q = min(6, m, n) if q is None else q
+    if not 0 <= q <= min(m, n):
+        raise ValueError(f"q(={q}) must be non-negative integer and not greater than "
+                         f"min(m, n)={min(m, n)}")
     M = A.mean(-2, keepdim=True).expand(list(A.shape)) if center else None
     return svd_lowrank(A, q, niter, M)

@@ -412,3 +412,15 @@ def test_det_exports_to_onnx_det(tmp_path: Any) -> None:
     session = ort.InferenceSession(path)
     got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
     np.testing.assert_allclose(got, 2 * np.linalg.det(x.numpy()), rtol=1e-5)
+
+
+def test_low_rank_svd_and_pca_recover_a_low_rank_matrix() -> None:
+    a = _mat((8, 2)) @ _mat((2, 5))                       # rank 2
+    U, S, V = sm.svd_lowrank(sm.tensor(a), q=3)
+    assert (U.shape, S.shape, V.shape) == ((8, 3), (3,), (5, 3))
+    _close((U * S.unsqueeze(-2)) @ V.mT, a)
+    U, S, V = sm.pca_lowrank(sm.tensor(a), center=False)
+    assert S.shape == (5,)
+    _close(S[:2], np.linalg.svd(a, compute_uv=False)[:2])
+    with pytest.raises(ValueError, match="q"):
+        sm.pca_lowrank(sm.tensor(a), q=6)
