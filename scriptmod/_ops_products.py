@@ -508,7 +508,7 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
     return result.clone() if result is input else result
 
 
-def vander(x: Tensor, N: int | None = None) -> Tensor:
+def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     """The Vandermonde matrix of ``x``: column ``k`` is ``x ** k`` for ``k < N``
     (``torch.linalg.vander``'s increasing powers), built by repeated products.
     """
