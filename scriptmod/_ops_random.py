@@ -181,6 +181,8 @@ def _fill(name: str, floating: bool, draw: Callable[..., Tensor],
                 self.is_floating_point() or self.is_complex()):
             raise NotImplementedError(f"\"{name[:-1]}\" not implemented for "
                                       f"'{self.dtype.short}'")
+        if "from" in kwargs:                   # PyTorch's keyword (a Python keyword too)
+            kwargs["start"] = kwargs.pop("from")
         with _drawing(generator, self.device):
             if self.is_complex():
                 real = D.to_real(self.dtype)
@@ -195,13 +197,13 @@ def _fill(name: str, floating: bool, draw: Callable[..., Tensor],
     return method
 
 
-def _uniform_draw(self: Tensor, dt: D.DType, a: float = 0.0, b: float = 1.0, *,
+def _uniform_draw(self: Tensor, dt: D.DType, start: float = 0.0, to: float = 1.0, *,
                   _scale: float = 1.0) -> Tensor:
-    """Uniform in [a, b)."""
-    if a > b:
+    """Uniform in [from, to)."""
+    if start > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
-                           f"from={a} > to={b}")
-    return _uniform(self, dt) * (b - a) + a
+                           f"from={start} > to={to}")
+    return _uniform(self, dt) * (to - start) + start
 
 
 def _normal_draw(self: Tensor, dt: D.DType, mean: float = 0.0, std: float = 1.0, *,

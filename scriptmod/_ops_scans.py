@@ -24,6 +24,7 @@ from scriptmod._creation import arange, tensor, zeros
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod._public import inplace_of, public
 from scriptmod._shape_ops import cat
+from scriptmod import _tensor_ops
 from scriptmod._tensor_ops import where
 from scriptmod.autograd import grad_mode
 from scriptmod.ir import dtypes as D
@@ -397,6 +398,23 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:
 def msort(input: Tensor) -> Tensor:
     """``input`` sorted along its first dim."""
     return input.sort(0).values
+
+
+@public()
+def median(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """The lower median along ``dim`` (NaN where the row holds one) and its index; without
+    ``dim`` the lower median of all elements, a tensor whose gradient the elements equal to
+    it share, as PyTorch's.
+
+        >>> import scriptmod as sm
+        >>> sm.median(sm.tensor([3., 1., 2., 5.]))
+        tensor(2.)
+    """
+    if input.dtype is D.bool_ or input.is_complex():
+        raise NotImplementedError(f"\"median\" not implemented for '{input.dtype.short}'")
+    if dim is None:
+        return _evenly(input.reshape(-1), _tensor_ops._median(input))
+    return _tensor_ops._median(input, dim, keepdim)
 
 
 @public(out=False)

@@ -95,6 +95,8 @@ CASES: list[tuple[str, list[tuple[int, ...]], Callable[..., Any]]] = [
     ("mode-dim0-keep", [(6, 2)], lambda L, x: tuple(L.mode(x, 0, True))),
     ("msort", [(4, 3)], lambda L, x: L.msort(x)),
     ("nansum", [(3, 4)], lambda L, x: L.nansum(x, 1)),
+    ("median-all", [(3, 5)], lambda L, x: L.median(x)),
+    ("median-dim", [(3, 5)], lambda L, x: tuple(L.median(x, 0, True))),
     ("nanmedian-all", [(3, 5)], lambda L, x: L.nanmedian(x)),
     ("nanmedian-dim", [(3, 5)], lambda L, x: tuple(L.nanmedian(x, -1, True))),
 ]
@@ -154,7 +156,8 @@ def test_statistics_match_torch(name: str, shapes: list, fn: Callable[..., Any],
 
 
 NAN_CASES = [c for c in CASES if c[0].split("-")[0] in
-             ("cumprod", "cummax", "cummin", "logcumsumexp", "nansum", "nanmedian", "aminmax")]
+             ("cumprod", "cummax", "cummin", "logcumsumexp", "nansum", "nanmedian", "median",
+              "aminmax")]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -268,7 +271,8 @@ def test_gradients_match_torch() -> None:
     x = _with_zeros().detach().numpy()
     w = np.cos(np.arange(x.size)).reshape(x.shape)
     for fn in (lambda L, t: L.cumprod(t, 1), lambda L, t: L.logcumsumexp(t, 0),
-               lambda L, t: L.cummax(t, 1)[0], lambda L, t: L.nanmedian(t)):
+               lambda L, t: L.cummax(t, 1)[0], lambda L, t: L.nanmedian(t),
+               lambda L, t: L.median(t)):                # ties share the gradient
         t, s = torch.tensor(x, requires_grad=True), sm.tensor(x, requires_grad=True)
         (fn(torch, t) * torch.tensor(w if fn(torch, t).ndim else 1.0)).sum().backward()
         (fn(sm, s) * sm.tensor(w if fn(sm, s).ndim else 1.0)).sum().backward()

@@ -84,7 +84,7 @@ def test_poisson() -> None:
 
 
 FILLS: list[tuple[str, Callable[[sm.Tensor], Any], Callable[[np.ndarray], None]]] = [
-    ("uniform_", lambda t: t.uniform_(-1.0, 3.0),
+    ("uniform_", lambda t: t.uniform_(-1.0, to=3.0),
      lambda v: (_near(v, 1.0, 4 / math.sqrt(12), "mean"), _check(v.min() >= -1 and v.max() < 3))),
     ("normal_", lambda t: t.normal_(1.0, 2.0), lambda v: _near(v, 1.0, 2.0, "mean")),
     ("exponential_", lambda t: t.exponential_(4.0),
