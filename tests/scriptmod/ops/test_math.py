@@ -375,3 +375,20 @@ def test_logaddexp_promotes_mixed_operands_and_takes_complex() -> None:
     _same(sm.logaddexp2(i.bool(), a), torch.logaddexp2(ti.bool(), ta))
     c = torch.tensor([0 - 2j, 1 - 0.5j, 30 + 1j])
     _same(sm.logaddexp(sm.tensor(c.numpy()), a), torch.logaddexp(c, ta))
+
+
+def test_onnx_export_of_the_family_matches_eager() -> None:
+    import io
+    ort = pytest.importorskip("onnxruntime")
+
+    class Model(sm.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return (x.tan() + x.asin() + sm.atanh(x * 0.5) + sm.log10(x.abs() + 1)
+                    + sm.fmod(x, 0.7) + sm.hypot(x, x) + x.acosh().nan_to_num()
+                    + sm.logaddexp(x, x * 2) + x.cosh() + x.sinh() + x.atan() + x.acos())
+    x = sm.tensor(np.random.default_rng(5).uniform(-0.9, 0.9, (3, 4)).astype(np.float32))
+    buf = io.BytesIO()
+    sm.onnx.export(Model(), buf, (x,))
+    sess = ort.InferenceSession(buf.getvalue())
+    got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
+    np.testing.assert_allclose(got, Model()(x).numpy(), rtol=1e-5, atol=1e-5)
