@@ -37,8 +37,11 @@ def strided(xp: Any, a: Any, shape: Sequence[int], strides: Sequence[int]) -> An
     (writeable where ``a`` is). NumPy's ``as_strided`` cannot carry ml_dtypes' bfloat16
     through its buffer interface: it strides a same-size integer view of it instead."""
     raw = a if a.dtype.kind != "V" else a.view(np.dtype(f"u{a.itemsize}"))
-    out = xp.lib.stride_tricks.as_strided(raw, tuple(shape), tuple(strides),
-                                          writeable=bool(getattr(a.flags, "writeable", True)))
+    if xp is np:
+        out = np.lib.stride_tricks.as_strided(raw, tuple(shape), tuple(strides),
+                                              writeable=bool(a.flags.writeable))
+    else:                                   # cupy's views are always writeable
+        out = xp.lib.stride_tricks.as_strided(raw, tuple(shape), tuple(strides))
     return out if raw is a else out.view(a.dtype)
 
 
