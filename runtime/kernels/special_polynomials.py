@@ -6,9 +6,8 @@ a closed form, large ``n`` inside ``(-1, 1)`` a trigonometric form, ...) and a t
 recurrence for the rest, run in the inputs' floating dtype with PyTorch's operation order.
 PyTorch's CPU build contracts each step ``a * q - c`` into one fused multiply-add (``a * q``
 is not rounded, so it neither loses bits nor overflows on its own); ``fms`` does the same in
-a wider float. Its float32 ``acos``/``cos``/``sin`` are correctly rounded, as computing them
-in float64 and rounding is (NumPy's float32 loops can be an ulp off, which ``n * acos(x)``
-magnifies). Like PyTorch, the Chebyshev, Laguerre and Legendre recurrences stop once a value is NaN (a
+a wider float. Its float32 ``acos``/``cos``/``sin`` are the C library's ``acosf``/``cosf``/
+``sinf`` (an ulp in ``acos`` becomes ``n`` ulps in ``n * acos(x)``). Like PyTorch, the Chebyshev, Laguerre and Legendre recurrences stop once a value is NaN (a
 large ``n`` with ``|x| > 1`` overflows to ``inf`` and then ``inf - inf``), and Hermite's give
 NaN beyond degree 128 (float32) or 512 (float64). ``n`` is truncated to an integer as
 ``static_cast<int64_t>`` does; NaN, infinite and out-of-range degrees count as negative.
@@ -31,14 +30,47 @@ _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float64): np.longdouble}
 
 
 def fms(a: Array, q: Array, c: Array) -> Array:
-    """``a * q - c`` rounded once, as a fused multiply-add computes it."""
+    """``a * q - c`` rounded once, as a fused multiply-add computes it (the product in a
+    wider float: exact for float32, 64 bits and a wide exponent range for float64)."""
     wide = _WIDER[a.dtype]
     return (a.astype(wide) * q.astype(wide) - c.astype(wide)).astype(a.dtype)
 
 
+def _c_float_function(name: str) -> Callable[[Array], Array] | None:
+    """The C library's single-precision ``name`` (``acosf``, ``cosf``, ``sinf``) over an
+    array, or None where there is no C math library to load."""
+    import ctypes
+    import ctypes.util
+    path = ctypes.util.find_library("m")
+    if path is None:
+        return None
+    fn = getattr(ctypes.CDLL(path), name, None)
+    if fn is None:
+        return None
+    fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+    each = np.frompyfunc(fn, 1, 1)
+    return lambda a: each(a).astype(np.float32)
+
+
+_FLOAT_LIBM: dict[str, Callable[[Array], Array] | None] = {}
+
+
 def _libm(fn: Callable[[Array], Array], a: Array) -> Array:
-    """``fn(a)`` correctly rounded for float32 (computed in float64)."""
-    return fn(a.astype(np.float64)).astype(a.dtype) if a.dtype == np.float32 else fn(a)
+    """``fn`` (np.arccos, np.cos or np.sin) of ``a``; for float32 the C library's ``acosf``/
+    ``cosf``/``sinf``, which PyTorch's CPU kernels call (NumPy's own float32 loops and the
+    correctly rounded values each differ from them by an ulp somewhere), else the value
+    computed in float64 and rounded."""
+    if a.dtype != np.float32:
+        return fn(a)
+    if fn is not np.arccos:
+        return fn(a.astype(np.float64)).astype(np.float32)
+    name = "acosf"
+    if name not in _FLOAT_LIBM:
+        _FLOAT_LIBM[name] = _c_float_function(name)
+    c_fn = _FLOAT_LIBM[name]
+    if c_fn is None or a.size == 0:
+        return fn(a.astype(np.float64)).astype(np.float32)
+    return c_fn(a)
 
 
 def degree(n: Array) -> Array:
@@ -60,22 +92,26 @@ class Recurrence:
 
 
 def _run(rec: Recurrence, x: Array, n: Array, q0: Array) -> Array:
+    """The recurrence over flat arrays; the elements still iterating are kept packed (an
+    element leaves when its degree is reached or, if ``nan_stops``, its value is NaN)."""
     ft = x.dtype.type
-    p, q, last = np.ones_like(x), q0.copy(), rec.last(n)
+    out, last = q0.copy(), rec.last(n)
     k = rec.first
     live = np.flatnonzero(k <= last)
     if rec.nan_stops:
-        live = live[~np.isnan(q[live])]
+        live = live[~np.isnan(q0[live])]
+    xs, ls, p, q = x[live], last[live], np.ones(live.size, x.dtype), q0[live]
     while live.size:
-        r = rec.step(x[live], ft(k), p[live], q[live])
-        p[live] = q[live]
-        q[live] = r
+        p, q = q, rec.step(xs, ft(k), p, q)
         k += rec.stride
-        keep = k <= last[live]
+        going = k <= ls
         if rec.nan_stops:
-            keep &= ~np.isnan(r)
-        live = live[keep]
-    return q
+            going &= ~np.isnan(q)
+        if not going.all():
+            done = ~going
+            out[live[done]] = q[done]
+            live, xs, ls, p, q = live[going], xs[going], ls[going], p[going], q[going]
+    return out
 
 
 def _evaluate(x: Array, n: Array, cases: Cases, rec: Recurrence, q0: Array) -> Array:
@@ -134,12 +170,14 @@ def chebyshev(x: Array, n_in: Array, kind: str, shifted: bool) -> Array:
         plus, minus = x == 1, x == 0
     else:
         plus, minus = (np.abs(x) == 1) & (x > 0), (np.abs(x) == 1) & ~(x > 0)
+    trig = (n > _TRIG_FROM[kind][shifted]) & (np.abs(y) < 1)
+    closed = np.zeros_like(x)      # the trigonometric form, where it is taken
+    closed[trig] = _trig(kind, y[trig], n[trig], nf[trig], even[trig], x[trig], shifted)
     cases: Cases = [
         (n < 0, np.zeros_like(x)),
         (plus, np.asarray(_AT_ONE[kind](n), x.dtype)),
         (minus, _signed(even, np.asarray(_AT_MINUS_ONE[kind](n), x.dtype))),
-        ((n > _TRIG_FROM[kind][shifted]) & (np.abs(y) < 1),
-         _trig(kind, y, n, nf, even, x, shifted)),
+        (trig, closed),
         (n == 0, np.ones_like(x))]
     q0 = y if kind == "t" else y + y if kind == "u" else y + y + ft(_FIRST[kind])
     return _evaluate(y, n, cases, _CHEBYSHEV, q0)
