@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -662,8 +663,8 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     """
     driver = "gelsy" if driver is None else driver
     if driver not in _DRIVERS:
-        raise ArgumentValueError(f"torch.linalg.lstsq: parameter `driver` should be one of "
-                                 f"(gels, gelsy, gelsd, gelss)")
+        raise ArgumentValueError("torch.linalg.lstsq: parameter `driver` should be one of "
+                                 "(gels, gelsy, gelsd, gelss)")
     _need_lapack_dtype(A, "torch.linalg.lstsq")
     _need_matrices(A, "torch.linalg.lstsq")
     _same_dtype(A, B, "torch.linalg.lstsq")

@@ -9,14 +9,15 @@ PyTorch's CPU kernels refuse them. Pivots and infos are int32, as LAPACK's (and 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from . import rules as R
 from .. import dtypes as D
 from .. import symdims as SD
 from ..errors import DTypeError, ShapeError
 from ..schema import ANY_RANK, NONDIFF, op
 from ..types import Dim, Shape
+from . import rules as R
 
 _LAPACK = (D.float32, D.float64, D.complex64, D.complex128)
 

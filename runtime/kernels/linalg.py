@@ -13,12 +13,13 @@ the op was asked to check (``check_errors``); otherwise its info output says wha
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
-
 from scriptmod.ir.errors import ArgumentValueError
 from scriptmod.runtime.arrays import device_of, to_device
+
 from . import kernel
 
 

@@ -15,12 +15,13 @@ from typing import Any
 
 from scriptmod._creation import zeros
 from scriptmod._shape_ops import cat
-from scriptmod.tensor import Tensor
 from scriptmod.autograd.derivative_table import _op, derivative
+from scriptmod.tensor import Tensor
 
 
 def _la() -> Any:
-    from scriptmod import linalg      # the namespace's helpers (a lazy submodule of scriptmod)
+    """The namespace's helpers (``scriptmod.linalg``, a lazy submodule: imported on use)."""
+    from scriptmod import linalg
     return linalg
 
 
@@ -120,7 +121,7 @@ def svd_backward(gU: Any, gS: Any, gVh: Any, U: Tensor, S: Tensor, Vh: Tensor) -
         if gS is None:
             return None
         return U @ (gS.unsqueeze(-1).to(U.dtype) * Vh)
-    skew = lambda x: x - _mH(x)   # noqa: E731
+    skew = lambda x: x - _mH(x)
     UhgU = skew(_mH(U) @ gU) if gU is not None else None
     VhgV = skew(Vh @ _mH(gVh)) if gVh is not None else None
     E = _gap(S * S)

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sl
-
 from op_cases import COMPLEX, Gen, Sample, case
 
 LAPACK = ("float32", "float64") + COMPLEX
@@ -221,7 +220,7 @@ case("linalg_matrix_exp", lambda g: _one(g, lambda g_, s: g_.arr(s, -1, 1)),
 
 def _pinv_samples(g: Gen) -> list[Sample]:
     real = {"complex64": "float32", "complex128": "float64"}.get(g.dtype, g.dtype)
-    tol = lambda v: np.asarray(v, dtype=real)   # noqa: E731
+    tol = lambda v: np.asarray(v, dtype=real)
     return [Sample("tall", (_square(g, (4, 3)), tol(0.0), tol(1e-6)), {}, g.grad_of(0)),
             Sample("hermitian", (_hermitian(g, (3, 3)), tol(0.0), tol(1e-6)),
                    {"hermitian": True}),
