@@ -38,10 +38,14 @@ def _subscripts(text: str, start: int, who: str) -> Labels:
                 raise RuntimeError(f"einsum(): found '.' for {who} for which an ellipsis was "
                                    f"already found")
             if text[i:i + 3] != "...":
+                tail = " (...)" if who == "output" else ""
                 raise RuntimeError(f"einsum(): found '.' for {who} that is not part of any "
-                                   f"ellipsis")
+                                   f"ellipsis{tail}")
             out.append(ELLIPSIS)
             i += 3
+            continue
+        if c == " ":
+            i += 1
             continue
         if c not in _LETTERS:
             raise RuntimeError(f"einsum(): invalid subscript given at index {start + i} in the "
@@ -54,8 +58,7 @@ def _subscripts(text: str, start: int, who: str) -> Labels:
 @functools.lru_cache(maxsize=1024)
 def _parse(equation: str) -> tuple[tuple[Labels, ...], Labels | None]:
     """``'ij,jk->ik'`` -> the operands' subscripts and the output's (None: implicit)."""
-    eq = equation.replace(" ", "")
-    lhs, arrow, rhs = eq.partition("->")
+    lhs, arrow, rhs = equation.partition("->")
     terms, pos = [], 0
     for k, text in enumerate(lhs.split(",")):
         terms.append(_subscripts(text, pos, f"operand {k}"))

@@ -45,6 +45,7 @@ EQUATIONS = [
     ("ij,jk,kl,lm,mn->in", [(2, 3), (3, 4), (4, 5), (5, 6), (6, 2)]),   # greedy order
     ("a,b,c,d,e->", [(2,), (3,), (4,), (5,), (6,)]),
     ("i,j->", [(0,), (3,)]),                                # empty
+    (" b i , b j -> b i j ", [(4, 3), (4, 2)]),             # spaces are ignored
 ]
 
 
@@ -100,6 +101,8 @@ def test_einsum_call_forms_and_half() -> None:
     (("ii->i", (3, 2)), RuntimeError,
      "subscript i is repeated for operand 0 but the sizes don't match, 3 != 2"),
     (("ij",), ValueError, "must specify the equation string and at least one operand"),
+    (("i j , j1 k -> i k", (2, 3), (3, 4)), RuntimeError, "invalid subscript given at index 7"),
+    (("ij,jk- >ik", (2, 3), (3, 4)), RuntimeError, "invalid subscript given at index 5"),
 ])
 def test_einsum_errors_name_the_problem(args: tuple, error: type, message: str) -> None:
     operands = [sm.ones(*s) for s in args[1:]]
