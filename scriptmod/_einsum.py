@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,9 +82,9 @@ def _sublist_equation(args: Sequence[Any]) -> tuple[str, list[Any]]:
     def letter(n: Any) -> str:
         if n is Ellipsis:
             return "..."
-        if isinstance(n, int) and 0 <= n < 26:
+        if isinstance(n, numbers.Integral) and 0 <= n < 26:
             return chr(ord("A") + n)
-        if isinstance(n, int) and 26 <= n < 52:
+        if isinstance(n, numbers.Integral) and 26 <= n < 52:
             return chr(ord("a") + n - 26)
         raise ValueError("einsum(): subscript in subscript list is not within the valid range "
                          "[0, 52)")
