@@ -19,6 +19,8 @@ from scriptmod.autograd import gradcheck
 
 L = sm.linalg
 RNG = np.random.default_rng(7)
+# torch.cholesky/qr/lu/lu_solve/triangular_solve warn (once) as PyTorch's do; checked below
+pytestmark = pytest.mark.filterwarnings(r"ignore:torch\.\w+ is deprecated:UserWarning")
 TOL = {"float32": 1e-4, "float64": 1e-10, "complex64": 1e-4, "complex128": 1e-10}
 
 
@@ -428,3 +430,18 @@ def test_low_rank_svd_and_pca_recover_a_low_rank_matrix() -> None:
     _close(S[:2], np.linalg.svd(a, compute_uv=False)[:2])
     with pytest.raises(ValueError, match="q"):
         sm.pca_lowrank(sm.tensor(a), q=6)
+
+
+def test_deprecated_top_level_forms_warn_once(monkeypatch: Any) -> None:
+    from scriptmod import _ops_linalg
+    monkeypatch.setattr(_ops_linalg, "_WARNED", set())
+    a = sm.eye(3, dtype=sm.float64)
+    with pytest.warns(UserWarning, match=r"torch.cholesky is deprecated in favor of "
+                                         r"torch.linalg.cholesky"):
+        sm.cholesky(a)
+    with pytest.warns(UserWarning, match="torch.triangular_solve is deprecated"):
+        sm.triangular_solve(a, a)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sm.cholesky(a)                  # once per process
