@@ -182,7 +182,7 @@ def _check_mv(input: Tensor | None, mat: Tensor, vec: Tensor) -> None:
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """The matrix-vector product of ``input`` (n, m) and ``vec`` (m,)."""
     _check_mv(None, input, vec)
-    _same_dtypes("addmv", input, input, vec)
+    _same_dtypes("addmv", vec, input, vec)   # PyTorch names (result, mat, vec)
     return input.matmul(vec)
 
 
