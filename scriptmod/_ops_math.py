@@ -31,6 +31,13 @@ def _no_kernel(op: str, dtype: D.DType) -> KernelDTypeError:
     return KernelDTypeError(f"\"{op}\" not implemented for '{dtype.short}'")
 
 
+def _tensor_arg(op: str, name: str, position: int, value: Any) -> None:
+    """PyTorch's TypeError for a non-tensor where a Tensor argument is required."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be Tensor, not "
+                        f"{type(value).__name__}")
+
+
 def _floating(op: str, *xs: Any) -> None:
     """Refuse operands whose promoted dtype is not floating point (PyTorch has no kernel
     for it: integers, bools, complex)."""
@@ -135,6 +142,8 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
         raise _no_kernel("logit_cpu", input.dtype)
     x = _to_float(input)
     if eps is not None:
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+            raise TypeError(f"logit(): argument 'eps' must be float, not {type(eps).__name__}")
         x = x.clamp(eps, 1.0 - eps)
     return (x / (1 - x)).log()
 
@@ -215,9 +224,7 @@ def isreal(input: Tensor) -> Tensor:
 @public(inplace=True)
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
     """0 where ``input`` < 0 (or NaN), ``values`` where it is 0, 1 where it is > 0."""
-    if not isinstance(values, Tensor):
-        raise TypeError(f"heaviside(): argument 'values' (position 2) must be Tensor, not "
-                        f"{type(values).__name__}")
+    _tensor_arg("heaviside", "values", 2, values)
     if input.dtype is not values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     if input.is_complex():
@@ -256,6 +263,10 @@ def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:
         if isinstance(t, Tensor) and t.dtype is not input.dtype:
             raise RuntimeError(f"expected dtype {input.dtype.short.lower()} for `{name}` but "
                                f"got dtype {t.dtype.short.lower()}")
+    _tensor_arg("lerp", "end", 2, end)
+    if not isinstance(weight, (Tensor, int, float, complex)) or isinstance(weight, bool):
+        raise TypeError(f"lerp(): argument 'weight' must be Tensor or Number, not "
+                        f"{type(weight).__name__}")
     if not input.dtype.category >= D.FLOAT:
         raise _no_kernel("lerp_kernel_scalar" if not isinstance(weight, Tensor)
                          else "lerp_kernel_tensor", input.dtype)
@@ -388,8 +399,6 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
 def _fextremum(input: Tensor, other: Tensor, keep_input: Any) -> Tensor:
     """``input`` where ``keep_input`` holds or ``other`` is NaN, else ``other``: a NaN
     loses to a number (PyTorch's fmax/fmin; its gradient goes to the element picked)."""
-    if not isinstance(other, Tensor):
-        raise TypeError(f"argument 'other' must be Tensor, not {type(other).__name__}")
     if input.is_complex() or other.is_complex():
         raise RuntimeError("fmax/fmin not implemented for complex tensors.")
     pick = keep_input
@@ -401,31 +410,43 @@ def _fextremum(input: Tensor, other: Tensor, keep_input: Any) -> Tensor:
 @public()
 def fmax(input: Tensor, other: Tensor) -> Tensor:
     """The larger of each pair; a NaN only where both are NaN."""
+    _tensor_arg("fmax", "other", 2, other)
     return _fextremum(input, other, input >= other)
 
 
 @public()
 def fmin(input: Tensor, other: Tensor) -> Tensor:
     """The smaller of each pair; a NaN only where both are NaN."""
+    _tensor_arg("fmin", "other", 2, other)
     return _fextremum(input, other, input <= other)
+
+
+@public(inplace=True)
+def hypot(input: Tensor, other: Tensor) -> Tensor:
+    """sqrt(input**2 + other**2) without overflow; inf if either is infinite."""
+    _tensor_arg("hypot", "other", 2, other)
+    return dispatch("hypot", (input, other))
 
 
 # ---- unfused registry ops ----------------------------------------------------------------
 @public(inplace=True)
 def nextafter(input: Tensor, other: Tensor) -> Tensor:
     """The next representable value after ``input`` toward ``other``, in their dtype."""
+    _tensor_arg("nextafter", "other", 2, other)
     return dispatch("nextafter", (input, other))
 
 
 @public(inplace=True)
 def gcd(input: Tensor, other: Tensor) -> Tensor:
     """The non-negative greatest common divisor of integer tensors."""
+    _tensor_arg("gcd", "other", 2, other)
     return dispatch("gcd", (input, other))
 
 
 @public(inplace=True)
 def lcm(input: Tensor, other: Tensor) -> Tensor:
     """The non-negative least common multiple of integer tensors."""
+    _tensor_arg("lcm", "other", 2, other)
     return dispatch("lcm", (input, other))
 
 

@@ -515,6 +515,8 @@ def _masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
 def _round(self: Tensor, *, decimals: int = 0) -> Tensor:
     """Round half to even; with ``decimals``, at that decimal place as PyTorch computes it:
     round(x * 10**d) / 10**d, or round(x / 10**-d) * 10**-d for negative ``d``."""
+    if type(decimals) is not int:
+        raise TypeError(f"round(): argument 'decimals' must be int, not {type(decimals).__name__}")
     if decimals == 0:
         return dispatch("round", (self,))
     if self.dtype.category != D.FLOAT:

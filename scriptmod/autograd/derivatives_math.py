@@ -31,10 +31,11 @@ derivative("log10", saves=(0,))(lambda ctx, g: (g / (_x(ctx) * math.log(10.0)),)
 
 @derivative("copysign", saves=(0,), output=True)
 def _copysign(ctx: Any, g: Tensor) -> tuple:
-    """+-g where the sign was kept or flipped, 0 at self == 0 (PyTorch's); none for
-    ``other`` (the result is piecewise constant in it)."""
+    """+-g where the sign was kept or flipped, 0 at self == 0 (PyTorch's); 0 for ``other``
+    (the result is piecewise constant in it)."""
     x = _x(ctx)
-    return where(x == 0, 0.0, g * (ctx.output / x)), None
+    gx = where(x == 0, 0.0, g * (ctx.output / x)) if isinstance(x, Tensor) else None
+    return gx, g * 0
 
 
 @derivative("fmod", saves=(0, 1))

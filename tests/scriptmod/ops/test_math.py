@@ -392,3 +392,16 @@ def test_onnx_export_of_the_family_matches_eager() -> None:
     sess = ort.InferenceSession(buf.getvalue())
     got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
     np.testing.assert_allclose(got, Model()(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.hypot(x, 2.0), lambda m, x: m.nextafter(x, 2.0),
+    lambda m, x: m.gcd(x.long(), 2), lambda m, x: m.fmax(x, 2.0),
+    lambda m, x: m.logit(x, eps="a"), lambda m, x: m.heaviside(x, 1.0),
+])
+def test_non_tensor_arguments_get_torchs_type_error(call: Callable) -> None:
+    with pytest.raises(TypeError) as theirs:
+        call(torch, torch.tensor([1.0, 2.0]))
+    with pytest.raises(TypeError) as ours:
+        call(sm, sm.tensor([1.0, 2.0]))
+    assert str(ours.value) == str(theirs.value)
