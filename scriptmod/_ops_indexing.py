@@ -45,25 +45,11 @@ def refuse_traced(op: str) -> None:
         raise TracingError(
             f"{op}(): the shape of its result depends on the input's values, which a trace "
             f"cannot record (it would bake in this input's shape); call it outside the traced "
-            f"code, or use a fixed-shape form (nonzero_static, a mask with where, "
-            f"bincount(minlength=) eagerly)")
+            f"code, or use a fixed-shape form (nonzero_static, where(mask, x, y), histc)")
 
 
 def _is_traced() -> bool:
     return bool(TRACERS)
-
-
-def _tensor_arg(x: Any, like: Tensor) -> Tensor:
-    """A Python number as a 0-d tensor on ``like``'s device (``like``'s dtype for a number of
-    its kind, else the number's own default dtype)."""
-    return x if isinstance(x, Tensor) else tensor(x, device=like.device)
-
-
-def _check_index_dtype(index: Tensor, op: str, long_only: bool = False) -> None:
-    ok = (D.int64,) if long_only else (D.int32, D.int64)
-    if index.dtype not in ok:
-        want = "Long" if long_only else "int32/int64"
-        raise DTypeError(f"{op}: Expected dtype {want} for index, got {index.dtype.name}")
 
 
 # ---- scatter ---------------------------------------------------------------------------
@@ -148,25 +134,23 @@ def _check_bounds(index: Tensor, size: int, d: int, op: str, negative: bool = Fa
 
 
 def _along(self: Tensor, d: int, index: Tensor, source: Tensor, op: str) -> Tensor:
-    """``index`` expanded to ``source``'s shape along the other dims (scatter's index)."""
-    src_rank = max(source.dim(), 1)
-    if source.dim() and self.dim() and src_rank != max(self.dim(), 1):
-        raise ShapeError(f"{op}_(): Index is supposed to be a vector")
-    n = source.shape[d] if source.dim() else 1
-    if index.numel() != n:
-        raise (IndexError if op == "index_copy" else ShapeError)(
-            f"{op}_(): Number of indices ({index.numel()}) should be equal to source.size(dim)"
-            f"{':' if op != 'index_copy' else ''} ({n}){', for dim: ' + str(d) if op != 'index_copy' else ''}")
-    if self.dim() and source.dim():
-        for k in range(self.dim()):
-            if k != d and self.shape[k] != source.shape[k]:
-                raise ShapeError(f"source tensor shape must match self tensor shape, excluding "
-                                 f"the specified dimension. Got self.shape = "
-                                 f"{list(self.shape)} source.shape = {list(source.shape)}")
-    view = [1] * src_rank
+    """``index`` expanded to ``source``'s shape along the other dims (scatter's index); a 0-d
+    ``self`` or ``source`` counts as 1-d of one element."""
+    n, count = (source.shape[d] if source.dim() else 1), index.numel()
+    if count != n:
+        if op == "index_copy":
+            raise IndexError(f"index_copy_(): Number of indices ({count}) should be equal to "
+                             f"source.size(dim) ({n})")
+        raise ShapeError(f"{op}_(): Number of indices ({count}) should be equal to "
+                         f"source.size(dim): ({n}), for dim: {d}")
+    if self.dim() and source.dim() and (self.dim() != source.dim() or any(
+            k != d and self.shape[k] != source.shape[k] for k in range(self.dim()))):
+        raise ShapeError(f"source tensor shape must match self tensor shape, excluding the "
+                         f"specified dimension. Got self.shape = {list(self.shape)} "
+                         f"source.shape = {list(source.shape)}")
+    view = [1] * max(source.dim(), 1)
     view[d] = -1
-    shape = list(source.shape) or [1]
-    return index.reshape(view).expand(shape)
+    return index.reshape(view).expand(list(source.shape) or [1])
 
 
 def _index_write(self: Tensor, dim: int, index: Tensor, source: Tensor, op: str, reduce: str,
@@ -242,7 +226,8 @@ def index_put(input: Tensor, indices: Sequence[Any], values: Any,
     if not isinstance(indices, (tuple, list)):
         raise TypeError(f"index_put(): argument 'indices' must be tuple of Tensors, not "
                         f"{type(indices).__name__}")
-    values = _tensor_arg(values, input)
+    if not isinstance(values, Tensor):       # a number: a 0-d tensor of input's dtype
+        values = tensor(values, dtype=input.dtype, device=input.device)
     if values.dtype is not input.dtype:
         raise DTypeError(f"Index put requires the source and destination dtypes match, got "
                          f"{input.dtype.name.capitalize()} for the destination and "
@@ -545,7 +530,7 @@ def histogramdd(input: Tensor, bins: Any = 10, *, range: Sequence[float] | None 
     w = None if weight is None else weight._data.reshape(-1)[keep].astype(np.float64)
     hist = xp.bincount(flat[keep], weights=w, minlength=int(np.prod(sizes))).reshape(sizes)
     if density:
-        cell = np.ones(sizes)
+        cell = xp.ones(sizes)
         for k, e in enumerate(edges):
             view = [1] * len(sizes)
             view[k] = -1

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from scriptmod.ir.errors import ArgumentValueError, DTypeError, KernelDTypeError, ShapeError
+from .. import arrays
 from ..arrays import from_np_dtype
 from . import kernel
 
@@ -95,13 +96,25 @@ def _scatter(xp: Any, x: Any, index: Any, src: Any, dim: int, reduce: str = "non
                                f"for '{_short(x.dtype)}'")
     if not include_self:
         flat[at] = _identity(reduce, x.dtype)
-    with np.errstate(invalid="ignore"):       # NaN wins amax/amin, as in PyTorch
-        getattr(xp, _UFUNCS[reduce]).at(flat, at, src)
+    _reduce_at(xp, _UFUNCS[reduce], flat, at, src)
     if reduce == "mean":
         count = xp.bincount(at, minlength=flat.size)[at] + (1 if include_self else 0)
         total = flat[at]
         flat[at] = total // count if x.dtype.kind in "iu" else total / count
     return out
+
+
+def _reduce_at(xp: Any, ufunc: str, flat: Any, at: Any, src: Any) -> None:
+    """``flat[at[k]] = ufunc(flat[at[k]], src[k])`` for every k in order, in place. CuPy's
+    ``ufunc.at`` covers add/maximum/minimum; the others run on the host and copy back."""
+    fn = getattr(xp, ufunc)
+    if xp is not np and not hasattr(fn, "at"):
+        host = arrays.to_device(flat, "cpu")
+        _reduce_at(np, ufunc, host, arrays.to_device(at, "cpu"), arrays.to_device(src, "cpu"))
+        flat[...] = xp.asarray(host)
+        return
+    with np.errstate(invalid="ignore"):       # NaN wins amax/amin, as in PyTorch
+        fn.at(flat, at, src)
 
 
 def _rows(a: Any) -> Any:
