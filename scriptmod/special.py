@@ -4,8 +4,8 @@ functions (``scriptmod.lgamma``, ``Tensor.lgamma``, ``Tensor.lgamma_``, ``digamm
 
 Bessel and Airy functions, the gamma family, ``erfcx``/``erfinv``/``ndtri``/``log_ndtr``,
 ``zeta``, the incomplete gamma functions and the orthogonal polynomials are registry ops
-computed by SciPy's ``special`` (``ir.ops.special``); ``ndtr``, ``entr``, ``xlog1py`` and
-``multigammaln`` are decompositions over existing ops, and the rest are PyTorch's aliases
+computed by SciPy's ``special`` (``ir.ops.special``), and so is ``entr``; ``ndtr``,
+``xlog1py`` and ``multigammaln`` are decompositions over existing ops, and the rest are PyTorch's aliases
 (``expit`` is ``sigmoid``, ``gammaln`` is ``lgamma``, ...). Dtypes follow PyTorch: integer
 inputs give the default float, float16/bfloat16 compute in float32 where PyTorch has a half
 kernel and are refused where it has none, complex inputs are refused. Every function takes
@@ -76,6 +76,7 @@ i1e = _unary_op("i1e", "The exponentially scaled I1: ``exp(-|x|) * i1(x)``.")
 erfcx = _unary_op("erfcx", "The scaled complementary error function ``exp(x^2) erfc(x)``.")
 log_ndtr = _unary_op("log_ndtr", "``log(ndtr(x))``, accurate far into the left tail.")
 ndtri = _unary_op("ndtri", "The inverse of ``ndtr``: the standard normal quantile of p.")
+entr = _unary_op("entr", "Elementwise entropy ``-x log(x)``: 0 at 0, -inf below 0.")
 
 
 # ---- top-level functions: scriptmod.<name>, Tensor.<name>, Tensor.<name>_ ----------------
@@ -209,20 +210,6 @@ def _xlog1py(input: Any, other: Any) -> Tensor:
 
 
 xlog1py = with_out(_xlog1py, "xlog1py")
-
-
-def _entr(input: Tensor) -> Tensor:
-    """Elementwise entropy ``-x log(x)``: 0 at 0, -inf below 0."""
-    x = _tensor(input, "entr")
-    _real(x, "entr")
-    if x.dtype.category < D.FLOAT:
-        x = x.to(D.get_default_dtype())
-    from scriptmod._tensor_ops import where
-    positive = x > 0
-    return where(x < 0, -math.inf, where(positive, -x * where(positive, x, 1.0).log(), 0.0 * x))
-
-
-entr = with_out(_entr, "entr")
 
 
 def _ndtr(input: Tensor) -> Tensor:

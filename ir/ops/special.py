@@ -3,8 +3,9 @@ computed by SciPy's ``special`` (``runtime.kernels.special``).
 
 Only the functions a decomposition cannot give are ops: Bessel and Airy functions, the
 gamma family, ``erfcx``/``erfinv``/``ndtri``/``log_ndtr``, Hurwitz's zeta, the incomplete
-gamma functions and the orthogonal polynomials (PyTorch's recurrences). ``ndtr``, ``entr``,
-``xlog1py``, ``mvlgamma`` and the aliases are decompositions in ``scriptmod.special``. None is
+gamma functions, the orthogonal polynomials (PyTorch's recurrences) and ``entr`` (whose
+gradient PyTorch gives at and below zero too). ``ndtr``, ``xlog1py``, ``mvlgamma`` and the
+aliases are decompositions in ``scriptmod.special``. None is
 ``ELEMENTWISE`` (that would need a scalar formula in ``codegen``): they run as library calls,
 any rank (``ANY_RANK``), float16/bfloat16 in float32 (``UPCAST``) where PyTorch has a half
 kernel at all. Integer and bool inputs give the default float dtype; complex ones and, for
@@ -32,6 +33,7 @@ UNARY: dict[str, tuple[bool, bool]] = {
     "i0": (True, True), "i0e": (True, True), "i1": (True, True), "i1e": (True, True),
     "erfcx": (True, False), "erfinv": (True, True), "log_ndtr": (True, False),
     "ndtri": (True, False), "lgamma": (True, True), "digamma": (True, True),
+    "entr": (True, True),
 }
 
 # PyTorch's orthogonal polynomials P(x, n); none is differentiable, none has a half kernel

@@ -161,6 +161,13 @@ def _digamma(sp: Any, xp: Any, x: Any) -> Any:
     return xp.where(x == 0, xp.copysign(xp.asarray(np.inf, x.dtype), -x), out)
 
 
+def _entr(sp: Any, xp: Any, x: Any) -> Any:
+    """``-x log(x)``: 0 at 0, -inf below, NaN at NaN."""
+    ft = x.dtype.type
+    inner = -x * xp.log(xp.where(x > 0, x, ft(1)))
+    return xp.where(x < 0, ft(-np.inf), xp.where(x == 0, ft(0), inner))
+
+
 def _lgamma(sp: Any, xp: Any, x: Any) -> Any:
     """``log|gamma(x)|``: ``inf`` at the poles and at ``-inf``, as PyTorch's ``lgamma``."""
     return xp.where(xp.isneginf(x), xp.asarray(np.inf, x.dtype), sp.gammaln(x))
@@ -187,6 +194,7 @@ _UNARY_FORMULAS: dict[str, Callable[[Any, Any, Any], Any]] = {
     "log_ndtr": lambda sp, xp, x: sp.log_ndtr(x),
     "ndtri": lambda sp, xp, x: sp.ndtri(x),
     "lgamma": _lgamma,
+    "entr": _entr,
     "digamma": _digamma,
 }
 

@@ -60,6 +60,7 @@ derivative("ndtri", output=True)(
     lambda ctx, g: (g * _SQRT_2PI * (ctx.output * ctx.output / 2).exp(),))
 derivative("log_ndtr", saves=(0,), output=True)(
     lambda ctx, g: (g / _SQRT_2PI * (-(ctx.output + ctx.inputs[0] * ctx.inputs[0] / 2)).exp(),))
+derivative("entr", saves=(0,))(lambda ctx, g: (g * -(1 + ctx.inputs[0].log()),))
 derivative("lgamma", saves=(0,))(lambda ctx, g: (g * _op("digamma", ctx.inputs[0]),))
 derivative("digamma", saves=(0,))(lambda ctx, g: (g * _op("polygamma", ctx.inputs[0], n=1),))
 derivative("polygamma", saves=(0,))(

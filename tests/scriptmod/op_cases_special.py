@@ -48,6 +48,7 @@ _UNARY: dict[str, tuple[Callable[[Any], Any], float, float, bool, bool]] = {
     "ndtri": (sps.ndtri, 0.05, 0.95, False, True),
     "lgamma": (sps.gammaln, 0.2, 5.0, True, True),
     "digamma": (sps.psi, 0.3, 5.0, True, True),
+    "entr": (sps.entr, 0.1, 3.0, True, True),
 }
 for _op, (_ref, _lo, _hi, _half, _diff) in _UNARY.items():
     _dts = _HALF_OK if _half else _NO_HALF

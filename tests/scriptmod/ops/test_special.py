@@ -165,7 +165,7 @@ def test_gradcheck(fn) -> None:
 def test_gradients_match_torch_including_zero() -> None:
     torch = _torch()
     x = np.array([0.0, 0.4, -1.3, 2.2])
-    for name in ("i1", "i1e", "i0e", "erfcx", "log_ndtr"):
+    for name in ("i1", "i1e", "i0e", "erfcx", "log_ndtr", "entr"):
         t = torch.tensor(x, requires_grad=True)
         getattr(torch.special, name)(t).sum().backward()
         s = sm.tensor(x, requires_grad=True)
