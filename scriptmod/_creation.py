@@ -420,6 +420,9 @@ def _ints(v: Any) -> list[int]:
 
 def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype: Any,
                  device: Any) -> Tensor:
+    for name, n in (("row", row), ("col", col)):
+        if n < 0:
+            raise ArgumentValueError(f"{name} must be non-negative, got {n}")
     rows, cols = np.tril_indices(row, offset, col) if lower else np.triu_indices(row, offset, col)
     return tensor(np.stack([rows, cols]).reshape(2, -1), dtype=dtype or D.int64,
                     device=device)

@@ -27,6 +27,7 @@ from scriptmod._shape_ops import cat, index_put, stack
 from scriptmod._traced_int import fixed, sym_min
 from scriptmod.autograd import grad_mode
 from scriptmod.ir import dtypes as D
+from scriptmod.ir.errors import KernelDTypeError
 from scriptmod.ir.ops.rules import norm_dim
 from scriptmod.ir.ops.views import diagonal_dims
 from scriptmod.runtime.kernels.views import offset_in_storage, storage_of
@@ -647,8 +648,11 @@ def repeat_interleave(input: Tensor, repeats: Any = None, dim: int | None = None
         shape = list(x.shape)
         return x.unsqueeze(d + 1).expand(*shape[:d + 1], int(repeats), *shape[d + 1:]) \
             .flatten(d, d + 1)
-    if repeats.dim() > 1 or repeats.dtype.category != D.INT:
+    if repeats.dim() > 1:
         raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+    if repeats.dtype not in (D.int32, D.int64):
+        raise KernelDTypeError(f"\"repeat_interleave_cpu\" not implemented for "
+                               f"'{repeats.dtype.short}'")
     if output_size is None and TRACERS:
         raise RuntimeError("repeat_interleave: with a tensor of repeats, the output size "
                            "depends on its values and cannot be traced; pass output_size=")
