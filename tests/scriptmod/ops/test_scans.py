@@ -356,3 +356,22 @@ def test_cov_warns_without_degrees_of_freedom() -> None:
     with pytest.warns(UserWarning, match="degrees of freedom"):
         c = sm.cov(sm.tensor([[1.0], [2.0]]))
     assert c.shape == (2, 2) and bool(c.isnan().all())     # 0 / 0, as in PyTorch
+
+
+class _Statistics(nn.Module):
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        var, mean = sm.var_mean(x, 1, keepdim=True)
+        integral = sm.trapezoid(x, dim=1).unsqueeze(1)
+        return sm.diff(x, 1, 1).sum(1, keepdim=True) + var + mean + integral + sm.nansum(x, 1, True)
+
+
+def test_statistics_export_to_onnx_through_their_parts(tmp_path: Any) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    model, x = _Statistics(), sm.randn(3, 5)
+    path = str(tmp_path / "statistics.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sm.onnx.export(model, path, (x,))
+    session = ort.InferenceSession(path)
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-5)
