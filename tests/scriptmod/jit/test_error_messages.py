@@ -157,7 +157,7 @@ CASES = [
     Case("embedding-index", Emb, lambda: (sm.tensor([0, 7, 1]),), IndexError,
          ("embedding", "in e", line_of("emb"), "index 7", "5 rows")),
     Case("gather-index", Gather, lambda: (XG, sm.tensor([[0], [5]])), RuntimeError,
-         ("gather", line_of("gather"), "out of range", "size 3")),
+         ("gather", line_of("gather"), "out of bounds", "size 3")),
     Case("size-at-run-time", Narrow, lambda: (sm.randn(4, 3), 9), RuntimeError,
          ("narrow", line_of("narrow"), "length (9)", "size (4)"), ("script",)),
     Case("library-refusal", Lin, lambda: (X.long(),), TypeError,
