@@ -20,7 +20,7 @@ import warnings
 from collections import namedtuple
 from typing import Any
 
-from scriptmod._creation import arange, tensor, zeros
+from scriptmod._creation import arange, tensor, zeros, zeros_like
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod._public import inplace_of, public
 from scriptmod._shape_ops import cat
@@ -555,7 +555,8 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Any = None,
     aw = _cov_weights(aweights, "aweights", n, integral=False)
     if aw is not None:
         w = aw if w is None else w * aw
-    w_sum = w.sum() if w is not None else tensor(n, dtype=D.int64, device=x.device)
+    # the number of observations as a tensor made from x: a traced cov follows its size
+    w_sum = w.sum() if w is not None else zeros_like(x.sum(0), dtype=D.int64).add(1).sum()
     if _checking() and w is not None and bool(w_sum == 0):
         raise RuntimeError("cov(): weights sum to zero, can't be normalized")
     avg = (x * w if w is not None else x).sum(1) / w_sum

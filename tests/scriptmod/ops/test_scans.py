@@ -283,7 +283,8 @@ def test_gradients_match_torch() -> None:
 class _Scans(nn.Module):
     def forward(self, x: sm.Tensor) -> sm.Tensor:
         running = sm.cumprod(x, 1) + sm.logcumsumexp(x, 1) + sm.cummax(x, 1).values
-        return running + sm.quantile(x, 0.3, 1, keepdim=True) + sm.diff(x, 1, 1, prepend=x[:, :1])
+        stats = sm.quantile(x, 0.3, 1, keepdim=True) + sm.corrcoef(x).sum(1, keepdim=True)
+        return running + stats + sm.diff(x, 1, 1, prepend=x[:, :1])
 
 
 def test_trace_follows_the_length() -> None:
