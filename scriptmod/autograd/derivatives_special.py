@@ -18,8 +18,14 @@ _SQRT_2PI = math.sqrt(2 * math.pi)
 
 
 def _needs_grad(ctx: Any, k: int) -> bool:
-    """Whether input ``k`` of the node takes a gradient (it required grad when recorded)."""
-    return ctx.node.next_functions[k][0] is not None
+    """Whether input ``k`` of the node takes a gradient: eager autograd's node has an edge for
+    it; the compiled backward's rule context (``jit._autodiff``) knows the forward node's
+    inputs that need one. (A ``needs_input_grad`` on both contexts, as PyTorch's ``ctx`` has,
+    would replace this.)"""
+    node = getattr(ctx, "node", None)
+    if node is not None:
+        return node.next_functions[k][0] is not None
+    return ctx._node.inputs[k] in ctx._bw.needs
 
 
 def _refuse(ctx: Any, k: int, what: str) -> None:

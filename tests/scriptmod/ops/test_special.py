@@ -191,6 +191,20 @@ def test_undifferentiable_functions_as_in_torch() -> None:
         sm.igamma(x, sm.ones(2)).sum().backward()
 
 
+def test_traced_zeta_differentiates_q_and_refuses_x() -> None:
+    fn = lambda x, q: sm.special.zeta(x, q)          # noqa: E731
+    x = sm.tensor([2.5, 3.0], dtype=sm.float64)
+    q = sm.tensor([1.5, 2.0], dtype=sm.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = sm.jit.trace(fn, (x, q))
+    (g,) = sm.autograd.grad(traced(x, q).sum(), q)
+    want = -x.numpy() * sps.zeta(x.numpy() + 1, q.detach().numpy())
+    np.testing.assert_allclose(g.numpy(), want)
+    with pytest.raises(NotImplementedError, match="'zeta' is not implemented"):
+        traced(x.requires_grad_(), q).sum().backward()
+
+
 def test_inplace_and_out_forms() -> None:
     x = sm.tensor([0.5, 2.0, 3.5])
     want = sps.gammaln(x.numpy())
