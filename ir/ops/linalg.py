@@ -249,11 +249,23 @@ op("linalg_ldl_solve(Tensor LD, Tensor pivots, Tensor B, *, bool hermitian=False
 
 
 def _lstsq(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> tuple:
+    """solution (..., n, k); residuals (..., k) for gels when m > n, sized by the ranks for
+    gelsd/gelss (unknown here), else empty; rank (...) but for gels; singular values
+    (..., min(m, n)) for gelsd/gelss."""
     a, b = matrices(ops[0][1], "linalg.lstsq"), matrices(ops[1][1], "linalg.lstsq")
     if a is None or b is None:
         return None, None, None, None
-    batch = _common_batch(a, b)
-    return batch + (a[-1], b[-1]), None, batch, None     # residuals/sv: sized at run time
+    batch, driver = _common_batch(a, b), attrs["driver"]
+    m, n = a[-2], a[-1]
+    tall = SD.compare(">", m, n)
+    residuals: Shape | None = (0,)
+    if driver == "gels":
+        residuals = None if tall is None else batch + (b[-1],) if tall else (0,)
+    elif driver in ("gelsd", "gelss"):
+        residuals = None
+    rank = (0,) if driver == "gels" else batch
+    sv = batch + (SD.minimum(m, n),) if driver in ("gelsd", "gelss") else (0,)
+    return batch + (n, b[-1]), residuals, rank, sv
 
 
 def _lstsq_dtype(ops: Sequence[Any], attrs: dict) -> tuple:

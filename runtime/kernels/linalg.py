@@ -165,16 +165,14 @@ def _lu_factor(xp: Any, a: Any, *, pivot: bool, check_errors: bool) -> tuple:
 
 @kernel("linalg_lu_permutation")
 def _permutation(xp: Any, pivots: Any, *, m: int) -> Any:
-    """Apply LAPACK's interchanges (row i <-> row pivots[i] - 1, in order) to 0..m-1."""
+    """Apply LAPACK's interchanges (row i <-> row pivots[i] - 1, in order) to 0..m-1; a
+    pivot outside [1, m] swaps nothing (the IR's autodiff builds rules on zero pivots)."""
     piv = _host(xp, pivots).astype(np.int64) - 1
     perm = np.broadcast_to(np.arange(m, dtype=np.int64), piv.shape[:-1] + (m,)).copy()
     rows = np.arange(perm[..., 0].size)
     flat, fpiv = perm.reshape(-1, m), piv.reshape(-1, piv.shape[-1])
     for i in range(fpiv.shape[-1]):
-        j = fpiv[:, i]
-        if ((j < 0) | (j >= m)).any():
-            raise ArgumentValueError(f"lu_unpack: pivots must be in [1, {m}], got {j.min() + 1}"
-                                     f" to {j.max() + 1}")
+        j = np.where((fpiv[:, i] >= 0) & (fpiv[:, i] < m), fpiv[:, i], i)
         a, b = flat[rows, i].copy(), flat[rows, j].copy()
         flat[rows, i], flat[rows, j] = b, a
     return _back(xp, pivots, flat.reshape(perm.shape))

@@ -38,6 +38,11 @@ def _solve_tri(A: Tensor, B: Tensor, upper: bool, left: bool = True,
     return _la().solve_triangular(A, B, upper=upper, left=left, unitriangular=unitriangular)
 
 
+def _solve_unchecked(A: Tensor, B: Tensor) -> Tensor:
+    """A^-1 B without the singularity check (the IR's autodiff runs rules on zeros)."""
+    return _la().solve_ex(A, B).result
+
+
 def _real(x: Tensor) -> Tensor:
     return x.real if x.is_complex() else x
 
@@ -157,7 +162,7 @@ def eig_backward(gL: Any, gV: Any, L: Tensor, V: Tensor, hermitian: bool) -> Any
     if gV is None:
         if hermitian:
             return (V * gL.to(V.dtype).unsqueeze(-2)) @ _mH(V)
-        return la.solve(_mH(V), gL.unsqueeze(-1) * _mH(V))
+        return _solve_unchecked(_mH(V), gL.unsqueeze(-1) * _mH(V))
     VhgV = _mH(V) @ gV
     if hermitian:
         VhgV = 0.5 * (VhgV - _mH(VhgV))
@@ -169,7 +174,7 @@ def eig_backward(gL: Any, gV: Any, L: Tensor, V: Tensor, hermitian: bool) -> Any
         gA = _zero_diagonal_to(gA, 0) + la.diag_embed(gL.to(V.dtype))
     if hermitian:
         return V @ (gA @ _mH(V))
-    return la.solve(_mH(V), gA @ _mH(V))
+    return _solve_unchecked(_mH(V), gA @ _mH(V))
 
 
 @derivative("linalg_eigh", output=True)
@@ -229,7 +234,7 @@ def _solve(ctx: Any, gs: list) -> tuple:
     gX, A, X = gs[0], ctx.inputs[0], ctx.outputs[0]
     if gX is None:
         return None, None
-    gB = _la().solve(_mH(A), gX)
+    gB = _solve_unchecked(_mH(A), gX)
     return -(gB @ _mH(X)), gB
 
 
@@ -279,22 +284,16 @@ def pinv_backward(g: Tensor, pinvA: Tensor, A: Tensor) -> Tensor:
 # ---- determinants and the matrix exponential -------------------------------------------------
 @derivative("linalg_det", saves=(0,), output=True)
 def _det(ctx: Any, g: Tensor) -> tuple:
-    A, det = ctx.inputs[0], ctx.output
+    """g * conj(cofactor(A)): the cofactor matrix from the SVD (Higham's adjugate), defined
+    for singular A too, so one formula serves every matrix without reading its values."""
+    A = ctx.inputs[0]
     if A.numel() == 0:
         return (A * 0,)
     la = _la()
-    eps = 1.2e-7 if _single_precision(A) else 2.3e-16      # PyTorch's cut: |det| < 100 eps
-    scale = (g * (det.conj() if det.is_complex() else det)).unsqueeze(-1).unsqueeze(-1)
-    if not bool((det.abs() < 100 * eps).any()):
-        return (la.solve(_mH(A), scale * la.identity(A.shape[-1], A)),)
-    U, S, Vh = la.svd(A)         # the cofactor matrix of a singular A (Higham's adjugate)
+    U, S, Vh = la.svd(A)
     alpha = la.det(U) * la.det(Vh)
     alpha = (alpha.conj() if alpha.is_complex() else alpha) * g
     return ((U * (alpha.unsqueeze(-1) * _products_but_one(S)).to(U.dtype).unsqueeze(-2)) @ Vh,)
-
-
-def _single_precision(A: Tensor) -> bool:
-    return A.dtype.name in ("float32", "complex64")
 
 
 def _products_but_one(S: Tensor) -> Tensor:
@@ -318,7 +317,7 @@ def _slogdet(ctx: Any, gs: list) -> tuple:
     else:
         g = g_logabs
     la = _la()
-    return (la.solve(_mH(A), g.unsqueeze(-1).unsqueeze(-1) * la.identity(A.shape[-1], A)),)
+    return (_solve_unchecked(_mH(A), g.unsqueeze(-1).unsqueeze(-1) * la.identity(A.shape[-1], A)),)
 
 
 @derivative("linalg_matrix_exp", saves=(0,))
