@@ -119,7 +119,9 @@ def _reduce_at(xp: Any, ufunc: str, flat: Any, at: Any, src: Any) -> None:
 
 def _rows(a: Any) -> Any:
     """``a`` as a stack of rows (one row for a 1-d or 0-d array)."""
-    return a.reshape(-1, a.shape[-1]) if a.ndim > 1 else a.reshape(1, -1)
+    if a.ndim < 2:
+        return a.reshape(1, a.size)
+    return a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
 
 
 @kernel("searchsorted")
@@ -140,11 +142,31 @@ def _searchsorted(xp: Any, seq: Any, values: Any, sorter: Any = None, right: boo
         check_index(sorter, seq.shape[-1] if seq.ndim else 1, seq.ndim - 1)
         seq = xp.take_along_axis(seq, sorter.astype(np.int64), axis=-1)
     dtype = np.int32 if out_int32 else np.int64
-    if seq.ndim <= 1:
-        return xp.asarray(xp.searchsorted(seq.reshape(-1), values, side=side)).astype(dtype)
-    rows, vals = _rows(seq), _rows(values)
-    out = xp.stack([xp.searchsorted(r, v, side=side) for r, v in zip(rows, vals)])
-    return out.reshape(values.shape).astype(dtype)
+    if seq.ndim <= 1 and not (seq.dtype.kind in "fc" and xp.isnan(seq).any()):
+        found = xp.searchsorted(seq.reshape(-1), values.reshape(-1), side=side)  # same answers
+    else:
+        found = _bisect(xp, _rows(seq), _rows(values) if seq.ndim > 1 else values.reshape(1, -1),
+                        right)
+    return found.reshape(values.shape).astype(dtype)
+
+
+def _bisect(xp: Any, rows: Any, vals: Any, right: bool) -> Any:
+    """PyTorch's binary search (``cus_lower_bound``/``cus_upper_bound``) for every value at
+    once, one vectorized step per halving: a value moves past ``mid`` unless
+    ``rows[mid] >= v`` (``> v`` with ``right``), so NaNs compare exactly as in PyTorch."""
+    n = rows.shape[1]
+    lo = xp.zeros(vals.shape, dtype=np.int64)
+    if n == 0:
+        return lo
+    hi = xp.full(vals.shape, n, dtype=np.int64)
+    for _ in range(n.bit_length()):
+        mid = (lo + hi) >> 1
+        at = xp.take_along_axis(rows, xp.minimum(mid, n - 1), axis=1)
+        stop = (at > vals) if right else (at >= vals)
+        active = lo < hi
+        lo = xp.where(active & ~stop, mid + 1, lo)
+        hi = xp.where(active & stop, mid, hi)
+    return lo
 
 
 @kernel("isin")

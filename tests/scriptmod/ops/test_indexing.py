@@ -193,6 +193,11 @@ def test_searchsorted_isin_match_torch(dtype: str) -> None:
                                              out_int32=True), rows, v)
         _both(lambda L, s, v: L.bucketize(v, s, right=right), seq, v)
         _both(lambda L, s: L.bucketize(4, s, right=right), seq)
+    if dtype.startswith("float"):      # a NaN bound compares as in PyTorch's own bisection
+        nan_rows = T(np.array([[-1.0, 1.0, 1.0, np.nan]] * 2), dtype)
+        for right in (False, True):
+            _both(lambda L, s, v: L.searchsorted(s, v, right=right), nan_rows, v)
+            _both(lambda L, s, v: L.searchsorted(s[0], v, right=right), nan_rows, v)
     perm = T(RNG.permutation(6), "int64")
     _both(lambda L, s, p, v: L.searchsorted(s[p.argsort()], v, sorter=p), seq, perm, v)
     _both(lambda L, s: L.searchsorted(s, 3), seq)
