@@ -173,7 +173,8 @@ def _c2r(input: Tensor, s: Dims, dim: Dims, norm: str | None, forward: bool, nam
     dims, sizes = _signal_dims(x, s, dim, name, default_dim)
     if not dims:
         raise ArgumentValueError(f"{name}(): must transform at least one axis")
-    last = sizes[-1] if sizes[-1] is not None else 2 * (x.shape[dims[-1]] - 1)
+    # the signal's length is an attribute of the op: a traced size is read (and guarded) here
+    last = int(sizes[-1] if sizes[-1] is not None else 2 * (x.shape[dims[-1]] - 1))
     if last < 1:
         raise ArgumentValueError(f"{name}(): Invalid number of data points ({last}) specified")
     x = _resized(x, dims, list(sizes[:-1]) + [last // 2 + 1])
@@ -537,7 +538,7 @@ def _overlap_add(frames: Tensor, total: int, hop: int, fold: Any) -> Tensor:
         re, im = _parts(frames)
         return _overlap_add(re, total, hop, fold) + _overlap_add(im, total, hop, fold) * 1j
     out = fold(frames.transpose(1, 2), (1, total), (1, n_fft), stride=(1, hop))
-    return out.reshape(frames.shape[0], total)
+    return out.squeeze(2).squeeze(1)
 
 
 def _parts(z: Tensor) -> tuple[Tensor, Tensor]:

@@ -17,9 +17,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import numpy as np
-
-from scriptmod._creation import tensor
+from scriptmod._creation import arange
 from scriptmod.autograd.derivative_table import _op, derivative
 from scriptmod.ir import dtypes as D
 from scriptmod.tensor import Tensor
@@ -27,14 +25,14 @@ from scriptmod.tensor import Tensor
 
 def _mirror_weights(g: Tensor, last: int, n: int, factor: float) -> Tensor:
     """Per-entry weights along dim ``last`` of a one-sided spectrum of a length-``n`` signal:
-    ``factor`` on the entries mirrored outside the half, 1 elsewhere; shaped to broadcast
-    against ``g``."""
+    ``factor`` on the entries mirrored outside the half (``1 .. n - (n // 2 + 1)``), 1
+    elsewhere; shaped to broadcast against ``g``. Built from registry ops (``arange`` and
+    comparisons), so a compiled backward records it."""
     half = n // 2 + 1
-    w = np.ones(half)
-    w[1:n - half + 1] = factor
+    k = arange(half, dtype=D.to_real(g.dtype), device=g.device)
+    mirrored = ((k >= 1) & (k <= n - half)).to(k.dtype)
     trailing = g.dim() - 1 - last % g.dim()
-    return tensor(w.reshape((half,) + (1,) * trailing), dtype=D.to_real(g.dtype),
-                  device=g.device)
+    return (1 + (factor - 1) * mirrored).reshape((half,) + (1,) * trailing)
 
 
 def real_part(z: Tensor) -> Tensor:
