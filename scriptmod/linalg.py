@@ -25,6 +25,8 @@ import numpy as np
 
 from scriptmod._creation import arange, eye, full, zeros
 from scriptmod._dispatch import dispatch
+from scriptmod._ops_products import linalg_cross as cross
+from scriptmod._ops_products import matrix_power, multi_dot, vander, vecdot
 from scriptmod._public import with_out
 from scriptmod._tensor_ops import where
 from scriptmod.ir import dtypes as D
@@ -33,12 +35,14 @@ from scriptmod.ir.ops.rules import broadcast_shapes, norm_dim
 from scriptmod.runtime.kernels.linalg import LinAlgError
 from scriptmod.tensor import Tensor, _dtype_arg
 
-__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "det", "diagonal", "eig", "eigh",
-           "eigvals", "eigvalsh", "householder_product", "inv", "inv_ex", "ldl_factor",
+# cross, vecdot, multi_dot, matrix_power and vander are the products family's
+# (``scriptmod/_ops_products.py``), published here under torch.linalg's names
+__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eig",
+           "eigh", "eigvals", "eigvalsh", "householder_product", "inv", "inv_ex", "ldl_factor",
            "ldl_factor_ex", "ldl_solve", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve",
-           "matrix_exp", "matrix_norm", "matrix_rank", "norm", "pinv", "qr", "slogdet", "solve",
-           "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve",
-           "vector_norm"]
+           "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm",
+           "pinv", "qr", "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals",
+           "tensorinv", "tensorsolve", "vander", "vecdot", "vector_norm"]
 
 _MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)
 
@@ -822,8 +826,8 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
 
 
 # ---- out= forms: torch.linalg's functions take out= (a tensor or a tuple of them) ----------
-for _name in ("cholesky", "cholesky_ex", "cond", "det", "eig", "eigh", "eigvals", "eigvalsh",
-              "householder_product", "inv", "inv_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve",
+for _name in ("cholesky", "cholesky_ex", "cond", "cross", "det", "eig", "eigh", "eigvals",
+              "eigvalsh", "householder_product", "matrix_power", "multi_dot", "vecdot", "inv", "inv_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve",
               "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matrix_exp", "matrix_rank",
               "pinv", "qr", "slogdet", "solve", "solve_ex", "solve_triangular", "svd",
               "tensorinv", "tensorsolve"):

@@ -445,3 +445,14 @@ def test_deprecated_top_level_forms_warn_once(monkeypatch: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sm.cholesky(a)                  # once per process
+
+
+def test_the_products_family_is_published_under_linalg() -> None:
+    a = _mat((3, 3), shift=2)
+    _close(L.matrix_power(sm.tensor(a), -2), np.linalg.matrix_power(a, -2))
+    _close(L.multi_dot([sm.tensor(a), sm.tensor(a), sm.tensor(a)]), a @ a @ a)
+    _close(L.cross(sm.tensor(a), sm.tensor(a[::-1].copy())), np.cross(a, a[::-1]))
+    _close(L.vecdot(sm.tensor(a), sm.tensor(a)), (a * a).sum(-1))
+    _close(L.vander(sm.tensor(a[0])), np.vander(a[0], increasing=True))
+    out = sm.empty(0, dtype=sm.float64)
+    assert L.matrix_power(sm.tensor(a), 2, out=out) is out
