@@ -163,12 +163,12 @@ def igammac(input: Any, other: Any) -> Tensor:
 
 
 # ---- binary functions and polynomials ----------------------------------------------------
-def _zeta(input: Any, other: Any) -> Tensor:
+def zeta(input: Any, other: Any) -> Tensor:
     """Hurwitz's zeta ``sum_k (k + other)^-input``; differentiable in ``other`` only."""
     return dispatch("zeta", _operands(input, other, "zeta", ("input", "other")))
 
 
-zeta = with_out(_zeta, "zeta")
+zeta = with_out(zeta, "zeta")
 
 
 def _polynomial(name: str) -> Callable[..., Tensor]:
@@ -201,7 +201,7 @@ def _float_operands(x: Any, y: Any, name: str) -> tuple[Tensor, Tensor]:
                  for v in (x, y))
 
 
-def _xlog1py(input: Any, other: Any) -> Tensor:
+def xlog1py(input: Any, other: Any) -> Tensor:
     """``input * log1p(other)``, 0 where ``input`` is 0 (NaN where ``other`` is). The
     gradients are PyTorch's, ``log1p(other)`` for ``input`` also where ``input`` is 0."""
     x, y = _float_operands(input, other, "xlog1py")
@@ -209,17 +209,17 @@ def _xlog1py(input: Any, other: Any) -> Tensor:
     return x * where((x == 0) & ((y <= -1) | y.isinf()), 0.0, y.log1p())
 
 
-xlog1py = with_out(_xlog1py, "xlog1py")
+xlog1py = with_out(xlog1py, "xlog1py")
 
 
-def _ndtr(input: Tensor) -> Tensor:
+def ndtr(input: Tensor) -> Tensor:
     """The standard normal CDF as PyTorch computes it: ``(1 + erf(x / sqrt(2))) / 2``."""
     x = _tensor(input, "ndtr")
     _real(x, "erf_vml")
     return (1 + (x * math.sqrt(0.5)).erf()) * 0.5
 
 
-ndtr = with_out(_ndtr, "ndtr")
+ndtr = with_out(ndtr, "ndtr")
 
 
 def _real(x: Tensor, name: str) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.ops.rules import promote
-from scriptmod.ir.ops.special import POLYNOMIALS, UNARY
+from scriptmod.ir.ops.special import OWN_HALF, POLYNOMIALS, UNARY
 from ..arrays import NP_DTYPE
 from . import kernel, operand
 from .special_bessel import bessel
@@ -31,6 +31,9 @@ def scipy_special(xp: Any) -> Any:
     else:
         import cupyx.scipy.special as sp  # type: ignore
     return sp
+
+
+_HALF_DTYPES = (NP_DTYPE[D.float16], NP_DTYPE[D.bfloat16])
 
 
 def compute_dtype(*xs: Any) -> np.dtype:
@@ -162,9 +165,13 @@ def _digamma(sp: Any, xp: Any, x: Any) -> Any:
 
 
 def _entr(sp: Any, xp: Any, x: Any) -> Any:
-    """``-x log(x)``: 0 at 0, -inf below, NaN at NaN."""
+    """``-x log(x)``: 0 at 0, -inf below, NaN at NaN. A float16/bfloat16 ``x`` computes in
+    float32 with ``log(x)`` rounded to its type first, as PyTorch's half kernel does."""
+    log = xp.log(xp.where(x > 0, x, 1).astype(np.float32 if x.dtype.itemsize < 4 else x.dtype))
+    if x.dtype.itemsize < 4:
+        x, log = x.astype(np.float32), log.astype(x.dtype).astype(np.float32)
     ft = x.dtype.type
-    inner = -x * xp.log(xp.where(x > 0, x, ft(1)))
+    inner = -x * log
     return xp.where(x < 0, ft(-np.inf), xp.where(x == 0, ft(0), inner))
 
 
@@ -203,7 +210,8 @@ def _unary_kernel(name: str) -> Callable[..., Any]:
     formula = _UNARY_FORMULAS[name]
 
     def run(xp: Any, x: Any) -> Any:
-        x = as_float(xp, x, compute_dtype(x))
+        keep = name in OWN_HALF and getattr(x, "dtype", None) in _HALF_DTYPES
+        x = x if keep else as_float(xp, x, compute_dtype(x))
         return formula(scipy_special(xp), xp, x)
     run.__name__ = name
     run.__doc__ = f"``{name}`` of a real floating array (PyTorch's {name})."

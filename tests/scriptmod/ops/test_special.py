@@ -133,6 +133,15 @@ def test_half_computes_in_float32_and_rounds_once() -> None:
         np.testing.assert_array_equal(fn(x).numpy(), want)
 
 
+def test_half_entr_rounds_log_first_as_torch() -> None:
+    torch = _torch()
+    x = np.linspace(0.01, 6, 200)
+    for dt in ("float16", "bfloat16"):
+        t = torch.tensor(x).to(getattr(torch, dt))
+        got = sm.special.entr(sm.tensor(t.float().numpy()).to(getattr(sm, dt)))
+        np.testing.assert_array_equal(got.float().numpy(), torch.special.entr(t).float().numpy())
+
+
 def test_complex_and_integer_refusals() -> None:
     z = sm.ones(2, dtype=sm.complex64)
     for fn in (sm.special.bessel_j0, sm.lgamma, sm.special.entr, sm.special.ndtr):
