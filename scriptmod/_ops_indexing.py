@@ -143,8 +143,9 @@ def _along(self: Tensor, d: int, index: Tensor, source: Tensor, op: str) -> Tens
                              f"source.size(dim) ({n})")
         raise ShapeError(f"{op}_(): Number of indices ({count}) should be equal to "
                          f"source.size(dim): ({n}), for dim: {d}")
-    if self.dim() and source.dim() and (self.dim() != source.dim() or any(
-            k != d and self.shape[k] != source.shape[k] for k in range(self.dim()))):
+    mixed = self.dim() != source.dim() and (op != "index_copy" or self.dim() and source.dim())
+    if mixed or self.dim() and source.dim() and any(
+            k != d and self.shape[k] != source.shape[k] for k in range(self.dim())):
         raise ShapeError(f"source tensor shape must match self tensor shape, excluding the "
                          f"specified dimension. Got self.shape = {list(self.shape)} "
                          f"source.shape = {list(source.shape)}")
@@ -312,7 +313,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
                          f"and {indices.dim()} dimensions for indices")
     d = norm_dim(dim, max(input.dim(), 1), "take_along_dim")
     if input.dim() == 0:
-        return dispatch("gather", (input, indices), {"dim": 0})
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     n = input.shape[d]
     indices = where(indices < 0, indices + n, indices)   # negative ones count from the end
     sizes = list(input.shape)
