@@ -472,7 +472,7 @@ def empty_strided(size: Sequence[int], stride: Sequence[int], *, dtype: Any = No
     need = 0 if 0 in size else 1 + sum((n - 1) * s for n, s in zip(size, stride))
     storage = zeros(need, dtype=dtype, device=device)
     view = dispatch("as_strided", (storage,), {"size": size, "stride": stride,
-                                               "storage_offset": 0})
+                                               "offset": 0})
     return view.requires_grad_(requires_grad)
 
 

@@ -158,9 +158,9 @@ def as_strided(input: Tensor, size: Sequence[int], stride: Sequence[int],
                storage_offset: int | None = None) -> Tensor:
     """A view of ``input``'s storage with ``size`` and ``stride`` (in elements) from
     ``storage_offset`` (default: ``input``'s own)."""
-    return dispatch("as_strided", (input,), {
-        "size": _int_list(size), "stride": _int_list(stride),
-        "storage_offset": None if storage_offset is None else int(storage_offset)})
+    offset = 0 if storage_offset is None else int(storage_offset) - offset_in_storage(input._data)
+    return dispatch("as_strided", (input,), {"size": _int_list(size), "stride": _int_list(stride),
+                                             "offset": offset})
 
 
 @public(method=False)
@@ -693,7 +693,7 @@ def _resize(self: Tensor, *sizes: Any, memory_format: Any = None) -> Tensor:
     if tuple(shape) == tuple(self.shape):
         return self
     start, n = offset_in_storage(self._data), math.prod(shape)
-    storage = storage_of(self._data)
+    storage = storage_of(self._data).ravel(order="K")     # a view of an owning array
     if not self._data.flags.c_contiguous:      # its elements, in order, at its offset
         storage = storage.copy()
         storage[start:start + self._data.size] = self._data.reshape(-1)

@@ -112,8 +112,10 @@ op("diagonal(Tensor self, *, int offset=0, int dim1=0, int dim2=1) -> Tensor",
    R.same, _diagonal, VIEW)
 # ``Tensor.unfold``: windows of ``size`` every ``step`` along ``dimension``, as a new last dim
 op("unfold(Tensor self, *, int dimension, int size, int step) -> Tensor", R.same, _unfold, VIEW)
-# sizes and strides in elements of ``self``'s storage, from ``storage_offset`` (None: self's)
-op("as_strided(Tensor self, *, int[] size, int[] stride, int? storage_offset=None) -> Tensor",
+# sizes and strides in elements of ``self``'s storage, from ``offset`` elements after self's
+# first (``scriptmod.as_strided`` turns PyTorch's storage offset into it: a compiled graph's
+# intermediate may sit anywhere in an arena, so only an offset relative to it means the same)
+op("as_strided(Tensor self, *, int[] size, int[] stride, int offset=0) -> Tensor",
    R.same, _as_strided, VIEW)
 # The parts of complex storage. On a floating tensor (PyTorch's functions refuse ``imag`` and
 # ``view_as_real`` of one; these ops serve the table's real-valued gradcheck) they read it as

@@ -19,51 +19,83 @@ def _address(a: Any) -> int:
     return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr   # cupy: a MemoryPointer
 
 
+def _bounds(a: Any) -> tuple[int, int]:
+    """The byte addresses ``[low, high)`` that ``a``'s elements occupy."""
+    start = _address(a)
+    if a.size == 0:
+        return start, start
+    span = [(n - 1) * s for n, s in zip(a.shape, a.strides)]
+    return (start + sum(d for d in span if d < 0),
+            start + sum(d for d in span if d > 0) + a.itemsize)
+
+
 def storage_of(a: Any) -> Any:
-    """The 1-d array of the memory ``a`` lives in (PyTorch's storage)."""
-    root = a
-    while getattr(root, "base", None) is not None and hasattr(root.base, "shape"):
-        root = root.base
-    return root.ravel(order="K") if root.ndim != 1 else root
+    """The array whose memory is ``a``'s storage: its furthest ``.base`` ancestor whose
+    memory holds ``a``'s (an owning array, for tensors made here)."""
+    root, node = a, getattr(a, "base", None)
+    low, high = _bounds(a)
+    while node is not None:
+        if hasattr(node, "shape") and hasattr(node, "strides"):
+            start, end = _bounds(node)
+            if not (start <= low and high <= end):
+                break
+            root = node
+        node = getattr(node, "base", None)
+    return root
 
 
 def offset_in_storage(a: Any) -> int:
     """Elements from the start of ``a``'s storage to its first element."""
-    return (_address(a) - _address(storage_of(a))) // a.itemsize
+    return (_address(a) - _bounds(storage_of(a))[0]) // a.itemsize
 
 
-def strided(xp: Any, a: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
-    """A view of ``a``'s memory from its first element with ``shape`` and byte ``strides``
-    (writeable where ``a`` is). NumPy's ``as_strided`` cannot carry ml_dtypes' bfloat16
-    through its buffer interface: it strides a same-size integer view of it instead."""
+def storage_size(a: Any) -> int:
+    """Elements in ``a``'s storage."""
+    low, high = _bounds(storage_of(a))
+    return (high - low) // a.itemsize
+
+
+class _Memory:
+    """What ``np.asarray`` reads a view from (``__array_interface__``), keeping its source
+    alive as ``.base``."""
+
+    def __init__(self, interface: dict, base: Any) -> None:
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def strided(xp: Any, a: Any, shape: Sequence[int], strides: Sequence[int],
+            offset: int = 0) -> Any:
+    """A view of ``a``'s memory from ``offset`` bytes past its first element, with ``shape``
+    and byte ``strides`` (writeable where ``a`` is). ml_dtypes' bfloat16 has no typestr
+    NumPy reads back: it goes through a same-size integer view."""
+    if xp is not np:
+        return xp.ndarray(tuple(shape), a.dtype, a.data + offset, tuple(strides))
     raw = a if a.dtype.kind != "V" else a.view(np.dtype(f"u{a.itemsize}"))
-    if xp is np:
-        out = np.lib.stride_tricks.as_strided(raw, tuple(shape), tuple(strides),
-                                              writeable=bool(a.flags.writeable))
-    else:                                   # cupy's views are always writeable
-        out = xp.lib.stride_tricks.as_strided(raw, tuple(shape), tuple(strides))
+    interface = {"shape": tuple(shape), "strides": tuple(strides), "typestr": raw.dtype.str,
+                 "data": (_address(a) + offset, not a.flags.writeable), "version": 3}
+    out = np.asarray(_Memory(interface, a))
     return out if raw is a else out.view(a.dtype)
 
 
 @kernel("as_strided")
 def _as_strided(xp: Any, x: Any, size: Sequence[int], stride: Sequence[int],
-                storage_offset: int | None = None) -> Any:
+                offset: int = 0) -> Any:
     size, stride = [int(n) for n in size], [int(s) for s in stride]
     if any(n < 0 for n in size) or any(s < 0 for s in stride):
         raise ShapeError(f"as_strided: negative sizes or strides are not supported, got size "
                          f"{size} and stride {stride}")
-    flat = storage_of(x)
-    start = offset_in_storage(x) if storage_offset is None else int(storage_offset)
+    start = offset_in_storage(x) + int(offset)
     if start < 0:
         raise ShapeError(f"as_strided: Negative storage offset {start}")
     needed = 0 if 0 in size else start + 1 + sum((n - 1) * s for n, s in zip(size, stride))
-    if needed > flat.size:
+    have = storage_size(x)
+    if needed > have:
         raise ShapeError(f"setStorage: sizes {size}, strides {stride}, storage offset {start}, "
                          f"and itemsize {x.itemsize} requiring a storage size of "
                          f"{needed * x.itemsize} are out of bounds for storage of size "
-                         f"{flat.size * x.itemsize}")
-    return strided(xp, flat[start:] if needed else flat[:0], size,
-                   [s * x.itemsize for s in stride])
+                         f"{have * x.itemsize}")
+    return strided(xp, x, size, [s * x.itemsize for s in stride], int(offset) * x.itemsize)
 
 
 @kernel("diagonal")

@@ -15,7 +15,7 @@ from scriptmod._ops_views import diagonal_scatter
 from scriptmod._shape_ops import index_put
 from scriptmod.autograd.derivative_table import _op, derivative
 from scriptmod.ir import dtypes as D
-from scriptmod.runtime.kernels.views import offset_in_storage, storage_of
+from scriptmod.runtime.kernels.views import offset_in_storage, storage_size
 from scriptmod.tensor import Tensor
 
 
@@ -48,13 +48,12 @@ def _as_strided(ctx: Any, g: Tensor) -> tuple:
     the output reads, then read back at the positions the input occupies."""
     x = ctx.inputs[0]._data
     a = ctx.attrs
-    size = storage_of(x).size
+    size = storage_size(x)
     cells = C.arange(size, device=g.device)
     read = _op("as_strided", cells, size=a["size"], stride=a["stride"],
-               storage_offset=offset_in_storage(x) if a["storage_offset"] is None
-               else a["storage_offset"])
+               offset=offset_in_storage(x) + a["offset"])
     held = _op("as_strided", cells, size=list(x.shape),
-               stride=[s // x.itemsize for s in x.strides], storage_offset=offset_in_storage(x))
+               stride=[s // x.itemsize for s in x.strides], offset=offset_in_storage(x))
     storage = index_put(C.zeros(size, dtype=g.dtype, device=g.device), g.reshape(-1),
                         read.reshape(-1), spec=(("tensor", 0),), accumulate=True)
     return (storage[held.reshape(-1)].reshape(list(x.shape)) if math.prod(x.shape)

@@ -65,10 +65,10 @@ def _unfold(cx: Context, node: Node, ins: list) -> list:
 @emits("as_strided")
 def _as_strided(cx: Context, node: Node, ins: list) -> list:
     """The input flattened (its storage in the exported graph), then a Gather of the
-    positions ``storage_offset + sum(index * stride)`` (constants: a dynamic batch size
+    positions ``offset + sum(index * stride)`` (constants: a dynamic batch size
     does not move them, as it does not in the traced graph)."""
     a = node.attrs
-    grid = np.full(tuple(a["size"]), a["storage_offset"] or 0, dtype=np.int64)
+    grid = np.full(tuple(a["size"]), a["offset"], dtype=np.int64)
     for k, (n, s) in enumerate(zip(a["size"], a["stride"])):
         grid += (np.arange(n, dtype=np.int64) * s).reshape((n,) + (1,) * (len(a["size"]) - k - 1))
     shape = node.inputs[0].type.shape                       # type: ignore[attr-defined]
