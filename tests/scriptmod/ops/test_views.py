@@ -366,6 +366,20 @@ def test_traced_splits_and_diagonals_follow_every_size() -> None:
             np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+def test_compiled_strided_views_of_intermediates_equal_eager() -> None:
+    """``as_strided`` of values the compiled program keeps in its arena (one reading before
+    its view's first element, into its base's storage), and windows of windows."""
+    def strided(x: sm.Tensor) -> tuple:
+        y = x * 2 + 1
+        return (sm.as_strided(y, (3, 2), (1, 3), 2) * 3,
+                (x - 1).unfold(1, 2, 2).diagonal(0, 0, 1) * 2,
+                sm.as_strided((x + 1)[1:], (2,), (2,), 1) * 1)
+    traced = sm.jit.trace(strided, sm.randn(4, 4))
+    x = sm.randn(4, 4)
+    for got, want in zip(traced(x), strided(x)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
 def test_repeat_interleave_by_a_tensor_traces_only_with_output_size() -> None:
     counts = sm.tensor([1, 2])
     traced = sm.jit.trace(lambda x: sm.repeat_interleave(x, counts, 0, output_size=3),
