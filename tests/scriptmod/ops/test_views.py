@@ -390,6 +390,26 @@ def test_repeat_interleave_by_a_tensor_traces_only_with_output_size() -> None:
         sm.jit.trace(lambda x: sm.repeat_interleave(x, counts, 0), sm.randn(2, 3))
 
 
+def test_shape_rules_follow_symbolic_sizes() -> None:
+    from scriptmod.ir import dtypes as D
+    from scriptmod.ir import schema as S
+    from scriptmod.ir import symdims as SD
+    from scriptmod.ir.types import TensorType
+
+    def infer(op: str, shape: tuple, **attrs: Any) -> tuple:
+        schema = S.get(op)
+        out = schema.infer([TensorType(D.float32, tuple(SD.parse(d) if isinstance(d, str)
+                                                         else d for d in shape))],
+                           schema.bind_attrs(attrs), [None])[0]
+        return tuple(str(d) for d in out.shape)
+    assert infer("diagonal", ("B", "T", 5), offset=1, dim1=1, dim2=2) == (
+        "B", str(SD.maximum(SD.minimum(SD.parse("T"), 4), 0)))
+    assert infer("unfold", ("B", "T"), dimension=1, size=3, step=2) == (
+        "B", str(SD.add(SD.floordiv(SD.sub(SD.parse("T"), 3), 2), 1)), "3")
+    assert infer("as_strided", ("B", 4), size=[2, 3], stride=[1, 2]) == ("2", "3")
+    assert infer("real", ("B", "T")) == ("B", "T")
+
+
 # ---- out= and in-place ---------------------------------------------------------------------
 def test_out_and_inplace_forms() -> None:
     x = sm.arange(6.0).reshape(2, 3)
