@@ -565,11 +565,15 @@ def _as_tensor(x: Any) -> Tensor:
 
 
 def where(condition: Any, input: Any = None, other: Any = None) -> Any:
-    """``where(cond, x, y)``: x where cond else y; ``where(cond)``: indices of True."""
+    """``where(cond, x, y)``: x where cond else y; ``where(cond)``: the indices of True,
+    ``nonzero(cond, as_tuple=True)`` (a data-dependent shape: eager only, refused by
+    ``jit.trace`` as ``nonzero`` is)."""
+    if input is None and other is None:
+        from scriptmod._ops_indexing import nonzero
+        return nonzero(_as_tensor(condition), as_tuple=True)
     if input is None or other is None:
-        raise TypeError("where(condition, input, other): the one-argument form (indices of "
-                        "True) has a data-dependent shape and is not supported; use "
-                        "(cond).tolist() or numpy.nonzero on .numpy()")
+        raise TypeError("where() expects either one argument (condition) or three "
+                        "(condition, input, other)")
     return dispatch("where", (_as_tensor(condition), _operand(input), _operand(other)))
 
 

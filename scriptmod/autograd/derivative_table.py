@@ -20,13 +20,31 @@ class Derivative:
 DERIVATIVES: dict[str, Derivative] = {}
 
 
-def derivative(name: str, saves: tuple[int, ...] | str = (), output: bool = False) -> Callable:
+def derivative(name: str, saves: tuple[int, ...] | str = (), output: bool = False,
+               holomorphic: bool = False) -> Callable:
+    """Declare op ``name``'s derivative ``rule(ctx, grad) -> input grads``.
+
+    ``holomorphic``: the rule is written as for real inputs, ``grad * f'(z)``; for a complex
+    gradient the table applies PyTorch's convention (the conjugate Wirtinger derivative,
+    ``grad * conj(f'(z))``) as ``conj(rule(conj(grad)))``, so a rule is written once for
+    both. Non-holomorphic ops (abs, angle, real/imag, ...) write their complex case out."""
     def deco(fn: Callable) -> Callable:
         if name in DERIVATIVES:
             raise ValueError(f"derivative of {name!r} declared twice")
-        DERIVATIVES[name] = Derivative(fn, saves, output)
+        DERIVATIVES[name] = Derivative(_conjugated(fn) if holomorphic else fn, saves, output)
         return fn
     return deco
+
+
+def _conjugated(rule: Callable) -> Callable:
+    def conjugated(ctx: Any, g: Any) -> Any:
+        if not (isinstance(g, Tensor) and g.dtype.is_complex):
+            return rule(ctx, g)
+        return tuple(r.conj() if isinstance(r, Tensor) and r.dtype.is_complex else r
+                     for r in rule(ctx, g.conj()))
+    conjugated.__name__ = getattr(rule, "__name__", "rule")
+    conjugated.__doc__ = rule.__doc__
+    return conjugated
 
 
 def _op(name: str, *inputs: Any, **attrs: Any) -> Tensor:

@@ -29,36 +29,45 @@ def _zero(g: Tensor) -> Tensor:
 
 # ---- elementwise ---------------------------------------------------------------------
 derivative("neg")(lambda ctx, g: (-g,))
-derivative("abs", saves=(0,))(lambda ctx, g: (g * ctx.inputs[0].sign(),))
+@derivative("abs", saves=(0,))
+def _abs(ctx: Any, g: Tensor) -> tuple:
+    """``g * sign(x)``; of a complex ``x``, ``g * x / |x|`` (0 at 0), as PyTorch's."""
+    x = ctx.inputs[0]
+    if x.dtype.is_complex:
+        from scriptmod._ops_math import sgn
+        return (g * sgn(x),)
+    return (g * x.sign(),)
+
+
 for _n in ("sign", "floor", "ceil", "round", "trunc"):
     derivative(_n)(lambda ctx, g: (_zero(g),))
 # piecewise constant: a zero gradient for both operands (PyTorch's div(rounding_mode='floor'))
 derivative("floor_divide")(lambda ctx, g: (_zero(g), _zero(g)))
 derivative("relu", output=True)(lambda ctx, g: (where(ctx.output > 0, g, 0.0),))
-derivative("exp", output=True)(lambda ctx, g: (g * ctx.output,))
-derivative("log", saves=(0,))(lambda ctx, g: (g / ctx.inputs[0],))
-derivative("log1p", saves=(0,))(lambda ctx, g: (g / (ctx.inputs[0] + 1),))
-derivative("expm1", output=True)(lambda ctx, g: (g * (ctx.output + 1),))
-derivative("sqrt", output=True)(lambda ctx, g: (g / (2 * ctx.output),))
-derivative("rsqrt", output=True)(lambda ctx, g: (g * (-0.5) * ctx.output * ctx.output * ctx.output,))
-derivative("sin", saves=(0,))(lambda ctx, g: (g * ctx.inputs[0].cos(),))
-derivative("cos", saves=(0,))(lambda ctx, g: (-g * ctx.inputs[0].sin(),))
-derivative("tanh", output=True)(lambda ctx, g: (g * (1 - ctx.output * ctx.output),))
-derivative("sigmoid", output=True)(lambda ctx, g: (g * ctx.output * (1 - ctx.output),))
+derivative("exp", output=True, holomorphic=True)(lambda ctx, g: (g * ctx.output,))
+derivative("log", saves=(0,), holomorphic=True)(lambda ctx, g: (g / ctx.inputs[0],))
+derivative("log1p", saves=(0,), holomorphic=True)(lambda ctx, g: (g / (ctx.inputs[0] + 1),))
+derivative("expm1", output=True, holomorphic=True)(lambda ctx, g: (g * (ctx.output + 1),))
+derivative("sqrt", output=True, holomorphic=True)(lambda ctx, g: (g / (2 * ctx.output),))
+derivative("rsqrt", output=True, holomorphic=True)(lambda ctx, g: (g * (-0.5) * ctx.output * ctx.output * ctx.output,))
+derivative("sin", saves=(0,), holomorphic=True)(lambda ctx, g: (g * ctx.inputs[0].cos(),))
+derivative("cos", saves=(0,), holomorphic=True)(lambda ctx, g: (-g * ctx.inputs[0].sin(),))
+derivative("tanh", output=True, holomorphic=True)(lambda ctx, g: (g * (1 - ctx.output * ctx.output),))
+derivative("sigmoid", output=True, holomorphic=True)(lambda ctx, g: (g * ctx.output * (1 - ctx.output),))
 derivative("erf", saves=(0,))(
     lambda ctx, g: (g * (2 / math.sqrt(math.pi)) * (-(ctx.inputs[0] * ctx.inputs[0])).exp(),))
 derivative("erfc", saves=(0,))(
     lambda ctx, g: (g * (-2 / math.sqrt(math.pi)) * (-(ctx.inputs[0] * ctx.inputs[0])).exp(),))
-derivative("reciprocal", output=True)(lambda ctx, g: (-g * ctx.output * ctx.output,))
-derivative("log2", saves=(0,))(lambda ctx, g: (g / (ctx.inputs[0] * math.log(2)),))
-derivative("exp2", output=True)(lambda ctx, g: (g * ctx.output * math.log(2),))
+derivative("reciprocal", output=True, holomorphic=True)(lambda ctx, g: (-g * ctx.output * ctx.output,))
+derivative("log2", saves=(0,), holomorphic=True)(lambda ctx, g: (g / (ctx.inputs[0] * math.log(2)),))
+derivative("exp2", output=True, holomorphic=True)(lambda ctx, g: (g * ctx.output * math.log(2),))
 derivative("add")(lambda ctx, g: (g, g))
 derivative("sub")(lambda ctx, g: (g, -g))
-derivative("mul", saves=(0, 1))(lambda ctx, g: (g * ctx.inputs[1], g * ctx.inputs[0]))
+derivative("mul", saves=(0, 1), holomorphic=True)(lambda ctx, g: (g * ctx.inputs[1], g * ctx.inputs[0]))
 derivative("cast")(lambda ctx, g: (g,))
 
 
-@derivative("div", saves=(0, 1))
+@derivative("div", saves=(0, 1), holomorphic=True)
 def _div(ctx: Any, g: Tensor) -> tuple:
     a, b = ctx.inputs
     ga = g / b
@@ -74,7 +83,7 @@ def _remainder(ctx: Any, g: Tensor) -> tuple:
     return g, (None if not isinstance(b, Tensor) else -g * floor_divide(a, b))
 
 
-@derivative("pow", saves=(0, 1), output=True)
+@derivative("pow", saves=(0, 1), output=True, holomorphic=True)
 def _pow(ctx: Any, g: Tensor) -> tuple:
     a, b = ctx.inputs
     ga = gb = None
@@ -365,7 +374,7 @@ def _index_put(ctx: Any, g: Tensor) -> tuple:
 
 
 # ---- linear algebra and nn -----------------------------------------------------------
-@derivative("matmul", saves=(0, 1))
+@derivative("matmul", saves=(0, 1), holomorphic=True)
 def _matmul(ctx: Any, g: Tensor) -> tuple:
     a, b = ctx.inputs
     if a.ndim == 1 and b.ndim == 1:   # dot: g is 0-d

@@ -17,16 +17,16 @@ def _x(ctx: Any) -> Tensor:
     return ctx.inputs[0]
 
 
-derivative("tan", output=True)(lambda ctx, g: (g * (1 + ctx.output * ctx.output),))
-derivative("asin", saves=(0,))(lambda ctx, g: (g * (1 - _x(ctx) * _x(ctx)).rsqrt(),))
-derivative("acos", saves=(0,))(lambda ctx, g: (-g * (1 - _x(ctx) * _x(ctx)).rsqrt(),))
-derivative("atan", saves=(0,))(lambda ctx, g: (g / (1 + _x(ctx) * _x(ctx)),))
-derivative("sinh", saves=(0,))(lambda ctx, g: (g * _x(ctx).cosh(),))
-derivative("cosh", saves=(0,))(lambda ctx, g: (g * _x(ctx).sinh(),))
-derivative("asinh", saves=(0,))(lambda ctx, g: (g * (_x(ctx) * _x(ctx) + 1).rsqrt(),))
-derivative("acosh", saves=(0,))(lambda ctx, g: (g * (_x(ctx) * _x(ctx) - 1).rsqrt(),))
-derivative("atanh", saves=(0,))(lambda ctx, g: (g / (1 - _x(ctx) * _x(ctx)),))
-derivative("log10", saves=(0,))(lambda ctx, g: (g / (_x(ctx) * math.log(10.0)),))
+derivative("tan", output=True, holomorphic=True)(lambda ctx, g: (g * (1 + ctx.output * ctx.output),))
+derivative("asin", saves=(0,), holomorphic=True)(lambda ctx, g: (g * (1 - _x(ctx) * _x(ctx)).rsqrt(),))
+derivative("acos", saves=(0,), holomorphic=True)(lambda ctx, g: (-g * (1 - _x(ctx) * _x(ctx)).rsqrt(),))
+derivative("atan", saves=(0,), holomorphic=True)(lambda ctx, g: (g / (1 + _x(ctx) * _x(ctx)),))
+derivative("sinh", saves=(0,), holomorphic=True)(lambda ctx, g: (g * _x(ctx).cosh(),))
+derivative("cosh", saves=(0,), holomorphic=True)(lambda ctx, g: (g * _x(ctx).sinh(),))
+derivative("asinh", saves=(0,), holomorphic=True)(lambda ctx, g: (g * (_x(ctx) * _x(ctx) + 1).rsqrt(),))
+derivative("acosh", saves=(0,), holomorphic=True)(lambda ctx, g: (g * (_x(ctx) * _x(ctx) - 1).rsqrt(),))
+derivative("atanh", saves=(0,), holomorphic=True)(lambda ctx, g: (g / (1 - _x(ctx) * _x(ctx)),))
+derivative("log10", saves=(0,), holomorphic=True)(lambda ctx, g: (g / (_x(ctx) * math.log(10.0)),))
 
 
 @derivative("copysign", saves=(0,), output=True)
