@@ -31,7 +31,7 @@ from scriptmod.ir.errors import KernelDTypeError
 from scriptmod.ir.ops.rules import norm_dim
 from scriptmod.ir.ops.views import diagonal_dims
 from scriptmod.runtime.kernels.views import offset_in_storage, storage_of
-from scriptmod.tensor import Tensor, _check_leaf
+from scriptmod.tensor import Tensor, _assign, _check_leaf
 
 _ALL = ("slice", None, None, None)
 
@@ -245,7 +245,66 @@ _copy_of(Tensor.unsqueeze, "unsqueeze_copy")
 _copy_of(_view, "view_copy")
 _copy_of(Tensor.unbind, "unbind_copy")
 _copy_of(Tensor.narrow, "narrow_copy", method=True)
+_copy_of(Tensor.select, "select_copy")
+_copy_of(Tensor.detach, "detach_copy")
 _copy_of(lambda x: x, "alias_copy")
+
+
+def _slice(input: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
+           step: int = 1) -> Tensor:
+    return input[(slice(None),) * norm_dim(dim, input.dim(), "slice") + (slice(start, end, step),)]
+
+
+_copy_of(_slice, "slice_copy")
+
+
+# ---- layout changed in place ---------------------------------------------------------------
+def _in_place(view: Any, name: str) -> None:
+    """``Tensor.<name>``: ``self`` becomes ``view(self, ...)`` (new sizes and strides over
+    the same storage), with the view's autograd history."""
+    def inplace(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        _check_leaf(self)
+        out = view(self, *args, **kwargs)
+        self._data = out._data
+        if out.grad_fn is not None:
+            self._set_grad_fn(out.grad_fn, out._output_nr)
+        if TRACERS:
+            TRACERS[-1].on_inplace(self, out)
+        return self
+    inplace.__name__ = name
+    setattr(Tensor, name, inplace)
+
+
+for _name in ("squeeze", "unsqueeze", "t", "transpose", "swapdims", "swapaxes"):
+    _in_place(getattr(Tensor, _name), _name + "_")
+
+
+@public(out=False)
+def moveaxis(input: Tensor, source: Any, destination: Any) -> Tensor:
+    """``movedim``: the dims ``source`` moved to ``destination`` (a view)."""
+    return input.movedim(source, destination)
+
+
+public("swapaxes", method=False, out=False)(Tensor.transpose)
+public("swapdims", method=False, out=False)(Tensor.transpose)
+Tensor.is_same_size = lambda self, other: tuple(self.shape) == tuple(other.shape)
+Tensor.share_memory_ = lambda self: self        # host memory is shared already
+
+
+def _fill_diagonal_(self: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
+    """Write ``fill_value`` on the main diagonal, in place (all dims equal above 2-d;
+    ``wrap``: a tall matrix's diagonal restarts every ``columns + 1`` rows, as NumPy's)."""
+    if self.dim() < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if self.dim() > 2 and len({int(n) for n in self.shape}) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    marks = np.zeros(tuple(int(n) for n in self.shape), bool)
+    np.fill_diagonal(marks, True, wrap=bool(wrap))
+    value = C.tensor(fill_value, dtype=self.dtype, device=self.device)
+    return _assign(self, dispatch("where", (C.tensor(marks, device=self.device), value, self)))
+
+
+Tensor.fill_diagonal_ = _fill_diagonal_
 
 
 # ---- broadcasting --------------------------------------------------------------------------
@@ -529,18 +588,12 @@ def split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0) ->
 
 
 _copy_of(split_with_sizes, "split_with_sizes_copy")
+Tensor.unsafe_split_with_sizes = split_with_sizes
 
 
-@public(out=False)
-def unsafe_split(input: Tensor, split_size: int, dim: int = 0) -> tuple[Tensor, ...]:
-    """``split`` (PyTorch's form without view tracking; the same parts here)."""
-    return input.split(split_size, dim)
-
-
-@public(out=False)
-def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-    """``chunk`` (PyTorch's form without view tracking; the same parts here)."""
-    return input.chunk(chunks, dim)
+# PyTorch's forms without view tracking: the same parts here
+public("unsafe_split", out=False)(Tensor.split)
+public("unsafe_chunk", out=False)(Tensor.chunk)
 
 
 @public(method=False, out=False)
@@ -748,10 +801,16 @@ def view_as_real(input: Tensor) -> Tensor:
     return dispatch("view_as_real", (input,))
 
 
+_copy_of(view_as_real, "view_as_real_copy")
+
+
 @public(method=False, out=False)
 def view_as_complex(input: Tensor) -> Tensor:
     """A float tensor whose last dim holds (real, imaginary) pairs, viewed as complex."""
     return dispatch("view_as_complex", (input,))
+
+
+_copy_of(view_as_complex, "view_as_complex_copy")
 
 
 @public("complex", method=False)
@@ -796,15 +855,9 @@ def angle(input: Tensor) -> Tensor:
     return dispatch("where", (x != x, x, half_turn))   # NaN stays NaN
 
 
-@public(out=False)
+@public(out=False, aliases=("resolve_neg",))
 def resolve_conj(input: Tensor) -> Tensor:
-    """``input`` (no tensor here carries PyTorch's lazy conjugate bit)."""
-    return input
-
-
-@public(out=False)
-def resolve_neg(input: Tensor) -> Tensor:
-    """``input`` (no tensor here carries PyTorch's lazy negative bit)."""
+    """``input`` (no tensor here carries PyTorch's lazy conjugate or negative bit)."""
     return input
 
 

@@ -149,6 +149,10 @@ SHAPE_CASES: list[tuple[str, list[tuple[int, ...]], Callable[..., Any]]] = [
     ("unsqueeze_copy", [(2, 3)], lambda L, x: L.unsqueeze_copy(x, -1)),
     ("view_copy", [(2, 6)], lambda L, x: L.view_copy(x, (3, -1))),
     ("alias_copy", [(2,)], lambda L, x: L.alias_copy(x)),
+    ("select_copy", [(2, 3)], lambda L, x: L.select_copy(x, -1, 1)),
+    ("slice_copy", [(5, 2)], lambda L, x: L.slice_copy(x, 0, 1, None, 2)),
+    ("moveaxis", [(2, 3, 4)], lambda L, x: L.moveaxis(x, (0, 1), (-1, 0))),
+    ("swapaxes", [(2, 3, 4)], lambda L, x: L.swapdims(L.swapaxes(x, 0, -1), 1, 2)),
     ("constant_pad_nd", [(2, 3)], lambda L, x: L.constant_pad_nd(x, (1, -1, 0, 2))),
     ("adjoint", [(2, 3, 4)], lambda L, x: L.adjoint(x)),
     ("mH", [(2, 3)], lambda L, x: x.mH),
@@ -424,6 +428,35 @@ def test_out_and_inplace_forms() -> None:
     assert pieces[1].tolist() == [[3, 4, 5]]
     c = sm.tensor([1 + 1j])
     assert c.conj_physical_() is c and c.item() == 1 - 1j
+
+
+def test_layout_changed_in_place_matches_torch() -> None:
+    torch = pytest.importorskip("torch")
+    for L in (torch, sm):
+        x = L.arange(6.0).reshape(2, 3, 1)
+        assert x.squeeze_(-1) is x
+        x.t_().unsqueeze_(0).transpose_(0, 2).swapdims_(0, 1).swapaxes_(1, 2)
+        m, c = L.zeros(5, 3), L.zeros(3, 3, 3)
+        m.fill_diagonal_(2, wrap=True)
+        c.fill_diagonal_(-1)
+        if L is torch:
+            want = [(tuple(t.shape), t.stride(), t.numpy()) for t in (x, m, c)]
+    for (shape, stride, values), t in zip(want, (x, m, c)):
+        assert (tuple(t.shape), t.stride()) == (shape, stride)
+        np.testing.assert_array_equal(t.numpy(), values)
+
+
+def test_layout_in_place_keeps_the_gradient() -> None:
+    x = sm.ones(2, 1, requires_grad=True)
+    y = x * 2
+    y.squeeze_(1)
+    (y * sm.tensor([1.0, 3.0])).sum().backward()
+    assert x.grad.tolist() == [[2.0], [6.0]]
+    a = sm.ones(3, 3, requires_grad=True)
+    b = a * 1
+    b.fill_diagonal_(0)
+    b.sum().backward()
+    assert a.grad.tolist() == [[0, 1, 1], [1, 0, 1], [1, 1, 0]]
 
 
 # ---- errors --------------------------------------------------------------------------------
