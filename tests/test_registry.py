@@ -97,11 +97,22 @@ def test_flag_groups_equal_the_hand_lists_they_replaced() -> None:
         "view_as_complex"}                                  # the views family: issue 39
     assert {n for n, s in REGISTRY.items() if S.upcasts(s)} == (
         _OLD_UPCAST_OPS | {"conv1d", "conv3d"}                  # conv2d's other ranks: issue 38
+        | _SPECIAL_UPCAST                                       # the special family: issue 39
         | S.ops_with(S.ELEMENTWISE) | S.ops_with(S.REDUCTION)) - _OLD_RAW_INPUT_OPS
-    assert LONG_OPS == S.ops_with(S.LONG) == _OLD_LONG_OPS
+    assert LONG_OPS == S.ops_with(S.LONG) == _OLD_LONG_OPS | _MATH_LONG
     assert S.ops_with(S.OWN_DTYPES) == _OLD_RAW_INPUT_OPS
-    assert set(T.UNARY) == _OLD_UNARY_METHODS
-    assert set(T.BINARY) == _OLD_BINARY_METHODS | {"add", "div"}   # hand methods replace these
+    assert set(T.UNARY) == _OLD_UNARY_METHODS | _MATH_UNARY
+    assert set(T.BINARY) == _OLD_BINARY_METHODS | {"add", "div"} | _MATH_BINARY   # hand methods
+    # replace add and div
+
+
+# issue 39's families: special functions computing half inputs in float32, and the math
+# family's fused unary and binary ops (LONG: their formulas are long vector-math chains)
+_SPECIAL_UPCAST = {"digamma", "erfinv", "i0", "i0e", "i1", "i1e", "igamma", "igammac", "lgamma",
+                   "polygamma"}
+_MATH_UNARY = {"acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "log10", "sinh", "tan"}
+_MATH_BINARY = {"bitwise_left_shift", "bitwise_right_shift", "copysign", "fmod", "hypot"}
+_MATH_LONG = _MATH_UNARY | {"fmod", "hypot"}
 
 
 def test_ops_with_takes_all_flags_and_exclusions() -> None:
