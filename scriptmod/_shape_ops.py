@@ -12,6 +12,7 @@ import numpy as np
 
 from scriptmod.ir import dtypes as D
 from scriptmod import _memory_format as _mf
+from scriptmod import _public
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod.autograd import grad_mode
 from scriptmod.ir.errors import DTypeError, ShapeError
@@ -325,8 +326,8 @@ def addmm(self: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any
     if isinstance(self, Tensor) and self.dtype is not mat2.dtype:   # torch never mixes them
         raise DTypeError(f"addmm: self and mat2 must have the same dtype, but got "
                          f"{self.dtype.short} and {mat2.dtype.short}")
-    prod = mm(mat1, mat2)
-    return (self if beta == 1 else self * beta) + (prod if alpha == 1 else prod * alpha)
+    from scriptmod._ops_products import _scaled_sum   # lazy: _ops_products imports this module
+    return _scaled_sum(self, mm(mat1, mat2), beta, alpha)
 
 
 for _f in (reshape, view, permute, transpose, t, unsqueeze, squeeze, flatten, unflatten, expand,
@@ -334,6 +335,7 @@ for _f in (reshape, view, permute, transpose, t, unsqueeze, squeeze, flatten, un
            index_select, flip, tril, triu, matmul, mm, bmm, outer, dot, addmm):
     setattr(Tensor, _f.__name__, _f)
 Tensor.view_as = lambda self, other: view(self, list(other.shape))
+Tensor.addmm_ = _public.inplace_of(addmm, "addmm")
 Tensor.reshape_as = lambda self, other: reshape(self, list(other.shape))
 Tensor.expand_as = lambda self, other: expand(self, list(other.shape))
 Tensor.swapaxes = Tensor.swapdims = transpose
