@@ -99,7 +99,7 @@ class Segment:
             kind, *info = p.steps[n]
             if kind == "kernel":
                 spec, meta, count = info
-                if count:
+                if _may_be_nonzero(count):
                     steps.append(KernelStep(spec, tuple(p.ref(v) for v in n.inputs
                                                         if v in p.lay),
                                             tuple(p.ref(v) for v in n.outputs), count, meta))
@@ -108,7 +108,7 @@ class Segment:
                 g, dt = info
                 a, b = n.inputs
                 fields = {k: v for k, v in g.items() if k not in ("a_off", "b_off")}
-                if g["m"] * g["n"]:
+                if _may_be_nonzero(g["m"] * g["n"]):
                     steps.append(GemmStep(dt, a=p.ref(a), b=p.ref(b), c=p.ref(n.output),
                                           **fields))
                     step_nodes.append(n)
@@ -394,3 +394,14 @@ class Frame:
         for slot, i in self._state_slots:
             self.table[slot] = data_ptr(state[i])
         self.state = state
+
+
+def _may_be_nonzero(count: Any) -> bool:
+    """Whether a step over ``count`` elements can have work: a symbolic count that may be 0
+    at some sizes keeps its step (its loops run zero times there); only a count known to be
+    0 drops it."""
+    from scriptmod.codegen.sizes import SizeDependent
+    try:
+        return bool(count)
+    except SizeDependent:
+        return True

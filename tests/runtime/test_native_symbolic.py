@@ -263,3 +263,16 @@ def test_batch_and_length_symbolic_transformer_block_matches_eager() -> None:
             np.testing.assert_allclose(tr(x).numpy(), model(x).numpy(), rtol=1e-4, atol=1e-4,
                                        err_msg=f"batch {b}, length {t}")
         assert CACHE.stats()["compiles"] == before["compiles"]
+
+
+def test_a_step_whose_size_may_be_zero_runs_at_every_length() -> None:
+    """``x[:, 2:] - x[:, :-2]`` over a symbolic length ``n`` has ``3 * (n - 2)`` elements:
+    zero at n = 2 and unknown at planning time, so the step is kept (its loop runs zero times
+    there) instead of the planner asking whether the count is 0."""
+    def diff2(x: sm.Tensor) -> sm.Tensor:
+        n = x.size(1)
+        return x.narrow(1, 2, n - 2) - x.narrow(1, 0, n - 2)
+    tr = sm.jit.trace(diff2, sm.randn(3, 7))
+    for n in (9, 7, 12, 2, 3):
+        x = sm.randn(3, n)
+        np.testing.assert_array_equal(tr(x).numpy(), diff2(x).numpy(), err_msg=f"length {n}")
