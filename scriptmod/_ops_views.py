@@ -30,7 +30,8 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import KernelDTypeError
 from scriptmod.ir.ops.rules import norm_dim
 from scriptmod.ir.ops.views import diagonal_dims
-from scriptmod.runtime.kernels.views import offset_in_storage, storage_of
+from scriptmod.runtime.kernels.views import (held_positions, offset_in_storage, positions,
+                                               storage_of, storage_size)
 from scriptmod.tensor import Tensor, _assign, _check_leaf
 
 _ALL = ("slice", None, None, None)
@@ -172,14 +173,18 @@ def as_strided_copy(input: Tensor, size: Sequence[int], stride: Sequence[int],
 @public(out=False)
 def as_strided_scatter(input: Tensor, src: Tensor, size: Sequence[int], stride: Sequence[int],
                        storage_offset: int | None = None) -> Tensor:
-    """A (contiguous) copy of ``input`` whose ``as_strided(size, stride, storage_offset)``
-    elements are ``src``."""
-    positions = as_strided(C.arange(input.numel(), device=input.device), size, stride,
-                           storage_offset or 0)
-    _check_scatter("as_strided_scatter", src, positions)
-    flat = index_put(input.reshape(-1), src.reshape(-1), positions.reshape(-1),
-                     spec=(("tensor", 0),))
-    return flat.reshape(input.shape)
+    """A copy of ``input`` whose elements that ``input.as_strided(size, stride,
+    storage_offset)`` views are ``src``: both laid into ``input``'s storage, read back."""
+    _check_scatter("as_strided_scatter", src, as_strided(input, size, stride, storage_offset))
+    x, spec = input._data, (("tensor", 0),)
+    start = offset_in_storage(x) if storage_offset is None else int(storage_offset)
+    held = C.tensor(held_positions(x).reshape(-1), device=input.device)
+    read = C.tensor(positions(_int_list(size), _int_list(stride), start).reshape(-1),
+                    device=input.device)
+    cells = C.zeros(storage_size(x), dtype=input.dtype, device=input.device)
+    cells = index_put(index_put(cells, input.reshape(-1), held, spec=spec), src.reshape(-1),
+                      read, spec=spec)
+    return cells[held].reshape(input.shape)
 
 
 def _unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
@@ -232,17 +237,13 @@ def _copy_of(view_fn: Any, name: str, method: bool = False) -> Any:
     return public(name, method=method)(copy)
 
 
-def _view(input: Tensor, *shape: Any) -> Tensor:
-    return input.view(*shape)
-
-
 _copy_of(Tensor.expand, "expand_copy")
 _copy_of(Tensor.permute, "permute_copy")
 _copy_of(Tensor.squeeze, "squeeze_copy")
 _copy_of(Tensor.t, "t_copy")
 _copy_of(Tensor.transpose, "transpose_copy")
 _copy_of(Tensor.unsqueeze, "unsqueeze_copy")
-_copy_of(_view, "view_copy")
+_copy_of(Tensor.view, "view_copy")
 _copy_of(Tensor.unbind, "unbind_copy")
 _copy_of(Tensor.narrow, "narrow_copy", method=True)
 _copy_of(Tensor.select, "select_copy")

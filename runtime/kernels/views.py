@@ -55,6 +55,19 @@ def storage_size(a: Any) -> int:
     return (high - low) // a.itemsize
 
 
+def positions(shape: Sequence[int], strides: Sequence[int], offset: int) -> np.ndarray:
+    """The storage positions of a layout's elements (element strides), in its order."""
+    grid = np.full(tuple(shape), offset, dtype=np.int64)
+    for k, (n, s) in enumerate(zip(shape, strides)):
+        grid += (np.arange(n, dtype=np.int64) * s).reshape((n,) + (1,) * (len(shape) - k - 1))
+    return grid
+
+
+def held_positions(a: Any) -> np.ndarray:
+    """The storage positions of ``a``'s elements."""
+    return positions(a.shape, [s // a.itemsize for s in a.strides], offset_in_storage(a))
+
+
 class _Memory:
     """What ``np.asarray`` reads a view from (``__array_interface__``), keeping its source
     alive as ``.base``."""

@@ -7,7 +7,6 @@ it reads by the positions that element has: the same view taken of ``arange``.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from scriptmod import _creation as C
@@ -15,7 +14,8 @@ from scriptmod._ops_views import diagonal_scatter
 from scriptmod._shape_ops import index_put
 from scriptmod.autograd.derivative_table import _op, derivative
 from scriptmod.ir import dtypes as D
-from scriptmod.runtime.kernels.views import offset_in_storage, storage_size
+from scriptmod.runtime.kernels.views import (held_positions, offset_in_storage, positions,
+                                               storage_size)
 from scriptmod.tensor import Tensor
 
 
@@ -46,18 +46,13 @@ def _unfold(ctx: Any, g: Tensor) -> tuple:
 def _as_strided(ctx: Any, g: Tensor) -> tuple:
     """PyTorch's geometry: the gradient summed into the input's storage at the positions
     the output reads, then read back at the positions the input occupies."""
-    x = ctx.inputs[0]._data
-    a = ctx.attrs
-    size = storage_size(x)
-    cells = C.arange(size, device=g.device)
-    read = _op("as_strided", cells, size=a["size"], stride=a["stride"],
-               offset=offset_in_storage(x) + a["offset"])
-    held = _op("as_strided", cells, size=list(x.shape),
-               stride=[s // x.itemsize for s in x.strides], offset=offset_in_storage(x))
-    storage = index_put(C.zeros(size, dtype=g.dtype, device=g.device), g.reshape(-1),
-                        read.reshape(-1), spec=(("tensor", 0),), accumulate=True)
-    return (storage[held.reshape(-1)].reshape(list(x.shape)) if math.prod(x.shape)
-            else C.zeros(*x.shape, dtype=g.dtype, device=g.device),)
+    x, a = ctx.inputs[0]._data, ctx.attrs
+    read = positions(a["size"], a["stride"], offset_in_storage(x) + a["offset"])
+    read_at = C.tensor(read.reshape(-1), device=g.device)
+    held = C.tensor(held_positions(x).reshape(-1), device=g.device)
+    storage = index_put(C.zeros(storage_size(x), dtype=g.dtype, device=g.device),
+                        g.reshape(-1), read_at, spec=(("tensor", 0),), accumulate=True)
+    return (storage[held].reshape(list(x.shape)),)
 
 
 def _complex_input(ctx: Any) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 from scriptmod.ir.graph import Node
 from scriptmod.ir.ops.views import diagonal_dims, diagonal_len, unfold_dim
 from scriptmod.ir.types import TensorType
+from scriptmod.runtime.kernels.views import positions
 
 from ._context import Context
 from ._table import emits, out_dtype, out_rank
@@ -68,9 +69,7 @@ def _as_strided(cx: Context, node: Node, ins: list) -> list:
     positions ``offset + sum(index * stride)`` (constants: a dynamic batch size
     does not move them, as it does not in the traced graph)."""
     a = node.attrs
-    grid = np.full(tuple(a["size"]), a["offset"], dtype=np.int64)
-    for k, (n, s) in enumerate(zip(a["size"], a["stride"])):
-        grid += (np.arange(n, dtype=np.int64) * s).reshape((n,) + (1,) * (len(a["size"]) - k - 1))
+    grid = positions(a["size"], a["stride"], a["offset"])
     shape = node.inputs[0].type.shape                       # type: ignore[attr-defined]
     known = shape is not None and all(isinstance(n, int) for n in shape)
     if known and grid.size and grid.max() >= int(np.prod(shape)):

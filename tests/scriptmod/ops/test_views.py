@@ -174,6 +174,18 @@ def test_matches_torch(name: str, shapes: list, fn: Callable[..., Any], dtype: s
     _same(_np(fn(sm, *[_sm(a) for a in arrays])), want)
 
 
+@pytest.mark.parametrize("name,shapes,fn", SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
+def test_non_contiguous_inputs_match_torch(name: str, shapes: list, fn: Callable[..., Any]) -> None:
+    """Every input a strided view (every other element of its last dim)."""
+    torch = pytest.importorskip("torch")
+    wide = [_data(tuple(s[:-1]) + (2 * s[-1],), "float64") if s else _data(s, "float64")
+            for s in shapes]
+    every_other = [(slice(None),) * (a.ndim - 1) + (slice(None, None, 2),) if a.ndim else ()
+                   for a in wide]
+    want = _np(fn(torch, *[_torch(a)[i] for a, i in zip(wide, every_other)]))
+    _same(_np(fn(sm, *[_sm(a)[i] for a, i in zip(wide, every_other)])), want)
+
+
 def test_sizes_and_factories_match_torch() -> None:
     torch = pytest.importorskip("torch")
     assert tuple(sm.broadcast_shapes((2, 1), (3,), 1)) == tuple(
