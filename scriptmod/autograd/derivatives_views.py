@@ -14,8 +14,7 @@ from scriptmod._ops_views import diagonal_scatter
 from scriptmod._shape_ops import index_put
 from scriptmod.autograd.derivative_table import _op, derivative
 from scriptmod.ir import dtypes as D
-from scriptmod.runtime.kernels.views import (held_positions, offset_in_storage, positions,
-                                               storage_size)
+from scriptmod.runtime.kernels.views import offset_in_storage, storage_size
 from scriptmod.tensor import Tensor
 
 
@@ -47,12 +46,14 @@ def _as_strided(ctx: Any, g: Tensor) -> tuple:
     """PyTorch's geometry: the gradient summed into the input's storage at the positions
     the output reads, then read back at the positions the input occupies."""
     x, a = ctx.inputs[0]._data, ctx.attrs
-    read = positions(a["size"], a["stride"], offset_in_storage(x) + a["offset"])
-    read_at = C.tensor(read.reshape(-1), device=g.device)
-    held = C.tensor(held_positions(x).reshape(-1), device=g.device)
+    cells = C.arange(storage_size(x), device=g.device)      # ops, so a compiled backward
+    read = _op("as_strided", cells, size=a["size"], stride=a["stride"],   # builds them too
+               offset=offset_in_storage(x) + a["offset"])
+    held = _op("as_strided", cells, size=list(x.shape),
+               stride=[s // x.itemsize for s in x.strides], offset=offset_in_storage(x))
     storage = index_put(C.zeros(storage_size(x), dtype=g.dtype, device=g.device),
-                        g.reshape(-1), read_at, spec=(("tensor", 0),), accumulate=True)
-    return (storage[held].reshape(list(x.shape)),)
+                        g.reshape(-1), read.reshape(-1), spec=(("tensor", 0),), accumulate=True)
+    return (storage[held.reshape(-1)].reshape(list(x.shape)),)
 
 
 def _complex_input(ctx: Any) -> bool:
