@@ -24,6 +24,13 @@ from scriptmod.autograd.engine import Node, SavedTensor
 # An active tracer (scriptmod.jit) pushes itself here; see ``Tracer.record``.
 TRACERS: list[Any] = []
 
+
+class TracingError(RuntimeError):
+    """Tracing cannot produce a correct graph (``strict=True`` data-dependent control flow, an
+    op whose result shape depends on values). Defined here, below ``jit``, so that ops refuse
+    a trace without importing it; ``scriptmod.jit.TracingError`` is this class."""
+    __module__ = "scriptmod.jit"
+
 _gstate = grad_mode._state
 _PROFILING = profiling.ACTIVE        # a running ``scriptmod.profiler``: ops are timed
 _clock = profiling.clock

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from scriptmod._creation import full, tensor
-from scriptmod._dispatch import TRACERS, dispatch
+from scriptmod._dispatch import TRACERS, TracingError, dispatch
 from scriptmod._public import public
 from scriptmod._shape_ops import index_put as _index_put_op
 from scriptmod._tensor_ops import where
@@ -41,7 +41,6 @@ def refuse_traced(op: str) -> None:
     """Refuse a data-dependent-shape op under ``jit.trace``: the graph would bake in the
     one result shape this input gave."""
     if TRACERS:
-        from scriptmod.jit._tracer import TracingError
         raise TracingError(
             f"{op}(): the shape of its result depends on the input's values, which a trace "
             f"cannot record (it would bake in this input's shape); call it outside the traced "

@@ -21,13 +21,12 @@ from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Prim, Value
 from scriptmod.ir.types import BoolType, IntType, ModuleType, TensorType, TupleType, Type
 from scriptmod.tensor import Size, Tensor
+from scriptmod._dispatch import TracingError  # noqa: F401  (re-exported: jit.TracingError)
 from scriptmod._traced_int import (TracedInt, TracerWarning, comparison_text, deciding_frame,
                                    is_user_code, warn_at, where)
 from scriptmod._traced_int import int_value as traced_int_value
 
 
-class TracingError(RuntimeError):
-    """Tracing cannot produce a correct graph (``strict=True`` data-dependent control flow)."""
 
 
 _INTERNAL = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
