@@ -53,6 +53,8 @@ def to_sm(obj: Any, memo: dict | None = None, grad: bool = True) -> Any:
             plain = obj.detach().resolve_conj().resolve_neg()
             if obj.dtype is torch.bfloat16:   # NumPy has no bfloat16: through float32, exactly
                 t = sm.tensor(plain.float().numpy().copy()).to(sm.bfloat16)
+            elif not (grad and obj.requires_grad) and _is_partial_view(plain):
+                t = _same_view(plain)
             else:
                 t = sm.tensor(plain.numpy().copy())
             if grad and obj.requires_grad:
@@ -74,6 +76,21 @@ def to_sm(obj: Any, memo: dict | None = None, grad: bool = True) -> Any:
     if obj is None or isinstance(obj, (bool, int, float, complex, str, slice, np.ndarray)):
         return obj
     raise Unsupported(f"cannot convert {type(obj).__module__}.{type(obj).__name__}")
+
+
+def _is_partial_view(t: Any) -> bool:
+    """A torch tensor whose storage holds more than its own elements (a slice, a strided
+    view): ops that read storage (``as_strided``) see the rest."""
+    return t.untyped_storage().nbytes() > t.numel() * t.element_size()
+
+
+def _same_view(t: Any) -> Any:
+    """The scriptmod twin of a torch view: its whole storage copied once, the same sizes,
+    strides and offset taken of it with ``as_strided``."""
+    n = t.untyped_storage().nbytes() // t.element_size()
+    flat = t.as_strided((n,), (1,), 0)
+    return sm.tensor(flat.numpy().copy()).as_strided(tuple(t.shape), tuple(t.stride()),
+                                                     t.storage_offset())
 
 
 def leafify(obj: Any, memo: dict | None = None) -> Any:
@@ -165,6 +182,8 @@ def assert_grads(t_tensors: list, s_tensors: list, where: str) -> None:
     """Each scriptmod tensor's ``.grad`` equals its torch twin's (None counts as zeros)."""
     for i, (a, b) in enumerate(zip(t_tensors, s_tensors)):
         ga, gb = a.grad, None if b is None else b.grad
+        if ga is not None and torch._is_zerotensor(ga):   # torch's symbolic zero gradient
+            ga = None
         if ga is None and gb is None:
             continue
         ga = torch.zeros_like(a) if ga is None else ga
