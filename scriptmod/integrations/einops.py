@@ -16,8 +16,8 @@ module defines scriptmod's, so import it once before the first einops call::
 permutes, expands and reductions of scriptmod, so it runs eagerly, records gradients and is
 traced by ``scriptmod.jit.trace``. ``Rearrange`` and ``Reduce`` are ``scriptmod.nn.Module``s
 (einops' own ``einops.layers.torch`` subclass ``torch.nn.Module``): in a model ported from
-torch, import them from here instead of from ``einops.layers.torch``. ``einops.einsum``
-needs an ``einsum`` that scriptmod does not have yet and raises einops' NotImplementedError.
+torch, import them from here instead of from ``einops.layers.torch``. ``einops.einsum`` is
+``scriptmod.einsum`` (one batched matmul per contraction, so it traces onto the GEMM path).
 """
 from __future__ import annotations
 
@@ -97,6 +97,10 @@ class ScriptmodBackend(AbstractBackend):
 
     def is_float_type(self, x: Tensor) -> bool:
         return x.dtype.name in _FLOAT_DTYPES
+
+    def einsum(self, pattern: str, *x: Tensor) -> Tensor:
+        from scriptmod._ops_products import einsum
+        return einsum(pattern, *x)
 
     def layers(self) -> Any:
         import sys
