@@ -188,8 +188,12 @@ def _index_put(xp: Any, x: Any, values: Any, *tensors: Any, spec: Sequence[tuple
     out = x.copy()
     vals = values.astype(x.dtype, copy=False)
     try:
-        if accumulate:
-            xp.add.at(out, idx, vals) if xp is np else out.__setitem__(idx, out[idx] + vals)
+        if accumulate:   # duplicates add up: an unbuffered add (CuPy: cupyx.scatter_add)
+            if hasattr(xp.add, "at"):
+                xp.add.at(out, idx, vals)
+            else:
+                import cupyx
+                cupyx.scatter_add(out, idx, vals)
         else:
             out[idx] = vals
     except (IndexError, ValueError) as e:
