@@ -13,7 +13,10 @@ from scriptmod.runtime.kernels import KERNELS, operand, run_kernel
 
 
 def direct(op: str, inputs: Sequence[Any], attrs: dict[str, Any]) -> Any:
-    return run_kernel(op, list(inputs), attrs)
+    """The kernel with the attributes an executor gives it: the case's, defaults filled in
+    from the schema (as a graph node's are)."""
+    from scriptmod.ir.schema import REGISTRY
+    return run_kernel(op, list(inputs), REGISTRY[op].bind_attrs(attrs))
 
 
 @pytest.mark.filterwarnings("ignore:Casting complex values to real")
