@@ -39,6 +39,11 @@ class ArgumentValueError(RuntimeError, ValueError):
     PyTorch reports as ``RuntimeError``; still a ``ValueError`` for code that caught that."""
 
 
+class IndexRangeError(IndexError, RuntimeError):
+    """An index outside its dim: PyTorch raises ``IndexError`` for some ops and shapes
+    (``index out of range in self``) and ``RuntimeError`` for others; this is both."""
+
+
 class TraceGuardError(RuntimeError):
     """A call would take a path the trace did not record: Python code branched on (or baked
     in) a size at trace time, and this input changes that decision."""

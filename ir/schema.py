@@ -271,7 +271,7 @@ def ops_with(*flags: str, without: tuple[str, ...] = ()) -> frozenset[str]:
 
     >>> import scriptmod.ir.ops
     >>> sorted(ops_with(VIEW, without=(IMPURE,)))[:3]
-    ['detach', 'expand', 'narrow']
+    ['as_strided', 'detach', 'diagonal']
     """
     want, refuse = frozenset(flags), frozenset(without)
     return frozenset(n for n, s in REGISTRY.items()

@@ -30,7 +30,8 @@ from scriptmod._public import public
 from scriptmod._shape_ops import index_put as _index_put_op
 from scriptmod._tensor_ops import where
 from scriptmod.ir import dtypes as D
-from scriptmod.ir.errors import ArgumentValueError, DTypeError, KernelDTypeError, ShapeError
+from scriptmod.ir.errors import (ArgumentValueError, DTypeError, IndexRangeError,
+                                  KernelDTypeError, ShapeError)
 from scriptmod.ir.ops.rules import broadcast_shapes, norm_dim
 from scriptmod.tensor import Tensor, wrap
 
@@ -126,7 +127,7 @@ def _check_bounds(index: Tensor, size: int, d: int, op: str, negative: bool = Fa
     if hi >= size or lo < (-size if negative else 0):
         bad = hi if hi >= size else lo
         if op in ("index_add", "index_reduce"):
-            raise IndexError("index out of range in self")
+            raise IndexRangeError("index out of range in self")
         prefix = "" if op == "index_fill" else f"{op}_(): "
         raise IndexError(f"{prefix}index {bad} is out of bounds for dimension {d} with size "
                          f"{size}")

@@ -15,7 +15,7 @@ from scriptmod import _memory_format as _mf
 from scriptmod import _public
 from scriptmod._dispatch import TRACERS, dispatch
 from scriptmod.autograd import grad_mode
-from scriptmod.ir.errors import DTypeError, ShapeError
+from scriptmod.ir.errors import DTypeError, IndexRangeError, ShapeError
 from scriptmod.ir.ops.rules import norm_dim
 from scriptmod.runtime.arrays import NP_DTYPE
 from scriptmod.runtime.kernels.shape import build_index
@@ -254,7 +254,7 @@ def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:
     if not TRACERS and index.numel() and isinstance(n, int):   # a value check, eager only
         lo, hi = int(index.min().item()), int(index.max().item())
         if lo < 0 or hi >= n:   # torch refuses negative indices here
-            raise IndexError(f"index out of range in self (index_select(): index "
+            raise IndexRangeError(f"index out of range in self (index_select(): index "
                              f"{lo if lo < 0 else hi} for dimension {d} with size {n})")
     spec = (("slice", None, None, None),) * d + (("tensor", 0),)
     return dispatch("index", (self, index.reshape(-1)), {"spec": spec})

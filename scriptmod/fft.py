@@ -400,8 +400,9 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None,
     """Short-time Fourier transform (``torch.stft``): the DFT of each ``n_fft``-long frame,
     ``hop_length`` apart, times ``window``; (B?, n_freq, n_frames), complex.
 
+        >>> import scriptmod
         >>> stft(scriptmod.ones(16), 8, window=hann_window(8), return_complex=True).shape
-        scriptmod.Size([5, 5])
+        scriptmod.Size([5, 9])
     """
     from scriptmod.nn.functional import pad
     is_complex = input.is_complex() or window is not None and window.is_complex()
@@ -471,6 +472,7 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None,
     """Inverse short-time Fourier transform (``torch.istft``): the inverse DFT of each frame,
     times ``window``, overlap-added and divided by the overlap-added squared window.
 
+        >>> import scriptmod
         >>> w = hann_window(8)
         >>> x = scriptmod.arange(16.)
         >>> y = istft(stft(x, 8, window=w, return_complex=True), 8, window=w, length=16)
