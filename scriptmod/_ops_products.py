@@ -492,11 +492,7 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
         return cat([ident.expand(*input.shape), input[..., :0]], -1)
     a = input
     if n < 0:
-        from scriptmod import linalg
-        inv = getattr(linalg, "inv", None)
-        if inv is None:
-            raise NotImplementedError("linalg.matrix_power: a negative power needs "
-                                      "linalg.inv, which this build does not have")
+        from scriptmod.linalg import inv   # lazy: scriptmod.linalg imports this module
         a, n = inv(input), -n
     result, z = None, None
     while n > 0:
