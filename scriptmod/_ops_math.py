@@ -421,33 +421,24 @@ def fmin(input: Tensor, other: Tensor) -> Tensor:
     return _fextremum(input, other, input <= other)
 
 
-@public(inplace=True)
-def hypot(input: Tensor, other: Tensor) -> Tensor:
-    """sqrt(input**2 + other**2) without overflow; inf if either is infinite."""
-    _tensor_arg("hypot", "other", 2, other)
-    return dispatch("hypot", (input, other))
+def _tensor_pair_op(name: str, doc: str) -> Any:
+    """``scriptmod.<name>(input, other)`` of registry op ``name``, which takes two tensors
+    (a number for ``other`` is PyTorch's TypeError), published with its in-place form."""
+    def fn(input: Tensor, other: Tensor) -> Tensor:
+        _tensor_arg(name, "other", 2, other)
+        return dispatch(name, (input, other))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return public(inplace=True)(fn)
 
 
+hypot = _tensor_pair_op("hypot", "sqrt(input**2 + other**2) without overflow; inf if either "
+                                 "is infinite.")
 # ---- unfused registry ops ----------------------------------------------------------------
-@public(inplace=True)
-def nextafter(input: Tensor, other: Tensor) -> Tensor:
-    """The next representable value after ``input`` toward ``other``, in their dtype."""
-    _tensor_arg("nextafter", "other", 2, other)
-    return dispatch("nextafter", (input, other))
-
-
-@public(inplace=True)
-def gcd(input: Tensor, other: Tensor) -> Tensor:
-    """The non-negative greatest common divisor of integer tensors."""
-    _tensor_arg("gcd", "other", 2, other)
-    return dispatch("gcd", (input, other))
-
-
-@public(inplace=True)
-def lcm(input: Tensor, other: Tensor) -> Tensor:
-    """The non-negative least common multiple of integer tensors."""
-    _tensor_arg("lcm", "other", 2, other)
-    return dispatch("lcm", (input, other))
+nextafter = _tensor_pair_op("nextafter", "The next representable value after ``input`` "
+                                         "toward ``other``, in their dtype.")
+gcd = _tensor_pair_op("gcd", "The non-negative greatest common divisor of integer tensors.")
+lcm = _tensor_pair_op("lcm", "The non-negative least common multiple of integer tensors.")
 
 
 FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
