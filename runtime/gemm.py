@@ -26,9 +26,7 @@ import numpy as np
 
 from scriptmod.codegen.gemm import MC, NC, PARAMS, name, render_gemm, workspace_floats
 from scriptmod.codegen.microkernel import Isa, host_isa
-from scriptmod.ir import dtypes as D
-from scriptmod.ir.graph import Node, Prim
-from scriptmod.ir.types import TensorType
+from scriptmod.ir.graph import Node
 from . import threads as _threads
 from .errors import worded
 from .llvm_jit import CompiledKernel, compile_units, host
@@ -185,44 +183,38 @@ def _desc(a: Any) -> str:
 
 # ---- a fusion group as the GEMM's epilogue ------------------------------------------------
 
-def epilogue_source(group: Node) -> tuple[Node, int] | None:
-    """``(matmul node, input slot)`` when the fusion group ``group`` can run as that matmul's
-    epilogue (``Epilogue``): an elementwise group (no row ops) with one float32 CPU output of
-    the matmul's static shape, reading the matmul's result once, the group its only user, in
-    the same block; the matmul of a float32 ``(..., K)`` by a ``(K, N)`` matrix. The GEMM is
-    then deferred to the group's place (nothing else reads its result)."""
-    from scriptmod.codegen.rows import has_row_ops
-    if group.kind != Prim.FUSION_GROUP or len(group.outputs) != 1:
+def epilogue_source(group: Node) -> Any:
+    """The ``runtime.epilogue.Source`` (kind ``gemm``) when the fusion group ``group`` can
+    run as a matmul's epilogue (``Epilogue``): an elementwise group (no row ops) with one
+    float32 CPU output of the matmul's static shape, reading the matmul's result once, the
+    group its only user, in the same block; the matmul of a float32 ``(..., K)`` by a
+    ``(K, N)`` matrix. The GEMM is then deferred to the group's place (nothing else reads
+    its result)."""
+    from .epilogue import Source, elementwise_group, f32_cpu
+    if not elementwise_group(group):
         return None
     out = group.output.type
-    if not _f32_cpu(out) or has_row_ops(group.attrs["subgraph"]):
-        return None
     for slot, v in enumerate(group.inputs):
         m = v.node
         if not m.is_op or m.op_name != "matmul" or m.attrs or len(v.uses) != 1 \
                 or m.owning_block is not group.owning_block:
             continue
         a, b = (u.type for u in m.inputs)
-        if not (_f32_cpu(v.type) and _f32_cpu(a) and _f32_cpu(b)):
+        if not (f32_cpu(v.type) and f32_cpu(a) and f32_cpu(b)):
             continue
         if len(b.shape or ()) == 2 and len(a.shape or ()) >= 2 \
                 and tuple(v.type.shape or ()) == tuple(out.shape or ()):
-            return m, slot
+            return Source((m,), slot, "gemm")
     return None
 
 
-def _f32_cpu(t: Any) -> bool:
-    return isinstance(t, TensorType) and t.dtype is D.float32 and t.device == "cpu" \
-        and t.shape is not None
-
-
 def epilogue_step(slot: int, fk: Any, group: Callable[[list], list],
-                  fallback: Callable[[Any, Any], Any]) -> Callable[[list], Any]:
+                  fallback: Callable[[list], Any]) -> Callable[[list], Any]:
     """The step of a GEMM and its epilogue group (``epilogue_source``), called with
     ``[a, b, *group inputs]`` (the group's input ``slot``, the product, a placeholder):
     ``matmul`` with the group's kernel applied per block of C where the arrays allow (``fk``
-    the group's ``FusedKernel``, or None); else ``fallback(a, b)`` (the plain matmul step)
-    and then ``group(inputs)``, the group's own step."""
+    the group's ``FusedKernel``, or None); else ``fallback([a, b])`` (the plain matmul
+    step) and then ``group(inputs)``, the group's own step."""
     pools: dict[tuple, Any] = {}
 
     def step(args: list) -> Any:
@@ -231,7 +223,7 @@ def epilogue_step(slot: int, fk: Any, group: Callable[[list], list],
             out = _fused(fk, slot, x, w, ins, pools)
             if out is not None:
                 return out
-        ins[slot] = fallback(x, w)
+        ins[slot] = fallback([x, w])
         return group(ins)[0]
     return step
 

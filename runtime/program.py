@@ -56,7 +56,7 @@ class _Program:
         self.built: dict[Node, str] = {}           # node -> the row that built its step
         self.step_of: dict[Node, Any] = {}         # node -> the step its line calls
         self.dying = _last_uses(graph, [s for p in plan_list for s in p.segments],
-                                {g: list(m.inputs) for g, (m, _) in self.epilogues.items()})
+                                {g: src.inputs() for g, src in self.epilogues.items()})
         self.unbound = _unbound(graph, self.native | self.skipped | self.deferred,
                                 [s for p in plan_list for s in p.segments])
         args = "".join(f"{self.name[v]}, " for v in graph.inputs)
@@ -177,14 +177,16 @@ class _Program:
 
     def _epilogue_args(self, node: Node, inputs: list[str], dead: list[str]
                        ) -> tuple[list[str], list[str]]:
-        """The arguments and dying values of a group run as its GEMM's epilogue: the
-        matmul's operands, then the group's inputs (the product's slot a placeholder)."""
-        m, slot = self.epilogues[node]
-        product = self.name[m.output]
-        inputs = [self.name[v] for v in m.inputs] + ["None" if i == slot else name
-                                                     for i, name in enumerate(inputs)]
-        dead = [d for d in dead if d != product] + \
-            [self.name[v] for v in self.dying.get(m, ())]
+        """The arguments and dying values of a group run as an epilogue
+        (``runtime.epilogue``): its producer chain's outside inputs, then the group's
+        inputs (the product's slot a placeholder)."""
+        src = self.epilogues[node]
+        inner = {self.name[m.output] for m in src.nodes}
+        inputs = [self.name[v] for v in src.inputs()] + \
+            ["None" if i == src.slot else name for i, name in enumerate(inputs)]
+        dead = [d for d in dead if d not in inner] + \
+            [self.name[v] for m in src.nodes for v in self.dying.get(m, ())
+             if self.name[v] not in inner]
         return inputs, dead
 
     def _if(self, node: Node, depth: int) -> None:

@@ -54,13 +54,14 @@ class Site:
     steps run through; ``array_steps``: it is ``ArrayOps`` with its own fast steps (the op
     rows below); ``plain_arrays``: exactly ``ArrayOps`` (a GEMM may take an epilogue);
     ``ex``: the ``Executable`` (its fusion groups' kernels); ``epilogues``: fusion group ->
-    (matmul, slot) run as that GEMM's epilogue, and ``deferred``: matmul -> its group."""
+    its ``runtime.epilogue.Source`` (the GEMM or convolution it runs after), and
+    ``deferred``: each node of such a source -> its group."""
     ops: Any = None
     array_steps: bool = False
     plain_arrays: bool = False
     ex: Any = None
     graph: Graph | None = None
-    epilogues: dict[Node, tuple[Node, int]] = field(default_factory=dict)
+    epilogues: dict[Node, Any] = field(default_factory=dict)
     deferred: dict[Node, Node] = field(default_factory=dict)
 
 
@@ -146,26 +147,43 @@ def _constant(node: Node, site: Site) -> Built:
     return (lambda a: value), True
 
 
+_PRODUCER = {"gemm": "our GEMM", "conv": "our convolution"}
+
+
 def _is_epilogue(node: Node, site: Site) -> str | None:
-    if node in site.epilogues:
-        return f"the epilogue of our GEMM of the matmul feeding input " \
-               f"{site.epilogues[node][1]}: applied per block of C while it is in cache"
-    if node in site.deferred:
-        return "deferred to its epilogue group's line: our GEMM, the group per block of C"
+    src = site.epilogues.get(node)
+    if src is not None:
+        what = " and ".join(n.kind for n in src.nodes)
+        if node.kind != Prim.FUSION_GROUP:
+            return f"folded into {_PRODUCER[src.kind]} ({what}) per call on running " \
+                   f"statistics: one pass over the output fewer"
+        return f"the epilogue of {_PRODUCER[src.kind]} ({what} feeding input {src.slot}): " \
+               f"applied per block of its output while it is in cache"
+    group = site.deferred.get(node)
+    if group is not None:
+        return f"deferred to its epilogue group's line: " \
+               f"{_PRODUCER[site.epilogues[group].kind]}, the group per block of its output"
     return None
 
 
 def _epilogue(node: Node, site: Site) -> Built:
-    """The group's GEMM-with-epilogue step (``gemm.epilogue_step``), called with the
-    matmul's operands then the group's inputs; for the deferred matmul, its own step."""
-    from .gemm import epilogue_step
+    """The group's step with its producer chain (``runtime.epilogue``), called with the
+    chain's outside inputs then the group's inputs; for a deferred node, its own step."""
+    from .epilogue import chain_fallback
     if node in site.deferred:
-        return build(node, site, "gemm+epilogue")
-    m, slot = site.epilogues[node]
-    mstep = build(m, site, "gemm+epilogue")[0]
+        return build(node, site, "epilogue")
+    src = site.epilogues[node]
+    fallback = chain_fallback(src, [build(n, site, "epilogue")[0] for n in src.nodes])
+    if node.kind != Prim.FUSION_GROUP:                  # a BatchNorm folded into its conv
+        from .conv_epilogue import conv_batch_norm_step
+        return conv_batch_norm_step(node, build(node, site, "epilogue")[0], fallback), True
     group = group_fn(node, site)
-    return epilogue_step(slot, site.ex.fused_kernel(node), lambda a: [group(a)[0]],
-                         lambda x, w: mstep([x, w])), True
+    fk = site.ex.fused_kernel(node)
+    if src.kind == "gemm":
+        from .gemm import epilogue_step
+        return epilogue_step(src.slot, fk, lambda a: [group(a)[0]], fallback), True
+    from .conv_epilogue import conv_epilogue_step
+    return conv_epilogue_step(src, fk, lambda a: [group(a)[0]], fallback), True
 
 
 # ---- rows: fusion groups ----------------------------------------------------------------------
@@ -399,7 +417,7 @@ def _interpreted(node: Node, site: Site) -> Built:
 
 ROWS: list[Row] = [
     Row("constant", _is_constant, _constant),
-    Row("gemm+epilogue", _is_epilogue, _epilogue, compiled=True),
+    Row("epilogue", _is_epilogue, _epilogue, compiled=True),
     Row("fusion-group", _has_kernel, _group, compiled=True),
     Row("reference-kernel", _on_reference, _group),
     Row("scalar-kernel", _is_scalar_kernel, _scalar_kernel),
@@ -450,7 +468,7 @@ class StepPlan:
         self._read_state(graph, ex)
         self.site = Site(ex.ops, ex.array_steps, ex.plain_arrays, ex, graph)
         self.site.epilogues = self._epilogues(graph)
-        self.site.deferred = {m: g for g, (m, _) in self.site.epilogues.items()}
+        self.site.deferred = {m: g for g, src in self.site.epilogues.items() for m in src.nodes}
         self.epilogues, self.deferred = self.site.epilogues, frozenset(self.site.deferred)
         self._why = {n: w for p in plan_list for n, w in getattr(p, "why", {}).items()}
         self._segment = {n: s.index for p in plan_list for s in p.segments for n in s.nodes}
@@ -512,33 +530,44 @@ class StepPlan:
         self._unread = frozenset(unread) - self.skipped
         self.skipped = frozenset(unread)
 
-    def _epilogues(self, graph: Graph) -> dict[Node, tuple[Node, int]]:
-        """Fusion groups that run as the epilogue of the GEMM before them
-        (``runtime.gemm.epilogue_source``), with that matmul node and the group's input slot
-        it fills: both Python steps, the matmul one our GEMM takes, plain array ops. The
-        matmul's line moves to the group's (nothing else reads its result)."""
-        from .gemm import epilogue_source
+    def _epilogues(self, graph: Graph) -> dict[Node, Any]:
+        """Fusion groups that run as the epilogue of the GEMM or convolution before them
+        (``runtime.epilogue.find``), with that producer chain: all Python steps, the
+        producer one our kernels take, plain array ops. The chain's lines move to the
+        group's (nothing else reads their results)."""
+        from .epilogue import batch_norm_source, find
         if not self.site.plain_arrays:
             return {}
-        out = {}
+        out: dict[Node, Any] = {}
+        claimed: set[Node] = set()
         for n in graph.walk():
-            src = epilogue_source(n) if n.kind == Prim.FUSION_GROUP else None
-            if src is None or n in self.native or src[0] in self.native \
-                    or src[0] in self.skipped:
+            if n.kind == Prim.FUSION_GROUP:
+                src = find(n)
+            elif n.is_op and n.op_name == "batch_norm" and n not in claimed:
+                src = batch_norm_source(n)
+            else:
+                src = None
+            if src is None or n in self.native or any(
+                    m in self.native or m in self.skipped for m in src.nodes):
                 continue
-            m = src[0]
-            if _plain_matmul(m, D.float32) and _own_kernels(m) and _own_gemm(m) \
-                    and _movable(m, n):
-                out[n] = src
+            m = src.head
+            if not (_own_kernels(m) and _movable(src.nodes, n)):
+                continue
+            if src.kind == "gemm" and not (_plain_matmul(m, D.float32) and _own_gemm(m)):
+                continue
+            out[n] = src
+            claimed.update(src.nodes)
         return out
 
 
-def _movable(node: Node, to: Node) -> bool:
-    """Whether ``node`` may run at ``to``'s place instead (same block): nothing between them
-    has a side effect (an in-place write could change its operands)."""
-    n = node.next
+def _movable(nodes: Sequence[Node], to: Node) -> bool:
+    """Whether ``nodes`` (a chain in graph order, same block) may run at ``to``'s place
+    instead: nothing else between them has a side effect (an in-place write could change
+    their operands)."""
+    chain = set(nodes)
+    n = nodes[0].next
     while n is not None and n is not to:
-        if has_side_effects(n):
+        if n not in chain and has_side_effects(n):
             return False
         n = n.next
     return n is to

@@ -2,6 +2,7 @@
 ``op_cases`` from every suite; hypothesis runs few examples so the suites stay fast; every
 module a test compiles is saved/loaded and its ``.code`` run (``module_checks``, off with
 ``SCRIPTMOD_SUITE_CHECKS=0``)."""
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,14 @@ _HERE = Path(__file__).resolve().parent
 for _p in (_HERE.parent, _HERE / "scriptmod"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
+
+# Under pytest-xdist (``-n``) each worker keeps its own kernel cache folder, so a test that
+# counts the kernels its process compiles (or loads from disk) sees what a serial run sees,
+# never a kernel another worker compiled a moment before.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    from scriptmod.runtime.kernel_cache import cache_dir as _cache_dir
+    os.environ["SCRIPTMOD_CACHE_DIR"] = str(_cache_dir() / f"xdist-{_WORKER}")
 
 settings.register_profile("scriptmod", max_examples=25, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -362,10 +362,12 @@ class _Planner:
         if ins is None:
             return "a fusion group reading a value native code does not hold"
         out_shape = sizes(outs[0])                                  # type: ignore[arg-type]
-        from ..gemm import epilogue_source
-        source = epilogue_source(node)
-        if source is not None and source[0] in self.own_gemms:
+        from ..epilogue import find
+        source = find(node)
+        if source is not None and source.kind == "gemm" and source.head in self.own_gemms:
             return "a fusion group run as the epilogue of our GEMM (runtime.gemm)"
+        if source is not None and source.kind == "conv" and _own_conv(source.head):
+            return "a fusion group run as the epilogue of our convolution (runtime.conv)"
         if _has_row_ops(node):
             return self._row_group(node, ins, out_shape)
         if _splits(numel(out_shape)):
@@ -614,6 +616,16 @@ class _Planner:
 
 
 # ---- lowering helpers ----------------------------------------------------------------------------
+
+def _own_conv(node: Node) -> bool:
+    """Whether the convolution ``node`` is one our convolution kernels may run with an
+    epilogue (its target runs our own microkernels; the arrays are checked per call)."""
+    devices = {v.type.device for v in node.inputs if getattr(v.type, "device", None)}
+    try:
+        return bool(target_type(devices).own_gemm)
+    except NotImplementedError:
+        return False
+
 
 def _has_row_ops(node: Node) -> bool:
     from scriptmod.codegen.rows import has_row_ops

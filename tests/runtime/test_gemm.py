@@ -126,9 +126,9 @@ def test_epilogue_per_block_equals_the_separate_group(m, k, n):
     fk = _group(m, n)
     calls = []
 
-    def fallback(a, b):
+    def fallback(ab):
         calls.append(1)
-        return gemm.matmul(a, b)
+        return gemm.matmul(*ab)
     step = gemm.epilogue_step(0, fk, fk, fallback)
     got = step([x, w.T, None, bias, res])
     want = fk([gemm.matmul(x, w.T), bias, res])[0]
@@ -147,7 +147,7 @@ def test_epilogue_step_falls_back_for_arrays_it_does_not_take():
     bias = rng.standard_normal(n, dtype=np.float32)
     res = rng.standard_normal((m, n), dtype=np.float32)
     fk = _group(m, n)
-    step = gemm.epilogue_step(0, fk, fk, np.matmul)
+    step = gemm.epilogue_step(0, fk, fk, lambda ab: np.matmul(*ab))
     want = fk([np.matmul(x, w.T), bias, res])[0]
     np.testing.assert_allclose(step([x, w.T, None, bias, res]), want, rtol=1e-5, atol=1e-5)
 

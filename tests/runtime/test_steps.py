@@ -117,8 +117,8 @@ def test_rows_of_fused_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("text, step, kind, why", [
-    (MLP, "gemm+epilogue", Prim.FUSION_GROUP, "epilogue of our GEMM"),
-    (MLP, "gemm+epilogue", "sm::matmul", "deferred to its epilogue group"),
+    (MLP, "epilogue", Prim.FUSION_GROUP, "epilogue of our GEMM"),
+    (MLP, "epilogue", "sm::matmul", "deferred to its epilogue group"),
     (MLP.replace("  %a : Float(256, 256) = sm::add(%m, %b)\n  %y : Float(256, 256) = "
                  "sm::relu(%a)\n  return (%y)", "  return (%m)"), "own-gemm", "sm::matmul",
      "our GEMM"),
