@@ -41,12 +41,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .gemm import EP_TYPE, KC, MC, NC
+from .gemm import EP_TYPE, KC
 from .llvm_emit import I1, I32, I64, PTR, for_range
 from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
 
 PARAMS = ("Cg", "ID", "IH", "IW", "OD", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW",
-          "O", "Og", "G", "K", "T", "P", "MB", "NB", "contig")
+          "O", "Og", "G", "K", "T", "P", "MC", "NC", "MB", "NB", "contig", "ahead")
 _P = {name: i for i, name in enumerate(PARAMS)}
 TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
 FAR = -(1 << 30)                          # a window origin no tap brings into the input
@@ -111,9 +111,9 @@ class _Body:
             xg = at(b, x, b.mul(b.add(b.mul(n, b.mul(P["G"], P["Cg"])), b.mul(g, P["Cg"])),
                                 self.S))
             cg = at(b, out, b.mul(b.add(b.mul(n, P["O"]), o0), P["P"]))
-            i0, j0 = b.mul(mb, c64(MC)), b.mul(nb, c64(NC))
-            rows = imin(b, c64(MC), b.sub(P["Og"], i0))
-            cols = imin(b, c64(NC), b.sub(P["P"], j0))
+            i0, j0 = b.mul(mb, P["MC"]), b.mul(nb, P["NC"])
+            rows = imin(b, P["MC"], b.sub(P["Og"], i0))
+            cols = imin(b, P["NC"], b.sub(P["P"], j0))
             self._block(xg, at(b, w, b.mul(o0, P["K"])), cg, ws, i0, j0, rows, cols)
             self._finish(bias, o0, cg, i0, j0, rows, cols, b.mul(n, P["O"]), ep, ep_args,
                          ep_meta)
@@ -216,6 +216,9 @@ class _Body:
         b, P, L, NR = self.b, self.P, self.isa.lanes, self.isa.nr
         with for_range(b, c_lo, c_hi, name="ch", vectorize=False) as c:
             src = at(b, xg, b.add(b.mul(c, self.S), tap["off"]))
+            ahead = at(b, src, b.add(b.sext(lanes[0].start1, I64), P["ahead"]))
+            intrinsic(b, "llvm.prefetch.p0", ir.VoidType(),
+                      [ahead, ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
             row = at(b, ws, b.mul(b.sub(b.add(b.mul(c, P["T"]), t), k0), c64(NR)))
             for h, (v, m) in enumerate(zip(lanes, masks)):
                 b.store(load(src, v, m), at(b, row, h * L), align=4)

@@ -26,7 +26,8 @@ from typing import Any, Sequence
 import ctypes
 import numpy as np
 
-from scriptmod.codegen.conv import MC, NC, PARAMS, TAP, name, render_conv, workspace_floats
+from scriptmod.codegen.conv import PARAMS, TAP, name, render_conv, workspace_floats
+from scriptmod.codegen.gemm import MC, NC
 from scriptmod.codegen.microkernel import Isa
 from . import threads as _threads
 from .errors import worded
@@ -38,6 +39,7 @@ CONV_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *[ctypes.c_vo
 CHOICES = ("auto", "own", "reference")
 _UNIT = 64                    # ``parallel_for`` chunks at multiples of 64: one unit = 64
 MIN_THREAD_FLOPS = 1 << 22    # less work than this runs on the calling thread
+UNITS_PER_THREAD = 4          # blocks are split until each thread has this many to pull
 MAX_INDEX = 1 << 30           # input offsets are 32-bit lanes: an image's channel stays under
 
 
@@ -125,10 +127,11 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
                                 f"{(n, o, *spatial)} array, got {_desc(out)}"), internal=True)
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     bias = None if bias is None else np.ascontiguousarray(bias)
+    shape = shape or isa()
     pad3 = lambda v, one: (one,) * (3 - len(v)) + tuple(int(i) for i in v)   # noqa: E731
     params, taps, units = _plan(x.shape[1:], w.shape, pad3(stride, 1), pad3(padding, 0),
-                                pad3(dilation, 1), groups, n, (shape or isa()).lanes)
-    shape = shape or isa()
+                                pad3(dilation, 1), groups, n, shape,
+                                1 if threads == 1 else _threads.get_num_threads())
     fn = kernel(shape)[0]
     floats = workspace_floats(shape)
     ep = (None, None, None) if epilogue is None else \
@@ -149,7 +152,7 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
 @lru_cache(maxsize=256)
 def _plan(image: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, ...],
           padding: tuple[int, ...], dilation: tuple[int, ...], groups: int, n: int,
-          lanes: int) -> tuple[np.ndarray, np.ndarray, int]:
+          shape: Isa, threads: int) -> tuple[np.ndarray, np.ndarray, int]:
     """The kernel's parameters (``PARAMS``), tap table (``TAP``) and unit count."""
     c, *size = image
     size = [1] * (3 - len(size)) + size
@@ -158,12 +161,14 @@ def _plan(image: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, ..
     out = [(size[i] + 2 * padding[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1
            for i in range(3)]
     p = math.prod(out)
-    mb, nb = -(-(o // groups) // MC), -(-p // NC)
+    mc, nc = _blocks(o // groups, p, n * groups, shape, threads)
+    mb, nb = -(-(o // groups) // mc), -(-p // nc)
     sizes = dict(Cg=cg, ID=size[0], IH=size[1], IW=size[2], OD=out[0], OH=out[1], OW=out[2],
                  SD=stride[0], SH=stride[1], SW=stride[2], PD=padding[0], PH=padding[1],
                  PW=padding[2], O=o, Og=o // groups, G=groups, K=cg * math.prod(k),
-                 T=math.prod(k), P=p, MB=mb, NB=nb,
-                 contig=int(stride[2] == 1 and out[2] >= lanes))
+                 T=math.prod(k), P=p, MC=mc, NC=nc, MB=mb, NB=nb,
+                 contig=int(stride[2] == 1 and out[2] >= shape.lanes),
+                 ahead=shape.nr * stride[2])
     params = np.array([sizes[name] for name in PARAMS], np.int64)
     kd, kh, kw = np.meshgrid(*(np.arange(ki) * d for ki, d in zip(k, dilation)), indexing="ij")
     offsets = dict(dd=kd, dh=kh, dw=kw, off=(kd * size[1] + kh) * size[2] + kw)
@@ -171,6 +176,21 @@ def _plan(image: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, ..
     for a in (params, taps):
         a.flags.writeable = False
     return params, np.ascontiguousarray(taps), n * groups * mb * nb
+
+
+def _blocks(m: int, p: int, images: int, shape: Isa, threads: int) -> tuple[int, int]:
+    """Rows and columns of a unit: ``codegen.gemm``'s ``MC x NC`` (fewer past the edges),
+    halved (columns first, whole panels and tiles) while the units would give some thread
+    fewer than ``UNITS_PER_THREAD`` of them (the pool pulls them dynamically)."""
+    mc, nc = min(MC, -(-m // shape.mr) * shape.mr), min(NC, -(-p // shape.nr) * shape.nr)
+    while images * -(-m // mc) * -(-p // nc) < UNITS_PER_THREAD * threads:
+        if nc > 2 * shape.nr:
+            nc = -(-nc // (2 * shape.nr)) * shape.nr
+        elif mc > 4 * shape.mr:
+            mc = -(-mc // (2 * shape.mr)) * shape.mr
+        else:
+            break
+    return mc, nc
 
 
 def _desc(a: Any) -> str:
