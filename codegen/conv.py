@@ -46,7 +46,8 @@ from .llvm_emit import I1, I32, I64, PTR, for_range
 from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
 
 PARAMS = ("Cg", "ID", "IH", "IW", "OD", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW",
-          "O", "Og", "G", "K", "T", "P", "MC", "NC", "MB", "NB", "contig", "ahead")
+          "O", "Og", "G", "K", "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB",
+          "contig", "ahead")
 _P = {name: i for i, name in enumerate(PARAMS)}
 TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
 FAR = -(1 << 30)                          # a window origin no tap brings into the input
@@ -97,31 +98,29 @@ class _Body:
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
 
     def build(self) -> None:
-        b = self.b
+        b, MR, NR = self.b, self.isa.mr, self.isa.nr
         lo, hi, params, self.taps, x, w, bias, out, ws, ep, ep_args, ep_meta = self.fn.args
         self.P = P = {p: b.load(b.gep(params, [c64(i)], source_etype=I64), typ=I64)
                       for p, i in _P.items()}
         self.S = b.mul(P["ID"], b.mul(P["IH"], P["IW"]))
+        self.buf = b.alloca(F32, size=c64(MR * NR), name="straddle")
+        self.coloff = b.alloca(I64, size=c64(NR), name="coloff")
         with for_range(b, lo, hi, name="u", vectorize=False) as u:
             nb = b.srem(u, P["NB"])
             mb = b.srem(b.sdiv(u, P["NB"]), P["MB"])
-            ng = b.sdiv(u, b.mul(P["NB"], P["MB"]))
-            n, g = b.sdiv(ng, P["G"]), b.srem(ng, P["G"])
-            o0 = b.mul(g, P["Og"])                                   # the group's first row
-            xg = at(b, x, b.mul(b.add(b.mul(n, b.mul(P["G"], P["Cg"])), b.mul(g, P["Cg"])),
-                                self.S))
-            cg = at(b, out, b.mul(b.add(b.mul(n, P["O"]), o0), P["P"]))
-            i0, j0 = b.mul(mb, P["MC"]), b.mul(nb, P["NC"])
-            rows = imin(b, P["MC"], b.sub(P["Og"], i0))
-            cols = imin(b, P["NC"], b.sub(P["P"], j0))
-            self._block(xg, at(b, w, b.mul(o0, P["K"])), cg, ws, i0, j0, rows, cols)
-            self._finish(bias, o0, cg, i0, j0, rows, cols, b.mul(n, P["O"]), ep, ep_args,
-                         ep_meta)
+            o0 = b.mul(b.sdiv(u, b.mul(P["NB"], P["MB"])), P["Og"])   # the group's first row
+            xg = at(b, x, b.mul(b.mul(b.sdiv(o0, P["Og"]), P["Cg"]), self.S))
+            i0, j0 = b.add(o0, b.mul(mb, P["MC"])), b.mul(nb, P["NC"])
+            rows = imin(b, P["MC"], b.sub(b.add(o0, P["Og"]), i0))
+            cols = imin(b, P["NC"], b.sub(P["J"], j0))
+            self._block(xg, at(b, w, b.mul(i0, P["K"])), out, ws, i0, j0, rows, cols)
+            self._finish(bias, out, i0, j0, rows, cols, ep, ep_args, ep_meta)
         b.ret_void()
 
-    def _block(self, xg: ir.Value, wg: ir.Value, cg: ir.Value, ws: ir.Value, i0: ir.Value,
+    def _block(self, xg: ir.Value, wb: ir.Value, out: ir.Value, ws: ir.Value, i0: ir.Value,
                j0: ir.Value, rows: ir.Value, cols: ir.Value) -> None:
-        """The ``rows x cols`` block of C at ``(i0, j0)``: K blocks of panels of tiles."""
+        """Rows ``i0 .. i0 + rows`` (output channels) by columns ``j0 .. j0 + cols`` (batch
+        positions): K blocks of panels of tiles, A the weight rows at ``wb``."""
         b, P, MR, NR = self.b, self.P, self.isa.mr, self.isa.nr
         panels = b.sdiv(b.add(cols, c64(NR - 1)), c64(NR))
         slabs = b.sdiv(b.add(rows, c64(MR - 1)), c64(MR))
@@ -132,30 +131,77 @@ class _Body:
             first = b.icmp_signed("==", kb, ZERO)
             with for_range(b, ZERO, panels, name="p", vectorize=False) as p:
                 j = b.add(j0, b.mul(p, c64(NR)))
-                nvalid = imin(b, c64(NR), b.sub(P["P"], j))
+                nvalid = imin(b, c64(NR), b.sub(P["J"], j))
+                pos = b.srem(j, P["P"])
+                straddle = b.icmp_signed(">", b.add(pos, nvalid), P["P"])
+                with b.if_then(straddle, likely=False):
+                    self._column_offsets(j, nvalid)
                 self._pack(xg, j, k0, kc, ws)
+                cj = at(b, out, b.add(b.mul(b.sdiv(j, P["P"]), P["OP"]), pos))
                 with for_range(b, ZERO, slabs, name="s", vectorize=False) as s:
                     r = b.add(i0, b.mul(s, c64(MR)))
-                    dispatch(b, imin(b, b.sub(b.add(i0, rows), r), c64(MR)), self.table, [
-                        at(b, wg, b.add(b.mul(r, P["K"]), k0)), P["K"], ws, kc,
-                        at(b, cg, b.add(b.mul(r, P["P"]), j)), P["P"], nvalid, first])
+                    mr = imin(b, b.sub(b.add(i0, rows), r), c64(MR))
+                    a = [at(b, wb, b.add(b.mul(b.sub(r, i0), P["K"]), k0)), P["K"], ws, kc]
+                    with b.if_else(straddle, likely=False) as (split, whole):
+                        with split:
+                            self._straddling(a, at(b, out, b.mul(r, P["P"])), mr, nvalid,
+                                             first)
+                        with whole:
+                            dispatch(b, mr, self.table, a + [
+                                at(b, cj, b.mul(r, P["P"])), P["P"], nvalid, first])
 
-    def _finish(self, bias: ir.Value, o0: ir.Value, cg: ir.Value, i0: ir.Value, j0: ir.Value,
-                rows: ir.Value, cols: ir.Value, nO: ir.Value, ep: ir.Value, ep_args: ir.Value,
-                ep_meta: ir.Value) -> None:
-        """The bias added to the finished block, then the epilogue per row."""
+    def _column_offsets(self, j: ir.Value, nvalid: ir.Value) -> None:
+        """``coloff[jj]``: where column ``j + jj`` of row 0 lies in the output."""
         b, P = self.b, self.P
-        with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)):
-            with for_range(b, i0, b.add(i0, rows), name="bias.i", vectorize=False) as i:
-                value = b.load(at(b, bias, b.add(o0, i)), typ=F32)
-                row = at(b, cg, b.add(b.mul(i, P["P"]), j0))
-                with for_range(b, ZERO, cols, name="bias.j") as jj:
-                    ptr = at(b, row, jj)
-                    b.store(b.fadd(b.load(ptr, typ=F32), value), ptr)
-        with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(ep, I64), ZERO)):
-            with for_range(b, i0, b.add(i0, rows), name="ep", vectorize=False) as i:
-                start = b.add(b.mul(b.add(nO, b.add(o0, i)), P["P"]), j0)
-                b.call(ep, [start, b.add(start, cols), ep_args, ep_meta])
+        with for_range(b, ZERO, nvalid, name="col", vectorize=False) as jj:
+            n, p = b.sdiv(b.add(j, jj), P["P"]), b.srem(b.add(j, jj), P["P"])
+            b.store(b.add(b.mul(n, P["OP"]), p), b.gep(self.coloff, [jj], source_etype=I64))
+
+    def _straddling(self, a: list[ir.Value], row0: ir.Value, mr: ir.Value, nvalid: ir.Value,
+                    first: ir.Value) -> None:
+        """A panel whose columns span images: the tile on ``buf``, copied from (after the
+        first K block) and to the output through ``coloff``."""
+        b, NR = self.b, self.isa.nr
+        with b.if_then(b.not_(first)):
+            self._copy_columns(row0, mr, nvalid, to_output=False)
+        dispatch(b, mr, self.table, a + [self.buf, c64(NR), c64(NR), first])
+        self._copy_columns(row0, mr, nvalid, to_output=True)
+
+    def _copy_columns(self, row0: ir.Value, mr: ir.Value, nvalid: ir.Value,
+                      to_output: bool) -> None:
+        b, P, NR = self.b, self.P, self.isa.nr
+        with for_range(b, ZERO, mr, name="cr", vectorize=False) as r:
+            row = at(b, row0, b.mul(r, P["P"]))
+            with for_range(b, ZERO, nvalid, name="cc", vectorize=False) as jj:
+                here = at(b, row, b.load(b.gep(self.coloff, [jj], source_etype=I64), typ=I64))
+                there = at(b, self.buf, b.add(b.mul(r, c64(NR)), jj))
+                src, dst = (there, here) if to_output else (here, there)
+                b.store(b.load(src, typ=F32), dst)
+
+    def _finish(self, bias: ir.Value, out: ir.Value, i0: ir.Value, j0: ir.Value,
+                rows: ir.Value, cols: ir.Value, ep: ir.Value, ep_args: ir.Value,
+                ep_meta: ir.Value) -> None:
+        """The bias added to the finished block, then the epilogue per row, image by
+        image."""
+        b, P = self.b, self.P
+        last = b.sdiv(b.sub(b.add(j0, cols), c64(1)), P["P"])
+        with for_range(b, b.sdiv(j0, P["P"]), b.add(last, c64(1)), name="img",
+                       vectorize=False) as n:
+            lo = b.select(b.icmp_signed(">", j0, b.mul(n, P["P"])), j0, b.mul(n, P["P"]))
+            hi = imin(b, b.add(j0, cols), b.mul(b.add(n, c64(1)), P["P"]))
+            seg = b.add(b.mul(n, P["OP"]), b.sub(lo, b.mul(n, P["P"])))   # row 0's start
+            length = b.sub(hi, lo)
+            with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)):
+                with for_range(b, i0, b.add(i0, rows), name="bias.i", vectorize=False) as i:
+                    value = b.load(at(b, bias, i), typ=F32)
+                    row = at(b, out, b.add(b.mul(i, P["P"]), seg))
+                    with for_range(b, ZERO, length, name="bias.j") as jj:
+                        ptr = at(b, row, jj)
+                        b.store(b.fadd(b.load(ptr, typ=F32), value), ptr)
+            with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(ep, I64), ZERO)):
+                with for_range(b, i0, b.add(i0, rows), name="ep", vectorize=False) as i:
+                    start = b.add(b.mul(i, P["P"]), seg)
+                    b.call(ep, [start, b.add(start, length), ep_args, ep_meta])
 
     # ---- packing: patches[k0 : k0 + kc, j : j + nr] into ws[(k - k0) * nr + jj] ---------
     def _pack(self, xg: ir.Value, j: ir.Value, k0: ir.Value, kc: ir.Value,
@@ -183,9 +229,10 @@ class _Body:
         """The window origins and input offsets of output positions ``j .. j + lanes``."""
         b, P, isa = self.b, self.P, self.isa
         iota = ir.Constant(_ivec(isa), list(range(isa.lanes)))
-        pos = b.add(_isplat(b, j, isa), iota)
+        column = b.add(_isplat(b, j, isa), iota)
+        image, pos = b.sdiv(column, _isplat(b, P["P"], isa)), b.srem(column, _isplat(b, P["P"], isa))
         plane = _isplat(b, b.mul(P["OH"], P["OW"]), isa)
-        ow_, oh_ = _isplat(b, P["OW"], isa), None
+        ow_ = _isplat(b, P["OW"], isa)
         od, rem = b.sdiv(pos, plane), b.srem(pos, plane)
         oh_, ow = b.sdiv(rem, ow_), b.srem(rem, ow_)
 
@@ -194,7 +241,8 @@ class _Body:
         id0, ih0, iw0 = origin(od, "SD", "PD"), origin(oh_, "SH", "PH"), origin(ow, "SW", "PW")
         base = b.add(b.mul(b.add(b.mul(id0, _isplat(b, P["IH"], isa)), ih0),
                            _isplat(b, P["IW"], isa)), iw0)
-        live = b.icmp_signed("<", pos, _isplat(b, P["P"], isa))
+        base = b.add(base, b.mul(image, _isplat(b, P["CS"], isa)))
+        live = b.icmp_signed("<", column, _isplat(b, P["J"], isa))
         far = ir.Constant(_ivec(isa), [FAR] * isa.lanes)
         start1 = b.extract_element(base, ir.Constant(I32, 0))
         first = b.icmp_signed("==", b.sub(base, splat(b, start1, _ivec(isa))), iota)

@@ -128,9 +128,20 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     bias = None if bias is None else np.ascontiguousarray(bias)
     shape = shape or isa()
+    per = max(1, MAX_INDEX // max(x[0].size, math.prod(spatial) + 64))   # 32-bit lanes
+    for n0 in range(0, n, per):
+        _run(x[n0:n0 + per], w, bias, (stride, padding, dilation, groups), out[n0:n0 + per],
+             epilogue, threads, shape)
+    return out
+
+
+def _run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, conv_args: tuple,
+         out: np.ndarray, epilogue: Epilogue | None, threads: int | None, shape: Isa) -> None:
+    """The kernel over images whose input offsets fit its 32-bit lanes."""
+    stride, padding, dilation, groups = conv_args
     pad3 = lambda v, one: (one,) * (3 - len(v)) + tuple(int(i) for i in v)   # noqa: E731
-    params, taps, units = _plan(x.shape[1:], w.shape, pad3(stride, 1), pad3(padding, 0),
-                                pad3(dilation, 1), groups, n, shape,
+    params, taps, units = _plan(x.shape, w.shape, pad3(stride, 1), pad3(padding, 0),
+                                pad3(dilation, 1), groups, shape,
                                 1 if threads == 1 else _threads.get_num_threads())
     fn = kernel(shape)[0]
     floats = workspace_floats(shape)
@@ -141,32 +152,32 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
 
     def run(lo: int, hi: int) -> None:
         fn(lo // _UNIT, hi // _UNIT, *pointers, _threads.scratch(floats), *ep)
-    flops = 2 * out.size * w[0].size
-    if threads == 1 or flops < MIN_THREAD_FLOPS or units < 2:
+    if threads == 1 or 2 * out.size * w[0].size < MIN_THREAD_FLOPS or units < 2:
         run(0, units * _UNIT)
     else:
         _threads.parallel_for(run, units * _UNIT, min_split=0)
-    return out
 
 
 @lru_cache(maxsize=256)
-def _plan(image: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, ...],
-          padding: tuple[int, ...], dilation: tuple[int, ...], groups: int, n: int,
-          shape: Isa, threads: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """The kernel's parameters (``PARAMS``), tap table (``TAP``) and unit count."""
-    c, *size = image
+def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, ...],
+          padding: tuple[int, ...], dilation: tuple[int, ...], groups: int, shape: Isa,
+          threads: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The kernel's parameters (``PARAMS``), tap table (``TAP``) and unit count: units are
+    blocks of rows (output channels of a group) by columns (positions of the whole batch,
+    so a small image's last panel goes on into the next image)."""
+    n, c, *size = xshape
     size = [1] * (3 - len(size)) + size
     o, cg, *k = wshape
     k = [1] * (3 - len(k)) + k
     out = [(size[i] + 2 * padding[i] - dilation[i] * (k[i] - 1) - 1) // stride[i] + 1
            for i in range(3)]
     p = math.prod(out)
-    mc, nc = _blocks(o // groups, p, n * groups, shape, threads)
-    mb, nb = -(-(o // groups) // mc), -(-p // nc)
+    mc, nc = _blocks(o // groups, n * p, groups, shape, threads)
+    mb, nb = -(-(o // groups) // mc), -(-(n * p) // nc)
     sizes = dict(Cg=cg, ID=size[0], IH=size[1], IW=size[2], OD=out[0], OH=out[1], OW=out[2],
                  SD=stride[0], SH=stride[1], SW=stride[2], PD=padding[0], PH=padding[1],
                  PW=padding[2], O=o, Og=o // groups, G=groups, K=cg * math.prod(k),
-                 T=math.prod(k), P=p, MC=mc, NC=nc, MB=mb, NB=nb,
+                 T=math.prod(k), P=p, J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
                  contig=int(stride[2] == 1 and out[2] >= shape.lanes),
                  ahead=shape.nr * stride[2])
     params = np.array([sizes[name] for name in PARAMS], np.int64)
@@ -175,15 +186,15 @@ def _plan(image: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, ..
     taps = np.stack([offsets[f].ravel() for f in TAP], axis=1).astype(np.int64)
     for a in (params, taps):
         a.flags.writeable = False
-    return params, np.ascontiguousarray(taps), n * groups * mb * nb
+    return params, np.ascontiguousarray(taps), groups * mb * nb
 
 
-def _blocks(m: int, p: int, images: int, shape: Isa, threads: int) -> tuple[int, int]:
+def _blocks(m: int, p: int, groups: int, shape: Isa, threads: int) -> tuple[int, int]:
     """Rows and columns of a unit: ``codegen.gemm``'s ``MC x NC`` (fewer past the edges),
     halved (columns first, whole panels and tiles) while the units would give some thread
     fewer than ``UNITS_PER_THREAD`` of them (the pool pulls them dynamically)."""
     mc, nc = min(MC, -(-m // shape.mr) * shape.mr), min(NC, -(-p // shape.nr) * shape.nr)
-    while images * -(-m // mc) * -(-p // nc) < UNITS_PER_THREAD * threads:
+    while groups * -(-m // mc) * -(-p // nc) < UNITS_PER_THREAD * threads:
         if nc > 2 * shape.nr:
             nc = -(-nc // (2 * shape.nr)) * shape.nr
         elif mc > 4 * shape.mr:
