@@ -39,6 +39,9 @@ is the calling thread's workspace of ``KC * nr`` floats.
 """
 from __future__ import annotations
 
+from functools import partial
+from typing import Callable
+
 from llvmlite import ir
 
 from .gemm import EP_TYPE, KC
@@ -210,6 +213,11 @@ class _Body:
         lanes = [self._lanes(b.add(j, c64(h * self.isa.lanes)))
                  for h in range(self.isa.nr // self.isa.lanes)]
         contig = b.icmp_signed("!=", P["contig"], ZERO)
+        every = ir.IntType(self.isa.lanes)
+        one_row = contig            # and each vector's lanes in one output row: one load each
+        for v in lanes:
+            one_row = b.and_(one_row, b.icmp_signed("==", b.bitcast(v.first, every),
+                                                    ir.Constant(every, -1)))
         with for_range(b, ZERO, T, name="tap", vectorize=False) as t:
             tap = {f: b.load(b.gep(self.taps, [b.add(b.mul(t, c64(len(TAP))), c64(i))],
                                    source_etype=I64), typ=I64) for i, f in enumerate(TAP)}
@@ -217,13 +225,16 @@ class _Body:
             # the channels c with k = c * T + t in [k0, k0 + kc)
             c_lo = b.sdiv(b.sub(b.add(k0, T), b.add(t, c64(1))), T)
             c_hi = b.sdiv(b.sub(b.add(b.add(k0, kc), T), b.add(t, c64(1))), T)
+            channels = partial(self._channels, xg, tap, t, c_lo, c_hi, k0, ws, lanes, masks)
             with b.if_else(contig) as (runs, gathers):
                 with runs:
-                    self._channels(xg, tap, t, c_lo, c_hi, k0, ws,
-                                   lambda src, v, m: self._runs(src, v, m), lanes, masks)
+                    with b.if_else(one_row) as (single, double):
+                        with single:
+                            channels(self._run)
+                        with double:
+                            channels(self._runs)
                 with gathers:
-                    self._channels(xg, tap, t, c_lo, c_hi, k0, ws,
-                                   lambda src, v, m: self._gather(src, v, m), lanes, masks)
+                    channels(self._gather)
 
     def _lanes(self, j: ir.Value) -> _Lanes:
         """The window origins and input offsets of output positions ``j .. j + lanes``."""
@@ -257,8 +268,9 @@ class _Body:
         return b.and_(b.and_(inside[0], inside[1]), inside[2])
 
     def _channels(self, xg: ir.Value, tap: dict[str, ir.Value], t: ir.Value, c_lo: ir.Value,
-                  c_hi: ir.Value, k0: ir.Value, ws: ir.Value, load, lanes: list[_Lanes],
-                  masks: list[ir.Value]) -> None:
+                  c_hi: ir.Value, k0: ir.Value, ws: ir.Value, lanes: list[_Lanes],
+                  masks: list[ir.Value],
+                  load: Callable[[ir.Value, _Lanes, ir.Value], ir.Value]) -> None:
         """Rows ``c * T + t`` of the panel for channels ``c_lo .. c_hi``: ``load(src, lanes,
         mask)`` per vector, ``src`` the tap's element of channel ``c`` at offset 0."""
         b, P, L, NR = self.b, self.P, self.isa.lanes, self.isa.nr
@@ -271,16 +283,22 @@ class _Body:
             for h, (v, m) in enumerate(zip(lanes, masks)):
                 b.store(load(src, v, m), at(b, row, h * L), align=4)
 
+    def _run(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
+        """One masked contiguous load (every lane in the first output row)."""
+        return self._masked_load(src, v.start1, mask, ir.Constant(self.isa.vec,
+                                                                  [0.0] * self.isa.lanes))
+
     def _runs(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
         """Two masked contiguous loads: the lanes of the first output row, then the rest."""
+        one = self._run(src, v, self.b.and_(mask, v.first))
+        return self._masked_load(src, v.start2, self.b.and_(mask, self.b.not_(v.first)), one)
+
+    def _masked_load(self, src: ir.Value, start: ir.Value, mask: ir.Value,
+                     passthru: ir.Value) -> ir.Value:
+        """``src[start + lane]`` where ``mask``, else ``passthru``."""
         b, isa = self.b, self.isa
-        name = f"llvm.masked.load.{isa.suffix}.p0"
-        zero = ir.Constant(isa.vec, [0.0] * isa.lanes)
-        align = ir.Constant(I32, 4)
-        one = intrinsic(b, name, isa.vec, [at(b, src, b.sext(v.start1, I64)), align,
-                                           b.and_(mask, v.first), zero])
-        return intrinsic(b, name, isa.vec, [at(b, src, b.sext(v.start2, I64)), align,
-                                             b.and_(mask, b.not_(v.first)), one])
+        return intrinsic(b, f"llvm.masked.load.{isa.suffix}.p0", isa.vec,
+                         [at(b, src, b.sext(start, I64)), ir.Constant(I32, 4), mask, passthru])
 
     def _gather(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
         """One masked gather at the lanes' input offsets."""
