@@ -40,7 +40,8 @@ CHOICES = ("auto", "own", "reference")
 _UNIT = 64                    # ``parallel_for`` chunks at multiples of 64: one unit = 64
 MIN_THREAD_FLOPS = 1 << 22    # less work than this runs on the calling thread
 UNITS_PER_THREAD = 4          # blocks are split until each thread has this many to pull
-MAX_INDEX = 1 << 30           # input offsets are 32-bit lanes: an image's channel stays under
+MAX_INDEX = 1 << 30           # offsets in the input are 32-bit lanes: a call's images stay
+                              # under this many elements (a larger batch runs in chunks)
 
 
 def choice() -> str:
@@ -87,9 +88,8 @@ def _sizes(x: Any, w: Any, bias: Any, stride: Sequence[int], padding: Sequence[i
         return None
     out = tuple((x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1)
                 // stride[i] + 1 for i in range(r))
-    spatial = math.prod(x.shape[2:])
-    padded = math.prod(x.shape[2 + i] + 2 * padding[i] for i in range(r))
-    if min(out) <= 0 or max(spatial, padded, math.prod(out) + 64) >= MAX_INDEX:
+    padded = x.shape[1] * math.prod(x.shape[2 + i] + 2 * padding[i] for i in range(r))
+    if min(out) <= 0 or max(x[0].size, padded, math.prod(out) + 64) >= MAX_INDEX:
         return None
     return out
 
@@ -128,7 +128,7 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     bias = None if bias is None else np.ascontiguousarray(bias)
     shape = shape or isa()
-    per = max(1, MAX_INDEX // max(x[0].size, math.prod(spatial) + 64))   # 32-bit lanes
+    per = max(1, MAX_INDEX // max(x[0].size, math.prod(spatial) + 64))
     for n0 in range(0, n, per):
         _run(x[n0:n0 + per], w, bias, (stride, padding, dilation, groups), out[n0:n0 + per],
              epilogue, threads, shape)

@@ -115,6 +115,18 @@ def test_threads_give_the_same_bits_and_out_is_written():
     np.testing.assert_array_equal(out, alone)
 
 
+def test_a_batch_past_32_bit_offsets_runs_in_chunks(monkeypatch):
+    case = CASES[6]
+    x, w, b = _arrays(case, seed=8)
+    *_, s, p, d, g = case
+    monkeypatch.setattr(conv, "MAX_INDEX", 3 * x[0].size)        # 3 images per call
+    calls = []
+    run = conv._run
+    monkeypatch.setattr(conv, "_run", lambda x, *a: calls.append(len(x)) or run(x, *a))
+    _assert_close(conv.conv(x, w, b, s, p, d, g), _reference(x, w, b, case), w)
+    assert calls == [3] * 11
+
+
 def _relu_residual(shape: tuple[int, ...]) -> FusedKernel:
     """relu(c + r): an epilogue reading the conv's output and a residual."""
     t = f"Float({', '.join(map(str, shape))})"
