@@ -27,7 +27,7 @@ import ctypes
 import math
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -37,16 +37,19 @@ from scriptmod.codegen.microkernel import host_isa
 from scriptmod.ir.ops.conv import _out_size
 from . import threads as _threads
 from .errors import worded
-from .gemm import Epilogue
 from .llvm_jit import CompiledKernel, compile_units, host
-from .native import data_ptr
+
+if TYPE_CHECKING:        # (runtime.gemm imports runtime.native, which imports the kernels
+    from .gemm import Epilogue      # that route here: no module-level import)
 
 STENCIL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 10)
 _UNIT = 64                      # ``parallel_for`` chunks at multiples of 64: one unit = 64
 SCRATCH_BYTES = 32 << 10        # a unit's padded input rows stay in L1 over its channels
 UNITS_PER_THREAD = 8            # row blocks are cut smaller until each thread has this many
 MIN_THREAD_FLOPS = 1 << 21      # less work than this runs on the calling thread
-MAX_TAPS = 32                   # C/groups * prod(kernel) up to this: direct beats a GEMM
+MAX_TAPS = 18                   # C/groups * prod(kernel) up to this: direct beats a GEMM
+                                # (1 thread, 8 x C x 56 x 56 -> 32: C = 2 ran at 0.95x
+                                # oneDNN, 3 at 0.77x, 8 at 0.5x)
 
 
 def lanes(dtype: str = "f32") -> int:
@@ -102,15 +105,22 @@ def plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
                 scratch_elements(spec, cg, sh, sw, sub))
 
 
+def data_ptr(a: np.ndarray) -> int:
+    """The array's data address (``runtime.native.data_ptr``'s slow path: see the import
+    note above)."""
+    return a.__array_interface__["data"][0]
+
+
 def _frozen(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     return a
 
 
 def run(spec: Stencil, p: Plan, x: np.ndarray, w: np.ndarray | None, aux: np.ndarray | None,
-        out: np.ndarray, flops: int, epilogue: Epilogue | None = None,
+        out: np.ndarray, parallel: bool, epilogue: Epilogue | None = None,
         threads: int | None = None) -> np.ndarray:
-    """Call ``spec``'s kernel on checked, C-contiguous arrays laid out by ``p``."""
+    """Call ``spec``'s kernel on checked, C-contiguous arrays laid out by ``p``; over the
+    thread pool if ``parallel`` (enough work to pay for the hand-off) and not ``threads=1``."""
     fn = kernel(spec)[0]
     ep = (None, None, None) if epilogue is None else (epilogue.fn, epilogue.args, epilogue.meta)
     pointers = (data_ptr(p.params), data_ptr(x), None if w is None else data_ptr(w),
@@ -119,7 +129,7 @@ def run(spec: Stencil, p: Plan, x: np.ndarray, w: np.ndarray | None, aux: np.nda
 
     def chunk(lo: int, hi: int) -> None:
         fn(lo // _UNIT, hi // _UNIT, *pointers, _threads.scratch(floats), data_ptr(p.taps), *ep)
-    if threads == 1 or flops < MIN_THREAD_FLOPS or p.units < 2:
+    if threads == 1 or not parallel or p.units < 2:
         chunk(0, p.units * _UNIT)
     else:
         _threads.parallel_for(chunk, p.units * _UNIT, min_split=0)
@@ -195,8 +205,8 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
         raise worded(ValueError(f"conv_direct.conv: out must be a C-contiguous float32 {shape} "
                                 f"array, got {_desc(out)}"), internal=True)
     b = np.zeros(o, np.float32) if bias is None else np.ascontiguousarray(bias)
-    flops = 2 * out.size * w[0].size
-    return run(spec, p, np.ascontiguousarray(x), np.ascontiguousarray(w), b, out, flops,
+    parallel = 2 * out.size * w[0].size >= MIN_THREAD_FLOPS
+    return run(spec, p, np.ascontiguousarray(x), np.ascontiguousarray(w), b, out, parallel,
                epilogue, threads)
 
 
