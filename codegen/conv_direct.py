@@ -24,7 +24,8 @@ The exported function, named ``name(spec)``::
     void NAME(i64 lo, i64 hi, i64* p, T* x, T* w, T* aux, T* out, T* ws, i64* taps,
               void (*ep)(i64, i64, ptr, ptr), ptr ep_args, ptr ep_meta)
 
-runs units ``[lo, hi)``; ``p`` holds ``PARAMS``. ``aux``: the bias per output channel
+runs units ``[lo, hi)``; ``p`` holds ``PARAMS``, then ``jlo, jhi`` for each column phase
+``b < SW``: the scratch columns ``[jlo, jhi)`` of that phase that lie inside the input. ``aux``: the bias per output channel
 (``conv``), or the average's divisors (``avg``: ``OH`` row factors, then a column factor
 for each of ``ceil(OW / lanes) * lanes`` columns; a window's divisor is their product);
 unused for ``max``. 1-D inputs are 2-D ones of one row.
@@ -170,13 +171,13 @@ class _Body:
                     self._store_fill(first, b.mul(nrows, P["PC"]))
 
     def _columns(self, ph: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """``[jlo, jhi)``: the columns of phase ``ph`` that lie inside the input row."""
-        b, P = self.b, self.P
-        sw1 = b.sub(P["SW"], c64(1))
-        jlo = imin(b, b.sdiv(b.add(b.sub(P["PW"], ph), sw1), P["SW"]), P["PC"])
-        jlo = b.select(b.icmp_signed("<", jlo, ZERO), ZERO, jlo)
-        jhi = imin(b, b.sdiv(b.add(b.sub(b.add(P["W"], P["PW"]), ph), sw1), P["SW"]), P["PC"])
-        return jlo, b.select(b.icmp_signed("<", jhi, jlo), jlo, jhi)
+        """``[jlo, jhi)``: the columns of phase ``ph`` that lie inside the input row (from
+        the table after ``PARAMS``: two divisions per phase and unit cost more than the
+        fill of a 7 x 7 plane)."""
+        b, params = self.b, self.fn.args[2]
+        pair = b.add(c64(len(PARAMS)), b.mul(ph, c64(2)))
+        return tuple(b.load(b.gep(params, [b.add(pair, c64(k))], source_etype=I64), typ=I64)
+                     for k in range(2))
 
     def _fill_row(self, base: ir.Value, jlo: ir.Value, jhi: ir.Value, dst: ir.Value,
                   fill: ir.Constant) -> None:

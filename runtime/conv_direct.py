@@ -67,7 +67,8 @@ def kernel(spec: Stencil) -> tuple[Any, CompiledKernel]:
 
 @dataclass(frozen=True)
 class Plan:
-    """One call's sizes: ``params`` (``codegen.conv_direct.PARAMS``), the tap offsets into
+    """One call's sizes: ``params`` (``codegen.conv_direct.PARAMS`` and the column ranges
+    after them), the tap offsets into
     the scratch, the output's spatial size, units and scratch elements per thread."""
     params: np.ndarray
     taps: np.ndarray
@@ -100,7 +101,10 @@ def plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
             for c in range(cg) for i in range(kh) for j in range(kw)]
     sizes = dict(G=groups, Cg=cg, Og=og, H=h, W=w, OH=oh, OW=ow, SH=sh, SW=sw, PH=ph, PW=pw,
                  RB=rb, NRB=nrb, PC=pc, SUB=sub, T=len(taps), KHX=khx)
-    return Plan(_frozen(np.array([sizes[p] for p in PARAMS], np.int64)),
+    columns = [min(max(-(-(pw - b) // sw), 0), pc) for b in range(sw)]
+    columns = [(lo, max(lo, min(-(-(w + pw - b) // sw), pc))) for b, lo in zip(range(sw), columns)]
+    params = [sizes[p] for p in PARAMS] + [j for pair in columns for j in pair]
+    return Plan(_frozen(np.array(params, np.int64)),
                 _frozen(np.array(taps, np.int64)), (oh, ow), batch * groups * nrb,
                 scratch_elements(spec, cg, sh, sw, sub))
 
