@@ -1,6 +1,8 @@
 """Reference kernels of pooling over the last n = 1, 2, 3 dims.
 
-Every kernel works on ``(B, *S)``: the input's batch dims flattened into one. Windowed pools
+Every kernel works on ``(B, *S)``: the input's batch dims flattened into one. With NumPy
+arrays, the forward max, average and (divisible) adaptive average pools of float32/float64
+1-D and 2-D inputs run natively (``runtime.pooling_native``) once the arguments are checked. Windowed pools
 read a strided view ``(B, *O, *K)`` of the padded input (``windows``, no copy of the
 windows); adaptive and fractional max pools gather their windows by index. Max pools with
 indices pick the first largest value of each window (NaN counts as largest), as PyTorch's
@@ -16,6 +18,7 @@ import numpy as np
 
 from scriptmod.ir.errors import ArgumentValueError, ShapeError
 from . import kernel
+from .. import pooling_native as native
 from .conv import col2im as conv_col2im, windows as conv_windows
 
 Sizes = Sequence[int]
@@ -133,6 +136,9 @@ def _max_pool(n: int) -> Any:
         p, d = _dims(padding, n, 0), _dims(dilation, n, 1)
         planes = _planes(x, n, name)
         _check_padding(name, kernel_size, p, d)
+        fast = native.max_pool(x, n, kernel_size, stride, p, d, ceil_mode) if xp is np else None
+        if fast is not None:
+            return fast
         win = windows(xp, planes, kernel_size, stride, p, d, ceil_mode, _lowest(x.dtype))
         out = win.max(axis=tuple(range(1 + n, 1 + 2 * n)))
         return out.reshape(x.shape[:-n] + out.shape[1:])
@@ -189,6 +195,10 @@ def _avg_pool(n: int) -> Any:
         p = _dims(padding, n, 0)
         planes = _compute(_planes(x, n, name))
         _check_padding(name, kernel_size, p, (1,) * n)
+        fast = native.avg_pool(x, n, kernel_size, stride, p, ceil_mode, count_include_pad,
+                               divisor_override) if xp is np else None
+        if fast is not None:
+            return fast
         win = windows(xp, planes, kernel_size, stride, p, (1,) * n, ceil_mode, 0.0)
         total = win.sum(axis=tuple(range(1 + n, 1 + 2 * n)))
         if divisor_override:
@@ -242,6 +252,9 @@ def _along(xp: Any, x: Any, axis: int, matrix: Any) -> Any:
 def _adaptive_avg(n: int) -> Any:
     def run(xp: Any, x: Any, output_size: Sizes) -> Any:
         out = _compute(_planes(x, n, f"adaptive_avg_pool{n}d"))
+        fast = native.adaptive_avg_pool(x, n, output_size) if xp is np else None
+        if fast is not None:
+            return fast
         if tuple(output_size) == out.shape[1:]:      # (7, 7) of a 7x7 map: a copy, no view
             return out.reshape(x.shape).copy()
         for i, o in enumerate(output_size):

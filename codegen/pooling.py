@@ -1,0 +1,113 @@
+"""Native pooling kernels in LLVM IR. Windowed max and average pools are
+``codegen.conv_direct``'s stencil (``Stencil("max" | "avg", ...)``: the same padded,
+phase-split scratch and register tiles, a max or a sum in place of the FMA); this module
+adds the one pool that is no stencil worth the name, the global one (an adaptive pool to
+one output per plane, as a classifier head ends): each plane's elements are contiguous,
+so it is one vector reduction per plane.
+
+    void plane_{mode}_{dtype}_x{lanes}(i64 lo, i64 hi, i64 n, T* x, T* out)
+
+reduces planes ``[lo, hi)`` of ``n`` elements each into ``out[plane]``: their mean
+(``mode == "mean"``) or their maximum (``"max"``, NaN if any is NaN, as torch's).
+
+    >>> text = render_plane(Stencil("mean", "f32", 16))
+    >>> "llvm.masked.load.v16f32" in text and "@\\"plane_mean_f32_x16\\"(" in text
+    True
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .conv_direct import Stencil
+from .llvm_emit import I32, I64, PTR, for_range
+from .microkernel import ZERO, c64, carried_loop, intrinsic, splat
+
+ACCUMULATORS = 4          # independent vector sums: an add's latency hidden 4 times over
+PLANE_MODES = ("mean", "max")
+
+
+def plane_name(spec: Stencil) -> str:
+    """The exported function's name for ``spec``."""
+    return f"plane_{spec.mode}_{spec.dtype}_x{spec.lanes}"
+
+
+def render_plane(spec: Stencil) -> str:
+    """LLVM IR text of the plane reduction for ``spec`` (see the module docstring)."""
+    if spec.mode not in PLANE_MODES:
+        raise ValueError(f"pooling.render_plane: unknown mode {spec.mode!r}")
+    module = ir.Module(name=plane_name(spec))
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, I64, PTR, PTR]),
+                     name=plane_name(spec))
+    fn.attributes.add("nounwind")
+    _PlaneBody(fn, spec).build()
+    return str(module)
+
+
+class _PlaneBody:
+    def __init__(self, fn: ir.Function, spec: Stencil) -> None:
+        self.fn, self.spec = fn, spec
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.start = float("-inf") if spec.mode == "max" else 0.0
+
+    def at(self, ptr: ir.Value, offset: ir.Value) -> ir.Value:
+        return self.b.gep(ptr, [offset], source_etype=self.spec.elem)
+
+    def combine(self, acc: ir.Value, x: ir.Value) -> ir.Value:
+        if self.spec.mode == "max":
+            return intrinsic(self.b, f"llvm.maximum.{self.spec.suffix}", self.spec.vec,
+                             [acc, x])
+        return self.b.fadd(acc, x)
+
+    def build(self) -> None:
+        b, spec, L = self.b, self.spec, self.spec.lanes
+        lo, hi, n, x, out = self.fn.args
+        init = ir.Constant(spec.vec, [self.start] * L)
+        with for_range(b, lo, hi, name="plane", vectorize=False) as plane:
+            src = self.at(x, b.mul(plane, n))
+
+            def block(j: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+                return [self.combine(acc, b.load(self.at(src, b.add(j, c64(k * L))),
+                                                 typ=spec.vec, align=1))
+                        for k, acc in enumerate(accs)]
+            whole = b.sub(n, c64(ACCUMULATORS * L - 1))
+            j, accs = carried_loop(b, ZERO, whole, ACCUMULATORS * L, [init] * ACCUMULATORS,
+                                   block, "blk")
+            one = b.sub(n, c64(L - 1))
+            j, (acc,) = carried_loop(b, j, one, L, [self._tree(accs)],
+                                     lambda k, a: block(k, a[:1]), "vec")
+            acc = self.combine(acc, self._tail(self.at(src, j), b.sub(n, j)))
+            value = self._lanes(acc)
+            if spec.mode == "mean":
+                value = b.fdiv(value, b.sitofp(n, spec.elem))
+            b.store(value, self.at(out, plane))
+        b.ret_void()
+
+    def _tree(self, vals: list[ir.Value]) -> ir.Value:
+        while len(vals) > 1:
+            vals = [self.combine(vals[i], vals[i + 1]) for i in range(0, len(vals), 2)]
+        return vals[0]
+
+    def _tail(self, ptr: ir.Value, count: ir.Value) -> ir.Value:
+        """The last ``count < lanes`` elements as a vector, the reduction's identity after."""
+        b, spec, L = self.b, self.spec, self.spec.lanes
+        ivec = ir.VectorType(I64, L)
+        mask = b.icmp_signed("<", ir.Constant(ivec, list(range(L))), splat(b, count, ivec))
+        return intrinsic(b, f"llvm.masked.load.{spec.suffix}.p0", spec.vec,
+                         [ptr, ir.Constant(I32, 1), mask,
+                          ir.Constant(spec.vec, [self.start] * L)])
+
+    def _lanes(self, v: ir.Value) -> ir.Value:
+        """The lanes of ``v`` combined: halves folded onto each other."""
+        b, n = self.b, self.spec.lanes
+        while n > 1:
+            n //= 2
+            lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, n), list(range(n))))
+            hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, n),
+                                                    list(range(n, 2 * n))))
+            if self.spec.mode == "max":
+                v = intrinsic(b, f"llvm.maximum.v{n}{self.spec.dtype}",
+                              ir.VectorType(self.spec.elem, n), [lo, hi])
+            else:
+                v = b.fadd(lo, hi)
+        return b.extract_element(v, ir.Constant(I32, 0))
+
