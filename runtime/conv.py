@@ -18,12 +18,12 @@ rule above.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 from functools import lru_cache, partial
 from typing import Any, Sequence
 
-import ctypes
 import numpy as np
 
 from scriptmod.codegen.conv import PARAMS, TAP, name, render_conv, workspace_floats
@@ -139,9 +139,8 @@ def _run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, conv_args: tuple
          out: np.ndarray, epilogue: Epilogue | None, threads: int | None, shape: Isa) -> None:
     """The kernel over images whose input offsets fit its 32-bit lanes."""
     stride, padding, dilation, groups = conv_args
-    pad3 = lambda v, one: (one,) * (3 - len(v)) + tuple(int(i) for i in v)   # noqa: E731
-    params, taps, units = _plan(x.shape, w.shape, pad3(stride, 1), pad3(padding, 0),
-                                pad3(dilation, 1), groups, shape,
+    params, taps, units = _plan(x.shape, w.shape, _in3(stride, 1), _in3(padding, 0),
+                                _in3(dilation, 1), groups, shape,
                                 1 if threads == 1 else _threads.get_num_threads())
     fn = kernel(shape)[0]
     floats = workspace_floats(shape)
@@ -156,6 +155,11 @@ def _run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, conv_args: tuple
         run(0, units * _UNIT)
     else:
         _threads.parallel_for(run, units * _UNIT, min_split=0)
+
+
+def _in3(v: Sequence[int], fill: int) -> tuple[int, ...]:
+    """A 1-D or 2-D convolution's per-dim ints as 3-D ones (leading dims of size 1)."""
+    return (fill,) * (3 - len(v)) + tuple(int(i) for i in v)
 
 
 @lru_cache(maxsize=256)
@@ -174,10 +178,10 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
     p = math.prod(out)
     mc, nc = _blocks(o // groups, n * p, groups, shape, threads)
     mb, nb = -(-(o // groups) // mc), -(-(n * p) // nc)
-    sizes = dict(Cg=cg, ID=size[0], IH=size[1], IW=size[2], OD=out[0], OH=out[1], OW=out[2],
+    sizes = dict(Cg=cg, ID=size[0], IH=size[1], IW=size[2], OH=out[1], OW=out[2],
                  SD=stride[0], SH=stride[1], SW=stride[2], PD=padding[0], PH=padding[1],
-                 PW=padding[2], O=o, Og=o // groups, G=groups, K=cg * math.prod(k),
-                 T=math.prod(k), P=p, J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
+                 PW=padding[2], Og=o // groups, K=cg * math.prod(k), T=math.prod(k), P=p,
+                 J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
                  contig=int(stride[2] == 1 and out[2] >= shape.lanes),
                  ahead=shape.nr * stride[2])
     params = np.array([sizes[name] for name in PARAMS], np.int64)
