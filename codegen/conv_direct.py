@@ -14,8 +14,11 @@ so that the input of output ``(oh, ow)`` under tap ``(kh, kw)`` is at the flat o
 the table): every tap of every stride and dilation is a contiguous vector load, and no
 branch decides about padding in the inner loop. Then, for each output channel of the
 group, register tiles of up to ``R`` output rows by one vector of ``lanes`` columns run
-the taps (an FMA per row, or a max, or an add), the last vector of a row stored under a
-mask. After each output channel's rows, ``ep(start, end, ep_args, ep_meta)`` (if not NULL)
+the taps (an FMA per row, or a max, or an add). Stores are whole vectors: a row of
+``lanes`` or more ends with a vector that overlaps the one before it, a shorter row's
+vector spills into the rows after it (stored later), and only a store that would pass the
+end of the block's rows is masked (masked stores are slow on Zen). After each output
+channel's rows, ``ep(start, end, ep_args, ep_meta)`` (if not NULL)
 runs over their flat indices into the ``(N, O, OH, OW)`` output (``codegen.gemm``'s
 epilogue ABI).
 
@@ -25,10 +28,11 @@ The exported function, named ``name(spec)``::
               void (*ep)(i64, i64, ptr, ptr), ptr ep_args, ptr ep_meta)
 
 runs units ``[lo, hi)``; ``p`` holds ``PARAMS``, then ``jlo, jhi`` for each column phase
-``b < SW``: the scratch columns ``[jlo, jhi)`` of that phase that lie inside the input. ``aux``: the bias per output channel
-(``conv``), or the average's divisors (``avg``: ``OH`` row factors, then a column factor
-for each of ``ceil(OW / lanes) * lanes`` columns; a window's divisor is their product);
-unused for ``max``. 1-D inputs are 2-D ones of one row.
+``b < SW``: the scratch columns ``[jlo, jhi)`` of that phase that lie inside the input.
+``aux``: the bias per output channel (``conv``), or the average's divisors (``avg``:
+``OH`` row factors, then a column factor for each of ``ceil(OW / lanes) * lanes``
+columns; a window's divisor is their product); unused for ``max``. 1-D inputs are 2-D
+ones of one row.
 
     >>> from .microkernel import AVX512
     >>> text = render(Stencil("conv", "f32", AVX512.lanes))
@@ -41,7 +45,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .llvm_emit import I1, I32, I64, PTR, for_range
+from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import ZERO, c64, carried_loop, dispatch, imin, intrinsic, splat
 
 MODES = ("conv", "max", "avg")
@@ -142,8 +146,8 @@ class _Body:
     # ---- the scratch: padded, phase-split input rows ------------------------------------
     def _fill(self, src: ir.Value, plane: ir.Value, oh0: ir.Value, nrows: ir.Value,
               ws: ir.Value) -> None:
-        """The unit's scratch, sub-plane after sub-plane in memory order (a row's copy may
-        store past its end, into what is written next: see ``_copy``)."""
+        """The unit's scratch, sub-plane after sub-plane in memory order (a row's last
+        vector may store past its end, into what is written next: see ``_fill_row``)."""
         b, P = self.b, self.P
         fill = ir.Constant(self.spec.elem, self.spec.fill)
         with for_range(b, ZERO, P["Cg"], name="fc", vectorize=False) as c:
@@ -202,6 +206,7 @@ class _Body:
 
     def _vector_row(self, base: ir.Value, stride: int, jlo: ir.Value, jhi: ir.Value,
                     dst: ir.Value) -> None:
+        """``_fill_row`` for a constant ``stride`` of 1 or 2."""
         b, spec, L = self.b, self.spec, self.spec.lanes
         ivec = ir.VectorType(I64, L)
         lo, hi = splat(b, jlo, ivec), splat(b, jhi, ivec)
