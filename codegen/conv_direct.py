@@ -51,7 +51,7 @@ from .microkernel import ZERO, c64, carried_loop, dispatch, imin, intrinsic, spl
 MODES = ("conv", "max", "avg")
 ROWS = 8                 # output rows per register tile: 8 independent accumulators
 PARAMS = ("G", "Cg", "Og", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "RB", "NRB",
-          "PC", "SUB", "T", "KHX")
+          "PC", "SUB", "T", "KHX", "WT")
 _P = {p: i for i, p in enumerate(PARAMS)}
 EP_TYPE = ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR])
 _TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
@@ -60,10 +60,14 @@ _TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
 @dataclass(frozen=True)
 class Stencil:
     """What one compiled kernel computes: ``mode`` (``MODES``) on ``dtype`` (``f32`` or
-    ``f64``) elements, ``lanes`` of them per vector."""
+    ``f64``) elements, ``lanes`` of them per vector. ``rows``: the row offsets (in scratch
+    rows) of the taps that one table entry stands for, a column of the kernel at unit row
+    stride (``(0, 1, 2)`` for 3 x 3): the tile then loads each input row of the column once
+    for every output row it feeds; ``(0,)``: one tap per entry, any stride."""
     mode: str
     dtype: str
     lanes: int
+    rows: tuple[int, ...] = (0,)
 
     @property
     def elem(self) -> ir.Type:
@@ -85,7 +89,8 @@ class Stencil:
 
 def name(spec: Stencil) -> str:
     """The exported function's name for ``spec``."""
-    return f"stencil_{spec.mode}_{spec.dtype}_x{spec.lanes}"
+    rows = "_".join(map(str, spec.rows))
+    return f"stencil_{spec.mode}_{spec.dtype}_x{spec.lanes}_r{rows}"
 
 
 def scratch_elements(spec: Stencil, cg: int, sh: int, sw: int, sub: int) -> int:
@@ -248,7 +253,7 @@ class _Body:
         b, P, spec = self.b, self.P, self.spec
         och = b.srem(o, b.mul(P["G"], P["Og"]))             # the output channel
         if spec.mode == "conv":
-            wrow, bias = self.at(w, b.mul(och, P["T"])), b.load(self.at(aux, och), typ=spec.elem)
+            wrow, bias = self.at(w, b.mul(och, P["WT"])), b.load(self.at(aux, och), typ=spec.elem)
             rowdiv = coldiv = aux
         else:
             wrow, bias = w, ir.Constant(spec.elem, spec.fill)
@@ -296,12 +301,7 @@ class _Tile:
 
             def tap(t: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
                 off = b.load(b.gep(taps, [t], source_etype=I64), typ=I64)
-                base = self.at(src, b.add(off, q))
-                wt = splat(b, b.load(self.at(w, t), typ=spec.elem), spec.vec) \
-                    if spec.mode == "conv" else None
-                return [self._combine(accs[r], b.load(self.at(base, b.mul(pc, c64(r))),
-                                                      typ=spec.vec, align=4), wt)
-                        for r in range(self.rows)]
+                return self._column(self.at(src, b.add(off, q)), pc, w, t, accs)
             _, accs = carried_loop(b, ZERO, ntaps, 1, start, tap, "t")
             if spec.mode == "avg":
                 cols = b.load(self.at(coldiv, q), typ=spec.vec, align=4)
@@ -312,6 +312,26 @@ class _Tile:
                 self._store(accs[r], b.add(b.mul(ow, c64(r)), q), b.sub(ow, q), out, limit)
         b.ret_void()
         return self.fn
+
+    def _column(self, base: ir.Value, pc: ir.Value, w: ir.Value, t: ir.Value,
+                accs: list[ir.Value]) -> list[ir.Value]:
+        """Table entry ``t``: its taps (``spec.rows`` apart) on every output row, each input
+        row loaded once (row ``i`` feeds output row ``i - offset`` of each tap)."""
+        b, spec = self.b, self.spec
+        weights: list[ir.Value | None] = [None] * len(spec.rows)
+        if spec.mode == "conv":
+            first = b.mul(t, c64(len(spec.rows)))
+            weights = [splat(b, b.load(self.at(w, b.add(first, c64(k))), typ=spec.elem),
+                             spec.vec) for k in range(len(spec.rows))]
+        accs = list(accs)
+        for i in range(self.rows + max(spec.rows)):
+            x = None
+            for k, offset in enumerate(spec.rows):
+                if 0 <= i - offset < self.rows:
+                    if x is None:
+                        x = b.load(self.at(base, b.mul(pc, c64(i))), typ=spec.vec, align=4)
+                    accs[i - offset] = self._combine(accs[i - offset], x, weights[k])
+        return accs
 
     def _store(self, acc: ir.Value, offset: ir.Value, valid: ir.Value, out: ir.Value,
                limit: ir.Value) -> None:
