@@ -152,9 +152,23 @@ class _Body:
     def _fill(self, src: ir.Value, plane: ir.Value, oh0: ir.Value, nrows: ir.Value,
               ws: ir.Value) -> None:
         """The unit's scratch, sub-plane after sub-plane in memory order (a row's last
-        vector may store past its end, into what is written next: see ``_fill_row``)."""
+        vector may store past its end, into what is written next: see ``_fill_row``).
+        One loop nest per column stride (1, 2: whole vectors; any other: element-wise),
+        chosen once per unit, not per row."""
         b, P = self.b, self.P
-        fill = ir.Constant(self.spec.elem, self.spec.fill)
+        with b.if_else(b.icmp_signed("==", P["SW"], c64(1))) as (one, other):
+            with one:
+                self._fill_planes(src, plane, oh0, nrows, ws, 1)
+            with other:
+                with b.if_else(b.icmp_signed("==", P["SW"], c64(2))) as (two, rest):
+                    with two:
+                        self._fill_planes(src, plane, oh0, nrows, ws, 2)
+                    with rest:
+                        self._fill_planes(src, plane, oh0, nrows, ws, None)
+
+    def _fill_planes(self, src: ir.Value, plane: ir.Value, oh0: ir.Value, nrows: ir.Value,
+                     ws: ir.Value, stride: int | None) -> None:
+        b, P = self.b, self.P
         with for_range(b, ZERO, P["Cg"], name="fc", vectorize=False) as c:
             chan = self.at(src, b.mul(c, plane))
             with for_range(b, ZERO, P["SH"], name="fa", vectorize=False) as a:
@@ -171,7 +185,7 @@ class _Body:
                         with b.if_else(inside) as (row, pad):
                             with row:
                                 self._fill_row(self.at(base, b.mul(y, P["W"])), jlo, jhi,
-                                               dst, fill)
+                                               dst, stride)
                             with pad:
                                 carried_loop(b, ZERO, P["PC"], self.spec.lanes, [],
                                              lambda j, _: self._store_fill(dst, j), "fz")
@@ -189,25 +203,20 @@ class _Body:
                      for k in range(2))
 
     def _fill_row(self, base: ir.Value, jlo: ir.Value, jhi: ir.Value, dst: ir.Value,
-                  fill: ir.Constant) -> None:
-        """``dst[j] = base[j * SW]`` for ``j`` in ``[jlo, jhi)``, ``fill`` elsewhere in
+                  stride: int | None) -> None:
+        """``dst[j] = base[j * SW]`` for ``j`` in ``[jlo, jhi)``, the fill elsewhere in
         ``[0, PC)``. Strides 1 and 2 (the common ones): whole vectors, each one masked load
         (or two and a de-interleave) whose masked lanes read the fill; its last store may
         pass ``PC``, into the next row, written after it. Other strides: element-wise."""
-        b, P = self.b, self.P
-        with b.if_else(b.icmp_signed("==", P["SW"], c64(1))) as (one, other):
-            with one:
-                self._vector_row(base, 1, jlo, jhi, dst)
-            with other:
-                with b.if_else(b.icmp_signed("==", P["SW"], c64(2))) as (two, rest):
-                    with two:
-                        self._vector_row(base, 2, jlo, jhi, dst)
-                    with rest:
-                        self._splat_range(dst, ZERO, jlo, fill, "fl")
-                        with for_range(b, jlo, jhi, name="fs", vectorize=False) as j:
-                            v = b.load(self.at(base, b.mul(j, P["SW"])), typ=self.spec.elem)
-                            b.store(v, self.at(dst, j))
-                        self._splat_range(dst, jhi, P["PC"], fill, "fr")
+        if stride is not None:
+            self._vector_row(base, stride, jlo, jhi, dst)
+            return
+        b, P, fill = self.b, self.P, ir.Constant(self.spec.elem, self.spec.fill)
+        self._splat_range(dst, ZERO, jlo, fill, "fl")
+        with for_range(b, jlo, jhi, name="fs", vectorize=False) as j:
+            v = b.load(self.at(base, b.mul(j, P["SW"])), typ=self.spec.elem)
+            b.store(v, self.at(dst, j))
+        self._splat_range(dst, jhi, P["PC"], fill, "fr")
 
     def _vector_row(self, base: ir.Value, stride: int, jlo: ir.Value, jhi: ir.Value,
                     dst: ir.Value) -> None:
