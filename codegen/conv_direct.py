@@ -5,7 +5,8 @@ loop nest over (N, O, OH, OW) outputs vectorized along OW.
 A unit is one (n, group) and a block of ``RB`` output rows. It first copies the rows its
 windows read of each of the group's ``Cg`` input planes into a per-thread scratch
 (``ws``), padded (0, or -inf for max pooling) and split by stride phase: for row phase
-``a < SH`` and column phase ``b < SW`` a sub-plane of ``RB + KHX`` rows by ``PC`` columns,
+``a < SH`` and column phase ``b < SW`` a sub-plane of ``RB + KHX`` rows (and spare ones,
+a vector's worth) by ``PC`` columns,
 
     ws[((c * SH + a) * SW + b) * SUB + i * PC + j] = xpad[(oh0 + i) * SH + a][j * SW + b]
 
@@ -162,7 +163,7 @@ class _Body:
             with other:
                 with b.if_else(b.icmp_signed("==", P["SW"], c64(2))) as (two, rest):
                     with two:
-                        self._fill_planes(src, plane, oh0, nrows, ws, 2)
+                        self._fill_pairs(src, plane, oh0, nrows, ws)
                     with rest:
                         self._fill_planes(src, plane, oh0, nrows, ws, None)
 
@@ -192,6 +193,46 @@ class _Body:
                     # the row after: a row's last vector reads into it (lanes never stored,
                     # but garbage there, denormals, slowed the FMAs 4x)
                     self._store_fill(first, b.mul(nrows, P["PC"]))
+
+    def _fill_pairs(self, src: ir.Value, plane: ir.Value, oh0: ir.Value, nrows: ir.Value,
+                    ws: ir.Value) -> None:
+        """``_fill_planes`` at column stride 2: each input row loaded once (two vectors)
+        for both column phases, its even elements to phase 0 and odd ones to phase 1. (A
+        sub-plane has spare rows for a row's last store, so the order sub-planes are
+        written in is free.)"""
+        b, P, spec, L = self.b, self.P, self.spec, self.spec.lanes
+        ivec = ir.VectorType(I64, L)
+        pick = [ir.Constant(ir.VectorType(I32, L), list(range(ph, 2 * L, 2))) for ph in (0, 1)]
+        with for_range(b, ZERO, P["Cg"], name="pc", vectorize=False) as c:
+            chan = self.at(src, b.mul(c, plane))
+            with for_range(b, ZERO, P["SH"], name="pa", vectorize=False) as a:
+                sub = b.mul(b.add(b.mul(c, P["SH"]), a), c64(2))
+                firsts = [self.at(ws, b.mul(b.add(sub, c64(ph)), P["SUB"])) for ph in (0, 1)]
+                with for_range(b, ZERO, nrows, name="pi", vectorize=False) as i:
+                    y = b.sub(b.add(b.mul(b.add(oh0, i), P["SH"]), a), P["PH"])
+                    inside = b.and_(b.icmp_signed(">=", y, ZERO), b.icmp_signed("<", y, P["H"]))
+                    dsts = [self.at(f, b.mul(i, P["PC"])) for f in firsts]
+                    row = self.at(chan, b.sub(b.mul(y, P["W"]), P["PW"]))
+                    width = splat(b, b.select(inside, P["W"], ZERO), ivec)  # 0: padding
+
+                    def pair(j: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+                        halves = []
+                        for h in (0, L):      # source elements 2j - PW + h + lane
+                            e = b.add(splat(b, b.sub(b.add(b.mul(j, c64(2)), c64(h)), P["PW"]),
+                                            ivec), ir.Constant(ivec, list(range(L))))
+                            mask = b.and_(b.icmp_signed(">=", e, splat(b, ZERO, ivec)),
+                                          b.icmp_signed("<", e, width))
+                            halves.append(intrinsic(
+                                b, f"llvm.masked.load.{spec.suffix}.p0", spec.vec,
+                                [self.at(row, b.add(b.mul(j, c64(2)), c64(h))),
+                                 ir.Constant(I32, 1), mask, self._fill_vec()]))
+                        for dst, order in zip(dsts, pick):
+                            b.store(b.shuffle_vector(halves[0], halves[1], order),
+                                    self.at(dst, j), align=1)
+                        return []
+                    carried_loop(b, ZERO, P["PC"], L, [], pair, "pj")
+                for f in firsts:
+                    self._store_fill(f, b.mul(nrows, P["PC"]))
 
     def _columns(self, ph: ir.Value) -> tuple[ir.Value, ir.Value]:
         """``[jlo, jhi)``: the columns of phase ``ph`` that lie inside the input row (from

@@ -112,7 +112,9 @@ def plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
         rb = max(ROWS, -(-oh // -(-want // (batch * groups)) // ROWS) * ROWS)
     rb = min(rb, oh)
     nrb = -(-oh // rb)
-    sub = (rb + khx) * pc
+    # spare rows of at least a vector: a row's last store (and the last rows' reads) may
+    # pass the sub-plane's rows, but never into the next sub-plane
+    sub = (rb + khx + -(-spec.lanes // pc)) * pc
     column = 1 if spec.rows == (0,) else kh       # taps per table entry (``Stencil.rows``)
     taps = [c * sh * sw * sub + ((i * dh) % sh * sw + (j * dw) % sw) * sub
             + (i * dh // sh) * pc + j * dw // sw
