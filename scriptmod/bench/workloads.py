@@ -300,15 +300,18 @@ def _cnn(full: cnn.Recipe, quick: cnn.Recipe) -> Callable[[bool], nn.Module]:
 
 _RESNET18 = _cnn(cnn.Recipe("ResNet", {"width": 64, "num_classes": 1000}),
                  cnn.Recipe("ResNet", {"width": 8, "num_classes": 10}))
+_C1 = Workload("C1", "ResNet-18", _RESNET18, (8, 3, 224, 224), (2, 3, 32, 32), "flops",
+               "torchvision's resnet18, eval, jit.optimize_for_inference (BatchNorm folded)",
+               freeze=True)
 _CNN: tuple[Workload, ...] = (
-    Workload("C1", "ResNet-18", _RESNET18, (8, 3, 224, 224), (2, 3, 32, 32), "flops",
-             "torchvision's resnet18, eval, jit.optimize_for_inference (BatchNorm folded)",
-             freeze=True),
+    _C1,
     Workload("C2", "MobileNetV2", _cnn(cnn.Recipe("MobileNetV2", {"width_mult": 1.0}),
                                        cnn.Recipe("MobileNetV2", {"width_mult": 0.25,
                                                                   "num_classes": 10})),
              (8, 3, 224, 224), (2, 3, 32, 32), "flops", "torchvision's mobilenet_v2 (width "
              "1.0), eval, jit.optimize_for_inference (BatchNorm folded)", freeze=True),
+    training_row(_C1, "TC1", "cross_entropy", "sgd_momentum", shape=(8, 3, 64, 64),
+                 quick_shape=(4, 3, 32, 32)),
     Workload("M1", "MNIST net", _cnn(cnn.Recipe("MnistNet"), cnn.Recipe("MnistNet")),
              (64, 1, 28, 28), (4, 1, 28, 28), "flops", "pytorch/examples' MNIST Net (2 convs, "
              "max pool, 2 Linear, log_softmax), eval, traced at batch 64"),
@@ -336,10 +339,14 @@ _CONV: tuple[Workload, ...] = (
     _conv_row(4, 32, 1, 32, 28, 1, "conv b32 1->32 28² stem"),
     _conv_row(5, 8, 32, 32, 112, 32, "conv b8 depthwise 32 112²"),
 )
-_BY_ID = {w.id: w for w in (*_FORWARD, *_CNN, *_CONV)}
+_BY_ID = {w.id: w for w in _FORWARD}
 
-WORKLOADS: dict[str, Workload] = {**{w.id: w for w in _FORWARD}, **{t.id: t for t in (
-    training_row(_BY_ID["W2"], "T2"), training_row(_BY_ID["W3"], "T3"),
-    training_row(_BY_ID["W5"], "T5"))}, **{w.id: w for w in (*_CNN, *_CONV)},
-    "TC1": training_row(_BY_ID["C1"], "TC1", "cross_entropy", "sgd_momentum",
-                        shape=(8, 3, 64, 64), quick_shape=(4, 3, 32, 32))}
+WORKLOADS: dict[str, Workload] = {w.id: w for w in (
+    *_FORWARD, training_row(_BY_ID["W2"], "T2"), training_row(_BY_ID["W3"], "T3"),
+    training_row(_BY_ID["W5"], "T5"), *_CNN, *_CONV)}
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "CONV": tuple(w.id for w in _CONV),
+    "CNN": tuple(w.id for w in (*_CNN, *_CONV)),
+}
+"""Names ``--workload`` takes for several rows at once (``--workload C1,CONV``)."""
