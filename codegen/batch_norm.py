@@ -3,8 +3,10 @@ size), for ``runtime.batch_norm``: training's statistics and its backward each r
 tensors once for the sums and once for the result, instead of a NumPy pass per reduction.
 
 ``bn_sums_f32(i64 lo, i64 hi, float* u, float* v, double* out, i64* params)``: for each
-channel ``c`` in ``[lo, hi)``, ``out[4c:4c+4] = (Σu, Σu², Σv, Σuv)`` over the ``N*S`` values
-of the channel (float64 sums; with ``v`` NULL only the first two are written).
+channel ``c`` in ``[lo, hi)``, with ``a = u - K`` (``K`` the channel's first value, ``u[0, c,
+0]``), ``out[4c:4c+4] = (Σa, Σa², Σv, Σav)`` over the ``N*S`` values of the channel (float64
+sums; with ``v`` NULL only the first two are written). The shift keeps the variance
+``Σa²/n - (Σa/n)²`` exact to float64's digits when the mean is large next to the spread.
 
 ``bn_affine_f32(i64 lo, i64 hi, float* u, float* v, float* out, i64* params, float* coef)``:
 with ``(k1, k2, k3, m) = coef[4c:4c+4]``, ``out = k1*u + k2*(v - m) + k3`` elementwise over
@@ -88,11 +90,12 @@ def _sum_loop(b: ir.IRBuilder, P: dict[str, ir.Value], lo: ir.Value, hi: ir.Valu
     with for_range(b, lo, hi, name="c", vectorize=False) as c:
         for a in accs:
             b.store(zero, a)
+        shift = b.fpext(b.load(at(b, u, b.mul(c, P["S"])), typ=F32), F64)
         with for_range(b, ZERO, P["N"], name="n", vectorize=False) as n:
             base = b.mul(b.add(b.mul(n, P["C"]), c), P["S"])
             with for_range(b, ZERO, P["S"], name="i", interleave=_INTERLEAVE, width=16) as i:
                 k = b.add(base, i)
-                x = b.fpext(b.load(at(b, u, k), typ=F32), F64)
+                x = b.fsub(b.fpext(b.load(at(b, u, k), typ=F32), F64), shift)
                 terms = [x, b.fmul(x, x)]
                 if v is not None:
                     y = b.fpext(b.load(at(b, v, k), typ=F32), F64)

@@ -20,7 +20,6 @@ import numpy as np
 from scriptmod.codegen.batch_norm import AFFINE, SUMS, render_affine, render_sums
 from . import threads as _threads
 from .llvm_jit import compile_units
-from .native import data_ptr
 
 _P = ctypes.c_void_p
 SUMS_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, _P, _P, _P, _P)
@@ -28,6 +27,12 @@ AFFINE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, _P, _P, _P,
 MIN_SIZE = 1 << 12               # smaller tensors stay with NumPy
 MIN_THREAD_SIZE = 1 << 17        # fewer elements than this run on the calling thread
 _UNIT = 64
+
+
+def data_ptr(a: np.ndarray) -> int:
+    """The array's data address (``runtime.native`` has a faster one, but that package
+    imports the kernels that import this module)."""
+    return a.ctypes.data
 
 
 @lru_cache(maxsize=None)
@@ -62,15 +67,16 @@ def _over_channels(x: np.ndarray, fn: Any) -> None:
         _threads.parallel_for(run, c * _UNIT, min_split=0)
 
 
-def _sums(u: np.ndarray, v: np.ndarray | None) -> np.ndarray:
-    """``(C, 4)`` float64: per channel Σu, Σu², and with ``v`` Σv, Σuv."""
+def _sums(u: np.ndarray, v: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(C, 4)`` float64: per channel Σa, Σa², and with ``v`` Σv, Σav, where ``a = u - K``;
+    and the shifts ``K`` (``codegen.batch_norm``)."""
     fn = _kernels()[0]
     out = np.zeros((u.shape[1], 4), np.float64)
     params = _params(u)
     pu, pv, po, pp = data_ptr(u), (0 if v is None else data_ptr(v)), data_ptr(out), \
         data_ptr(params)
     _over_channels(u, lambda lo, hi: fn(lo, hi, pu, pv or None, po, pp))
-    return out
+    return out, u.reshape(u.shape[0], u.shape[1], -1)[0, :, 0].astype(np.float64)
 
 
 def _affine(u: np.ndarray, v: np.ndarray | None, coef: np.ndarray) -> np.ndarray:
@@ -88,10 +94,10 @@ def _affine(u: np.ndarray, v: np.ndarray | None, coef: np.ndarray) -> np.ndarray
 def stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each channel's mean and biased variance (float64) over every dim but 1."""
     x = np.ascontiguousarray(x)
-    s = _sums(x, None)
+    s, shift = _sums(x, None)
     n = x.size // x.shape[1]
-    mean = s[:, 0] / n
-    return mean, np.maximum(s[:, 1] / n - mean * mean, 0.0)
+    d = s[:, 0] / n                     # the mean less the shift
+    return shift + d, np.maximum(s[:, 1] / n - d * d, 0.0)
 
 
 def normalize(x: np.ndarray, mean: Any, var: Any, weight: Any, bias: Any,
@@ -113,15 +119,15 @@ def backward(g: np.ndarray, x: np.ndarray, mean: Any, var: Any, weight: Any, eps
     are recomputed here (with ``mean``/``var`` ignored); else ``mean``/``var`` are the
     running ones, constants."""
     g, x = np.ascontiguousarray(g), np.ascontiguousarray(x)
-    s = _sums(x, g)                       # Σx, Σx², Σg, Σxg
+    s, shift = _sums(x, g)                # Σa, Σa², Σg, Σag with a = x - shift
     n = x.size // x.shape[1]
     if batch_stats:
-        mean = s[:, 0] / n
-        var = np.maximum(s[:, 1] / n - mean * mean, 0.0)
+        d = s[:, 0] / n
+        mean, var = shift + d, np.maximum(s[:, 1] / n - d * d, 0.0)
     mean, var = np.asarray(mean, np.float64), np.asarray(var, np.float64)
     inv = 1.0 / np.sqrt(var + eps)
     sum_g = s[:, 2]
-    sum_gxhat = inv * (s[:, 3] - mean * sum_g)
+    sum_gxhat = inv * (s[:, 3] - (mean - shift) * sum_g)
     w = np.ones_like(inv) if weight is None else np.asarray(weight, np.float64)
     coef = np.zeros((x.shape[1], 4), np.float64)
     coef[:, 0] = w * inv

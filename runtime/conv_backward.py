@@ -173,8 +173,8 @@ def grad_input(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Se
             cols = geo.out[2] * (r1 - r0)
             buf = _buffer("cols", a.shape[0] * cols).reshape(a.shape[0], cols)
             _mm(a, gyg[:, r0 * geo.out[2]:r1 * geo.out[2]], buf)
-            col2im(0, c1 - c0, data_ptr(buf), data_ptr(target),
-                   data_ptr(geo.params(r0, r1)))
+            params = geo.params(r0, r1)          # held: the kernel reads it
+            col2im(0, c1 - c0, data_ptr(buf), data_ptr(target), data_ptr(params))
     _run(n * g * blocks, 2 * gy.size * cg * kk, item)
     return dx
 

@@ -17,7 +17,6 @@ import numpy as np
 from scriptmod.ir.ops.conv import RANKS, _out_size
 from scriptmod.ir.errors import ShapeError
 from . import kernel
-from .. import conv_backward
 
 _SPATIAL = {1: "L", 2: "H, W", 3: "D, H, W"}
 
@@ -138,13 +137,21 @@ def convolution(xp: Any, x: Any, w: Any, bias: Any, stride: Sequence[int],
     return xp.ascontiguousarray(y)
 
 
+def _native() -> Any:
+    """``runtime.conv_backward``, imported on first use: it runs on ``runtime.gemm``, whose
+    ``runtime.native`` imports this package (a module-level import would be a cycle)."""
+    from .. import conv_backward
+    return conv_backward
+
+
 def conv_grad_input(xp: Any, gy: Any, w: Any, x_shape: Sequence[int], stride: Sequence[int],
                     padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
     """The input gradient of a convolution (a transposed convolution of ``gy``): each
     output position's patch gradient, one GEMM per group, scattered back by ``col2im``
     (float32 on the CPU: ``runtime.conv_backward``, native and blocked)."""
-    if xp is np and conv_backward.taken(gy, w, w.shape, groups):
-        return conv_backward.grad_input(gy, w, x_shape, stride, padding, dilation, groups)
+    native = _native()
+    if xp is np and native.taken(gy, w, w.shape, groups):
+        return native.grad_input(gy, w, x_shape, stride, padding, dilation, groups)
     n, o, r, g = gy.shape[0], gy.shape[1], gy.ndim - 2, groups
     k, out, c = w.shape[2:], gy.shape[2:], x_shape[1]
     dcols = xp.matmul(_per_group(xp, gy, g), w.reshape(g, o // g, -1))  # (G, N*P, C/G*K)
@@ -157,8 +164,9 @@ def conv_grad_weight(xp: Any, gy: Any, x: Any, w_shape: Sequence[int], stride: S
                      padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
     """The weight gradient of a convolution: patches^T times the output gradient
     (float32 on the CPU: ``runtime.conv_backward``, native and blocked)."""
-    if xp is np and conv_backward.taken(gy, x, w_shape, groups):
-        return conv_backward.grad_weight(gy, x, w_shape, stride, padding, dilation, groups)
+    native = _native()
+    if xp is np and native.taken(gy, x, w_shape, groups):
+        return native.grad_weight(gy, x, w_shape, stride, padding, dilation, groups)
     cols, _ = conv_patches(xp, x, w_shape[2:], stride, padding, dilation, groups, gy.shape[2:])
     gw = xp.matmul(cols.transpose(0, 2, 1), _per_group(xp, gy, groups))   # (G, K, O/G)
     return gw.transpose(0, 2, 1).reshape(tuple(w_shape))
