@@ -1,0 +1,292 @@
+"""A float32 convolution as an implicit GEMM on ``codegen.microkernel``'s register tiles: no
+im2col matrix is ever built; each ``KC x nr`` panel of patches is packed straight from the
+input into the L1 buffer the tiles read, as a GEMM packs its B.
+
+Every convolution is taken as 3-D (a 1-D or 2-D one has size-1 leading dims) on an NCDHW
+input. For one image ``n`` and group ``g`` it is the GEMM ``out[o, p] = sum_k W[o, k] *
+patch[k, p]``: rows ``o`` the group's ``O/G`` output channels (A is the weight, read in place,
+``lda = K``), columns ``p`` the ``P = OD*OH*OW`` output positions, ``k = c * T + t`` over the
+group's channels ``c`` and the ``T`` kernel taps ``t = (kd, kh, kw)``, the weight's own
+order. C is then the image's NCDHW output itself (row ``o``, column ``p``): no transposes.
+
+A unit is ``(n, g, row block, column block)``, blocks of ``MC x NC`` as ``codegen.gemm``'s.
+A panel holds ``nr`` consecutive output positions (they may span output rows). Per panel the
+lanes' window origins ``(id0, ih0, iw0)`` and flat input offsets are computed once; then, tap
+by tap (the tap's offsets and padding masks once), each channel of the K block is one masked
+load per vector: two contiguous masked loads (a vector meets at most two output rows) where
+the W stride is 1 and an output row holds at least a vector (``contig``), a gather elsewhere
+(stride, dilation along W, narrow rows). Lanes in the padding or past ``P`` load 0.
+
+After the K blocks the bias is added to the block (when given) and, if ``ep`` is not NULL,
+each row of the block goes through ``ep(start, end, ep_args, ep_meta)`` over flat indices of
+the whole ``(N, O, *out)`` output, ``start = (n * O + o) * P + j0``: ``codegen.gemm``'s
+epilogue ABI.
+
+The exported function (``runtime.conv.CONV_TYPE``), named ``name(isa)``::
+
+    void conv_f32_{isa}(i64 lo, i64 hi, i64* p, i64* taps, float* x, float* w,
+                        float* bias, float* out, float* ws,
+                        void (*ep)(i64, i64, ptr, ptr), ptr ep_args, ptr ep_meta)
+
+runs units ``[lo, hi)``; ``p`` holds the sizes (``PARAMS``), ``taps`` four ints per tap
+(``TAP``: its offsets along D, H, W and its flat input offset); ``bias`` may be NULL; ``ws``
+is the calling thread's workspace of ``KC * nr`` floats.
+
+    >>> from .microkernel import AVX512
+    >>> text = render_conv(AVX512)
+    >>> "llvm.masked.gather.v16f32" in text and f'@"{name(AVX512)}"(' in text
+    True
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .gemm import EP_TYPE, KC
+from .llvm_emit import I1, I32, I64, PTR, for_range
+from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
+
+PARAMS = ("Cg", "ID", "IH", "IW", "OD", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW",
+          "O", "Og", "G", "K", "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB",
+          "contig", "ahead")
+_P = {name: i for i, name in enumerate(PARAMS)}
+TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
+FAR = -(1 << 30)                          # a window origin no tap brings into the input
+
+
+def name(isa: Isa) -> str:
+    """The exported function's name for ``isa``."""
+    return f"conv_f32_{isa.name}"
+
+
+def workspace_floats(isa: Isa) -> int:
+    """Floats of one thread's workspace: one packed ``KC x nr`` panel."""
+    return KC * isa.nr
+
+
+def render_conv(isa: Isa) -> str:
+    """LLVM IR text of the convolution module for ``isa`` (see the module docstring)."""
+    return render_tiled(name(isa), isa,
+                        [I64, I64, PTR, PTR, PTR, PTR, PTR, PTR, PTR, EP_TYPE.as_pointer(),
+                         PTR, PTR],
+                        lambda fn, table: _Body(fn, table, isa).build())
+
+
+def _ivec(isa: Isa) -> ir.VectorType:
+    return ir.VectorType(I32, isa.lanes)
+
+
+def _isplat(b: ir.IRBuilder, x: ir.Value, isa: Isa) -> ir.Value:
+    """An i64 scalar as a ``<lanes x i32>`` splat."""
+    return splat(b, b.trunc(x, I32), _ivec(isa))
+
+
+class _Lanes:
+    """One vector of a panel: its lanes' window origins (``id0`` is ``FAR`` past ``P``,
+    so every mask drops them), flat input offsets, and for ``contig`` panels the two
+    contiguous runs (``start1`` for the lanes of the first output row, ``first``, and
+    ``start2`` for the rest)."""
+
+    def __init__(self, id0: ir.Value, ih0: ir.Value, iw0: ir.Value, base: ir.Value,
+                 start1: ir.Value, start2: ir.Value, first: ir.Value) -> None:
+        self.id0, self.ih0, self.iw0, self.base = id0, ih0, iw0, base
+        self.start1, self.start2, self.first = start1, start2, first
+
+
+class _Body:
+    def __init__(self, fn: ir.Function, table: dict[int, ir.Function], isa: Isa) -> None:
+        self.fn, self.table, self.isa = fn, table, isa
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def build(self) -> None:
+        b, MR, NR = self.b, self.isa.mr, self.isa.nr
+        lo, hi, params, self.taps, x, w, bias, out, ws, ep, ep_args, ep_meta = self.fn.args
+        self.P = P = {p: b.load(b.gep(params, [c64(i)], source_etype=I64), typ=I64)
+                      for p, i in _P.items()}
+        self.S = b.mul(P["ID"], b.mul(P["IH"], P["IW"]))
+        self.buf = b.alloca(F32, size=c64(MR * NR), name="straddle")
+        self.coloff = b.alloca(I64, size=c64(NR), name="coloff")
+        with for_range(b, lo, hi, name="u", vectorize=False) as u:
+            nb = b.srem(u, P["NB"])
+            mb = b.srem(b.sdiv(u, P["NB"]), P["MB"])
+            o0 = b.mul(b.sdiv(u, b.mul(P["NB"], P["MB"])), P["Og"])   # the group's first row
+            xg = at(b, x, b.mul(b.mul(b.sdiv(o0, P["Og"]), P["Cg"]), self.S))
+            i0, j0 = b.add(o0, b.mul(mb, P["MC"])), b.mul(nb, P["NC"])
+            rows = imin(b, P["MC"], b.sub(b.add(o0, P["Og"]), i0))
+            cols = imin(b, P["NC"], b.sub(P["J"], j0))
+            self._block(xg, at(b, w, b.mul(i0, P["K"])), out, ws, i0, j0, rows, cols)
+            self._finish(bias, out, i0, j0, rows, cols, ep, ep_args, ep_meta)
+        b.ret_void()
+
+    def _block(self, xg: ir.Value, wb: ir.Value, out: ir.Value, ws: ir.Value, i0: ir.Value,
+               j0: ir.Value, rows: ir.Value, cols: ir.Value) -> None:
+        """Rows ``i0 .. i0 + rows`` (output channels) by columns ``j0 .. j0 + cols`` (batch
+        positions): K blocks of panels of tiles, A the weight rows at ``wb``."""
+        b, P, MR, NR = self.b, self.P, self.isa.mr, self.isa.nr
+        panels = b.sdiv(b.add(cols, c64(NR - 1)), c64(NR))
+        slabs = b.sdiv(b.add(rows, c64(MR - 1)), c64(MR))
+        kblocks = b.sdiv(b.add(P["K"], c64(KC - 1)), c64(KC))
+        with for_range(b, ZERO, kblocks, name="kb", vectorize=False) as kb:
+            k0 = b.mul(kb, c64(KC))
+            kc = imin(b, c64(KC), b.sub(P["K"], k0))
+            first = b.icmp_signed("==", kb, ZERO)
+            with for_range(b, ZERO, panels, name="p", vectorize=False) as p:
+                j = b.add(j0, b.mul(p, c64(NR)))
+                nvalid = imin(b, c64(NR), b.sub(P["J"], j))
+                pos = b.srem(j, P["P"])
+                straddle = b.icmp_signed(">", b.add(pos, nvalid), P["P"])
+                with b.if_then(straddle, likely=False):
+                    self._column_offsets(j, nvalid)
+                self._pack(xg, j, k0, kc, ws)
+                cj = at(b, out, b.add(b.mul(b.sdiv(j, P["P"]), P["OP"]), pos))
+                with for_range(b, ZERO, slabs, name="s", vectorize=False) as s:
+                    r = b.add(i0, b.mul(s, c64(MR)))
+                    mr = imin(b, b.sub(b.add(i0, rows), r), c64(MR))
+                    a = [at(b, wb, b.add(b.mul(b.sub(r, i0), P["K"]), k0)), P["K"], ws, kc]
+                    with b.if_else(straddle, likely=False) as (split, whole):
+                        with split:
+                            self._straddling(a, at(b, out, b.mul(r, P["P"])), mr, nvalid,
+                                             first)
+                        with whole:
+                            dispatch(b, mr, self.table, a + [
+                                at(b, cj, b.mul(r, P["P"])), P["P"], nvalid, first])
+
+    def _column_offsets(self, j: ir.Value, nvalid: ir.Value) -> None:
+        """``coloff[jj]``: where column ``j + jj`` of row 0 lies in the output."""
+        b, P = self.b, self.P
+        with for_range(b, ZERO, nvalid, name="col", vectorize=False) as jj:
+            n, p = b.sdiv(b.add(j, jj), P["P"]), b.srem(b.add(j, jj), P["P"])
+            b.store(b.add(b.mul(n, P["OP"]), p), b.gep(self.coloff, [jj], source_etype=I64))
+
+    def _straddling(self, a: list[ir.Value], row0: ir.Value, mr: ir.Value, nvalid: ir.Value,
+                    first: ir.Value) -> None:
+        """A panel whose columns span images: the tile on ``buf``, copied from (after the
+        first K block) and to the output through ``coloff``."""
+        b, NR = self.b, self.isa.nr
+        with b.if_then(b.not_(first)):
+            self._copy_columns(row0, mr, nvalid, to_output=False)
+        dispatch(b, mr, self.table, a + [self.buf, c64(NR), c64(NR), first])
+        self._copy_columns(row0, mr, nvalid, to_output=True)
+
+    def _copy_columns(self, row0: ir.Value, mr: ir.Value, nvalid: ir.Value,
+                      to_output: bool) -> None:
+        b, P, NR = self.b, self.P, self.isa.nr
+        with for_range(b, ZERO, mr, name="cr", vectorize=False) as r:
+            row = at(b, row0, b.mul(r, P["P"]))
+            with for_range(b, ZERO, nvalid, name="cc", vectorize=False) as jj:
+                here = at(b, row, b.load(b.gep(self.coloff, [jj], source_etype=I64), typ=I64))
+                there = at(b, self.buf, b.add(b.mul(r, c64(NR)), jj))
+                src, dst = (there, here) if to_output else (here, there)
+                b.store(b.load(src, typ=F32), dst)
+
+    def _finish(self, bias: ir.Value, out: ir.Value, i0: ir.Value, j0: ir.Value,
+                rows: ir.Value, cols: ir.Value, ep: ir.Value, ep_args: ir.Value,
+                ep_meta: ir.Value) -> None:
+        """The bias added to the finished block, then the epilogue per row, image by
+        image."""
+        b, P = self.b, self.P
+        last = b.sdiv(b.sub(b.add(j0, cols), c64(1)), P["P"])
+        with for_range(b, b.sdiv(j0, P["P"]), b.add(last, c64(1)), name="img",
+                       vectorize=False) as n:
+            lo = b.select(b.icmp_signed(">", j0, b.mul(n, P["P"])), j0, b.mul(n, P["P"]))
+            hi = imin(b, b.add(j0, cols), b.mul(b.add(n, c64(1)), P["P"]))
+            seg = b.add(b.mul(n, P["OP"]), b.sub(lo, b.mul(n, P["P"])))   # row 0's start
+            length = b.sub(hi, lo)
+            with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)):
+                with for_range(b, i0, b.add(i0, rows), name="bias.i", vectorize=False) as i:
+                    value = b.load(at(b, bias, i), typ=F32)
+                    row = at(b, out, b.add(b.mul(i, P["P"]), seg))
+                    with for_range(b, ZERO, length, name="bias.j") as jj:
+                        ptr = at(b, row, jj)
+                        b.store(b.fadd(b.load(ptr, typ=F32), value), ptr)
+            with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(ep, I64), ZERO)):
+                with for_range(b, i0, b.add(i0, rows), name="ep", vectorize=False) as i:
+                    start = b.add(b.mul(i, P["P"]), seg)
+                    b.call(ep, [start, b.add(start, length), ep_args, ep_meta])
+
+    # ---- packing: patches[k0 : k0 + kc, j : j + nr] into ws[(k - k0) * nr + jj] ---------
+    def _pack(self, xg: ir.Value, j: ir.Value, k0: ir.Value, kc: ir.Value,
+              ws: ir.Value) -> None:
+        b, P, T = self.b, self.P, self.P["T"]
+        lanes = [self._lanes(b.add(j, c64(h * self.isa.lanes)))
+                 for h in range(self.isa.nr // self.isa.lanes)]
+        contig = b.icmp_signed("!=", P["contig"], ZERO)
+        with for_range(b, ZERO, T, name="tap", vectorize=False) as t:
+            tap = {f: b.load(b.gep(self.taps, [b.add(b.mul(t, c64(len(TAP))), c64(i))],
+                                   source_etype=I64), typ=I64) for i, f in enumerate(TAP)}
+            masks = [self._mask(v, tap) for v in lanes]
+            # the channels c with k = c * T + t in [k0, k0 + kc)
+            c_lo = b.sdiv(b.sub(b.add(k0, T), b.add(t, c64(1))), T)
+            c_hi = b.sdiv(b.sub(b.add(b.add(k0, kc), T), b.add(t, c64(1))), T)
+            with b.if_else(contig) as (runs, gathers):
+                with runs:
+                    self._channels(xg, tap, t, c_lo, c_hi, k0, ws,
+                                   lambda src, v, m: self._runs(src, v, m), lanes, masks)
+                with gathers:
+                    self._channels(xg, tap, t, c_lo, c_hi, k0, ws,
+                                   lambda src, v, m: self._gather(src, v, m), lanes, masks)
+
+    def _lanes(self, j: ir.Value) -> _Lanes:
+        """The window origins and input offsets of output positions ``j .. j + lanes``."""
+        b, P, isa = self.b, self.P, self.isa
+        iota = ir.Constant(_ivec(isa), list(range(isa.lanes)))
+        column = b.add(_isplat(b, j, isa), iota)
+        image, pos = b.sdiv(column, _isplat(b, P["P"], isa)), b.srem(column, _isplat(b, P["P"], isa))
+        plane = _isplat(b, b.mul(P["OH"], P["OW"]), isa)
+        ow_ = _isplat(b, P["OW"], isa)
+        od, rem = b.sdiv(pos, plane), b.srem(pos, plane)
+        oh_, ow = b.sdiv(rem, ow_), b.srem(rem, ow_)
+
+        def origin(o: ir.Value, s: str, p: str) -> ir.Value:
+            return b.sub(b.mul(o, _isplat(b, P[s], isa)), _isplat(b, P[p], isa))
+        id0, ih0, iw0 = origin(od, "SD", "PD"), origin(oh_, "SH", "PH"), origin(ow, "SW", "PW")
+        base = b.add(b.mul(b.add(b.mul(id0, _isplat(b, P["IH"], isa)), ih0),
+                           _isplat(b, P["IW"], isa)), iw0)
+        base = b.add(base, b.mul(image, _isplat(b, P["CS"], isa)))
+        live = b.icmp_signed("<", column, _isplat(b, P["J"], isa))
+        far = ir.Constant(_ivec(isa), [FAR] * isa.lanes)
+        start1 = b.extract_element(base, ir.Constant(I32, 0))
+        first = b.icmp_signed("==", b.sub(base, splat(b, start1, _ivec(isa))), iota)
+        start2 = b.extract_element(b.sub(base, iota), ir.Constant(I32, isa.lanes - 1))
+        return _Lanes(b.select(live, id0, far), ih0, iw0, base, start1, start2, first)
+
+    def _mask(self, v: _Lanes, tap: dict[str, ir.Value]) -> ir.Value:
+        """The lanes whose input element under ``tap`` is inside the input (not padding)."""
+        b, P, isa = self.b, self.P, self.isa
+        inside = [b.icmp_unsigned("<", b.add(o, _isplat(b, tap[d], isa)), _isplat(b, P[n], isa))
+                  for o, d, n in ((v.id0, "dd", "ID"), (v.ih0, "dh", "IH"), (v.iw0, "dw", "IW"))]
+        return b.and_(b.and_(inside[0], inside[1]), inside[2])
+
+    def _channels(self, xg: ir.Value, tap: dict[str, ir.Value], t: ir.Value, c_lo: ir.Value,
+                  c_hi: ir.Value, k0: ir.Value, ws: ir.Value, load, lanes: list[_Lanes],
+                  masks: list[ir.Value]) -> None:
+        """Rows ``c * T + t`` of the panel for channels ``c_lo .. c_hi``: ``load(src, lanes,
+        mask)`` per vector, ``src`` the tap's element of channel ``c`` at offset 0."""
+        b, P, L, NR = self.b, self.P, self.isa.lanes, self.isa.nr
+        with for_range(b, c_lo, c_hi, name="ch", vectorize=False) as c:
+            src = at(b, xg, b.add(b.mul(c, self.S), tap["off"]))
+            ahead = at(b, src, b.add(b.sext(lanes[0].start1, I64), P["ahead"]))
+            intrinsic(b, "llvm.prefetch.p0", ir.VoidType(),
+                      [ahead, ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
+            row = at(b, ws, b.mul(b.sub(b.add(b.mul(c, P["T"]), t), k0), c64(NR)))
+            for h, (v, m) in enumerate(zip(lanes, masks)):
+                b.store(load(src, v, m), at(b, row, h * L), align=4)
+
+    def _runs(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
+        """Two masked contiguous loads: the lanes of the first output row, then the rest."""
+        b, isa = self.b, self.isa
+        name = f"llvm.masked.load.{isa.suffix}.p0"
+        zero = ir.Constant(isa.vec, [0.0] * isa.lanes)
+        align = ir.Constant(I32, 4)
+        one = intrinsic(b, name, isa.vec, [at(b, src, b.sext(v.start1, I64)), align,
+                                           b.and_(mask, v.first), zero])
+        return intrinsic(b, name, isa.vec, [at(b, src, b.sext(v.start2, I64)), align,
+                                             b.and_(mask, b.not_(v.first)), one])
+
+    def _gather(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
+        """One masked gather at the lanes' input offsets."""
+        b, isa = self.b, self.isa
+        ptrs = b.gep(src, [v.base], source_etype=F32)
+        ptrs.type = ir.VectorType(PTR, isa.lanes)    # llvmlite types a vector GEP as a scalar
+        return intrinsic(b, f"llvm.masked.gather.{isa.suffix}.v{isa.lanes}p0", isa.vec,
+                         [ptrs, ir.Constant(I32, 4), mask,
+                          ir.Constant(isa.vec, [0.0] * isa.lanes)])
