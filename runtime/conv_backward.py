@@ -7,9 +7,10 @@ thread pool by blocks that no two threads share.
   reads ``gy``'s rows as a B with unit row stride (it packs that by in-register transposes,
   and B is the narrow operand: ``O/G`` columns), so no transposed copy is made; each thread
   sums into its own ``gWᵀ`` and the sums are added.
-- ``grad_input``: per image, group and block of input channels, ``Wᵀ (cb*K x O/G) @ gy_g``
-  into a patch block (in L2), added back onto the input gradient by ``col2im``; a block's
-  channels belong to one thread, so the adds need no lock.
+- ``grad_input``: at stride 1, the forward convolution (``runtime.conv``) of ``gy`` by the
+  flipped, channel-transposed weight; else per image, group and block of input channels,
+  ``Wᵀ (cb*K x O/G) @ gy_g`` into a patch block (in L2), added back onto the input gradient
+  by ``col2im``; a block's channels belong to one thread, so the adds need no lock.
 
     >>> rng = np.random.default_rng(0)
     >>> gy = rng.standard_normal((2, 8, 5, 5), dtype=np.float32)
@@ -33,6 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scriptmod.codegen.col2im import COL2IM, IM2COL, PARAMS, render_col2im, render_im2col
+from . import conv as _conv
 from . import gemm
 from . import threads as _threads
 from .llvm_jit import compile_units
@@ -149,7 +151,11 @@ def _gy_rows(gy: np.ndarray, n: int, g: int, og: int) -> np.ndarray:
 def grad_input(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Sequence[int],
                padding: Sequence[int], dilation: Sequence[int], groups: int) -> np.ndarray:
     """The input gradient ``(N, C, *spatial)`` of a convolution of weight ``w`` with output
-    gradient ``gy`` (``taken`` holds)."""
+    gradient ``gy`` (``taken`` holds): at stride 1 a forward convolution (``_as_conv``),
+    else GEMM blocks and ``col2im``."""
+    direct = _as_conv(gy, w, x_shape, stride, padding, dilation, groups)
+    if direct is not None:
+        return direct
     gy = np.ascontiguousarray(gy)
     n, o, k = gy.shape[0], w.shape[0], w.shape[2:]
     c, g = int(x_shape[1]), groups
@@ -177,6 +183,29 @@ def grad_input(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Se
             col2im(0, c1 - c0, data_ptr(buf), data_ptr(target), data_ptr(params))
     _run(n * g * blocks, 2 * gy.size * cg * kk, item)
     return dx
+
+
+def _as_conv(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Sequence[int],
+             padding: Sequence[int], dilation: Sequence[int], groups: int) -> np.ndarray | None:
+    """At stride 1 the input gradient is the forward convolution (``runtime.conv``) of
+    ``gy`` with the weight flipped and its two channel dims swapped per group, padded by
+    ``d*(k-1) - p``; None where that padding would be negative, the gradient has rows no
+    window reached (a transposed convolution's ``output_padding``), or ``runtime.conv``
+    does not take the arguments."""
+    k = w.shape[2:]
+    pad = [d * (kk - 1) - p for kk, p, d in zip(k, padding, dilation)]
+    if any(s != 1 for s in stride) or min(pad) < 0:
+        return None
+    if any(gy.shape[2 + i] + 2 * pad[i] - dilation[i] * (k[i] - 1) != x_shape[2 + i]
+           for i in range(len(k))):
+        return None
+    o, cg, g = w.shape[0], w.shape[1], groups
+    flipped = w[(slice(None), slice(None), *(slice(None, None, -1),) * len(k))]
+    wt = flipped.reshape(g, o // g, cg, *k).swapaxes(1, 2).reshape(g * cg, o // g, *k)
+    wt = np.ascontiguousarray(wt)
+    if not _conv.taken(gy, wt, None, stride, pad, dilation, groups):
+        return None
+    return _conv.conv(gy, wt, None, stride, pad, dilation, groups)
 
 
 def grad_weight(gy: np.ndarray, x: np.ndarray, w_shape: Sequence[int], stride: Sequence[int],
