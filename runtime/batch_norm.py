@@ -25,6 +25,7 @@ _P = ctypes.c_void_p
 SUMS_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, _P, _P, _P, _P)
 AFFINE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, _P, _P, _P, _P, _P)
 MIN_SIZE = 1 << 12               # smaller tensors stay with NumPy
+MIN_ROW = 8                      # and so do tensors of shorter rows (spatial sizes)
 MIN_THREAD_SIZE = 1 << 17        # fewer elements than this run on the calling thread
 _UNIT = 64
 
@@ -43,9 +44,13 @@ def _kernels() -> tuple[Any, Any, tuple]:
 
 
 def taken(x: Any, *others: Any) -> bool:
-    """Whether these run: ``x`` a float32 NumPy array of at least 2 dims and ``MIN_SIZE``
-    elements, ``others`` (gradients, parameters, statistics) float32 NumPy arrays or None."""
-    if type(x) is not np.ndarray or x.dtype != np.float32 or x.ndim < 2 or x.size < MIN_SIZE:
+    """Whether these run: ``x`` a float32 NumPy array ``(N, C, *spatial)`` of ``MIN_SIZE``
+    elements or more and rows of ``MIN_ROW`` (an ``(N, C)`` input's rows would be single
+    elements: NumPy's column sums serve it better), ``others`` (gradients, parameters,
+    statistics) float32 NumPy arrays or None."""
+    if type(x) is not np.ndarray or x.dtype != np.float32 or x.ndim < 3 or x.size < MIN_SIZE:
+        return False
+    if x.size < MIN_ROW * x.shape[0] * x.shape[1]:
         return False
     return all(o is None or (type(o) is np.ndarray and o.dtype == np.float32) for o in others)
 

@@ -147,6 +147,27 @@ def test_batch_norm_training_against_torch(shape: tuple) -> None:
         assert _rel(s_.grad.numpy(), t_.grad.numpy()) < 2e-5
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batch_norm_eval_mode_and_float64_autograd_against_torch(dtype: str) -> None:
+    """Eval mode (running statistics: constants) through the fused backward op, and float64
+    (its NumPy formula) in training and eval."""
+    torch = pytest.importorskip("torch")
+    x, g, w, b = (a.astype(dtype) for a in _bn_data((5, 4, 9, 11), seed=5))
+    rm, rv = np.linspace(4, 6, 4).astype(dtype), np.linspace(5, 12, 4).astype(dtype)
+    for training in ((False, True) if dtype == "float64" else (False,)):
+        tx, tw, tb = (torch.from_numpy(a).requires_grad_() for a in (x, w, b))
+        ty = torch.nn.functional.batch_norm(tx, torch.from_numpy(rm.copy()),
+                                            torch.from_numpy(rv.copy()), tw, tb, training)
+        ty.backward(torch.from_numpy(g))
+        sx, sw, sb = (sm.from_numpy(a).requires_grad_() for a in (x, w, b))
+        sy = F.batch_norm(sx, sm.from_numpy(rm.copy()), sm.from_numpy(rv.copy()), sw, sb,
+                          training)
+        sy.backward(sm.from_numpy(g))
+        assert _rel(sy.detach().numpy(), ty.detach().numpy()) < 1e-5
+        for s_, t_ in ((sx, tx), (sw, tw), (sb, tb)):
+            assert _rel(s_.grad.numpy(), t_.grad.numpy()) < 1e-5
+
+
 def test_batch_norm_eval_backward_and_no_affine_against_float64() -> None:
     x, g, w, _ = _bn_data((4, 6, 20, 9), seed=2)
     rm, rv = np.linspace(-1, 1, 6).astype(np.float32), np.linspace(0.5, 2, 6).astype(np.float32)
