@@ -88,6 +88,13 @@ class Geometry:
         """Output rows (one per ``(od, oh)``), each of ``out[2]`` positions."""
         return self.out[0] * self.out[1]
 
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 kernel at stride 1 without padding over all of the input (a transposed
+        convolution's ``output_padding`` adds rows): each patch is one input element."""
+        return self.taps == 1 and self.s == (1, 1, 1) and self.p == (0, 0, 0) \
+            and self.out == self.size
+
     def params(self, r0: int, r1: int) -> np.ndarray:
         """``codegen.col2im.PARAMS`` for output rows ``[r0, r1)``."""
         v = (*self.size, *self.out, *self.k, *self.s, *self.p, *self.d, r0, r1)
@@ -229,10 +236,14 @@ def grad_weight(gy: np.ndarray, x: np.ndarray, w_shape: Sequence[int], stride: S
         cols = geo.out[2] * (r1 - r0)
         params = geo.params(r0, r1)
         part = _buffer("part", ck * og).reshape(ck, og)
+        span = slice(r0 * geo.out[2], r1 * geo.out[2])
         for grp in range(g):
-            buf = _buffer("cols", ck * cols).reshape(ck, cols)
-            im2col(0, ck, data_ptr(x[img, grp * cg]), data_ptr(buf), data_ptr(params))
-            _mm(buf, _gy_rows(gy, img, grp, og)[:, r0 * geo.out[2]:r1 * geo.out[2]].T, part)
+            if geo.pointwise:                   # the patches are the input's own rows
+                buf = x[img, grp * cg:(grp + 1) * cg].reshape(cg, -1)[:, span]
+            else:
+                buf = _buffer("cols", ck * cols).reshape(ck, cols)
+                im2col(0, ck, data_ptr(x[img, grp * cg]), data_ptr(buf), data_ptr(params))
+            _mm(buf, _gy_rows(gy, img, grp, og)[:, span].T, part)
             acc[grp] += part
     _run(n * len(chunks), 2 * gy.size * ck, item)
     total, *rest = sums.values()

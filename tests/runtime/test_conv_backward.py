@@ -86,14 +86,15 @@ def test_autograd_against_torch(case: tuple) -> None:
 
 @pytest.mark.parametrize("rank,stride,padding,out_pad,dilation,groups", [
     (1, 2, 1, 1, 1, 1), (2, 2, 1, 1, 1, 2), (2, 3, 2, 2, 1, 1), (2, 1, 0, 0, 2, 4),
-    (3, 2, 1, 1, 1, 1)])
+    (3, 2, 1, 1, 1, 1), (2, 1, 0, 1, 2, 1)])
 def test_conv_transpose_against_torch(rank: int, stride: int, padding: int, out_pad: int,
                                       dilation: int, groups: int) -> None:
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(rank + stride)
     size = (9, 8, 7)[:rank]
     x = rng.standard_normal((2, 8, *size), dtype=np.float32)
-    w = rng.standard_normal((8, 12 // groups, *(3,) * rank), dtype=np.float32)
+    k = 1 if out_pad and stride == 1 else 3       # 1x1, dilation 2: a pointwise grad_weight
+    w = rng.standard_normal((8, 12 // groups, *(k,) * rank), dtype=np.float32)
     b = rng.standard_normal(12, dtype=np.float32)
     args = (stride, padding, out_pad, groups, dilation)
     tx, tw, tb = (torch.from_numpy(a).requires_grad_() for a in (x, w, b))
