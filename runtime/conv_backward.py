@@ -107,19 +107,44 @@ class Geometry:
         return [(r, min(r + step, self.rows)) for r in range(0, self.rows, step)]
 
 
-def taken(gy: Any, other: Any, w_shape: Sequence[int], groups: int) -> bool:
+def taken(gy: Any, other: Any, x_shape: Sequence[int], w_shape: Sequence[int],
+          stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+          groups: int) -> bool:
     """Whether ``grad_input``/``grad_weight`` run these operands (``other``: the weight or
-    the input): float32 NumPy arrays, no empty dim, the per-group GEMM at least
+    the input, whose shape is ``w_shape`` or ``x_shape``): float32 NumPy arrays, shapes
+    that agree (``_consistent``: the native loops trust them), the per-group GEMM at least
     ``MIN_WIDTH`` wide each way and ``MIN_FLOPS`` in all."""
     if type(gy) is not np.ndarray or type(other) is not np.ndarray:
         return False
-    if gy.dtype != np.float32 or other.dtype != np.float32 or gy.ndim not in (3, 4, 5):
+    if gy.dtype != np.float32 or other.dtype != np.float32:
         return False
-    if 0 in gy.shape or 0 in other.shape:
+    if tuple(other.shape) not in (tuple(x_shape), tuple(w_shape)):
+        return False
+    if not _consistent(gy.shape, tuple(x_shape), tuple(w_shape), stride, padding, dilation,
+                       groups):
         return False
     og, ck = w_shape[0] // groups, math.prod(w_shape[1:])
     flops = 2 * gy.shape[0] * math.prod(gy.shape[2:]) * w_shape[0] * ck
     return min(og, ck) >= MIN_WIDTH and flops >= MIN_FLOPS
+
+
+def _consistent(gy: tuple, x: tuple, w: tuple, stride: Sequence[int], padding: Sequence[int],
+                dilation: Sequence[int], groups: int) -> bool:
+    """Whether ``gy (N, O, *out)``, ``x (N, C, *size)`` and ``w (O, C/G, *k)`` are one
+    convolution's: 1 to 3 spatial dims, no empty dim, channels that match, and an ``out`` no
+    larger than the windows of ``x`` (smaller: a transposed convolution's
+    ``output_padding``)."""
+    r = len(w) - 2
+    if not 1 <= r <= 3 or len(gy) != r + 2 or len(x) != r + 2 or 0 in gy + x + w:
+        return False
+    if not all(len(v) == r for v in (stride, padding, dilation)) or groups < 1:
+        return False
+    if min(*stride, *dilation) < 1 or min(padding) < 0 or w[0] % groups \
+            or x[1] != w[1] * groups or gy[1] != w[0] or gy[0] != x[0]:
+        return False
+    reach = [(x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
+             for i in range(r)]
+    return all(1 <= gy[2 + i] <= reach[i] for i in range(r))
 
 
 def _buffer(name: str, floats: int) -> np.ndarray:

@@ -151,7 +151,7 @@ def conv_grad_input(xp: Any, gy: Any, w: Any, x_shape: Sequence[int], stride: Se
     output position's patch gradient, one GEMM per group, scattered back by ``col2im``
     (float32 on the CPU: ``runtime.conv_backward``, native and blocked)."""
     native = _native()
-    if xp is np and native.taken(gy, w, w.shape, groups):
+    if xp is np and native.taken(gy, w, x_shape, w.shape, stride, padding, dilation, groups):
         return native.grad_input(gy, w, x_shape, stride, padding, dilation, groups)
     n, o, r, g = gy.shape[0], gy.shape[1], gy.ndim - 2, groups
     k, out, c = w.shape[2:], gy.shape[2:], x_shape[1]
@@ -166,7 +166,7 @@ def conv_grad_weight(xp: Any, gy: Any, x: Any, w_shape: Sequence[int], stride: S
     """The weight gradient of a convolution: patches^T times the output gradient
     (float32 on the CPU: ``runtime.conv_backward``, native and blocked)."""
     native = _native()
-    if xp is np and native.taken(gy, x, w_shape, groups):
+    if xp is np and native.taken(gy, x, x.shape, w_shape, stride, padding, dilation, groups):
         return native.grad_weight(gy, x, w_shape, stride, padding, dilation, groups)
     cols, _ = conv_patches(xp, x, w_shape[2:], stride, padding, dilation, groups, gy.shape[2:])
     gw = xp.matmul(cols.transpose(0, 2, 1), _per_group(xp, gy, groups))   # (G, K, O/G)

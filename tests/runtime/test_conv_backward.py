@@ -58,7 +58,8 @@ def _operands(case: tuple, seed: int = 0) -> tuple:
 def test_gradients_against_float64(case: tuple) -> None:
     x, w, gy = _operands(case)
     s, p, d, g = case[5:]
-    assert cb.taken(gy, w, w.shape, g) and cb.taken(gy, x, w.shape, g)   # the native path
+    assert cb.taken(gy, w, x.shape, w.shape, s, p, d, g)          # the native paths
+    assert cb.taken(gy, x, x.shape, w.shape, s, p, d, g)
     ref_x = kc.conv_grad_input(np, gy.astype(np.float64), w.astype(np.float64), x.shape,
                                s, p, d, g)
     ref_w = kc.conv_grad_weight(np, gy.astype(np.float64), x.astype(np.float64), w.shape,
@@ -111,11 +112,28 @@ def test_conv_transpose_against_torch(rank: int, stride: int, padding: int, out_
 
 def test_small_or_narrow_convolutions_keep_the_numpy_kernels() -> None:
     x, w, gy = _operands((2, 4, 4, (8, 8), (3, 3), (1, 1), (1, 1), (1, 1), 4))   # depthwise
-    assert not cb.taken(gy, w, w.shape, 4)
-    assert not cb.taken(gy.astype(np.float64), w.astype(np.float64), w.shape, 1)
+    one = (1, 1)
+    assert not cb.taken(gy, w, x.shape, w.shape, one, one, one, 4)
+    assert not cb.taken(gy.astype(np.float64), w.astype(np.float64), x.shape, w.shape, one,
+                        one, one, 1)
     ref = kc.conv_grad_input(np, gy.astype(np.float64), w.astype(np.float64), x.shape,
                              (1, 1), (1, 1), (1, 1), 4)
     assert _rel(kc.conv_grad_input(np, gy, w, x.shape, (1, 1), (1, 1), (1, 1), 4), ref) < 1e-5
+
+
+def test_shapes_that_disagree_never_reach_the_native_loops() -> None:
+    x, w, gy = _operands((2, 6, 8, (9, 9), (3, 3), (1, 1), (1, 1), (1, 1), 1))
+    one = (1, 1)
+    assert cb.taken(gy, x, x.shape, w.shape, one, one, one, 1)
+    bad = [((2, 6, 6, 6), w.shape, one, one),             # gy larger than the windows
+           (x.shape, (8, 5, 3, 3), one, one),             # channels
+           (x.shape, w.shape, (0, 1), one),               # stride 0
+           (x.shape, w.shape, one, (-1, 1)),              # negative padding
+           ((3, 6, 9, 9), w.shape, one, one)]             # batch
+    for xs, ws, s, p in bad:
+        assert not cb.taken(gy, np.zeros(xs, np.float32), xs, ws, s, p, one, 1)
+    with pytest.raises(Exception):
+        kc.conv_grad_weight(np, gy, x[:, :, :4], w.shape, one, one, one, 1)
 
 
 def _bn_data(shape: tuple, seed: int = 0) -> tuple:
