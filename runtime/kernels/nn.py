@@ -177,6 +177,12 @@ def _batch_norm_backward(xp: Any, g: Any, x: Any, running_mean: Any, running_var
     """``(grad_input, grad_weight, grad_bias)`` of ``batch_norm`` (first order): with batch
     statistics (training, or no running ones) the input gradient goes through them too.
     float32 on the CPU: two native passes (``runtime.batch_norm``)."""
+    c = x.shape[1] if x.ndim >= 2 else -1
+    if tuple(g.shape) != tuple(x.shape) or c < 0 or any(
+            t is not None and tuple(t.shape) != (c,) for t in (running_mean, running_var, weight)):
+        raise ShapeError(f"batch_norm_backward: expected grad of the input's shape "
+                         f"{tuple(x.shape)} and per-channel tensors of shape ({c},); got grad "
+                         f"{tuple(g.shape)}")
     batch_stats = training or running_mean is None
     if bn.taken(x, g, running_mean, running_var, weight):
         return bn.backward(g, x, running_mean, running_var, weight, eps, batch_stats)

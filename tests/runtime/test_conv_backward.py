@@ -242,3 +242,11 @@ def test_batch_norm_traced_with_grad_and_double_backward() -> None:
     (tgx * tgx).sum().backward()
     assert _rel(sx2.grad.numpy(), tx2.grad.numpy()) < 1e-4
     assert math.isfinite(float(sx2.grad.numpy().sum()))
+
+
+def test_batch_norm_backward_refuses_a_gradient_of_another_shape() -> None:
+    from scriptmod.ir.errors import ShapeError
+    from scriptmod.runtime.kernels import nn as knn
+    x, g, w, _ = _bn_data((2, 3, 8, 8))
+    with pytest.raises(ShapeError, match="grad of the input's shape"):
+        knn._batch_norm_backward(np, g[:, :, :4], x, None, None, w, True)
