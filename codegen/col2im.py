@@ -112,18 +112,24 @@ class _Window:
         b = self.b
         return b.and_(b.icmp_signed(">=", i, ZERO), b.icmp_signed("<", i, n))
 
-    def strided(self, body: Callable[[ir.Value], None], lo: ir.Value, hi: ir.Value) -> None:
-        """``body(step)`` over ``[lo, hi)`` twice: a loop where SW == 1 (contiguous, so it
-        vectorizes) and one for the other strides."""
+    def strided(self, body: Callable[[ir.Value, ir.Value], None], lo: ir.Value,
+                hi: ir.Value) -> None:
+        """``body(ow, ow*SW)`` over ``ow`` in ``[lo, hi)``, as three loops: SW == 1
+        (contiguous) and SW == 2 (constant stride: interleaved vector accesses) vectorize;
+        a third takes the other strides."""
         b, P = self.b, self.P
-        unit = b.icmp_signed("==", P["SW"], _ONE)
-        with b.if_else(unit) as (then, other):
-            with then:
+        with b.if_else(b.icmp_signed("==", P["SW"], _ONE)) as (unit, other):
+            with unit:
                 with for_range(b, lo, hi, name="ow1") as ow:
                     body(ow, ow)
             with other:
-                with for_range(b, lo, hi, name="ows") as ow:
-                    body(ow, b.mul(ow, P["SW"]))
+                with b.if_else(b.icmp_signed("==", P["SW"], c64(2))) as (two, rest):
+                    with two:
+                        with for_range(b, lo, hi, name="ow2") as ow:
+                            body(ow, b.shl(ow, _ONE))
+                    with rest:
+                        with for_range(b, lo, hi, name="ows") as ow:
+                            body(ow, b.mul(ow, P["SW"]))
 
     def im2col(self) -> None:
         b, P = self.b, self.P
