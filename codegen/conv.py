@@ -9,18 +9,25 @@ patch[k, p]``: rows ``o`` the group's ``O/G`` output channels (A is the weight, 
 group's channels ``c`` and the ``T`` kernel taps ``t = (kd, kh, kw)``, the weight's own
 order. C is then the image's NCDHW output itself (row ``o``, column ``p``): no transposes.
 
-A unit is ``(n, g, row block, column block)``, blocks of ``MC x NC`` as ``codegen.gemm``'s.
-A panel holds ``nr`` consecutive output positions (they may span output rows). Per panel the
-lanes' window origins ``(id0, ih0, iw0)`` and flat input offsets are computed once; then, tap
-by tap (the tap's offsets and padding masks once), each channel of the K block is one masked
-load per vector: two contiguous masked loads (a vector meets at most two output rows) where
-the W stride is 1 and an output row holds at least a vector (``contig``), a gather elsewhere
-(stride, dilation along W, narrow rows). Lanes in the padding or past ``P`` load 0.
+The columns of one group's GEMM are the output positions of the whole batch, ``J = N * P``
+(image-major), so a small image's last panel goes on into the next image instead of being
+mostly empty (14 x 14: 196 = 6 panels of 32 and 4 columns). A unit is ``(g, row block,
+column block)``, ``MC x NC`` as the planner chooses (``runtime.conv``); per K block of
+``KC`` steps each panel of ``nr`` columns is packed, then the tiles run over the block's
+rows. A panel within one image's output is C itself (row stride ``P``); one that spans
+images goes through a stack tile, copied from and to the output by per-column offsets.
+
+Per panel the lanes' window origins ``(id0, ih0, iw0)`` and flat input offsets are computed
+once; then, tap by tap (the tap's offsets and padding masks once), each channel of the K
+block is one masked load per vector: a contiguous masked load, or two where a vector meets
+two output rows, when the W stride is 1 and an output row holds at least a vector
+(``contig``); a gather elsewhere (stride or dilation along W, narrow rows). Lanes in the
+padding or past ``J`` load 0. The next panel's input is prefetched to L2 meanwhile.
 
 After the K blocks the bias is added to the block (when given) and, if ``ep`` is not NULL,
-each row of the block goes through ``ep(start, end, ep_args, ep_meta)`` over flat indices of
-the whole ``(N, O, *out)`` output, ``start = (n * O + o) * P + j0``: ``codegen.gemm``'s
-epilogue ABI.
+each row of the block, image by image, goes through ``ep(start, end, ep_args, ep_meta)`` over
+flat indices of the whole ``(N, O, *out)`` output, ``start = (n * O + o) * P + p0``:
+``codegen.gemm``'s epilogue ABI.
 
 The exported function (``runtime.conv.CONV_TYPE``), named ``name(isa)``::
 
@@ -45,12 +52,11 @@ from typing import Callable
 from llvmlite import ir
 
 from .gemm import EP_TYPE, KC
-from .llvm_emit import I1, I32, I64, PTR, for_range
+from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
 
-PARAMS = ("Cg", "ID", "IH", "IW", "OD", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW",
-          "O", "Og", "G", "K", "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB",
-          "contig", "ahead")
+PARAMS = ("Cg", "ID", "IH", "IW", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW", "Og", "K",
+          "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "contig", "ahead")
 _P = {name: i for i, name in enumerate(PARAMS)}
 TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
 FAR = -(1 << 30)                          # a window origin no tap brings into the input
@@ -84,7 +90,7 @@ def _isplat(b: ir.IRBuilder, x: ir.Value, isa: Isa) -> ir.Value:
 
 
 class _Lanes:
-    """One vector of a panel: its lanes' window origins (``id0`` is ``FAR`` past ``P``,
+    """One vector of a panel: its lanes' window origins (``id0`` is ``FAR`` past ``J``,
     so every mask drops them), flat input offsets, and for ``contig`` panels the two
     contiguous runs (``start1`` for the lanes of the first output row, ``first``, and
     ``start2`` for the rest)."""
@@ -240,16 +246,16 @@ class _Body:
         """The window origins and input offsets of output positions ``j .. j + lanes``."""
         b, P, isa = self.b, self.P, self.isa
         iota = ir.Constant(_ivec(isa), list(range(isa.lanes)))
-        column = b.add(_isplat(b, j, isa), iota)
-        image, pos = b.sdiv(column, _isplat(b, P["P"], isa)), b.srem(column, _isplat(b, P["P"], isa))
+        column, positions = b.add(_isplat(b, j, isa), iota), _isplat(b, P["P"], isa)
+        image, pos = b.sdiv(column, positions), b.srem(column, positions)
         plane = _isplat(b, b.mul(P["OH"], P["OW"]), isa)
-        ow_ = _isplat(b, P["OW"], isa)
+        width = _isplat(b, P["OW"], isa)
         od, rem = b.sdiv(pos, plane), b.srem(pos, plane)
-        oh_, ow = b.sdiv(rem, ow_), b.srem(rem, ow_)
+        oh, ow = b.sdiv(rem, width), b.srem(rem, width)
 
         def origin(o: ir.Value, s: str, p: str) -> ir.Value:
             return b.sub(b.mul(o, _isplat(b, P[s], isa)), _isplat(b, P[p], isa))
-        id0, ih0, iw0 = origin(od, "SD", "PD"), origin(oh_, "SH", "PH"), origin(ow, "SW", "PW")
+        id0, ih0, iw0 = origin(od, "SD", "PD"), origin(oh, "SH", "PH"), origin(ow, "SW", "PW")
         base = b.add(b.mul(b.add(b.mul(id0, _isplat(b, P["IH"], isa)), ih0),
                            _isplat(b, P["IW"], isa)), iw0)
         base = b.add(base, b.mul(image, _isplat(b, P["CS"], isa)))

@@ -5,7 +5,8 @@ loop nest over (N, O, OH, OW) outputs vectorized along OW.
 A unit is one (n, group) and a block of ``RB`` output rows. It first copies the rows its
 windows read of each of the group's ``Cg`` input planes into a per-thread scratch
 (``ws``), padded (0, or -inf for max pooling) and split by stride phase: for row phase
-``a < SH`` and column phase ``b < SW`` a sub-plane of ``RB + KHX`` rows by ``PC`` columns,
+``a < SH`` and column phase ``b < SW`` a sub-plane of ``RB + KHX`` rows (and spare ones,
+a vector's worth) by ``PC`` columns,
 
     ws[((c * SH + a) * SW + b) * SUB + i * PC + j] = xpad[(oh0 + i) * SH + a][j * SW + b]
 
@@ -14,8 +15,11 @@ so that the input of output ``(oh, ow)`` under tap ``(kh, kw)`` is at the flat o
 the table): every tap of every stride and dilation is a contiguous vector load, and no
 branch decides about padding in the inner loop. Then, for each output channel of the
 group, register tiles of up to ``R`` output rows by one vector of ``lanes`` columns run
-the taps (an FMA per row, or a max, or an add), the last vector of a row stored under a
-mask. After each output channel's rows, ``ep(start, end, ep_args, ep_meta)`` (if not NULL)
+the taps (an FMA per row, or a max, or an add). Stores are whole vectors: a row of
+``lanes`` or more ends with a vector that overlaps the one before it, a shorter row's
+vector spills into the rows after it (stored later), and only a store that would pass the
+end of the block's rows is masked (masked stores are slow on Zen). After each output
+channel's rows, ``ep(start, end, ep_args, ep_meta)`` (if not NULL)
 runs over their flat indices into the ``(N, O, OH, OW)`` output (``codegen.gemm``'s
 epilogue ABI).
 
@@ -25,10 +29,11 @@ The exported function, named ``name(spec)``::
               void (*ep)(i64, i64, ptr, ptr), ptr ep_args, ptr ep_meta)
 
 runs units ``[lo, hi)``; ``p`` holds ``PARAMS``, then ``jlo, jhi`` for each column phase
-``b < SW``: the scratch columns ``[jlo, jhi)`` of that phase that lie inside the input. ``aux``: the bias per output channel
-(``conv``), or the average's divisors (``avg``: ``OH`` row factors, then a column factor
-for each of ``ceil(OW / lanes) * lanes`` columns; a window's divisor is their product);
-unused for ``max``. 1-D inputs are 2-D ones of one row.
+``b < SW``: the scratch columns ``[jlo, jhi)`` of that phase that lie inside the input.
+``aux``: the bias per output channel (``conv``), or the average's divisors (``avg``:
+``OH`` row factors, then a column factor for each of ``ceil(OW / lanes) * lanes``
+columns; a window's divisor is their product); unused for ``max``. 1-D inputs are 2-D
+ones of one row.
 
     >>> from .microkernel import AVX512
     >>> text = render(Stencil("conv", "f32", AVX512.lanes))
@@ -41,13 +46,13 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .llvm_emit import I1, I32, I64, PTR, for_range
+from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import ZERO, c64, carried_loop, dispatch, imin, intrinsic, splat
 
 MODES = ("conv", "max", "avg")
 ROWS = 8                 # output rows per register tile: 8 independent accumulators
 PARAMS = ("G", "Cg", "Og", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "RB", "NRB",
-          "PC", "SUB", "T", "KHX")
+          "PC", "SUB", "T", "KHX", "WT")
 _P = {p: i for i, p in enumerate(PARAMS)}
 EP_TYPE = ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR])
 _TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
@@ -56,10 +61,14 @@ _TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
 @dataclass(frozen=True)
 class Stencil:
     """What one compiled kernel computes: ``mode`` (``MODES``) on ``dtype`` (``f32`` or
-    ``f64``) elements, ``lanes`` of them per vector."""
+    ``f64``) elements, ``lanes`` of them per vector. ``rows``: the row offsets (in scratch
+    rows) of the taps that one table entry stands for, a column of the kernel at unit row
+    stride (``(0, 1, 2)`` for 3 x 3): the tile then loads each input row of the column once
+    for every output row it feeds; ``(0,)``: one tap per entry, any stride."""
     mode: str
     dtype: str
     lanes: int
+    rows: tuple[int, ...] = (0,)
 
     @property
     def elem(self) -> ir.Type:
@@ -81,7 +90,8 @@ class Stencil:
 
 def name(spec: Stencil) -> str:
     """The exported function's name for ``spec``."""
-    return f"stencil_{spec.mode}_{spec.dtype}_x{spec.lanes}"
+    rows = "_".join(map(str, spec.rows))
+    return f"stencil_{spec.mode}_{spec.dtype}_x{spec.lanes}_r{rows}"
 
 
 def scratch_elements(spec: Stencil, cg: int, sh: int, sw: int, sub: int) -> int:
@@ -142,10 +152,24 @@ class _Body:
     # ---- the scratch: padded, phase-split input rows ------------------------------------
     def _fill(self, src: ir.Value, plane: ir.Value, oh0: ir.Value, nrows: ir.Value,
               ws: ir.Value) -> None:
-        """The unit's scratch, sub-plane after sub-plane in memory order (a row's copy may
-        store past its end, into what is written next: see ``_copy``)."""
+        """The unit's scratch, sub-plane after sub-plane in memory order (a row's last
+        vector may store past its end, into what is written next: see ``_fill_row``).
+        One loop nest per column stride (1, 2: whole vectors; any other: element-wise),
+        chosen once per unit, not per row."""
         b, P = self.b, self.P
-        fill = ir.Constant(self.spec.elem, self.spec.fill)
+        with b.if_else(b.icmp_signed("==", P["SW"], c64(1))) as (one, other):
+            with one:
+                self._fill_planes(src, plane, oh0, nrows, ws, 1)
+            with other:
+                with b.if_else(b.icmp_signed("==", P["SW"], c64(2))) as (two, rest):
+                    with two:
+                        self._fill_pairs(src, plane, oh0, nrows, ws)
+                    with rest:
+                        self._fill_planes(src, plane, oh0, nrows, ws, None)
+
+    def _fill_planes(self, src: ir.Value, plane: ir.Value, oh0: ir.Value, nrows: ir.Value,
+                     ws: ir.Value, stride: int | None) -> None:
+        b, P = self.b, self.P
         with for_range(b, ZERO, P["Cg"], name="fc", vectorize=False) as c:
             chan = self.at(src, b.mul(c, plane))
             with for_range(b, ZERO, P["SH"], name="fa", vectorize=False) as a:
@@ -162,13 +186,53 @@ class _Body:
                         with b.if_else(inside) as (row, pad):
                             with row:
                                 self._fill_row(self.at(base, b.mul(y, P["W"])), jlo, jhi,
-                                               dst, fill)
+                                               dst, stride)
                             with pad:
                                 carried_loop(b, ZERO, P["PC"], self.spec.lanes, [],
                                              lambda j, _: self._store_fill(dst, j), "fz")
                     # the row after: a row's last vector reads into it (lanes never stored,
                     # but garbage there, denormals, slowed the FMAs 4x)
                     self._store_fill(first, b.mul(nrows, P["PC"]))
+
+    def _fill_pairs(self, src: ir.Value, plane: ir.Value, oh0: ir.Value, nrows: ir.Value,
+                    ws: ir.Value) -> None:
+        """``_fill_planes`` at column stride 2: each input row loaded once (two vectors)
+        for both column phases, its even elements to phase 0 and odd ones to phase 1. (A
+        sub-plane has spare rows for a row's last store, so the order sub-planes are
+        written in is free.)"""
+        b, P, spec, L = self.b, self.P, self.spec, self.spec.lanes
+        ivec = ir.VectorType(I64, L)
+        pick = [ir.Constant(ir.VectorType(I32, L), list(range(ph, 2 * L, 2))) for ph in (0, 1)]
+        with for_range(b, ZERO, P["Cg"], name="pc", vectorize=False) as c:
+            chan = self.at(src, b.mul(c, plane))
+            with for_range(b, ZERO, P["SH"], name="pa", vectorize=False) as a:
+                sub = b.mul(b.add(b.mul(c, P["SH"]), a), c64(2))
+                firsts = [self.at(ws, b.mul(b.add(sub, c64(ph)), P["SUB"])) for ph in (0, 1)]
+                with for_range(b, ZERO, nrows, name="pi", vectorize=False) as i:
+                    y = b.sub(b.add(b.mul(b.add(oh0, i), P["SH"]), a), P["PH"])
+                    inside = b.and_(b.icmp_signed(">=", y, ZERO), b.icmp_signed("<", y, P["H"]))
+                    dsts = [self.at(f, b.mul(i, P["PC"])) for f in firsts]
+                    row = self.at(chan, b.sub(b.mul(y, P["W"]), P["PW"]))
+                    width = splat(b, b.select(inside, P["W"], ZERO), ivec)  # 0: padding
+
+                    def pair(j: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+                        halves = []
+                        for h in (0, L):      # source elements 2j - PW + h + lane
+                            e = b.add(splat(b, b.sub(b.add(b.mul(j, c64(2)), c64(h)), P["PW"]),
+                                            ivec), ir.Constant(ivec, list(range(L))))
+                            mask = b.and_(b.icmp_signed(">=", e, splat(b, ZERO, ivec)),
+                                          b.icmp_signed("<", e, width))
+                            halves.append(intrinsic(
+                                b, f"llvm.masked.load.{spec.suffix}.p0", spec.vec,
+                                [self.at(row, b.add(b.mul(j, c64(2)), c64(h))),
+                                 ir.Constant(I32, 1), mask, self._fill_vec()]))
+                        for dst, order in zip(dsts, pick):
+                            b.store(b.shuffle_vector(halves[0], halves[1], order),
+                                    self.at(dst, j), align=1)
+                        return []
+                    carried_loop(b, ZERO, P["PC"], L, [], pair, "pj")
+                for f in firsts:
+                    self._store_fill(f, b.mul(nrows, P["PC"]))
 
     def _columns(self, ph: ir.Value) -> tuple[ir.Value, ir.Value]:
         """``[jlo, jhi)``: the columns of phase ``ph`` that lie inside the input row (from
@@ -180,28 +244,24 @@ class _Body:
                      for k in range(2))
 
     def _fill_row(self, base: ir.Value, jlo: ir.Value, jhi: ir.Value, dst: ir.Value,
-                  fill: ir.Constant) -> None:
-        """``dst[j] = base[j * SW]`` for ``j`` in ``[jlo, jhi)``, ``fill`` elsewhere in
+                  stride: int | None) -> None:
+        """``dst[j] = base[j * SW]`` for ``j`` in ``[jlo, jhi)``, the fill elsewhere in
         ``[0, PC)``. Strides 1 and 2 (the common ones): whole vectors, each one masked load
         (or two and a de-interleave) whose masked lanes read the fill; its last store may
         pass ``PC``, into the next row, written after it. Other strides: element-wise."""
-        b, P = self.b, self.P
-        with b.if_else(b.icmp_signed("==", P["SW"], c64(1))) as (one, other):
-            with one:
-                self._vector_row(base, 1, jlo, jhi, dst)
-            with other:
-                with b.if_else(b.icmp_signed("==", P["SW"], c64(2))) as (two, rest):
-                    with two:
-                        self._vector_row(base, 2, jlo, jhi, dst)
-                    with rest:
-                        self._splat_range(dst, ZERO, jlo, fill, "fl")
-                        with for_range(b, jlo, jhi, name="fs", vectorize=False) as j:
-                            v = b.load(self.at(base, b.mul(j, P["SW"])), typ=self.spec.elem)
-                            b.store(v, self.at(dst, j))
-                        self._splat_range(dst, jhi, P["PC"], fill, "fr")
+        if stride is not None:
+            self._vector_row(base, stride, jlo, jhi, dst)
+            return
+        b, P, fill = self.b, self.P, ir.Constant(self.spec.elem, self.spec.fill)
+        self._splat_range(dst, ZERO, jlo, fill, "fl")
+        with for_range(b, jlo, jhi, name="fs", vectorize=False) as j:
+            v = b.load(self.at(base, b.mul(j, P["SW"])), typ=self.spec.elem)
+            b.store(v, self.at(dst, j))
+        self._splat_range(dst, jhi, P["PC"], fill, "fr")
 
     def _vector_row(self, base: ir.Value, stride: int, jlo: ir.Value, jhi: ir.Value,
                     dst: ir.Value) -> None:
+        """``_fill_row`` for a constant ``stride`` of 1 or 2."""
         b, spec, L = self.b, self.spec, self.spec.lanes
         ivec = ir.VectorType(I64, L)
         lo, hi = splat(b, jlo, ivec), splat(b, jhi, ivec)
@@ -243,7 +303,7 @@ class _Body:
         b, P, spec = self.b, self.P, self.spec
         och = b.srem(o, b.mul(P["G"], P["Og"]))             # the output channel
         if spec.mode == "conv":
-            wrow, bias = self.at(w, b.mul(och, P["T"])), b.load(self.at(aux, och), typ=spec.elem)
+            wrow, bias = self.at(w, b.mul(och, P["WT"])), b.load(self.at(aux, och), typ=spec.elem)
             rowdiv = coldiv = aux
         else:
             wrow, bias = w, ir.Constant(spec.elem, spec.fill)
@@ -291,12 +351,7 @@ class _Tile:
 
             def tap(t: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
                 off = b.load(b.gep(taps, [t], source_etype=I64), typ=I64)
-                base = self.at(src, b.add(off, q))
-                wt = splat(b, b.load(self.at(w, t), typ=spec.elem), spec.vec) \
-                    if spec.mode == "conv" else None
-                return [self._combine(accs[r], b.load(self.at(base, b.mul(pc, c64(r))),
-                                                      typ=spec.vec, align=4), wt)
-                        for r in range(self.rows)]
+                return self._column(self.at(src, b.add(off, q)), pc, w, t, accs)
             _, accs = carried_loop(b, ZERO, ntaps, 1, start, tap, "t")
             if spec.mode == "avg":
                 cols = b.load(self.at(coldiv, q), typ=spec.vec, align=4)
@@ -307,6 +362,26 @@ class _Tile:
                 self._store(accs[r], b.add(b.mul(ow, c64(r)), q), b.sub(ow, q), out, limit)
         b.ret_void()
         return self.fn
+
+    def _column(self, base: ir.Value, pc: ir.Value, w: ir.Value, t: ir.Value,
+                accs: list[ir.Value]) -> list[ir.Value]:
+        """Table entry ``t``: its taps (``spec.rows`` apart) on every output row, each input
+        row loaded once (row ``i`` feeds output row ``i - offset`` of each tap)."""
+        b, spec = self.b, self.spec
+        weights: list[ir.Value | None] = [None] * len(spec.rows)
+        if spec.mode == "conv":
+            first = b.mul(t, c64(len(spec.rows)))
+            weights = [splat(b, b.load(self.at(w, b.add(first, c64(k))), typ=spec.elem),
+                             spec.vec) for k in range(len(spec.rows))]
+        accs = list(accs)
+        for i in range(self.rows + max(spec.rows)):
+            x = None
+            for k, offset in enumerate(spec.rows):
+                if 0 <= i - offset < self.rows:
+                    if x is None:
+                        x = b.load(self.at(base, b.mul(pc, c64(i))), typ=spec.vec, align=4)
+                    accs[i - offset] = self._combine(accs[i - offset], x, weights[k])
+        return accs
 
     def _store(self, acc: ir.Value, offset: ir.Value, valid: ir.Value, out: ir.Value,
                limit: ir.Value) -> None:

@@ -47,9 +47,26 @@ _UNIT = 64                      # ``parallel_for`` chunks at multiples of 64: on
 SCRATCH_BYTES = 32 << 10        # a unit's padded input rows stay in L1 over its channels
 UNITS_PER_THREAD = 8            # row blocks are cut smaller until each thread has this many
 MIN_THREAD_FLOPS = 1 << 21      # less work than this runs on the calling thread
+MAX_COLUMN = 7                  # kernels up to this tall load each input row once per column
 MAX_TAPS = 18                   # C/groups * prod(kernel) up to this: direct beats a GEMM
                                 # (1 thread, 8 x C x 56 x 56 -> 32: C = 2 ran at 0.95x
                                 # oneDNN, 3 at 0.77x, 8 at 0.5x)
+
+
+def stencil(mode: str, dtype: str, kernel_size: tuple[int, int], stride: tuple[int, int],
+            dilation: tuple[int, int]) -> Stencil:
+    """The kernel for a 2-D stencil: at unit row stride, one table entry per kernel column
+    (its taps' rows loaded once for all the output rows they feed; the weights then in
+    (O, C, KW, KH) order, ``column_major``); else one per tap."""
+    kh = kernel_size[0]
+    rows = tuple(i * dilation[0] for i in range(kh)) \
+        if stride[0] == 1 and 1 < kh <= MAX_COLUMN else (0,)
+    return Stencil(mode, dtype, lanes(dtype), rows)
+
+
+def column_major(spec: Stencil, w: np.ndarray) -> np.ndarray:
+    """A 2-D (O, C, KH, KW) weight in the order ``spec``'s table reads it."""
+    return w if spec.rows == (0,) else np.ascontiguousarray(w.swapaxes(-1, -2))
 
 
 def lanes(dtype: str = "f32") -> int:
@@ -95,12 +112,15 @@ def plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
         rb = max(ROWS, -(-oh // -(-want // (batch * groups)) // ROWS) * ROWS)
     rb = min(rb, oh)
     nrb = -(-oh // rb)
-    sub = (rb + khx) * pc
+    # spare rows of at least a vector: a row's last store (and the last rows' reads) may
+    # pass the sub-plane's rows, but never into the next sub-plane
+    sub = (rb + khx + -(-spec.lanes // pc)) * pc
+    column = 1 if spec.rows == (0,) else kh       # taps per table entry (``Stencil.rows``)
     taps = [c * sh * sw * sub + ((i * dh) % sh * sw + (j * dw) % sw) * sub
             + (i * dh // sh) * pc + j * dw // sw
-            for c in range(cg) for i in range(kh) for j in range(kw)]
+            for c in range(cg) for i in range(0, kh, column) for j in range(kw)]
     sizes = dict(G=groups, Cg=cg, Og=og, H=h, W=w, OH=oh, OW=ow, SH=sh, SW=sw, PH=ph, PW=pw,
-                 RB=rb, NRB=nrb, PC=pc, SUB=sub, T=len(taps), KHX=khx)
+                 RB=rb, NRB=nrb, PC=pc, SUB=sub, T=len(taps), KHX=khx, WT=cg * kh * kw)
     columns = [min(max(-(-(pw - b) // sw), 0), pc) for b in range(sw)]
     columns = [(lo, max(lo, min(-(-(w + pw - b) // sw), pc))) for b, lo in zip(range(sw), columns)]
     params = [sizes[p] for p in PARAMS] + [j for pair in columns for j in pair]
@@ -198,10 +218,9 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
     one_d = w.ndim == 3
     two = (lambda v, fill: (fill, *v)) if one_d else (lambda v, fill: tuple(v))
     n, c, o = x.shape[0], x.shape[1], w.shape[0]
-    size = two(x.shape[2:], 1)
-    spec = Stencil("conv", "f32", lanes())
-    p = plan(n, groups, c // groups, o // groups, size, two(w.shape[2:], 1), two(stride, 1),
-             two(padding, 0), two(dilation, 1), False, spec)
+    size, k, s, d = two(x.shape[2:], 1), two(w.shape[2:], 1), two(stride, 1), two(dilation, 1)
+    spec = stencil("conv", "f32", k, s, d)
+    p = plan(n, groups, c // groups, o // groups, size, k, s, two(padding, 0), d, False, spec)
     shape = (n, o, *p.out[1 if one_d else 0:])
     if out is None:
         out = np.empty(shape, np.float32)
@@ -210,8 +229,8 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
                                 f"array, got {_desc(out)}"), internal=True)
     b = np.zeros(o, np.float32) if bias is None else np.ascontiguousarray(bias)
     parallel = 2 * out.size * w[0].size >= MIN_THREAD_FLOPS
-    return run(spec, p, np.ascontiguousarray(x), np.ascontiguousarray(w), b, out, parallel,
-               epilogue, threads)
+    w4 = column_major(spec, np.ascontiguousarray(w).reshape(o, c // groups, *k))
+    return run(spec, p, np.ascontiguousarray(x), w4, b, out, parallel, epilogue, threads)
 
 
 def _desc(a: Any) -> str:

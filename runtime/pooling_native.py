@@ -69,10 +69,10 @@ def _windowed(mode: str, x: Any, n: int, k: Sequence[int], s: Sequence[int],
     planes = _planes(x, n)
     if planes is None or len(k) != n or min(s) < 1 or min(d) < 1 or min(p) < 0:
         return None
-    spec = _spec(mode, planes)
-    size = _two(planes.shape[1:], 1)
-    plan = _direct.plan(planes.shape[0], 1, 1, 1, size, _two(k, 1), _two(s, 1), _two(p, 0),
-                        _two(d, 1), bool(ceil_mode), spec)
+    size, k2, s2, d2 = _two(planes.shape[1:], 1), _two(k, 1), _two(s, 1), _two(d, 1)
+    spec = _direct.stencil(mode, _DTYPES[planes.dtype], k2, s2, d2)
+    plan = _direct.plan(planes.shape[0], 1, 1, 1, size, k2, s2, _two(p, 0), d2,
+                        bool(ceil_mode), spec)
     if min(plan.out) <= 0:
         return None
     out = np.empty((planes.shape[0], *plan.out), planes.dtype)

@@ -88,6 +88,13 @@ def _mse_shape(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> Shape 
 # the composite took a dozen over fresh arrays
 op('mse_loss(Tensor self, Tensor target, *, str reduction="mean") -> Tensor', R.promote_float,
    _mse_shape)
+def _batch_norm_backward_shapes(ops: Sequence[Any], attrs: dict, values: Sequence[Any]
+                                ) -> tuple:
+    x = ops[1][1]
+    c = None if x is None or len(x) < 2 else (x[1],)
+    return x, c, c
+
+
 # In training with running stats, the kernel also updates them and ``num_batches_tracked``
 # (in place), so the bookkeeping follows the graph's ``training`` value after tracing;
 # ``momentum=None`` is a cumulative average (1 / num_batches_tracked).
@@ -95,6 +102,13 @@ op("batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? 
    "Tensor? bias, bool training, Tensor? num_batches_tracked, *, float? momentum=0.1, "
    "float eps=1e-05) -> Tensor",
    R.norm_params_dtype("batch_norm"), R.same_shape, IMPURE)
+# its first-order backward in one op (two passes over the tensors): the derivative rule uses
+# it where no higher derivative is taken (the composite formula stays for create_graph)
+op("batch_norm_backward(Tensor grad, Tensor input, Tensor? running_mean, "
+   "Tensor? running_var, Tensor? weight, bool training, *, float eps=1e-05) "
+   "-> (Tensor, Tensor, Tensor)", lambda ops, attrs: (ops[1][0],) * 3,
+   _batch_norm_backward_shapes, NONDIFF,
+   doc="(grad_input, grad_weight, grad_bias) of batch_norm at output gradient grad.")
 
 
 # ---- singular values (the matrix 2-norms and the nuclear norm) ------------------------------

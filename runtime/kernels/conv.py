@@ -17,7 +17,6 @@ import numpy as np
 from scriptmod.ir.ops.conv import RANKS, _out_size
 from scriptmod.ir.errors import ShapeError
 from . import kernel
-from .. import conv as implicit_gemm
 
 _SPATIAL = {1: "L", 2: "H, W", 3: "D, H, W"}
 
@@ -138,10 +137,21 @@ def convolution(xp: Any, x: Any, w: Any, bias: Any, stride: Sequence[int],
     return xp.ascontiguousarray(y)
 
 
+def _native() -> Any:
+    """``runtime.conv_backward``, imported on first use: it runs on ``runtime.gemm``, whose
+    ``runtime.native`` imports this package (a module-level import would be a cycle)."""
+    from .. import conv_backward
+    return conv_backward
+
+
 def conv_grad_input(xp: Any, gy: Any, w: Any, x_shape: Sequence[int], stride: Sequence[int],
                     padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
     """The input gradient of a convolution (a transposed convolution of ``gy``): each
-    output position's patch gradient, one GEMM per group, scattered back by ``col2im``."""
+    output position's patch gradient, one GEMM per group, scattered back by ``col2im``
+    (float32 on the CPU: ``runtime.conv_backward``, native and blocked)."""
+    native = _native()
+    if xp is np and native.taken(gy, w, x_shape, w.shape, stride, padding, dilation, groups):
+        return native.grad_input(gy, w, x_shape, stride, padding, dilation, groups)
     n, o, r, g = gy.shape[0], gy.shape[1], gy.ndim - 2, groups
     k, out, c = w.shape[2:], gy.shape[2:], x_shape[1]
     dcols = xp.matmul(_per_group(xp, gy, g), w.reshape(g, o // g, -1))  # (G, N*P, C/G*K)
@@ -152,7 +162,11 @@ def conv_grad_input(xp: Any, gy: Any, w: Any, x_shape: Sequence[int], stride: Se
 
 def conv_grad_weight(xp: Any, gy: Any, x: Any, w_shape: Sequence[int], stride: Sequence[int],
                      padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
-    """The weight gradient of a convolution: patches^T times the output gradient."""
+    """The weight gradient of a convolution: patches^T times the output gradient
+    (float32 on the CPU: ``runtime.conv_backward``, native and blocked)."""
+    native = _native()
+    if xp is np and native.taken(gy, x, x.shape, w_shape, stride, padding, dilation, groups):
+        return native.grad_weight(gy, x, w_shape, stride, padding, dilation, groups)
     cols, _ = conv_patches(xp, x, w_shape[2:], stride, padding, dilation, groups, gy.shape[2:])
     gw = xp.matmul(cols.transpose(0, 2, 1), _per_group(xp, gy, groups))   # (G, K, O/G)
     return gw.transpose(0, 2, 1).reshape(tuple(w_shape))
@@ -166,6 +180,7 @@ def _register(rank: int) -> None:
                 padding: Sequence[int] = zero, dilation: Sequence[int] = one,
                 groups: int = 1) -> Any:
         _conv_check(name, x, w, bias, groups)
+        from .. import conv as implicit_gemm   # here: runtime.conv's imports lead back here
         if xp is np and implicit_gemm.taken(x, w, bias, stride, padding, dilation, groups):
             return implicit_gemm.conv(x, w, bias, stride, padding, dilation, groups)
         return convolution(xp, x, w.astype(x.dtype, copy=False), bias, stride, padding,

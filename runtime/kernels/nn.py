@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from scriptmod.ir.ops.nn import check_matrices
+from .. import batch_norm as bn
 from .. import random as rng
 from ..arrays import device_of
 from . import kernel
@@ -143,15 +144,15 @@ def _batch_norm(xp: Any, x: Any, running_mean: Any, running_var: Any, weight: An
                     ("weight", weight), ("bias", bias)):
         if t is not None and tuple(t.shape) != (c,):
             raise ShapeError(f"batch_norm: expected {name} of shape ({c},), got {tuple(t.shape)}")
+    fast = bn.taken(x, running_mean, running_var, weight, bias)
     xf = x.astype(np.float32) if x.dtype.itemsize < 4 else x
     axes = (0,) + tuple(range(2, x.ndim))
-    shape = (1, c) + (1,) * (x.ndim - 2)
     if training or running_mean is None:
         count = x.size // c if c else 0
         if count <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
                              f"got input of shape {tuple(x.shape)}")
-        mean, var = xf.mean(axis=axes), xf.var(axis=axes)
+        mean, var = bn.stats(x) if fast else (xf.mean(axis=axes), xf.var(axis=axes))
         if training and running_mean is not None:
             f = _average_factor(num_batches_tracked, momentum)
             running_mean[...] = ((1 - f) * running_mean + f * mean).astype(running_mean.dtype)
@@ -159,12 +160,51 @@ def _batch_norm(xp: Any, x: Any, running_mean: Any, running_var: Any, weight: An
                                 ).astype(running_var.dtype)
     else:
         mean, var = running_mean.astype(xf.dtype), running_var.astype(xf.dtype)
+    if fast:
+        return bn.normalize(x, mean, var, weight, bias, eps)
+    shape = (1, c) + (1,) * (x.ndim - 2)
     out = (xf - mean.reshape(shape)) / xp.sqrt(var.reshape(shape) + eps)
     if weight is not None:
         out = out * weight.reshape(shape)
     if bias is not None:
         out = out + bias.reshape(shape)
     return out.astype(x.dtype, copy=False)
+
+
+@kernel("batch_norm_backward")
+def _batch_norm_backward(xp: Any, g: Any, x: Any, running_mean: Any, running_var: Any,
+                         weight: Any, training: bool, eps: float = 1e-5) -> tuple:
+    """``(grad_input, grad_weight, grad_bias)`` of ``batch_norm`` (first order): with batch
+    statistics (training, or no running ones) the input gradient goes through them too.
+    float32 on the CPU: two native passes (``runtime.batch_norm``)."""
+    c = x.shape[1] if x.ndim >= 2 else -1
+    if tuple(g.shape) != tuple(x.shape) or c < 0 or any(
+            t is not None and tuple(t.shape) != (c,) for t in (running_mean, running_var, weight)):
+        raise ShapeError(f"batch_norm_backward: expected grad of the input's shape "
+                         f"{tuple(x.shape)} and per-channel tensors of shape ({c},); got grad "
+                         f"{tuple(g.shape)}")
+    batch_stats = training or running_mean is None
+    if bn.taken(x, g, running_mean, running_var, weight):
+        return bn.backward(g, x, running_mean, running_var, weight, eps, batch_stats)
+    xf = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+    gf = g.astype(xf.dtype, copy=False)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    if batch_stats:
+        mean, var = xf.mean(axis=axes), xf.var(axis=axes)
+    else:
+        mean, var = running_mean.astype(xf.dtype), running_var.astype(xf.dtype)
+    inv = 1 / xp.sqrt(var + eps)
+    xhat = (xf - mean.reshape(shape)) * inv.reshape(shape)
+    sum_g, sum_gxhat = gf.sum(axis=axes), (gf * xhat).sum(axis=axes)
+    k = inv if weight is None else inv * weight.astype(xf.dtype)
+    if batch_stats:
+        n = x.size // x.shape[1]
+        gx = k.reshape(shape) * (gf - (sum_g / n).reshape(shape)
+                                 - xhat * (sum_gxhat / n).reshape(shape))
+    else:
+        gx = gf * k.reshape(shape)
+    return gx.astype(x.dtype, copy=False), sum_gxhat, sum_g
 
 
 @kernel("linalg_svdvals")

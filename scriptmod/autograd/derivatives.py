@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from scriptmod.autograd import grad_mode
+from scriptmod.ir import dtypes
 from scriptmod.ir.ops.rules import broadcast_shapes, reduce_dims
 from scriptmod.runtime import random as rng
 from scriptmod.runtime.kernels import nn as knn
@@ -475,6 +477,10 @@ def _batch_norm(ctx: Any, g: Tensor) -> tuple:
                        for meta in ctx.input_meta[3:5])
         return (g, None, None) + affine + (None, None)
     eps = ctx.attrs["eps"]
+    if _fused_batch_norm(x, g, (rm, rv, w), ctx.input_meta[4]):
+        gx, gw, gb = _op("batch_norm_backward", g, x, rm, rv, w, training, eps=eps)
+        return (gx, None, None, gw if w is not None else None,
+                gb if ctx.input_meta[4] is not None else None, None, None)
     dims = [0] + list(range(2, x.ndim))
     shape = [1, x.shape[1]] + [1] * (x.ndim - 2)
     if training or rm is None:
@@ -494,6 +500,15 @@ def _batch_norm(ctx: Any, g: Tensor) -> tuple:
     else:
         gx = gh * inv
     return gx, None, None, gw, gb, None, None
+
+
+def _fused_batch_norm(x: Tensor, g: Tensor, params: tuple, bias_meta: Any) -> bool:
+    """Whether batch norm's gradient is the one ``batch_norm_backward`` op: a first-order
+    backward (no graph of it recorded), every tensor of one float32/float64 dtype."""
+    if grad_mode.is_grad_enabled() or x.dtype not in (dtypes.float32, dtypes.float64):
+        return False
+    return g.dtype is x.dtype and all(t is None or t.dtype is x.dtype for t in params) and \
+        (bias_meta is None or bias_meta[1] is x.dtype)
 
 
 # The families' rows, each in its own module (they import ``derivative`` and ``_op`` from here).

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from scriptmod.bench.timing import WIDE_MARK, WIDE_SPREAD
 from scriptmod.bench.dynamic import DYNAMIC
-from scriptmod.bench.workloads import WORKLOADS
+from scriptmod.bench.workloads import GROUPS, WORKLOADS
 
 if TYPE_CHECKING:
     from scriptmod.bench.runner import BenchOptions
@@ -63,6 +63,8 @@ def workloads_help() -> str:
                                subsequent_indent=" " * 8)
     lines += textwrap.wrap(f"{', '.join(DYNAMIC)} run only when --workload names them (a "
                            f"sequence length that varies: scriptmod.bench.dynamic).", 96)
+    lines += textwrap.wrap("Groups: " + "; ".join(f"{g} = {','.join(ids)}" for g, ids in
+                                                  GROUPS.items()) + ".", 96)
     lines += textwrap.wrap(f"A median marked {WIDE_MARK} in the results table is too noisy "
                            f"to trust: its samples' (p90 - p10) / median is over "
                            f"{WIDE_SPREAD:.0%}.", 96)
@@ -118,7 +120,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 def options(args: argparse.Namespace) -> BenchOptions:
     """The parsed command line as ``BenchOptions``; ``ValueError`` names a bad argument."""
     from scriptmod.bench.runner import BenchOptions
-    ids = [w.strip().upper() for w in args.workload.split(",") if w.strip()]
+    ids = [i for w in args.workload.split(",") if w.strip()
+           for i in GROUPS.get(w.strip().upper(), (w.strip().upper(),))]
     known = {**WORKLOADS, **DYNAMIC}
     unknown = [w for w in ids if w not in known]
     if unknown or not ids:

@@ -12,6 +12,7 @@ over copy bandwidth, or its matmul FLOPs over matmul throughput.
 """
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+import scriptmod
 from scriptmod import nn
 
 COPY_BYTES = 256 << 20           # each of source and destination: far beyond the caches
@@ -116,11 +118,14 @@ def matmul_flops(model: nn.Module, x_shape: tuple[int, ...]) -> int:
     input projection and its two batched products (scores and weighted sum); elementwise
     work is left out, so the result is a lower bound. Tokens are all rows of the input.
     A model with a ``matmul_flops(x_shape)`` method of its own (the attention benchmarks'
-    ``scaled_dot_product_attention``: QKᵀ and AV) is asked instead.
+    ``scaled_dot_product_attention``: QKᵀ and AV) is asked instead, and one with
+    convolutions is counted by ``conv_flops``.
     """
     own = getattr(model, "matmul_flops", None)
     if callable(own):
         return int(own(x_shape))
+    if any(isinstance(m, _CONVS) for m in model.modules()):
+        return conv_flops(model, x_shape)
     tokens = 1
     for n in x_shape[:-1]:
         tokens *= n
@@ -133,6 +138,46 @@ def matmul_flops(model: nn.Module, x_shape: tuple[int, ...]) -> int:
     return flops
 
 
+_CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+
+
+def conv_flops(model: nn.Module, x_shape: tuple[int, ...]) -> int:
+    """FLOPs of the convolutions and ``Linear`` layers ``model`` runs on an input of
+    ``x_shape`` (the CNN rows C1, C2, M1, TC1 and CONV1–CONV5): ``2 * N * O * prod(out) *
+    C/G * prod(kernel)`` per convolution, ``2 * rows * in * out`` per ``Linear``.
+
+    Each layer's output shape is read by a forward hook during one eval-mode, no-grad call at
+    batch 1 (zeros; the count is linear in the batch, and eval mode leaves BatchNorm's
+    running statistics alone), then scaled to ``x_shape``'s batch; every module's mode is
+    restored. Pooling, normalization, activations and residual adds are left out: a lower
+    bound.
+
+        >>> conv_flops(nn.Conv2d(4, 6, 3, padding=1), (2, 4, 5, 5)) == 2 * 2 * 6 * 25 * 4 * 9
+        True
+    """
+    counted: list[int] = []
+
+    def hook(m: Any, args: tuple[Any, ...], out: Any) -> None:
+        per_output = m.in_features if isinstance(m, nn.Linear) else \
+            m.in_channels // m.groups * math.prod(m.kernel_size)
+        counted.append(2 * out.numel() * per_output)
+
+    modes = [m.training for m in model.modules()]
+    p = next(model.parameters())
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if isinstance(m, (*_CONVS, nn.Linear))]
+    try:
+        model.eval()
+        with scriptmod.no_grad():
+            model(scriptmod.zeros(1, *x_shape[1:], dtype=p.dtype, device=p.device))
+    finally:
+        for h in handles:
+            h.remove()
+        for m, mode in zip(model.modules(), modes):
+            m.training = mode
+    return sum(counted) * x_shape[0]
+
+
 def _attention_flops(m: nn.MultiheadAttention, x_shape: tuple[int, ...], tokens: int) -> int:
     d = m.embed_dim
     seq = x_shape[1] if m.batch_first else x_shape[0]
@@ -143,10 +188,10 @@ def _attention_flops(m: nn.MultiheadAttention, x_shape: tuple[int, ...], tokens:
 
 def training_work(kind: str, model: nn.Module, x_shape: tuple[int, ...], y_shape: tuple[int, ...],
                   itemsize: int) -> float:
-    """What a training row's floor divides (T2, T3, T5: one forward, MSE loss, backward and
-    AdamW step), as a lower bound.
+    """What a training row's floor divides (T2, T3, T5, TC1: one forward, loss, backward and
+    optimizer step), as a lower bound.
 
-    - FLOPs (T3, T5): 3x the forward's matmul FLOPs (``matmul_flops``), the issue's
+    - FLOPs (T3, T5, TC1): 3x the forward's matmul FLOPs (``matmul_flops``), the issue's
       definition: the forward product, and two of its size in the backward (the gradient of
       the weight and of the layer's input). The first layer's input gradient is not needed
       (the input takes no grad), so the true count is a little lower; the rest of the

@@ -133,14 +133,15 @@ def _sides(wid: str, quick: bool) -> tuple[Callable[[], Any], Callable[[], Any],
     tx = torch.from_numpy(x.numpy().copy())
     compiled = runner.compile_model(w, model, x)
     if w.train:
-        from scriptmod.bench.torch_train import _with_loss
-        target = training.target_for(model, x)
+        from scriptmod.bench.torch_train import _with_loss, torch_optimizer
+        target = training.target_for(model, x, w.loss)
         tt = torch.from_numpy(target.numpy().copy())
-        loss_of, opt = _with_loss(twin), torch.optim.AdamW(twin.parameters(), lr=training.LR)
+        loss_of = _with_loss(twin, w.loss)
+        opt = torch_optimizer(w.optimizer, twin.parameters())
         with torch.no_grad():
             want = float(loss_of(tx, tt))
         same = bool(np.isclose(float(compiled(x, target).item()), want, rtol=1e-4))
-        ours = training.compiled_step(compiled, x, target)
+        ours = training.compiled_step(compiled, x, target, w.optimizer)
 
         def theirs() -> Any:
             opt.zero_grad()

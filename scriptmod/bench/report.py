@@ -18,13 +18,15 @@ from typing import Any, BinaryIO, Sequence
 
 from scriptmod.bench.runner import BenchReport, WorkloadResult
 from scriptmod.bench.timing import WIDE_MARK, WIDE_SPREAD
+from scriptmod.bench.training import LOSSES, describe_optimizer
 
-VARIANTS = ("eager", "unfused", "fused", "torch_eager", "torch_jit", "torch_script",
-            "torch_compile")
+VARIANTS = ("eager", "unfused", "fused", "torch_eager", "torch_jit", "torch_ofi",
+            "torch_script", "torch_compile")
 LABELS = {"eager": "eager", "unfused": "unfused", "fused": "fused",
           "torch_eager": "torch eager", "torch_jit": "torch.jit trace+freeze",
-          "torch_script": "torch.jit.script", "torch_compile": "torch.compile"}
-SHORT = {**LABELS, "torch_jit": "torch.jit"}        # the spread table's narrower headers
+          "torch_ofi": "torch.jit optimize_for_inference", "torch_script": "torch.jit.script",
+          "torch_compile": "torch.compile"}
+SHORT = {**LABELS, "torch_jit": "torch.jit", "torch_ofi": "torch.jit ofi"}   # narrower headers
 
 
 class PlotUnavailable(RuntimeError):
@@ -147,6 +149,28 @@ def spread_table(report: BenchReport) -> str:
     return table(rows, [False] + [True] * (len(variants) + 1))
 
 
+def rate_table(report: BenchReport) -> str:
+    """GFLOP/s of every variant on the rows with a FLOP floor (the floor's FLOPs over each
+    median: for a CONV row the convolution's ``2 * N * O * H * W * C/G * 9``), the matmul
+    peak the floor uses, and fused against torch eager (torch's median over fused's: the
+    ratio of their GFLOP/s, which issue 40 sets targets on); ``""`` when no row has one."""
+    rows = [r for r in report.results if r.workload.floor == "flops" and r.floor_work > 0]
+    if not rows:
+        return ""
+    variants = _variants(report)
+    out = [["workload (GFLOP/s)"] + [SHORT[v] for v in variants] + ["fused / torch eager"]]
+    for r in rows:
+        rate = {v: r.floor_work / t.median_s / 1e9 for v in variants
+                if (t := r.times.get(v)) is not None}
+        fused, torch = rate.get("fused"), rate.get("torch_eager")
+        out.append([f"{r.workload.id} {r.workload.name}"] +
+                   [f"{rate[v]:.1f}" if v in rate else "n/a" for v in variants] +
+                   [_x(fused / torch) if fused and torch else "—"])
+    peak = (f"matmul peak (the floor) {report.rates.matmul_flop_per_s / 1e9:.1f} GFLOP/s"
+            if report.rates else "")
+    return table(out, [False] + [True] * (len(variants) + 1)) + (f"\n{peak}" if peak else "")
+
+
 def header(report: BenchReport) -> str:
     m, o, rates = report.machine, report.options, report.rates
     th = m["threads"]
@@ -199,8 +223,9 @@ def problems(report: BenchReport) -> list[str]:
 
 
 FOOTNOTE = ("medians, no grad; fused/eager = eager median / fused median; floor = bytes (read x "
-            "+ write y) over copy bandwidth, or matmul FLOPs over matmul peak; x-floor = fused / "
-            "floor; torch.jit trace+freeze = torch.jit.freeze(torch.jit.trace(model, x)).")
+            "+ write y) over copy bandwidth, or matmul FLOPs (a convolution's: 2 N O H_out W_out "
+            "C/G k_h k_w) over matmul peak; x-floor = fused / floor; torch.jit trace+freeze = "
+            "torch.jit.freeze(torch.jit.trace(model, x)).")
 NOISY_NOTE = (f"{WIDE_MARK} after a median: too noisy to trust, its samples spread wide "
               f"((p90 - p10) / median > {WIDE_SPREAD:.0%}; min - max in the table below); "
               f"rerun, with a larger --budget or on a quieter machine.")
@@ -215,17 +240,21 @@ STARTUP_NOTE = ("1st call = the first call of a freshly traced module, measured 
                 "SCRIPTMOD_CACHE_DIR; warm: new processes with the folder the cold one filled "
                 "(the median of three).")
 TRAIN_NOTE = ("Training rows ({ids}): one training step each, with grad enabled and the model in "
-              "train mode: zero_grad(set_to_none=True), the MSE loss of the model against a "
-              "fixed random target, loss.backward(), AdamW(lr=1e-3).step(). The loss is "
-              "WithLoss(model)(x, target), the model and its loss as one module: eager steps it "
-              "as is; unfused and fused (the compiled column) step scriptmod.jit.trace("
-              "WithLoss(model), (x, target)) with AdamW(fused=True), so the loss compiles with "
-              "the model. Their check compares one step's loss and every parameter's gradient "
-              "with eager's; compile and 1st call are a whole first step. Floors: T2 bytes "
-              "|x| + |y| (the input and the target read once), T3 and T5 3x the forward's matmul "
-              "FLOPs. torch eager and torch.compile train the same weights with "
-              "torch.optim.AdamW, torch.compile compiling the same model-with-loss module's "
-              "forward and backward.")
+              "train mode: zero_grad(set_to_none=True), the row's loss of the model against a "
+              "fixed random target, loss.backward(), the row's optimizer step. The loss is "
+              "WithLoss(model, loss)(x, target), the model and its loss as one module: eager "
+              "steps it as is; unfused and fused (the compiled column) step scriptmod.jit.trace("
+              "WithLoss(model, loss), (x, target)) with the optimizer's fused=True, so the loss "
+              "compiles with the model. Their check compares one step's loss and every "
+              "parameter's gradient with eager's; compile and 1st call are a whole first step. "
+              "Floors: bytes |x| + |y| (the input and the target read once), or 3x the "
+              "forward's matmul FLOPs. torch eager and torch.compile train the same weights "
+              "with torch.optim's same optimizer, torch.compile compiling the same "
+              "model-with-loss module's forward and backward. Loss and optimizer: {recipes}.")
+FROZEN_NOTE = ("Frozen rows ({ids}): unfused and fused are scriptmod.jit.optimize_for_inference("
+               "jit.trace(model, x)) (frozen, each BatchNorm folded into its convolution); "
+               "torch.jit optimize_for_inference = torch.jit.optimize_for_inference("
+               "torch.jit.trace(model, x)) (frozen, BatchNorm folded, oneDNN convolutions).")
 DYNAMIC_NOTE = ("Rows of a varying sequence length ({ids}; scriptmod.bench.dynamic): G1's "
                 "eager and torch eager are medians of whole 40-token generations, its fused and "
                 "torch.compile columns the first whole generation of a module traced (compiled) "
@@ -243,6 +272,9 @@ def format_report(report: BenchReport) -> str:
     measured) and the notes, as printed by ``scriptmod bench``."""
     separate = _separate_processes(report)
     parts = [header(report), "", results_table(report), "", spread_table(report), ""]
+    rates = rate_table(report)
+    if rates:
+        parts += [rates, ""]
     if separate:
         parts += [startup_table(report), ""]
     parts += [textwrap.fill(FOOTNOTE, 100)]
@@ -252,9 +284,14 @@ def format_report(report: BenchReport) -> str:
     scripted = [r.workload.id for r in report.results if r.workload.script]
     if scripted:
         parts.append(textwrap.fill(SCRIPT_NOTE.format(ids=", ".join(scripted)), 100))
-    trained = [r.workload.id for r in report.results if r.workload.train]
+    trained = [r.workload for r in report.results if r.workload.train]
     if trained:
-        parts.append(textwrap.fill(TRAIN_NOTE.format(ids=", ".join(trained)), 100))
+        parts.append(textwrap.fill(TRAIN_NOTE.format(
+            ids=", ".join(w.id for w in trained), recipes="; ".join(
+                f"{w.id} {LOSSES[w.loss]}, {describe_optimizer(w.optimizer)}" for w in trained)), 100))
+    frozen = [r.workload.id for r in report.results if r.workload.freeze]
+    if frozen:
+        parts.append(textwrap.fill(FROZEN_NOTE.format(ids=", ".join(frozen)), 100))
     measured = [r.workload.id for r in report.results if r.workload.measure is not None]
     if measured:
         parts.append(textwrap.fill(DYNAMIC_NOTE.format(ids=", ".join(measured)), 100))
@@ -360,7 +397,8 @@ def _panel(ax: Any, r: WorkloadResult, variants: list[str]) -> None:
     lo = [max(0.0, m - t.q1_s * scale) for m, (_, t) in zip(med, timed)]
     hi = [max(0.0, t.q3_s * scale - m) for m, (_, t) in zip(med, timed)]
     colors = {"eager": "#999999", "unfused": "#6baed6", "fused": "#08519c",
-              "torch_eager": "#fdae6b", "torch_jit": "#a63603", "torch_script": "#a63603",
+              "torch_eager": "#fdae6b", "torch_jit": "#a63603", "torch_ofi": "#a63603",
+              "torch_script": "#a63603",
               "torch_compile": "#e6550d"}
     bars = ax.bar(range(len(names)), med, yerr=[lo, hi], capsize=3,
                   color=[colors[n] for n in names])

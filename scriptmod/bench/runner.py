@@ -6,7 +6,7 @@ fused and the unfused (``jit.fuser(False)``) ScriptModules are checked against e
 the run input (dtype tolerance), then eager, unfused and fused are timed back to
 back in this process under ``no_grad`` (with grad enabled for W4G) (``timing``), and the
 result is set against the floor measured in the same run (``floors``). A training row
-(T2, T3, T5) checks one step's loss and gradients and times whole training steps
+(T2, T3, T5, TC1) checks one step's loss and gradients and times whole training steps
 (``training``). Cold compile and warm start are measured in two new processes
 (``startup``), unless ``BenchOptions.startup`` is off.
 
@@ -241,11 +241,15 @@ def compile_models(w: Workload, model: nn.Module, x_trace: sm.Tensor, x: sm.Tens
 def compile_model(w: Workload, model: nn.Module, x: sm.Tensor) -> Any:
     """The workload's ScriptModule: ``jit.script(model)`` for a scripted workload (W6), for
     a training row the trace of the model with its loss (``training.WithLoss``, traced at
-    ``x`` and its target), else ``trace_model(model, x)``."""
+    ``x`` and its target), for a frozen one (C1, C2) ``jit.optimize_for_inference`` of the
+    trace (frozen, BatchNorm folded into its convolution), else ``trace_model(model, x)``."""
     if w.script:
         return jit.script(model)
     if w.train:
-        return trace_model(training.WithLoss(model), (x, training.target_for(model, x)))
+        return trace_model(training.WithLoss(model, w.loss),
+                           (x, training.target_for(model, x, w.loss)))
+    if w.freeze:
+        return jit.optimize_for_inference(trace_model(model, x))
     return trace_model(model, x)
 
 
@@ -331,19 +335,23 @@ def _measure_training(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor,
     """A training row (``bench.training``): first calls are whole steps, the check compares
     one step's loss and gradients, the variants are steps. Compiling and timing train the
     shared weights, so the check and the PyTorch side start again from the built ones."""
-    target = training.target_for(model, x)
+    w = res.workload
+    target = training.target_for(model, x, w.loss)
     start = training.snapshot(model)
     stage("compile")
-    c = compile_models(res.workload, model, x_trace, x, sync,
-                       first=lambda m: training.compiled_step(m, x, target)())
+    c = compile_models(w, model, x_trace, x, sync,
+                       first=lambda m: training.compiled_step(m, x, target, w.optimizer)())
     res.compile = c.info
     stage("check")
     training.restore(model, start)
-    ref = training.gradients(training.WithLoss(model), model, x, target)
+    with_loss = training.WithLoss(model, w.loss)
+    ref = training.gradients(with_loss, model, x, target)
     check_training(res, c, model, x, target, ref)
-    eager = training.TrainStep(training.WithLoss(model), training.adamw(model.parameters())[0],
+    eager = training.TrainStep(with_loss, training.make_optimizer(w.optimizer,
+                                                                  model.parameters())[0],
                                x, target)
-    unfused, fused = (training.compiled_step(m, x, target) for m in (c.unfused, c.fused))
+    unfused, fused = (training.compiled_step(m, x, target, w.optimizer)
+                      for m in (c.unfused, c.fused))
     if fused.note:
         res.notes.append(fused.note)
     variants = {"eager": Variant(eager), "unfused": Variant(unfused, lambda: fusion(False)),
@@ -351,7 +359,7 @@ def _measure_training(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor,
     stage("time")
     res.times.update(time_variants(variants, opts.budget, opts.repeat, opts.min_reps, sync=sync))
     training.restore(model, start)
-    res.floor_work = floors.training_work(res.workload.floor, model, tuple(x.shape),
+    res.floor_work = floors.training_work(w.floor, model, tuple(x.shape),
                                           tuple(target.shape), x.element_size())
     _startup_and_torch(res, model, x, ref, opts, stage, target)
 

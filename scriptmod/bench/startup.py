@@ -150,7 +150,7 @@ def _measure(spec: StartupSpec) -> dict[str, Any]:
     w = WORKLOADS[spec.wid]
     model, x_trace, x = runner.build(w, opts)
     with w.grad_mode():
-        calls = _training_calls(model, x) if w.train else _forward_calls(model, x)
+        calls = _training_calls(w, model, x) if w.train else _forward_calls(model, x)
         traced: list[Any] = []
         trace_s = time_once(lambda: traced.append(runner.compile_model(w, model, x_trace)), sync)
         call, check = calls(traced[0])
@@ -177,17 +177,17 @@ def _forward_calls(model: Any, x: Any) -> Calls:
     return calls
 
 
-def _training_calls(model: Any, x: Any) -> Calls:
+def _training_calls(w: Any, model: Any, x: Any) -> Calls:
     """A training row's: a whole step (``training.compiled_step``), and the first step's
     loss and gradients against eager's from the same weights, computed before the trace."""
     from scriptmod.bench import training
     from scriptmod.bench.check import compare_all
-    target = training.target_for(model, x)
-    ref = training.gradients(training.WithLoss(model), model, x, target)
+    target = training.target_for(model, x, w.loss)
+    ref = training.gradients(training.WithLoss(model, w.loss), model, x, target)
     losses: list[Any] = []
 
     def calls(compiled: Any) -> tuple[Callable[[], Any], Callable[[str], Any]]:
-        step = training.compiled_step(compiled, x, target)
+        step = training.compiled_step(compiled, x, target, w.optimizer)
         return (lambda: losses.append(step()),
                 lambda dtype: compare_all(training.collect(model, losses[0]), ref, dtype))
     return calls

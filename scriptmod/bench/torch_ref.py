@@ -1,9 +1,10 @@
-"""PyTorch twins of W1–W6 and A128/A512 for ``scriptmod bench --compare torch`` (the
-attention twins call ``torch.nn.functional.scaled_dot_product_attention``; the training
-rows T2, T3, T5 train the twins of W2, W3, W5: ``torch_train``).
+"""PyTorch twins of W1–W6, A128/A512 and the CNN rows for ``scriptmod bench --compare
+torch`` (the attention twins call ``torch.nn.functional.scaled_dot_product_attention``; the
+CNN rows' twins are ``bench.cnn``'s models built over ``torch.nn``; the training rows T2,
+T3, T5 and TC1 train the twins of W2, W3, W5 and ResNet-18: ``torch_train``).
 
 Each twin has the module structure of the scriptmod model, so the scriptmod ``state_dict``
-loads into it key for key: both sides compute with the same weights and the same input,
+(buffers included: BatchNorm's running statistics) loads into it key for key: both sides compute with the same weights and the same input,
 and the twin's output is checked against eager scriptmod's before it is timed. The three
 PyTorch columns are measured in a child process (``python -m scriptmod.bench.torch_ref
 JOB_DIR``) after scriptmod's own timings, all under ``torch.no_grad()`` (grad enabled for
@@ -15,6 +16,10 @@ check, warm-up, median of samples):
 - ``torch_jit``: TorchScript, ``torch.jit.freeze(torch.jit.trace(twin, x))`` of the eval
   twin ("torch.jit trace+freeze", as WORKLOADS.md measures it); the trace and freeze time
   is ``torch_jit_build_s``;
+- ``torch_ofi`` instead, for a row whose scriptmod side is frozen too (C1, C2: BatchNorm
+  folded by ``optimize_for_inference`` on both sides' traced paths, as WORKLOADS.md asks):
+  ``torch.jit.optimize_for_inference(torch.jit.trace(twin, x))``, which freezes (folding
+  each BatchNorm into its convolution) and converts the convolutions to oneDNN's layout;
 - ``torch_script`` instead, for a scripted workload (W6, whose loop a trace would freeze):
   ``torch.jit.script(twin)`` of the eval twin ("torch.jit.script", not frozen), as the
   issue compares against;
@@ -41,19 +46,25 @@ from typing import Any, Callable, Tuple
 
 import numpy as np
 
+from scriptmod.bench import cnn
 from scriptmod.bench.child import run_child
 from scriptmod.bench.timing import Timing, Variant, time_variants
 
 TORCH_COMPILE_MODE = "default"
 COLUMNS = ("torch_eager", "torch_jit", "torch_compile")
 SCRIPT_COLUMNS = ("torch_eager", "torch_script", "torch_compile")   # a scripted workload's
+FROZEN_COLUMNS = ("torch_eager", "torch_ofi", "torch_compile")      # a frozen workload's
 TRAIN_COLUMNS = ("torch_eager", "torch_compile")                    # a training row's
 TWIN_OF = {"W4G": "W4",            # workload variants that run another workload's model
            "T2": "W2", "T3": "W3", "T5": "W5"}
 
 
-def dims_of(wid: str, model: Any) -> dict[str, int]:
-    """The constructor sizes of a scriptmod workload model."""
+def dims_of(wid: str, model: Any) -> dict[str, Any]:
+    """The constructor sizes of a scriptmod workload model (a CNN row's: its ``cnn.Recipe``,
+    read off the model)."""
+    recipe = cnn.config_of(model)
+    if recipe is not None:
+        return {"arch": recipe.arch, "config": recipe.config}
     wid = TWIN_OF.get(wid, wid)
     if wid == "W1":
         return {"n": int(model.a.shape[0])}
@@ -67,10 +78,11 @@ def dims_of(wid: str, model: Any) -> dict[str, int]:
     return {}
 
 
-def columns(script: bool, train: bool = False) -> tuple[str, ...]:
-    """The PyTorch columns of a traced (``COLUMNS``), scripted (``SCRIPT_COLUMNS``) or
-    training (``TRAIN_COLUMNS``) workload."""
-    return TRAIN_COLUMNS if train else SCRIPT_COLUMNS if script else COLUMNS
+def columns(script: bool, train: bool = False, freeze: bool = False) -> tuple[str, ...]:
+    """The PyTorch columns of a traced (``COLUMNS``), scripted (``SCRIPT_COLUMNS``), frozen
+    (``FROZEN_COLUMNS``) or training (``TRAIN_COLUMNS``) workload."""
+    return (TRAIN_COLUMNS if train else SCRIPT_COLUMNS if script else
+            FROZEN_COLUMNS if freeze else COLUMNS)
 
 
 @functools.lru_cache(maxsize=None)
@@ -188,12 +200,16 @@ def _recurrent_twins() -> dict[str, Callable[[dict[str, int]], Any]]:
     return {"W6": lambda d: PonderingGRU(d["input"], d["hidden"])}
 
 
-def build_twin(wid: str, dims: dict[str, int], weights: dict[str, np.ndarray]) -> Any:
+def build_twin(wid: str, dims: dict[str, Any], weights: dict[str, np.ndarray]) -> Any:
     """The PyTorch model of workload ``wid`` in eval mode, holding ``weights`` exactly
     (a training row's caller sets train mode)."""
     import torch
-    twins = {**_elementwise_twins(), **_block_twins(), **_recurrent_twins()}
-    twin = twins[TWIN_OF.get(wid, wid)](dims)
+    if "arch" in dims:
+        config = {k: tuple(v) if isinstance(v, list) else v for k, v in dims["config"].items()}
+        twin = cnn.twin(cnn.Recipe(dims["arch"], config), torch.nn)
+    else:
+        twins = {**_elementwise_twins(), **_block_twins(), **_recurrent_twins()}
+        twin = twins[TWIN_OF.get(wid, wid)](dims)
     dtype = next(iter(weights.values())).dtype if weights else np.float32
     twin = twin.to(torch.float64 if dtype == np.float64 else torch.float32).eval()
     twin.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()},
@@ -210,10 +226,8 @@ class TorchSide:
     own timings: PyTorch's OpenMP workers spin after each parallel region, and would steal
     a core from whatever scriptmod variant ran next if they lived in this process."""
 
-    def __init__(self, wid: str, opts: Any, note: str = "", script: bool = False,
-                 train: bool = False) -> None:
-        self.wid, self.opts, self.note = wid, opts, note
-        self.columns = columns(script, train)
+    def __init__(self, wid: str, opts: Any, cols: tuple[str, ...], note: str = "") -> None:
+        self.wid, self.opts, self.columns, self.note = wid, opts, cols, note
         self.job: dict[str, Any] = {}
 
     @classmethod
@@ -221,18 +235,18 @@ class TorchSide:
                target: Any = None) -> "TorchSide":
         """``ref``: eager's output, or for a training row (``target`` given) eager's loss
         and gradients (``training.gradients``) from the model's current weights."""
-        script, train = workload.script, workload.train
+        w = workload
+        cols = columns(w.script, w.train, w.freeze)
         if opts.device != "cpu":
-            return cls(workload.id, opts, "the PyTorch columns are measured on the CPU only",
-                       script, train)
+            return cls(w.id, opts, cols, "the PyTorch columns are measured on the CPU only")
         if importlib.util.find_spec("torch") is None:
-            return cls(workload.id, opts, "PyTorch is not importable: pip install torch",
-                       script, train)
-        side = cls(workload.id, opts, script=script, train=train)
-        side.job = {"wid": workload.id, "grad": workload.grad, "script": script, "train": train,
-                    "dims": dims_of(workload.id, model), "weights": weights_of(model),
+            return cls(w.id, opts, cols, "PyTorch is not importable: pip install torch")
+        side = cls(w.id, opts, cols)
+        side.job = {"wid": w.id, "grad": w.grad, "script": w.script, "train": w.train,
+                    "freeze": w.freeze, "loss": w.loss, "optimizer": w.optimizer,
+                    "dims": dims_of(w.id, model), "weights": weights_of(model),
                     "x": x.numpy(force=True), "ref": ref}
-        if train:
+        if w.train:
             side.job["target"] = target.numpy(force=True)
         return side
 
@@ -245,8 +259,10 @@ class TorchSide:
             return
         result = run_torch_job(self.job, self.opts)
         if self.job["train"]:
-            res.notes.append("PyTorch: torch.optim.AdamW(lr=1e-3), default options; the "
-                             "torch.compile column compiles the model with its loss (forward and backward)")
+            from scriptmod.bench.training import describe_optimizer
+            res.notes.append(f"PyTorch: torch.optim.{describe_optimizer(self.job['optimizer'])}"
+                             f", default options otherwise; the torch.compile column compiles "
+                             f"the model with its loss (forward and backward)")
         elif self.job["grad"]:
             res.notes.append("grad enabled: torch.jit is trace only (no freeze), so that the "
                              "weights take grad")
@@ -278,7 +294,7 @@ def run_torch_job(job: dict[str, Any], opts: Any) -> dict[str, Any]:
                "TORCHINDUCTOR_CACHE_DIR": str(Path(d) / "inductor")}
         result = run_child(["-m", "scriptmod.bench.torch_ref", d],
                            opts.torch_compile_timeout_s, env)
-        for name in columns(spec["script"], spec["train"]):
+        for name in columns(spec["script"], spec["train"], spec["freeze"]):
             done = Path(d) / f"{name}.json"
             if name not in result and done.exists():
                 result[name] = json.loads(done.read_text())
@@ -297,7 +313,8 @@ def write_job(d: Path, job: dict[str, Any], opts: Any) -> dict[str, Any]:
     else:
         np.save(d / "ref.npy", job["ref"])
     spec = {"wid": job["wid"], "grad": job["grad"], "script": job.get("script", False),
-            "train": train, "dims": job["dims"],
+            "train": train, "freeze": job.get("freeze", False), "loss": job.get("loss", "mse"),
+            "optimizer": job.get("optimizer", "adamw"), "dims": job["dims"],
             "threads": opts.threads, "dtype": opts.dtype, "budget": opts.budget,
             "repeat": opts.repeat, "min_reps": opts.min_reps}
     (d / "job.json").write_text(json.dumps(spec))
@@ -316,6 +333,19 @@ def torchscript(twin: Any, x: Any, freeze: bool = True) -> Any:
         warnings.simplefilter("ignore", DeprecationWarning)
         traced = torch.jit.trace(twin.eval(), (x,))
         return torch.jit.freeze(traced) if freeze else traced
+
+
+def torchscript_optimized(twin: Any, x: Any) -> Any:
+    """``torch.jit.optimize_for_inference(torch.jit.trace(twin, x))`` of the eval twin, for a
+    row whose scriptmod side runs ``scriptmod.jit.optimize_for_inference`` (C1, C2): frozen,
+    each BatchNorm folded into its convolution, the convolutions in oneDNN's layout. Its
+    DeprecationWarning (PyTorch 2.13) is silenced as in ``torchscript``."""
+    import warnings
+
+    import torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.optimize_for_inference(torch.jit.trace(twin.eval(), (x,)))
 
 
 def torchscript_scripted(twin: Any) -> Any:
@@ -355,6 +385,8 @@ def _child_main(job_dir: str) -> dict[str, Any]:
     builders: dict[str, Callable[[], Any]] = {"torch_eager": lambda: twin}
     if spec.get("script"):
         builders["torch_script"] = lambda: torchscript_scripted(twin)
+    elif spec.get("freeze"):
+        builders["torch_ofi"] = lambda: torchscript_optimized(twin, x)
     else:
         builders["torch_jit"] = lambda: torchscript(twin, x, freeze=not spec.get("grad", False))
     builders["torch_compile"] = lambda: torch.compile(twin, mode=TORCH_COMPILE_MODE)
@@ -381,7 +413,8 @@ def run_columns(d: Path, columns: dict[str, Callable[[], dict[str, Any]]]) -> di
 
 
 LABELS = {"torch_eager": "torch eager", "torch_jit": "torch.jit trace+freeze",
-          "torch_script": "torch.jit.script", "torch_compile": "torch.compile"}
+          "torch_ofi": "torch.jit.optimize_for_inference", "torch_script": "torch.jit.script",
+          "torch_compile": "torch.compile"}
 
 
 def _built_and_timed(make: Callable[[], Any], x: Any, ref: np.ndarray,

@@ -1,10 +1,12 @@
-"""The PyTorch columns of the training rows T2, T3, T5, in ``torch_ref``'s child process.
+"""The PyTorch columns of the training rows T2, T3, T5 and TC1, in ``torch_ref``'s child
+process.
 
 Each column trains its own twin (the scriptmod weights, train mode) with the step the
 scriptmod side times (``bench.training``): ``opt.zero_grad()`` (PyTorch's default sets
-the gradients to None), the loss ``mse_loss(model(x), target)`` of the twin with its loss
-(``_with_loss``, ``training.WithLoss``'s twin), ``loss.backward()`` and
-``torch.optim.AdamW(lr=1e-3)`` with default options:
+the gradients to None), the row's loss of the twin with its loss (``_with_loss``,
+``training.WithLoss``'s twin: ``torch.nn.functional``'s function of the name in
+``training.LOSSES``), ``loss.backward()`` and the row's optimizer (``torch_optimizer``:
+``torch.optim``'s class and options of ``training.OPTIMIZERS``, default options otherwise):
 
 - ``torch_eager``: the twin with its loss;
 - ``torch_compile``: ``torch.compile`` of the twin with its loss in ``torch_ref``'s mode, as
@@ -29,26 +31,35 @@ import numpy as np
 
 from scriptmod.bench.check import compare_all
 from scriptmod.bench.timing import Variant, time_once, time_variants
-from scriptmod.bench.training import LR
+from scriptmod.bench.training import LOSSES, OPTIMIZERS
 
-BUILDERS: dict[str, Callable[[Any], Any]] = {
-    "torch_eager": lambda twin: _with_loss(twin),
-    "torch_compile": lambda twin: _compile(_with_loss(twin)),
+BUILDERS: dict[str, Callable[[Any, str], Any]] = {
+    "torch_eager": lambda twin, loss: _with_loss(twin, loss),
+    "torch_compile": lambda twin, loss: _compile(_with_loss(twin, loss)),
 }
 
 
-def _with_loss(twin: Any) -> Any:
-    """The twin and its MSE loss as one ``torch.nn.Module``: ``forward(x, target)``."""
+def _with_loss(twin: Any, loss: str = "mse") -> Any:
+    """The twin and its loss (``training.LOSSES[loss]``) as one ``torch.nn.Module``:
+    ``forward(x, target)``."""
     import torch
 
     class WithLoss(torch.nn.Module):
         def __init__(self, model: Any) -> None:
             super().__init__()
             self.model = model
+            self.loss = getattr(torch.nn.functional, LOSSES[loss])
 
         def forward(self, x: Any, target: Any) -> Any:
-            return torch.nn.functional.mse_loss(self.model(x), target)
+            return self.loss(self.model(x), target)
     return WithLoss(twin)
+
+
+def torch_optimizer(name: str, params: Any) -> Any:
+    """``torch.optim``'s optimizer ``training.OPTIMIZERS[name]`` (class and options)."""
+    import torch
+    cls, options = OPTIMIZERS[name]
+    return getattr(torch.optim, cls)(params, **options)
 
 
 def _compile(module: Any) -> Any:
@@ -68,19 +79,18 @@ def train_columns(d: Path, spec: dict[str, Any]) -> dict[str, Any]:
     x, target = (torch.from_numpy(np.load(d / f"{k}.npy")) for k in ("x", "target"))
     ref = dict(np.load(d / "ref.npz"))
 
-    def column(make: Callable[[Any], Any]) -> dict[str, Any]:
+    def column(make: Callable[[Any, str], Any]) -> dict[str, Any]:
         twin = build_twin(spec["wid"], spec["dims"], weights).train()
-        return _trained_and_timed(twin, make, x, target, ref, spec)
+        return _trained_and_timed(twin, lambda t: make(t, spec["loss"]), x, target, ref, spec)
     return run_columns(d, {name: (lambda make=make: column(make))
                            for name, make in BUILDERS.items()})
 
 
 def _trained_and_timed(twin: Any, make: Callable[[Any], Any], x: Any, target: Any,
                        ref: dict[str, np.ndarray], spec: dict[str, Any]) -> dict[str, Any]:
-    import torch
     model: list[Any] = []
     build_s = time_once(lambda: model.append(make(twin)))
-    opt = torch.optim.AdamW(twin.parameters(), lr=LR)
+    opt = torch_optimizer(spec["optimizer"], twin.parameters())
 
     def step() -> Any:
         opt.zero_grad()

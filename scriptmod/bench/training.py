@@ -1,15 +1,19 @@
-"""The training rows T2, T3, T5: one training step of W2, W3, W5 in train mode.
+"""The training rows T2, T3, T5 and TC1: one training step of W2, W3, W5 and ResNet-18
+(C1's model at 64x64) in train mode.
 
 A step, as users write it: ``opt.zero_grad(set_to_none=True)``, the loss, ``loss.backward()``
-and ``opt.step()`` of ``AdamW(lr=1e-3)`` with default options (``TrainStep``). The loss is
-the MSE against a fixed random target of the output's shape (``target_for``), computed by
-``WithLoss(model)(x, target)``: the model and its loss as one module, which is what the
-compiled columns trace (``jit.trace(WithLoss(model), (x, target))``), so that the loss
-compiles with the model, as a user who traces a model together with its loss gets. The eager
-variant steps ``WithLoss(model)`` itself; unfused and fused step its trace called with grad
-enabled (fusion off and on), their AdamW built with ``fused=True`` where the constructor
-accepts it (``adamw``). The traced module shares the model's parameters, so every variant
-trains the same weights, each with its own optimizer state.
+and ``opt.step()`` (``TrainStep``). Each row names its loss and its optimizer
+(``Workload.loss``, ``Workload.optimizer``; both sides read ``LOSSES`` and ``OPTIMIZERS``):
+T2, T3, T5 the MSE against a fixed random target of the output's shape and
+``AdamW(lr=1e-3)``, TC1 the cross-entropy against fixed random class labels and
+``SGD(lr=0.01, momentum=0.9)`` (``target_for`` makes the target). The loss is computed by
+``WithLoss(model, loss)(x, target)``: the model and its loss as one module, which is what
+the compiled columns trace (``jit.trace(WithLoss(model, loss), (x, target))``), so that the
+loss compiles with the model, as a user who traces a model together with its loss gets. The
+eager variant steps ``WithLoss`` itself; unfused and fused step its trace called with grad
+enabled (fusion off and on), their optimizer built with ``fused=True`` where the
+constructor accepts it (``make_optimizer``). The traced module shares the model's
+parameters, so every variant trains the same weights, each with its own optimizer state.
 
 The check (``gradients``, ``check.compare_all``) runs one forward and backward from the
 same weights, without an optimizer step, and compares the loss and every parameter's
@@ -20,11 +24,14 @@ compile timings and the timed steps train the model.
     >>> model, x = WORKLOADS["T3"].build(quick=True)
     >>> model.training, tuple(target_for(model, x).shape)
     (True, (32, 128))
-    >>> step = TrainStep(WithLoss(model), adamw(model.parameters())[0], x, target_for(model, x))
+    >>> opt = make_optimizer("adamw", model.parameters())[0]
+    >>> step = TrainStep(WithLoss(model), opt, x, target_for(model, x))
     >>> float(step().item()) > 0 and model.fc1.weight.grad is not None
     True
     >>> sorted(gradients(WithLoss(model), model, x, target_for(model, x)))
     ['grad fc1.bias', 'grad fc1.weight', 'grad fc2.bias', 'grad fc2.weight', 'loss']
+    >>> target_for(model, x, "cross_entropy").dtype    # a class label per row
+    scriptmod.int64
 """
 from __future__ import annotations
 
@@ -39,45 +46,68 @@ from scriptmod import nn, optim
 from scriptmod.bench.check import host64
 from scriptmod.bench.workloads import WORKLOADS  # noqa: F401  (the doctest's)
 
-LR = 1e-3
 TARGET_SEED = 2
 Loss = Callable[[sm.Tensor, sm.Tensor], sm.Tensor]       # (x, target) -> the loss
 
+LOSSES = {"mse": "mse_loss", "cross_entropy": "cross_entropy"}
+"""A row's loss: the name of its function in ``scriptmod.nn.functional`` and
+``torch.nn.functional`` alike."""
+OPTIMIZERS: dict[str, tuple[str, dict[str, float]]] = {
+    "adamw": ("AdamW", {"lr": 1e-3}),
+    "sgd_momentum": ("SGD", {"lr": 0.01, "momentum": 0.9}),
+}
+"""A row's optimizer: its class name in ``scriptmod.optim`` and ``torch.optim`` alike, and
+its options (the rest are the defaults)."""
+
+
+def describe_optimizer(name: str) -> str:
+    """``OPTIMIZERS[name]`` as code reads: ``describe_optimizer("adamw") == "AdamW(lr=0.001)"``."""
+    cls, options = OPTIMIZERS[name]
+    return f"{cls}({', '.join(f'{k}={v:g}' for k, v in options.items())})"
+
 
 class WithLoss(nn.Module):
-    """``model`` and its MSE loss as one module: ``forward(x, target)`` returns
-    ``mse_loss(model(x), target)``. Its trace compiles the loss with the model: the output
-    is never written, and the gradients come with the loss (a scalar output)."""
+    """``model`` and its loss as one module: ``forward(x, target)`` returns
+    ``loss(model(x), target)`` (``LOSSES``: ``mse_loss`` or ``cross_entropy``). Its trace
+    compiles the loss with the model: the output is never written, and the gradients come
+    with the loss (a scalar output)."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, loss: str = "mse") -> None:
         super().__init__()
         self.model = model
+        self.loss = getattr(F, LOSSES[loss])
 
     def forward(self, x: sm.Tensor, target: sm.Tensor) -> sm.Tensor:
-        return F.mse_loss(self.model(x), target)
+        return self.loss(self.model(x), target)
 
 
-def target_for(model: nn.Module, x: sm.Tensor) -> sm.Tensor:
-    """A fixed random-normal target of the model's output shape (seed ``TARGET_SEED``)."""
+def target_for(model: nn.Module, x: sm.Tensor, loss: str = "mse") -> sm.Tensor:
+    """A fixed random target (seed ``TARGET_SEED``): for the MSE random-normal values of the
+    model's output shape, for the cross-entropy one class label (int64) per row of it."""
     with sm.no_grad():
         shape = tuple(model(x).shape)
     sm.manual_seed(TARGET_SEED)
+    if loss == "cross_entropy":
+        return sm.randint(0, shape[1], (shape[0],)).to(x.device)
     return sm.randn(*shape, dtype=x.dtype).to(x.device)
 
 
-def adamw(params: Iterable[Any], fused: bool = False) -> tuple[optim.Optimizer, str]:
-    """``AdamW(lr=LR)``, with ``fused=True`` when asked and the constructor takes it (the
-    compiled rows'), and a note for the report when it does not."""
-    params = list(params)
+def make_optimizer(name: str, params: Iterable[Any],
+                   fused: bool = False) -> tuple[optim.Optimizer, str]:
+    """The optimizer ``OPTIMIZERS[name]`` over ``params``, with ``fused=True`` when asked and
+    the constructor takes it (the compiled rows'), and a note for the report when it does
+    not."""
+    cls_name, options = OPTIMIZERS[name]
+    cls, params = getattr(optim, cls_name), list(params)
     if fused:
-        if "fused" not in inspect.signature(optim.AdamW).parameters:
-            return optim.AdamW(params, lr=LR), "AdamW has no fused option: plain AdamW"
+        if "fused" not in inspect.signature(cls).parameters:
+            return cls(params, **options), f"{cls_name} has no fused option: plain {cls_name}"
         try:
-            return optim.AdamW(params, lr=LR, fused=True), ""
+            return cls(params, **options, fused=True), ""
         except (TypeError, ValueError, NotImplementedError, RuntimeError) as exc:
-            return optim.AdamW(params, lr=LR), (f"AdamW(fused=True) refused "
-                                                f"({type(exc).__name__}: {exc}): plain AdamW")
-    return optim.AdamW(params, lr=LR), ""
+            return cls(params, **options), (f"{cls_name}(fused=True) refused "
+                                            f"({type(exc).__name__}: {exc}): plain {cls_name}")
+    return cls(params, **options), ""
 
 
 class TrainStep:
@@ -98,10 +128,11 @@ class TrainStep:
         return loss
 
 
-def compiled_step(compiled: Any, x: sm.Tensor, target: sm.Tensor) -> TrainStep:
-    """A step of a ScriptModule of ``WithLoss(model)`` with the compiled rows' optimizer,
-    ``AdamW(fused=True)``."""
-    opt, note = adamw(compiled.parameters(), fused=True)
+def compiled_step(compiled: Any, x: sm.Tensor, target: sm.Tensor,
+                  optimizer: str = "adamw") -> TrainStep:
+    """A step of a ScriptModule of ``WithLoss(model, ...)`` with the compiled rows' optimizer,
+    ``OPTIMIZERS[optimizer]`` with ``fused=True``."""
+    opt, note = make_optimizer(optimizer, compiled.parameters(), fused=True)
     return TrainStep(compiled, opt, x, target, note)
 
 

@@ -1,8 +1,11 @@
 """The benchmark workloads of WORKLOADS.md (W1–W6, and W4G: W4 with grad enabled), built
-from scriptmod's own layers, the attention micro-benchmarks A128 and A512, and the training
-rows T2, T3, T5 (one AdamW step of W2, W3, W5 in train mode; ``bench.training``). W1–W5,
-A128/A512 and the T rows are traced (``jit.trace``); W6, whose loop exits on the data, is
-scripted (``jit.script``).
+from scriptmod's own layers, the attention micro-benchmarks A128 and A512, the training
+rows T2, T3, T5 (one AdamW step of W2, W3, W5 in train mode; ``bench.training``) and the
+convolutional rows of issue 40 (models in ``bench.cnn``): C1 ResNet-18 and C2 MobileNetV2
+inference (compiled with ``jit.optimize_for_inference``: BatchNorm folded), TC1 one
+ResNet-18 training step (cross-entropy, SGD with momentum), M1 pytorch/examples' MNIST net
+and CONV1–CONV5 single convolutions. All are traced (``jit.trace``) except W6, whose loop
+exits on the data: it is scripted (``jit.script``).
 
     >>> w = WORKLOADS["W1"]; model, x = w.build(quick=True)
     >>> x.shape
@@ -19,6 +22,7 @@ from typing import Callable, ContextManager
 import scriptmod as sm
 import scriptmod.nn.functional as F
 from scriptmod import nn
+from scriptmod.bench import cnn
 
 
 class EwChain(nn.Module):
@@ -218,7 +222,10 @@ class Workload:
     script: bool = False  # compiled with jit.script (control flow kept), not jit.trace
     run_note: Callable[[nn.Module, sm.Tensor], str] | None = None   # a line for the report
     batch_dim: int = 0    # the dim ``--batch`` sets
-    train: bool = False   # a training row: the model in train mode, timed per AdamW step
+    train: bool = False   # a training row: the model in train mode, timed per optimizer step
+    loss: str = "mse"     # a training row's loss (``training.LOSSES``)
+    optimizer: str = "adamw"   # a training row's optimizer (``training.OPTIMIZERS``)
+    freeze: bool = False  # compiled as jit.optimize_for_inference(trace): BatchNorm folded
     measure: Callable[..., None] | None = None   # its own measurement (``bench.dynamic``):
     # ``measure(result, model, x, opts, stage)`` instead of the compile/check/time steps
 
@@ -238,17 +245,24 @@ class Workload:
         return model, sm.randn(*shape, dtype=dtype)
 
 
-def training_row(w: Workload, tid: str) -> Workload:
-    """The training row of forward workload ``w``: same model, input and floor kind, in train
-    mode with grad enabled (what each step does: ``bench.training``; its floor:
-    ``floors.training_work``).
+_LOSS_NAMES = {"mse": "MSE", "cross_entropy": "cross-entropy"}
+_OPTIMIZER_NAMES = {"adamw": "AdamW", "sgd_momentum": "SGD momentum 0.9"}
+
+
+def training_row(w: Workload, tid: str, loss: str = "mse", optimizer: str = "adamw",
+                 **changes: object) -> Workload:
+    """The training row of forward workload ``w``: same model, input (unless ``changes``
+    say otherwise: ``shape``, ``quick_shape``) and floor kind, in train mode with grad
+    enabled, with ``loss`` and ``optimizer`` (what each step does: ``bench.training``; its
+    floor: ``floors.training_work``).
 
         >>> t = training_row(WORKLOADS["W3"], "T3"); t.train, t.grad, t.shape
         (True, True, (256, 1024))
     """
-    return dataclasses.replace(w, id=tid, name=f"train {w.name}", grad=True, train=True,
-                               description=f"one training step of {w.id} (forward, MSE loss, "
-                               f"backward, AdamW)")
+    return dataclasses.replace(
+        w, id=tid, name=f"train {w.name}", grad=True, train=True, freeze=False, loss=loss,
+        optimizer=optimizer, description=f"one training step of {w.id} (forward, "
+        f"{_LOSS_NAMES[loss]} loss, backward, {_OPTIMIZER_NAMES[optimizer]})", **changes)
 
 
 _FORWARD: tuple[Workload, ...] = (
@@ -276,8 +290,63 @@ _FORWARD: tuple[Workload, ...] = (
              (3, 2, 2, 32, 16), "flops", "scaled_dot_product_attention, B 8, 4 heads, T 512, "
              "d 64 (q, k, v stacked)", batch_dim=1),
 )
+
+
+def _cnn(full: cnn.Recipe, quick: cnn.Recipe) -> Callable[[bool], nn.Module]:
+    """A CNN row's ``make``: ``bench.cnn``'s model of ``full`` (``quick``: a small one of the
+    same architecture)."""
+    return lambda q: cnn.build(quick if q else full)
+
+
+_RESNET18 = _cnn(cnn.Recipe("ResNet", {"width": 64, "num_classes": 1000}),
+                 cnn.Recipe("ResNet", {"width": 8, "num_classes": 10}))
+_C1 = Workload("C1", "ResNet-18", _RESNET18, (8, 3, 224, 224), (2, 3, 32, 32), "flops",
+               "torchvision's resnet18, eval, jit.optimize_for_inference (BatchNorm folded)",
+               freeze=True)
+_CNN: tuple[Workload, ...] = (
+    _C1,
+    Workload("C2", "MobileNetV2", _cnn(cnn.Recipe("MobileNetV2", {"width_mult": 1.0}),
+                                       cnn.Recipe("MobileNetV2", {"width_mult": 0.25,
+                                                                  "num_classes": 10})),
+             (8, 3, 224, 224), (2, 3, 32, 32), "flops", "torchvision's mobilenet_v2 (width "
+             "1.0), eval, jit.optimize_for_inference (BatchNorm folded)", freeze=True),
+    training_row(_C1, "TC1", "cross_entropy", "sgd_momentum", shape=(8, 3, 64, 64),
+                 quick_shape=(4, 3, 32, 32)),
+    Workload("M1", "MNIST net", _cnn(cnn.Recipe("MnistNet"), cnn.Recipe("MnistNet")),
+             (64, 1, 28, 28), (4, 1, 28, 28), "flops", "pytorch/examples' MNIST Net (2 convs, "
+             "max pool, 2 Linear, log_softmax), eval, traced at batch 64"),
+)
+
+
+def _conv_row(i: int, n: int, c: int, o: int, hw: int, groups: int, what: str) -> Workload:
+    """CONV<i>: one ``Conv2d(c, o, 3, padding=1, groups=groups, bias=False)`` on a batch of
+    ``n`` ``hw`` x ``hw`` images, traced; quick: at most 2 images, channels / 8, side / 4."""
+    def recipe(c: int, o: int, g: int) -> cnn.Recipe:
+        return cnn.Recipe("Conv2d", {"in_channels": c, "out_channels": o, "kernel_size": 3,
+                                     "padding": 1, "groups": g, "bias": False})
+    qc, qo = max(1, c // 8), max(1, o // 8)
+    qg = qc if groups > 1 else 1
+    return Workload(f"CONV{i}", what, _cnn(recipe(c, o, groups), recipe(qc, qo, qg)),
+                    (n, c, hw, hw), (min(n, 2), qc, hw // 4, hw // 4), "flops",
+                    f"conv2d 3x3 pad 1 alone, {'depthwise ' if groups > 1 else ''}"
+                    f"{c}->{o} channels, batch {n}, {hw}x{hw}")
+
+
+_CONV: tuple[Workload, ...] = (
+    _conv_row(1, 8, 64, 64, 56, 1, "conv b8 64->64 56²"),
+    _conv_row(2, 1, 64, 64, 56, 1, "conv b1 64->64 56²"),
+    _conv_row(3, 8, 256, 256, 14, 1, "conv b8 256->256 14²"),
+    _conv_row(4, 32, 1, 32, 28, 1, "conv b32 1->32 28² stem"),
+    _conv_row(5, 8, 32, 32, 112, 32, "conv b8 depthwise 32 112²"),
+)
 _BY_ID = {w.id: w for w in _FORWARD}
 
-WORKLOADS: dict[str, Workload] = {**_BY_ID, **{t.id: t for t in (
-    training_row(_BY_ID["W2"], "T2"), training_row(_BY_ID["W3"], "T3"),
-    training_row(_BY_ID["W5"], "T5"))}}
+WORKLOADS: dict[str, Workload] = {w.id: w for w in (
+    *_FORWARD, training_row(_BY_ID["W2"], "T2"), training_row(_BY_ID["W3"], "T3"),
+    training_row(_BY_ID["W5"], "T5"), *_CNN, *_CONV)}
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "CONV": tuple(w.id for w in _CONV),
+    "CNN": tuple(w.id for w in (*_CNN, *_CONV)),
+}
+"""Names ``--workload`` takes for several rows at once (``--workload C1,CONV``)."""

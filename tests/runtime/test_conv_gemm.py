@@ -93,7 +93,7 @@ def test_matches_torch(case):
     _assert_close(conv.conv(x, w, b, s, p, d, g), want.astype(np.float64), w)
 
 
-def test_non_contiguous_and_channels_last_input():
+def test_non_contiguous_channels_last_and_unaligned_input():
     case = CASES[4]
     x, w, b = _arrays(case, seed=3)
     *_, s, p, d, g = case
@@ -101,7 +101,10 @@ def test_non_contiguous_and_channels_last_input():
     wide = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), np.float32)
     wide[..., ::2] = x
     nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    for view in (wide[..., ::2], nhwc):
+    raw = np.empty(x.nbytes + 2, np.uint8)
+    unaligned = raw[2:].view(np.float32).reshape(x.shape)
+    unaligned[...] = x
+    for view in (wide[..., ::2], nhwc, unaligned):
         _assert_close(conv.conv(view, w, b, s, p, d, g), want, w)
 
 

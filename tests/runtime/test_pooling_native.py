@@ -111,7 +111,8 @@ def test_pools_match_torch_through_the_functional_api():
     TF = torch.nn.functional
     x = _x((3, 17, 23, 30), seed=3)
     tx, sx = torch.from_numpy(x), sm.from_numpy(x)
-    pairs = [(F.max_pool2d(sx, 3, 2, 1, ceil_mode=True), TF.max_pool2d(tx, 3, 2, 1, ceil_mode=True)),
+    pairs = [(F.max_pool2d(sx, 3, 2, 1, ceil_mode=True),
+              TF.max_pool2d(tx, 3, 2, 1, ceil_mode=True)),
              (F.avg_pool2d(sx, 3, 2, 1, count_include_pad=False),
               TF.avg_pool2d(tx, 3, 2, 1, count_include_pad=False)),
              (F.adaptive_avg_pool2d(sx, (1, 1)), TF.adaptive_avg_pool2d(tx, (1, 1))),

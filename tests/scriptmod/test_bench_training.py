@@ -77,7 +77,8 @@ def test_compiled_steps_train_the_shared_weights_as_eager_does() -> None:
     losses = {}
     for name, forward in (("eager", training.WithLoss(model)), ("compiled", traced)):
         training.restore(model, start)
-        step = training.TrainStep(forward, training.adamw(model.parameters())[0], x, target)
+        opt = training.make_optimizer("adamw", model.parameters())[0]
+        step = training.TrainStep(forward, opt, x, target)
         losses[name] = [float(step().item()) for _ in range(3)]
         assert not np.array_equal(training.snapshot(model)["fc1.weight"], start["fc1.weight"])
     assert losses["eager"][2] < losses["eager"][0]
