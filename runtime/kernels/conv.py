@@ -180,9 +180,11 @@ def _register(rank: int) -> None:
                 padding: Sequence[int] = zero, dilation: Sequence[int] = one,
                 groups: int = 1) -> Any:
         _conv_check(name, x, w, bias, groups)
-        from .. import conv as implicit_gemm   # here: runtime.conv's imports lead back here
-        if xp is np and implicit_gemm.taken(x, w, bias, stride, padding, dilation, groups):
-            return implicit_gemm.conv(x, w, bias, stride, padding, dilation, groups)
+        if xp is np:               # float32: the direct kernel or the implicit GEMM
+            from ..conv_epilogue import kernel_for   # here: its imports lead back here
+            run = kernel_for(x, w, bias, stride, padding, dilation, groups)
+            if run is not None:
+                return run(x, w, bias, stride, padding, dilation, groups)
         return convolution(xp, x, w.astype(x.dtype, copy=False), bias, stride, padding,
                            dilation, groups)
 
