@@ -1,6 +1,8 @@
 """``scriptmod bench``: eager vs unfused vs fused on W1–W6, the attention micro-benchmarks
-A128/A512 and the training rows T2/T3/T5 (one AdamW step of W2/W3/W5), against measured
-floors (W6 is scripted with ``jit.script``, the others traced).
+A128/A512, the training rows T2/T3/T5 (one AdamW step of W2/W3/W5) and the CNN rows C1, C2,
+TC1, M1, CONV1–CONV5 (ResNet-18, MobileNetV2, a ResNet-18 training step, the MNIST net,
+single convolutions), against measured floors (W6 is scripted with ``jit.script``, the
+others traced).
 
     scriptmod bench                          # everything, default threads, float32
     scriptmod bench --quick                  # small sizes, few repetitions (a smoke test)
@@ -8,6 +10,7 @@ floors (W6 is scripted with ``jit.script``, the others traced).
     scriptmod bench --compare torch          # adds torch eager, TorchScript, torch.compile
     scriptmod bench --workload W6 --compare torch   # scripted GRU: torch.jit.script column
     scriptmod bench --workload T2,T3,T5 --compare torch   # training steps, torch.compile too
+    scriptmod bench --workload CNN --compare torch   # C1,C2,TC1,M1,CONV1-5 (CONV: the convs)
     scriptmod bench --no-compile-time        # skip the two new-process startup runs
     scriptmod bench --background-load        # another process keeps one core busy meanwhile
     scriptmod bench --ray                    # W3 through Ray Data and Ray Serve (bench.ray_bench)
@@ -92,8 +95,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    "'-': to stdout, the table then goes to stderr)")
     p.add_argument("--compare", choices=("torch",),
                    help="add PyTorch columns: eager, TorchScript (torch.jit trace+freeze; "
-                   "torch.jit.script for W6) and torch.compile, same weights and input, no grad "
-                   "(training rows T2/T3/T5: torch eager and torch.compile training steps)")
+                   "torch.jit.script for W6, torch.jit.optimize_for_inference for C1/C2) and "
+                   "torch.compile, same weights and input, no grad (training rows T2/T3/T5/TC1: "
+                   "torch eager and torch.compile training steps)")
     p.add_argument("--compile-time", action=argparse.BooleanOptionalAction, default=True,
                    help="measure trace, cold compile and warm start in two new processes "
                    "per workload (default: on; --no-compile-time skips them)")

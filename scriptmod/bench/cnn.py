@@ -109,7 +109,7 @@ def family(nn: ModuleType) -> SimpleNamespace:
 
         def __init__(self, inp: int, oup: int, stride: int, expand_ratio: int) -> None:
             super().__init__()
-            hidden = int(round(inp * expand_ratio))
+            hidden = round(inp * expand_ratio)
             self.use_res_connect = stride == 1 and inp == oup
             layers: list[Any] = [ConvBNReLU6(inp, hidden, kernel=1)] if expand_ratio != 1 else []
             layers += [ConvBNReLU6(hidden, hidden, stride=stride, groups=hidden),

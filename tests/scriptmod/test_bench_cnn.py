@@ -17,7 +17,16 @@ import numpy as np
 import pytest
 
 import scriptmod as sm
-from scriptmod.bench import cli, cnn, floors, report, runner, torch_ref, torch_train, training
+from scriptmod.bench import (
+    cli,
+    cnn,
+    floors,
+    report,
+    runner,
+    torch_ref,
+    torch_train,
+    training,
+)
 from scriptmod.bench.workloads import GROUPS, WORKLOADS
 
 
