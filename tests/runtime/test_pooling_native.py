@@ -159,3 +159,10 @@ def test_the_avx2_shape_is_as_exact(dtype, monkeypatch):
         x = _x(shape, dtype, seed=4)
         np.testing.assert_array_equal(pn.max_pool(x, len(k), k, s, p, d, ceil),
                                       _max_ref(x, k, s, p, d, ceil).astype(dtype))
+
+
+def test_an_empty_output_is_the_reference_error():
+    x = _x((1, 2, 3, 3))
+    assert pn.max_pool(x, 2, (2, 2), (1, 1), (0, 0), (4, 4), False) is None
+    with pytest.raises(Exception, match="too small"):
+        F.max_pool2d(sm.from_numpy(x), 2, 1, 0, dilation=4)
