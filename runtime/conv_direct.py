@@ -85,8 +85,8 @@ def kernel(spec: Stencil) -> tuple[Any, CompiledKernel]:
 @dataclass(frozen=True)
 class Plan:
     """One call's sizes: ``params`` (``codegen.conv_direct.PARAMS`` and the column ranges
-    after them), the tap offsets into
-    the scratch, the output's spatial size, units and scratch elements per thread."""
+    after them), the tap offsets into the scratch, the output's spatial size, units and
+    scratch elements per thread."""
     params: np.ndarray
     taps: np.ndarray
     out: tuple[int, int]
@@ -94,20 +94,37 @@ class Plan:
     scratch: int
 
 
-@lru_cache(maxsize=256)
+def out_size(size: tuple[int, int], kernel_size: tuple[int, int], stride: tuple[int, int],
+             padding: tuple[int, int], dilation: tuple[int, int],
+             ceil_mode: bool = False) -> tuple[int, int]:
+    """The output's (OH, OW) (either may be <= 0: then there is nothing to plan)."""
+    return tuple(_out_size(size[i], kernel_size[i], stride[i], padding[i], dilation[i],
+                           ceil_mode) for i in range(2))       # type: ignore[return-value]
+
+
 def plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
          kernel_size: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
          dilation: tuple[int, int], ceil_mode: bool, spec: Stencil) -> Plan:
     """The layout of a 2-D stencil over ``batch * groups`` groups of ``cg`` input planes of
-    ``size``, ``og`` output channels per group (see ``codegen.conv_direct``)."""
+    ``size``, ``og`` output channels per group (see ``codegen.conv_direct``); the output
+    (``out_size``) must not be empty."""
+    return _plan(batch, groups, cg, og, size, kernel_size, stride, padding, dilation,
+                 ceil_mode, spec, _threads.get_num_threads())
+
+
+@lru_cache(maxsize=256)
+def _plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
+          kernel_size: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+          dilation: tuple[int, int], ceil_mode: bool, spec: Stencil, threads: int) -> Plan:
     (h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = size, kernel_size, stride, padding, dilation
-    oh, ow = (_out_size(h, kh, sh, ph, dh, ceil_mode), _out_size(w, kw, sw, pw, dw, ceil_mode))
+    oh, ow = out_size(size, kernel_size, stride, padding, dilation, ceil_mode)
+    assert oh > 0 and ow > 0, "conv_direct.plan: empty output (callers check out_size)"
     khx, kwx = (kh - 1) * dh // sh, (kw - 1) * dw // sw
     pc = ow + kwx
     itemsize = 4 if spec.dtype == "f32" else 8
     per_row = cg * sh * sw * pc * itemsize
     rb = max(ROWS, SCRATCH_BYTES // per_row // ROWS * ROWS)
-    want = UNITS_PER_THREAD * _threads.get_num_threads()
+    want = UNITS_PER_THREAD * threads
     if batch * groups * -(-oh // rb) < want:
         rb = max(ROWS, -(-oh // -(-want // (batch * groups)) // ROWS) * ROWS)
     rb = min(rb, oh)
@@ -121,8 +138,8 @@ def plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
             for c in range(cg) for i in range(0, kh, column) for j in range(kw)]
     sizes = dict(G=groups, Cg=cg, Og=og, H=h, W=w, OH=oh, OW=ow, SH=sh, SW=sw, PH=ph, PW=pw,
                  RB=rb, NRB=nrb, PC=pc, SUB=sub, T=len(taps), KHX=khx, WT=cg * kh * kw)
-    columns = [min(max(-(-(pw - b) // sw), 0), pc) for b in range(sw)]
-    columns = [(lo, max(lo, min(-(-(w + pw - b) // sw), pc))) for b, lo in zip(range(sw), columns)]
+    starts = [min(max(-(-(pw - b) // sw), 0), pc) for b in range(sw)]
+    columns = [(lo, max(lo, min(-(-(w + pw - b) // sw), pc))) for b, lo in enumerate(starts)]
     params = [sizes[p] for p in PARAMS] + [j for pair in columns for j in pair]
     return Plan(_frozen(np.array(params, np.int64)),
                 _frozen(np.array(taps, np.int64)), (oh, ow), batch * groups * nrb,

@@ -69,12 +69,12 @@ def _windowed(mode: str, x: Any, n: int, k: Sequence[int], s: Sequence[int],
     planes = _planes(x, n)
     if planes is None or len(k) != n or min(s) < 1 or min(d) < 1 or min(p) < 0:
         return None
-    size, k2, s2, d2 = _two(planes.shape[1:], 1), _two(k, 1), _two(s, 1), _two(d, 1)
+    size, k2, s2, p2, d2 = _two(planes.shape[1:], 1), _two(k, 1), _two(s, 1), _two(p, 0), \
+        _two(d, 1)
+    if min(_direct.out_size(size, k2, s2, p2, d2, bool(ceil_mode))) <= 0:
+        return None                     # the reference raises its error
     spec = _direct.stencil(mode, _DTYPES[planes.dtype], k2, s2, d2)
-    plan = _direct.plan(planes.shape[0], 1, 1, 1, size, k2, s2, _two(p, 0), d2,
-                        bool(ceil_mode), spec)
-    if min(plan.out) <= 0:
-        return None
+    plan = _direct.plan(planes.shape[0], 1, 1, 1, size, k2, s2, p2, d2, bool(ceil_mode), spec)
     out = np.empty((planes.shape[0], *plan.out), planes.dtype)
     aux = None if divisors is None else divisors(size, plan.out, spec.lanes, planes.dtype)
     _direct.run(spec, plan, planes, None, aux, out, planes.size >= MIN_THREAD_ELEMENTS)

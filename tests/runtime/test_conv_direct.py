@@ -132,3 +132,14 @@ def test_bad_arrays_are_clear_errors():
         cd.conv(x, w, b, (1, 1), (1, 1), (1, 1), 2)
     with pytest.raises(ValueError, match="out must be"):
         cd.conv(x, w, b, (1, 1), (1, 1), (1, 1), 3, out=np.empty((2, 3, 9, 10), np.float32))
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2], CASES[5], CASES[9]], ids=str)
+def test_the_avx2_shape_is_as_exact(case, monkeypatch):
+    """8-lane vectors (AVX2's shape; either runs on any x86-64 host): rows shorter than,
+    equal to and longer than a vector fall elsewhere than with 16."""
+    monkeypatch.setattr(cd, "lanes", lambda dtype="f32": 8 if dtype == "f32" else 4)
+    x, w, b = _arrays(case, seed=2)
+    s, p, d, g = case[6], case[7], case[8], case[3]
+    ref, bound = _reference(x, w, b, s, p, d, g)
+    assert np.all(np.abs(cd.conv(x, w, b, s, p, d, g) - ref) <= bound)

@@ -149,3 +149,20 @@ def test_what_it_does_not_take_is_none():
     strided = x[:, :, ::2, ::2]                                  # any layout is read by value
     np.testing.assert_array_equal(pn.max_pool(strided, 2, (2, 2), (1, 1), (0, 0), (1, 1), False),
                                   _max_ref(strided, (2, 2), (1, 1), (0, 0), (1, 1), False))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_avx2_shape_is_as_exact(dtype, monkeypatch):
+    from scriptmod.runtime import conv_direct
+    monkeypatch.setattr(conv_direct, "lanes", lambda dt="f32": 8 if dt == "f32" else 4)
+    for shape, k, s, p, d, ceil in MAX_CASES[:4]:
+        x = _x(shape, dtype, seed=4)
+        np.testing.assert_array_equal(pn.max_pool(x, len(k), k, s, p, d, ceil),
+                                      _max_ref(x, k, s, p, d, ceil).astype(dtype))
+
+
+def test_an_empty_output_is_the_reference_error():
+    x = _x((1, 2, 3, 3))
+    assert pn.max_pool(x, 2, (2, 2), (1, 1), (0, 0), (4, 4), False) is None
+    with pytest.raises(Exception, match="too small"):
+        F.max_pool2d(sm.from_numpy(x), 2, 1, 0, dilation=4)
