@@ -117,8 +117,8 @@ class _Body:
                       for p, i in _P.items()}
         self.S = b.mul(P["ID"], b.mul(P["IH"], P["IW"]))
         self.cbuf = at(b, ws, KC * self.isa.nr)
-        self.zero = b.alloca(F32, name="zero")           # the bias where there is none
-        b.store(ir.Constant(F32, 0.0), self.zero)
+        self.zero = b.alloca(F32, name="zero")   # the bias where there is none: x + -0.0
+        b.store(ir.Constant(F32, -0.0), self.zero)       # is x, -0.0 included
         with for_range(b, lo, hi, name="u", vectorize=False) as u:
             nb = b.srem(u, P["NB"])
             mb = b.srem(b.sdiv(u, P["NB"]), P["MB"])
