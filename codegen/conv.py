@@ -14,8 +14,11 @@ The columns of one group's GEMM are the output positions of the whole batch, ``J
 mostly empty (14 x 14: 196 = 6 panels of 32 and 4 columns). A unit is ``(g, row block,
 column block)``, ``MC x NC`` as the planner chooses (``runtime.conv``); per K block of
 ``KC`` steps each panel of ``nr`` columns is packed, then the tiles run over the block's
-rows. A panel within one image's output is C itself (row stride ``P``); one that spans
-images goes through a stack tile, copied from and to the output by per-column offsets.
+rows. Where ``P`` is a multiple of ``nr`` no panel spans images and C is the output itself
+(row stride ``P``); else (``buffered``) C is a block buffer in the workspace (``cbuf``, row
+stride ``NC``), copied to the output image by image once the block is done (a copy
+measured at ~1% of a block's time, where per-panel copies at each K block cost up to half
+of a 7 x 7 layer's).
 
 Per panel the lanes' window origins ``(id0, ih0, iw0)`` and flat input offsets are computed
 once; then, tap by tap (the tap's offsets and padding masks once), each channel of the K
@@ -51,12 +54,12 @@ from typing import Callable
 
 from llvmlite import ir
 
-from .gemm import EP_TYPE, KC
+from .gemm import EP_TYPE, KC, MC, NC
 from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
 
 PARAMS = ("Cg", "ID", "IH", "IW", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW", "Og", "K",
-          "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "contig", "ahead")
+          "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "contig", "ahead", "buffered")
 _P = {name: i for i, name in enumerate(PARAMS)}
 TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
 FAR = -(1 << 30)                          # a window origin no tap brings into the input
@@ -68,8 +71,9 @@ def name(isa: Isa) -> str:
 
 
 def workspace_floats(isa: Isa) -> int:
-    """Floats of one thread's workspace: one packed ``KC x nr`` panel."""
-    return KC * isa.nr
+    """Floats of one thread's workspace: one packed ``KC x nr`` panel, then ``cbuf``: one
+    block of C (at most ``codegen.gemm``'s ``MC x NC``)."""
+    return KC * isa.nr + MC * NC
 
 
 def render_conv(isa: Isa) -> str:
@@ -107,13 +111,14 @@ class _Body:
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
 
     def build(self) -> None:
-        b, MR, NR = self.b, self.isa.mr, self.isa.nr
+        b = self.b
         lo, hi, params, self.taps, x, w, bias, out, ws, ep, ep_args, ep_meta = self.fn.args
         self.P = P = {p: b.load(b.gep(params, [c64(i)], source_etype=I64), typ=I64)
                       for p, i in _P.items()}
         self.S = b.mul(P["ID"], b.mul(P["IH"], P["IW"]))
-        self.buf = b.alloca(F32, size=c64(MR * NR), name="straddle")
-        self.coloff = b.alloca(I64, size=c64(NR), name="coloff")
+        self.cbuf = at(b, ws, KC * self.isa.nr)
+        self.zero = b.alloca(F32, name="zero")   # the bias where there is none: x + -0.0
+        b.store(ir.Constant(F32, -0.0), self.zero)       # is x, -0.0 included
         with for_range(b, lo, hi, name="u", vectorize=False) as u:
             nb = b.srem(u, P["NB"])
             mb = b.srem(b.sdiv(u, P["NB"]), P["MB"])
@@ -129,84 +134,57 @@ class _Body:
     def _block(self, xg: ir.Value, wb: ir.Value, out: ir.Value, ws: ir.Value, i0: ir.Value,
                j0: ir.Value, rows: ir.Value, cols: ir.Value) -> None:
         """Rows ``i0 .. i0 + rows`` (output channels) by columns ``j0 .. j0 + cols`` (batch
-        positions): K blocks of panels of tiles, A the weight rows at ``wb``."""
+        positions): K blocks of panels of tiles, A the weight rows at ``wb``; C the output
+        itself, or ``cbuf`` (row stride ``NC``) where panels may span images."""
         b, P, MR, NR = self.b, self.P, self.isa.mr, self.isa.nr
         panels = b.sdiv(b.add(cols, c64(NR - 1)), c64(NR))
         slabs = b.sdiv(b.add(rows, c64(MR - 1)), c64(MR))
         kblocks = b.sdiv(b.add(P["K"], c64(KC - 1)), c64(KC))
+        buffered = b.icmp_signed("!=", P["buffered"], ZERO)
+        ldc = b.select(buffered, P["NC"], P["P"])
         with for_range(b, ZERO, kblocks, name="kb", vectorize=False) as kb:
             k0 = b.mul(kb, c64(KC))
             kc = imin(b, c64(KC), b.sub(P["K"], k0))
             first = b.icmp_signed("==", kb, ZERO)
             with for_range(b, ZERO, panels, name="p", vectorize=False) as p:
-                j = b.add(j0, b.mul(p, c64(NR)))
-                nvalid = imin(b, c64(NR), b.sub(P["J"], j))
-                pos = b.srem(j, P["P"])
-                straddle = b.icmp_signed(">", b.add(pos, nvalid), P["P"])
-                with b.if_then(straddle, likely=False):
-                    self._column_offsets(j, nvalid)
+                jj = b.mul(p, c64(NR))
+                j = b.add(j0, jj)
                 self._pack(xg, j, k0, kc, ws)
-                cj = at(b, out, b.add(b.mul(b.sdiv(j, P["P"]), P["OP"]), pos))
+                # the panel's first row of C: in one image (its row i0), or in cbuf
+                c = b.select(buffered, at(b, self.cbuf, jj), at(b, out, b.add(
+                    b.mul(b.sdiv(j, P["P"]), P["OP"]),
+                    b.add(b.mul(i0, P["P"]), b.srem(j, P["P"])))))
                 with for_range(b, ZERO, slabs, name="s", vectorize=False) as s:
-                    r = b.add(i0, b.mul(s, c64(MR)))
-                    mr = imin(b, b.sub(b.add(i0, rows), r), c64(MR))
-                    a = [at(b, wb, b.add(b.mul(b.sub(r, i0), P["K"]), k0)), P["K"], ws, kc]
-                    with b.if_else(straddle, likely=False) as (split, whole):
-                        with split:
-                            self._straddling(a, at(b, out, b.mul(r, P["P"])), mr, nvalid,
-                                             first)
-                        with whole:
-                            dispatch(b, mr, self.table, a + [
-                                at(b, cj, b.mul(r, P["P"])), P["P"], nvalid, first])
-
-    def _column_offsets(self, j: ir.Value, nvalid: ir.Value) -> None:
-        """``coloff[jj]``: where column ``j + jj`` of row 0 lies in the output."""
-        b, P = self.b, self.P
-        with for_range(b, ZERO, nvalid, name="col", vectorize=False) as jj:
-            n, p = b.sdiv(b.add(j, jj), P["P"]), b.srem(b.add(j, jj), P["P"])
-            b.store(b.add(b.mul(n, P["OP"]), p), b.gep(self.coloff, [jj], source_etype=I64))
-
-    def _straddling(self, a: list[ir.Value], row0: ir.Value, mr: ir.Value, nvalid: ir.Value,
-                    first: ir.Value) -> None:
-        """A panel whose columns span images: the tile on ``buf``, copied from (after the
-        first K block) and to the output through ``coloff``."""
-        b, NR = self.b, self.isa.nr
-        with b.if_then(b.not_(first)):
-            self._copy_columns(row0, mr, nvalid, to_output=False)
-        dispatch(b, mr, self.table, a + [self.buf, c64(NR), c64(NR), first])
-        self._copy_columns(row0, mr, nvalid, to_output=True)
-
-    def _copy_columns(self, row0: ir.Value, mr: ir.Value, nvalid: ir.Value,
-                      to_output: bool) -> None:
-        b, P, NR = self.b, self.P, self.isa.nr
-        with for_range(b, ZERO, mr, name="cr", vectorize=False) as r:
-            row = at(b, row0, b.mul(r, P["P"]))
-            with for_range(b, ZERO, nvalid, name="cc", vectorize=False) as jj:
-                here = at(b, row, b.load(b.gep(self.coloff, [jj], source_etype=I64), typ=I64))
-                there = at(b, self.buf, b.add(b.mul(r, c64(NR)), jj))
-                src, dst = (there, here) if to_output else (here, there)
-                b.store(b.load(src, typ=F32), dst)
+                    r = b.mul(s, c64(MR))
+                    dispatch(b, imin(b, b.sub(rows, r), c64(MR)), self.table, [
+                        at(b, wb, b.add(b.mul(r, P["K"]), k0)), P["K"], ws, kc,
+                        at(b, c, b.mul(r, ldc)), ldc, imin(b, c64(NR), b.sub(cols, jj)),
+                        first])
 
     def _finish(self, bias: ir.Value, out: ir.Value, i0: ir.Value, j0: ir.Value,
                 rows: ir.Value, cols: ir.Value, ep: ir.Value, ep_args: ir.Value,
                 ep_meta: ir.Value) -> None:
-        """The bias added to the finished block, then the epilogue per row, image by
-        image."""
+        """Image by image: the block's rows copied from ``cbuf`` (if buffered) with the bias
+        added (when given), then the epilogue per row."""
         b, P = self.b, self.P
         last = b.sdiv(b.sub(b.add(j0, cols), c64(1)), P["P"])
+        has_bias = b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)
+        buffered = b.icmp_signed("!=", P["buffered"], ZERO)
         with for_range(b, b.sdiv(j0, P["P"]), b.add(last, c64(1)), name="img",
                        vectorize=False) as n:
             lo = b.select(b.icmp_signed(">", j0, b.mul(n, P["P"])), j0, b.mul(n, P["P"]))
             hi = imin(b, b.add(j0, cols), b.mul(b.add(n, c64(1)), P["P"]))
             seg = b.add(b.mul(n, P["OP"]), b.sub(lo, b.mul(n, P["P"])))   # row 0's start
             length = b.sub(hi, lo)
-            with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)):
-                with for_range(b, i0, b.add(i0, rows), name="bias.i", vectorize=False) as i:
-                    value = b.load(at(b, bias, i), typ=F32)
-                    row = at(b, out, b.add(b.mul(i, P["P"]), seg))
-                    with for_range(b, ZERO, length, name="bias.j") as jj:
-                        ptr = at(b, row, jj)
-                        b.store(b.fadd(b.load(ptr, typ=F32), value), ptr)
+            with b.if_then(b.or_(has_bias, buffered)):
+                with for_range(b, ZERO, rows, name="fin.i", vectorize=False) as i:
+                    value = b.load(b.select(has_bias, at(b, bias, b.add(i0, i)), self.zero),
+                                   typ=F32)
+                    dst = at(b, out, b.add(b.mul(b.add(i0, i), P["P"]), seg))
+                    src = b.select(buffered, at(b, self.cbuf, b.add(b.mul(i, P["NC"]),
+                                                                    b.sub(lo, j0))), dst)
+                    with for_range(b, ZERO, length, name="fin.j") as jj:
+                        b.store(b.fadd(b.load(at(b, src, jj), typ=F32), value), at(b, dst, jj))
             with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(ep, I64), ZERO)):
                 with for_range(b, i0, b.add(i0, rows), name="ep", vectorize=False) as i:
                     start = b.add(b.mul(i, P["P"]), seg)

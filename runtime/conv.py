@@ -192,6 +192,7 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
                  PW=padding[2], Og=o // groups, K=cg * math.prod(k), T=math.prod(k), P=p,
                  J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
                  contig=int(stride[2] == 1 and out[2] >= shape.lanes),
+                 buffered=int(p % shape.nr != 0),
                  ahead=shape.nr * stride[2])
     params = np.array([sizes[name] for name in PARAMS], np.int64)
     kd, kh, kw = np.meshgrid(*(np.arange(ki) * d for ki, d in zip(k, dilation)), indexing="ij")
