@@ -9,18 +9,28 @@ patch[k, p]``: rows ``o`` the group's ``O/G`` output channels (A is the weight, 
 group's channels ``c`` and the ``T`` kernel taps ``t = (kd, kh, kw)``, the weight's own
 order. C is then the image's NCDHW output itself (row ``o``, column ``p``): no transposes.
 
-A unit is ``(n, g, row block, column block)``, blocks of ``MC x NC`` as ``codegen.gemm``'s.
-A panel holds ``nr`` consecutive output positions (they may span output rows). Per panel the
-lanes' window origins ``(id0, ih0, iw0)`` and flat input offsets are computed once; then, tap
-by tap (the tap's offsets and padding masks once), each channel of the K block is one masked
-load per vector: two contiguous masked loads (a vector meets at most two output rows) where
-the W stride is 1 and an output row holds at least a vector (``contig``), a gather elsewhere
-(stride, dilation along W, narrow rows). Lanes in the padding or past ``P`` load 0.
+The columns of one group's GEMM are the output positions of the whole batch, ``J = N * P``
+(image-major), so a small image's last panel goes on into the next image instead of being
+mostly empty (14 x 14: 196 = 6 panels of 32 and 4 columns). A unit is ``(g, row block,
+column block)``, ``MC x NC`` as the planner chooses (``runtime.conv``); per K block of
+``KC`` steps each panel of ``nr`` columns is packed, then the tiles run over the block's
+rows. Where ``P`` is a multiple of ``nr`` no panel spans images and C is the output itself
+(row stride ``P``); else (``buffered``) C is a block buffer in the workspace (``cbuf``, row
+stride ``NC``), copied to the output image by image once the block is done (a copy
+measured at ~1% of a block's time, where per-panel copies at each K block cost up to half
+of a 7 x 7 layer's).
+
+Per panel the lanes' window origins ``(id0, ih0, iw0)`` and flat input offsets are computed
+once; then, tap by tap (the tap's offsets and padding masks once), each channel of the K
+block is one masked load per vector: a contiguous masked load, or two where a vector meets
+two output rows, when the W stride is 1 and an output row holds at least a vector
+(``contig``); a gather elsewhere (stride or dilation along W, narrow rows). Lanes in the
+padding or past ``J`` load 0. The next panel's input is prefetched to L2 meanwhile.
 
 After the K blocks the bias is added to the block (when given) and, if ``ep`` is not NULL,
-each row of the block goes through ``ep(start, end, ep_args, ep_meta)`` over flat indices of
-the whole ``(N, O, *out)`` output, ``start = (n * O + o) * P + j0``: ``codegen.gemm``'s
-epilogue ABI.
+each row of the block, image by image, goes through ``ep(start, end, ep_args, ep_meta)`` over
+flat indices of the whole ``(N, O, *out)`` output, ``start = (n * O + o) * P + p0``:
+``codegen.gemm``'s epilogue ABI.
 
 The exported function (``runtime.conv.CONV_TYPE``), named ``name(isa)``::
 
@@ -39,15 +49,17 @@ is the calling thread's workspace of ``KC * nr`` floats.
 """
 from __future__ import annotations
 
+from functools import partial
+from typing import Callable
+
 from llvmlite import ir
 
-from .gemm import EP_TYPE, KC
-from .llvm_emit import I1, I32, I64, PTR, for_range
+from .gemm import EP_TYPE, KC, MC, NC
+from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
 
-PARAMS = ("Cg", "ID", "IH", "IW", "OD", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW",
-          "O", "Og", "G", "K", "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB",
-          "contig", "ahead")
+PARAMS = ("Cg", "ID", "IH", "IW", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW", "Og", "K",
+          "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "contig", "ahead", "buffered")
 _P = {name: i for i, name in enumerate(PARAMS)}
 TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
 FAR = -(1 << 30)                          # a window origin no tap brings into the input
@@ -59,8 +71,9 @@ def name(isa: Isa) -> str:
 
 
 def workspace_floats(isa: Isa) -> int:
-    """Floats of one thread's workspace: one packed ``KC x nr`` panel."""
-    return KC * isa.nr
+    """Floats of one thread's workspace: one packed ``KC x nr`` panel, then ``cbuf``: one
+    block of C (at most ``codegen.gemm``'s ``MC x NC``)."""
+    return KC * isa.nr + MC * NC
 
 
 def render_conv(isa: Isa) -> str:
@@ -81,7 +94,7 @@ def _isplat(b: ir.IRBuilder, x: ir.Value, isa: Isa) -> ir.Value:
 
 
 class _Lanes:
-    """One vector of a panel: its lanes' window origins (``id0`` is ``FAR`` past ``P``,
+    """One vector of a panel: its lanes' window origins (``id0`` is ``FAR`` past ``J``,
     so every mask drops them), flat input offsets, and for ``contig`` panels the two
     contiguous runs (``start1`` for the lanes of the first output row, ``first``, and
     ``start2`` for the rest)."""
@@ -98,13 +111,14 @@ class _Body:
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
 
     def build(self) -> None:
-        b, MR, NR = self.b, self.isa.mr, self.isa.nr
+        b = self.b
         lo, hi, params, self.taps, x, w, bias, out, ws, ep, ep_args, ep_meta = self.fn.args
         self.P = P = {p: b.load(b.gep(params, [c64(i)], source_etype=I64), typ=I64)
                       for p, i in _P.items()}
         self.S = b.mul(P["ID"], b.mul(P["IH"], P["IW"]))
-        self.buf = b.alloca(F32, size=c64(MR * NR), name="straddle")
-        self.coloff = b.alloca(I64, size=c64(NR), name="coloff")
+        self.cbuf = at(b, ws, KC * self.isa.nr)
+        self.zero = b.alloca(F32, name="zero")           # the bias where there is none
+        b.store(ir.Constant(F32, 0.0), self.zero)
         with for_range(b, lo, hi, name="u", vectorize=False) as u:
             nb = b.srem(u, P["NB"])
             mb = b.srem(b.sdiv(u, P["NB"]), P["MB"])
@@ -120,84 +134,57 @@ class _Body:
     def _block(self, xg: ir.Value, wb: ir.Value, out: ir.Value, ws: ir.Value, i0: ir.Value,
                j0: ir.Value, rows: ir.Value, cols: ir.Value) -> None:
         """Rows ``i0 .. i0 + rows`` (output channels) by columns ``j0 .. j0 + cols`` (batch
-        positions): K blocks of panels of tiles, A the weight rows at ``wb``."""
+        positions): K blocks of panels of tiles, A the weight rows at ``wb``; C the output
+        itself, or ``cbuf`` (row stride ``NC``) where panels may span images."""
         b, P, MR, NR = self.b, self.P, self.isa.mr, self.isa.nr
         panels = b.sdiv(b.add(cols, c64(NR - 1)), c64(NR))
         slabs = b.sdiv(b.add(rows, c64(MR - 1)), c64(MR))
         kblocks = b.sdiv(b.add(P["K"], c64(KC - 1)), c64(KC))
+        buffered = b.icmp_signed("!=", P["buffered"], ZERO)
+        ldc = b.select(buffered, P["NC"], P["P"])
         with for_range(b, ZERO, kblocks, name="kb", vectorize=False) as kb:
             k0 = b.mul(kb, c64(KC))
             kc = imin(b, c64(KC), b.sub(P["K"], k0))
             first = b.icmp_signed("==", kb, ZERO)
             with for_range(b, ZERO, panels, name="p", vectorize=False) as p:
-                j = b.add(j0, b.mul(p, c64(NR)))
-                nvalid = imin(b, c64(NR), b.sub(P["J"], j))
-                pos = b.srem(j, P["P"])
-                straddle = b.icmp_signed(">", b.add(pos, nvalid), P["P"])
-                with b.if_then(straddle, likely=False):
-                    self._column_offsets(j, nvalid)
+                jj = b.mul(p, c64(NR))
+                j = b.add(j0, jj)
                 self._pack(xg, j, k0, kc, ws)
-                cj = at(b, out, b.add(b.mul(b.sdiv(j, P["P"]), P["OP"]), pos))
+                # the panel's first row of C: in one image (its row i0), or in cbuf
+                c = b.select(buffered, at(b, self.cbuf, jj), at(b, out, b.add(
+                    b.mul(b.sdiv(j, P["P"]), P["OP"]),
+                    b.add(b.mul(i0, P["P"]), b.srem(j, P["P"])))))
                 with for_range(b, ZERO, slabs, name="s", vectorize=False) as s:
-                    r = b.add(i0, b.mul(s, c64(MR)))
-                    mr = imin(b, b.sub(b.add(i0, rows), r), c64(MR))
-                    a = [at(b, wb, b.add(b.mul(b.sub(r, i0), P["K"]), k0)), P["K"], ws, kc]
-                    with b.if_else(straddle, likely=False) as (split, whole):
-                        with split:
-                            self._straddling(a, at(b, out, b.mul(r, P["P"])), mr, nvalid,
-                                             first)
-                        with whole:
-                            dispatch(b, mr, self.table, a + [
-                                at(b, cj, b.mul(r, P["P"])), P["P"], nvalid, first])
-
-    def _column_offsets(self, j: ir.Value, nvalid: ir.Value) -> None:
-        """``coloff[jj]``: where column ``j + jj`` of row 0 lies in the output."""
-        b, P = self.b, self.P
-        with for_range(b, ZERO, nvalid, name="col", vectorize=False) as jj:
-            n, p = b.sdiv(b.add(j, jj), P["P"]), b.srem(b.add(j, jj), P["P"])
-            b.store(b.add(b.mul(n, P["OP"]), p), b.gep(self.coloff, [jj], source_etype=I64))
-
-    def _straddling(self, a: list[ir.Value], row0: ir.Value, mr: ir.Value, nvalid: ir.Value,
-                    first: ir.Value) -> None:
-        """A panel whose columns span images: the tile on ``buf``, copied from (after the
-        first K block) and to the output through ``coloff``."""
-        b, NR = self.b, self.isa.nr
-        with b.if_then(b.not_(first)):
-            self._copy_columns(row0, mr, nvalid, to_output=False)
-        dispatch(b, mr, self.table, a + [self.buf, c64(NR), c64(NR), first])
-        self._copy_columns(row0, mr, nvalid, to_output=True)
-
-    def _copy_columns(self, row0: ir.Value, mr: ir.Value, nvalid: ir.Value,
-                      to_output: bool) -> None:
-        b, P, NR = self.b, self.P, self.isa.nr
-        with for_range(b, ZERO, mr, name="cr", vectorize=False) as r:
-            row = at(b, row0, b.mul(r, P["P"]))
-            with for_range(b, ZERO, nvalid, name="cc", vectorize=False) as jj:
-                here = at(b, row, b.load(b.gep(self.coloff, [jj], source_etype=I64), typ=I64))
-                there = at(b, self.buf, b.add(b.mul(r, c64(NR)), jj))
-                src, dst = (there, here) if to_output else (here, there)
-                b.store(b.load(src, typ=F32), dst)
+                    r = b.mul(s, c64(MR))
+                    dispatch(b, imin(b, b.sub(rows, r), c64(MR)), self.table, [
+                        at(b, wb, b.add(b.mul(r, P["K"]), k0)), P["K"], ws, kc,
+                        at(b, c, b.mul(r, ldc)), ldc, imin(b, c64(NR), b.sub(cols, jj)),
+                        first])
 
     def _finish(self, bias: ir.Value, out: ir.Value, i0: ir.Value, j0: ir.Value,
                 rows: ir.Value, cols: ir.Value, ep: ir.Value, ep_args: ir.Value,
                 ep_meta: ir.Value) -> None:
-        """The bias added to the finished block, then the epilogue per row, image by
-        image."""
+        """Image by image: the block's rows copied from ``cbuf`` (if buffered) with the bias
+        added (when given), then the epilogue per row."""
         b, P = self.b, self.P
         last = b.sdiv(b.sub(b.add(j0, cols), c64(1)), P["P"])
+        has_bias = b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)
+        buffered = b.icmp_signed("!=", P["buffered"], ZERO)
         with for_range(b, b.sdiv(j0, P["P"]), b.add(last, c64(1)), name="img",
                        vectorize=False) as n:
             lo = b.select(b.icmp_signed(">", j0, b.mul(n, P["P"])), j0, b.mul(n, P["P"]))
             hi = imin(b, b.add(j0, cols), b.mul(b.add(n, c64(1)), P["P"]))
             seg = b.add(b.mul(n, P["OP"]), b.sub(lo, b.mul(n, P["P"])))   # row 0's start
             length = b.sub(hi, lo)
-            with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)):
-                with for_range(b, i0, b.add(i0, rows), name="bias.i", vectorize=False) as i:
-                    value = b.load(at(b, bias, i), typ=F32)
-                    row = at(b, out, b.add(b.mul(i, P["P"]), seg))
-                    with for_range(b, ZERO, length, name="bias.j") as jj:
-                        ptr = at(b, row, jj)
-                        b.store(b.fadd(b.load(ptr, typ=F32), value), ptr)
+            with b.if_then(b.or_(has_bias, buffered)):
+                with for_range(b, ZERO, rows, name="fin.i", vectorize=False) as i:
+                    value = b.load(b.select(has_bias, at(b, bias, b.add(i0, i)), self.zero),
+                                   typ=F32)
+                    dst = at(b, out, b.add(b.mul(b.add(i0, i), P["P"]), seg))
+                    src = b.select(buffered, at(b, self.cbuf, b.add(b.mul(i, P["NC"]),
+                                                                    b.sub(lo, j0))), dst)
+                    with for_range(b, ZERO, length, name="fin.j") as jj:
+                        b.store(b.fadd(b.load(at(b, src, jj), typ=F32), value), at(b, dst, jj))
             with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(ep, I64), ZERO)):
                 with for_range(b, i0, b.add(i0, rows), name="ep", vectorize=False) as i:
                     start = b.add(b.mul(i, P["P"]), seg)
@@ -210,6 +197,11 @@ class _Body:
         lanes = [self._lanes(b.add(j, c64(h * self.isa.lanes)))
                  for h in range(self.isa.nr // self.isa.lanes)]
         contig = b.icmp_signed("!=", P["contig"], ZERO)
+        every = ir.IntType(self.isa.lanes)
+        one_row = contig            # and each vector's lanes in one output row: one load each
+        for v in lanes:
+            one_row = b.and_(one_row, b.icmp_signed("==", b.bitcast(v.first, every),
+                                                    ir.Constant(every, -1)))
         with for_range(b, ZERO, T, name="tap", vectorize=False) as t:
             tap = {f: b.load(b.gep(self.taps, [b.add(b.mul(t, c64(len(TAP))), c64(i))],
                                    source_etype=I64), typ=I64) for i, f in enumerate(TAP)}
@@ -217,28 +209,31 @@ class _Body:
             # the channels c with k = c * T + t in [k0, k0 + kc)
             c_lo = b.sdiv(b.sub(b.add(k0, T), b.add(t, c64(1))), T)
             c_hi = b.sdiv(b.sub(b.add(b.add(k0, kc), T), b.add(t, c64(1))), T)
+            channels = partial(self._channels, xg, tap, t, c_lo, c_hi, k0, ws, lanes, masks)
             with b.if_else(contig) as (runs, gathers):
                 with runs:
-                    self._channels(xg, tap, t, c_lo, c_hi, k0, ws,
-                                   lambda src, v, m: self._runs(src, v, m), lanes, masks)
+                    with b.if_else(one_row) as (single, double):
+                        with single:
+                            channels(self._run)
+                        with double:
+                            channels(self._runs)
                 with gathers:
-                    self._channels(xg, tap, t, c_lo, c_hi, k0, ws,
-                                   lambda src, v, m: self._gather(src, v, m), lanes, masks)
+                    channels(self._gather)
 
     def _lanes(self, j: ir.Value) -> _Lanes:
         """The window origins and input offsets of output positions ``j .. j + lanes``."""
         b, P, isa = self.b, self.P, self.isa
         iota = ir.Constant(_ivec(isa), list(range(isa.lanes)))
-        column = b.add(_isplat(b, j, isa), iota)
-        image, pos = b.sdiv(column, _isplat(b, P["P"], isa)), b.srem(column, _isplat(b, P["P"], isa))
+        column, positions = b.add(_isplat(b, j, isa), iota), _isplat(b, P["P"], isa)
+        image, pos = b.sdiv(column, positions), b.srem(column, positions)
         plane = _isplat(b, b.mul(P["OH"], P["OW"]), isa)
-        ow_ = _isplat(b, P["OW"], isa)
+        width = _isplat(b, P["OW"], isa)
         od, rem = b.sdiv(pos, plane), b.srem(pos, plane)
-        oh_, ow = b.sdiv(rem, ow_), b.srem(rem, ow_)
+        oh, ow = b.sdiv(rem, width), b.srem(rem, width)
 
         def origin(o: ir.Value, s: str, p: str) -> ir.Value:
             return b.sub(b.mul(o, _isplat(b, P[s], isa)), _isplat(b, P[p], isa))
-        id0, ih0, iw0 = origin(od, "SD", "PD"), origin(oh_, "SH", "PH"), origin(ow, "SW", "PW")
+        id0, ih0, iw0 = origin(od, "SD", "PD"), origin(oh, "SH", "PH"), origin(ow, "SW", "PW")
         base = b.add(b.mul(b.add(b.mul(id0, _isplat(b, P["IH"], isa)), ih0),
                            _isplat(b, P["IW"], isa)), iw0)
         base = b.add(base, b.mul(image, _isplat(b, P["CS"], isa)))
@@ -257,8 +252,9 @@ class _Body:
         return b.and_(b.and_(inside[0], inside[1]), inside[2])
 
     def _channels(self, xg: ir.Value, tap: dict[str, ir.Value], t: ir.Value, c_lo: ir.Value,
-                  c_hi: ir.Value, k0: ir.Value, ws: ir.Value, load, lanes: list[_Lanes],
-                  masks: list[ir.Value]) -> None:
+                  c_hi: ir.Value, k0: ir.Value, ws: ir.Value, lanes: list[_Lanes],
+                  masks: list[ir.Value],
+                  load: Callable[[ir.Value, _Lanes, ir.Value], ir.Value]) -> None:
         """Rows ``c * T + t`` of the panel for channels ``c_lo .. c_hi``: ``load(src, lanes,
         mask)`` per vector, ``src`` the tap's element of channel ``c`` at offset 0."""
         b, P, L, NR = self.b, self.P, self.isa.lanes, self.isa.nr
@@ -271,16 +267,22 @@ class _Body:
             for h, (v, m) in enumerate(zip(lanes, masks)):
                 b.store(load(src, v, m), at(b, row, h * L), align=4)
 
+    def _run(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
+        """One masked contiguous load (every lane in the first output row)."""
+        return self._masked_load(src, v.start1, mask, ir.Constant(self.isa.vec,
+                                                                  [0.0] * self.isa.lanes))
+
     def _runs(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
         """Two masked contiguous loads: the lanes of the first output row, then the rest."""
+        one = self._run(src, v, self.b.and_(mask, v.first))
+        return self._masked_load(src, v.start2, self.b.and_(mask, self.b.not_(v.first)), one)
+
+    def _masked_load(self, src: ir.Value, start: ir.Value, mask: ir.Value,
+                     passthru: ir.Value) -> ir.Value:
+        """``src[start + lane]`` where ``mask``, else ``passthru``."""
         b, isa = self.b, self.isa
-        name = f"llvm.masked.load.{isa.suffix}.p0"
-        zero = ir.Constant(isa.vec, [0.0] * isa.lanes)
-        align = ir.Constant(I32, 4)
-        one = intrinsic(b, name, isa.vec, [at(b, src, b.sext(v.start1, I64)), align,
-                                           b.and_(mask, v.first), zero])
-        return intrinsic(b, name, isa.vec, [at(b, src, b.sext(v.start2, I64)), align,
-                                             b.and_(mask, b.not_(v.first)), one])
+        return intrinsic(b, f"llvm.masked.load.{isa.suffix}.p0", isa.vec,
+                         [at(b, src, b.sext(start, I64)), ir.Constant(I32, 4), mask, passthru])
 
     def _gather(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
         """One masked gather at the lanes' input offsets."""

@@ -15,15 +15,19 @@ When to use it (``taken``): float32 NumPy arrays on a host with AVX2 or AVX-512,
 runs several times faster than the reference kernel's im2col copy and one BLAS GEMM per
 group. ``SCRIPTMOD_CONV=own|reference`` overrides that choice; ``auto`` (or unset) is the
 rule above.
+
+A channels_last (or otherwise strided) input is copied to NCHW first: 3-12% of the call at
+ResNet shapes (measured on one core: b8 64x56x56 2.9 ms of 24 ms, b8 256x14x14 0.7 of 26);
+the output is NCHW-contiguous, as the reference kernel's.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 from functools import lru_cache, partial
 from typing import Any, Sequence
 
-import ctypes
 import numpy as np
 
 from scriptmod.codegen.conv import PARAMS, TAP, name, render_conv, workspace_floats
@@ -40,7 +44,8 @@ CHOICES = ("auto", "own", "reference")
 _UNIT = 64                    # ``parallel_for`` chunks at multiples of 64: one unit = 64
 MIN_THREAD_FLOPS = 1 << 22    # less work than this runs on the calling thread
 UNITS_PER_THREAD = 4          # blocks are split until each thread has this many to pull
-MAX_INDEX = 1 << 30           # input offsets are 32-bit lanes: an image's channel stays under
+MAX_INDEX = 1 << 30           # offsets in the input are 32-bit lanes: a call's images stay
+                              # under this many elements (a larger batch runs in chunks)
 
 
 def choice() -> str:
@@ -87,9 +92,8 @@ def _sizes(x: Any, w: Any, bias: Any, stride: Sequence[int], padding: Sequence[i
         return None
     out = tuple((x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1)
                 // stride[i] + 1 for i in range(r))
-    spatial = math.prod(x.shape[2:])
-    padded = math.prod(x.shape[2 + i] + 2 * padding[i] for i in range(r))
-    if min(out) <= 0 or max(spatial, padded, math.prod(out) + 64) >= MAX_INDEX:
+    padded = x.shape[1] * math.prod(x.shape[2 + i] + 2 * padding[i] for i in range(r))
+    if min(out) <= 0 or max(x[0].size, padded, math.prod(out) + 64) >= MAX_INDEX:
         return None
     return out
 
@@ -125,10 +129,10 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: Sequence
             or not out.flags.c_contiguous:
         raise worded(ValueError(f"conv.conv: out must be a C-contiguous float32 "
                                 f"{(n, o, *spatial)} array, got {_desc(out)}"), internal=True)
-    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-    bias = None if bias is None else np.ascontiguousarray(bias)
+    x, w = _dense(x), _dense(w)              # a channels_last input: copied to NCHW here
+    bias = None if bias is None else _dense(bias)
     shape = shape or isa()
-    per = max(1, MAX_INDEX // max(x[0].size, math.prod(spatial) + 64))   # 32-bit lanes
+    per = max(1, MAX_INDEX // max(x[0].size, math.prod(spatial) + 64))
     for n0 in range(0, n, per):
         _run(x[n0:n0 + per], w, bias, (stride, padding, dilation, groups), out[n0:n0 + per],
              epilogue, threads, shape)
@@ -139,9 +143,8 @@ def _run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, conv_args: tuple
          out: np.ndarray, epilogue: Epilogue | None, threads: int | None, shape: Isa) -> None:
     """The kernel over images whose input offsets fit its 32-bit lanes."""
     stride, padding, dilation, groups = conv_args
-    pad3 = lambda v, one: (one,) * (3 - len(v)) + tuple(int(i) for i in v)   # noqa: E731
-    params, taps, units = _plan(x.shape, w.shape, pad3(stride, 1), pad3(padding, 0),
-                                pad3(dilation, 1), groups, shape,
+    params, taps, units = _plan(x.shape, w.shape, _in3(stride, 1), _in3(padding, 0),
+                                _in3(dilation, 1), groups, shape,
                                 1 if threads == 1 else _threads.get_num_threads())
     fn = kernel(shape)[0]
     floats = workspace_floats(shape)
@@ -156,6 +159,16 @@ def _run(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, conv_args: tuple
         run(0, units * _UNIT)
     else:
         _threads.parallel_for(run, units * _UNIT, min_split=0)
+
+
+def _dense(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous and aligned (a copy only where it is not)."""
+    return np.require(a, np.float32, ["C", "A"])
+
+
+def _in3(v: Sequence[int], fill: int) -> tuple[int, ...]:
+    """A 1-D or 2-D convolution's per-dim ints as 3-D ones (leading dims of size 1)."""
+    return (fill,) * (3 - len(v)) + tuple(int(i) for i in v)
 
 
 @lru_cache(maxsize=256)
@@ -174,11 +187,12 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
     p = math.prod(out)
     mc, nc = _blocks(o // groups, n * p, groups, shape, threads)
     mb, nb = -(-(o // groups) // mc), -(-(n * p) // nc)
-    sizes = dict(Cg=cg, ID=size[0], IH=size[1], IW=size[2], OD=out[0], OH=out[1], OW=out[2],
+    sizes = dict(Cg=cg, ID=size[0], IH=size[1], IW=size[2], OH=out[1], OW=out[2],
                  SD=stride[0], SH=stride[1], SW=stride[2], PD=padding[0], PH=padding[1],
-                 PW=padding[2], O=o, Og=o // groups, G=groups, K=cg * math.prod(k),
-                 T=math.prod(k), P=p, J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
+                 PW=padding[2], Og=o // groups, K=cg * math.prod(k), T=math.prod(k), P=p,
+                 J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
                  contig=int(stride[2] == 1 and out[2] >= shape.lanes),
+                 buffered=int(p % shape.nr != 0),
                  ahead=shape.nr * stride[2])
     params = np.array([sizes[name] for name in PARAMS], np.int64)
     kd, kh, kw = np.meshgrid(*(np.arange(ki) * d for ki, d in zip(k, dilation)), indexing="ij")

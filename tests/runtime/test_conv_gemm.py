@@ -30,6 +30,7 @@ CASES = [
     (3, 8, 12, (20, 33), (3, 3), (1, 1), (2, 2), (2, 2), 4),        # dilation 2, groups 4
     (2, 4, 4, (19, 18), (3, 3), (1, 1), (1, 1), (1, 1), 4),         # depthwise
     (33, 2, 3, (6, 7), (2, 3), (1, 1), (1, 2), (1, 1), 1),          # batch 33, narrow rows
+    (3, 4, 5, (8, 12), (3, 3), (1, 1), (1, 1), (1, 1), 1),          # P = 96: blocks span images
     (1, 2 * KC // 9 + 3, MC + 5, (10, 21), (3, 3), (1, 1), (1, 1), (1, 1), 1),  # K, M blocks
     (5, 2 * KC // 9 + 3, 21, (7, 5), (3, 3), (1, 1), (1, 1), (1, 1), 1),  # panels span images
     (2, 5, 7, (50,), (5,), (1,), (2,), (1,), 1),                     # 1-D
@@ -75,14 +76,14 @@ def test_matches_float64_reference(case):
 
 
 @pytest.mark.parametrize("isa", [AVX2, AVX512], ids=lambda i: i.name)
-@pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[6]], ids=_case_id)
+@pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[6], CASES[7]], ids=_case_id)
 def test_both_register_shapes_without_bias(isa, case):
     x, w, _ = _arrays(case, seed=1, bias=False)
     *_, s, p, d, g = case
     _assert_close(conv.conv(x, w, None, s, p, d, g, shape=isa), _reference(x, w, None, case), w)
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[9], CASES[11]], ids=_case_id)
+@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[10], CASES[12]], ids=_case_id)
 def test_matches_torch(case):
     torch = pytest.importorskip("torch")
     x, w, b = _arrays(case, seed=2)
@@ -93,7 +94,7 @@ def test_matches_torch(case):
     _assert_close(conv.conv(x, w, b, s, p, d, g), want.astype(np.float64), w)
 
 
-def test_non_contiguous_and_channels_last_input():
+def test_non_contiguous_channels_last_and_unaligned_input():
     case = CASES[4]
     x, w, b = _arrays(case, seed=3)
     *_, s, p, d, g = case
@@ -101,7 +102,10 @@ def test_non_contiguous_and_channels_last_input():
     wide = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), np.float32)
     wide[..., ::2] = x
     nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    for view in (wide[..., ::2], nhwc):
+    raw = np.empty(x.nbytes + 2, np.uint8)
+    unaligned = raw[2:].view(np.float32).reshape(x.shape)
+    unaligned[...] = x
+    for view in (wide[..., ::2], nhwc, unaligned):
         _assert_close(conv.conv(view, w, b, s, p, d, g), want, w)
 
 
@@ -113,6 +117,18 @@ def test_threads_give_the_same_bits_and_out_is_written():
     out = np.full_like(alone, np.nan)
     assert conv.conv(x, w, b, s, p, d, g, out=out) is out
     np.testing.assert_array_equal(out, alone)
+
+
+def test_a_batch_past_32_bit_offsets_runs_in_chunks(monkeypatch):
+    case = CASES[9]                                 # 5 images, panels that span images
+    x, w, b = _arrays(case, seed=8)
+    *_, s, p, d, g = case
+    monkeypatch.setattr(conv, "MAX_INDEX", 2 * x[0].size)        # 2 images per call
+    calls = []
+    run = conv._run
+    monkeypatch.setattr(conv, "_run", lambda x, *a: calls.append(len(x)) or run(x, *a))
+    _assert_close(conv.conv(x, w, b, s, p, d, g), _reference(x, w, b, case), w)
+    assert calls == [2, 2, 1]
 
 
 def _relu_residual(shape: tuple[int, ...]) -> FusedKernel:
