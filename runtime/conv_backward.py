@@ -159,11 +159,15 @@ def _buffer(name: str, floats: int) -> np.ndarray:
 
 
 def _mm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out = a @ b`` on the calling thread (our GEMM where ``gemm.preferred``)."""
-    if gemm.preferred():
-        gemm.matmul(a, b, out=out, threads=1)
-    else:
+    """``out = a @ b`` on the calling thread: our GEMM unless ``SCRIPTMOD_GEMM=blas``. Not
+    ``gemm.preferred``'s BLAS-or-ours rule: these calls run on the pool's threads, where
+    BLAS's own threads would fight them (as in ``runtime.attention``), and with a transposed
+    B ours ran ahead of OpenBLAS's SkylakeX kernel too (one thread, b8 64->64 56x56's weight
+    gradient block 146 vs 125 GFLOP/s, the stem's 138 vs 104)."""
+    if gemm.choice() == "blas":
         np.matmul(a, b, out=out)
+    else:
+        gemm.matmul(a, b, out=out, threads=1)
 
 
 def _run(items: int, flops: int, fn: Callable[[int], None]) -> None:
