@@ -7,7 +7,7 @@ backward's four sums then the input gradient; the per-channel arithmetic between
     >>> x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     >>> mean, var = stats(x)
     >>> mean.tolist(), var.round(3).tolist()
-    ([7.5, 11.5, 15.5], [17.25, 17.25, 17.25])
+    ([7.5, 11.5, 15.5], [37.25, 37.25, 37.25])
 """
 from __future__ import annotations
 

@@ -42,7 +42,9 @@ from .native import data_ptr
 
 WINDOW_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
                                ctypes.c_void_p, ctypes.c_void_p)
-BLOCK_FLOATS = 1 << 18    # a patch block (1 MiB) stays in L2 between its GEMM and its copy
+BLOCK_FLOATS = 1 << 18    # grad_input's patch block (1 MiB) stays in L2 between GEMM and col2im
+WEIGHT_BLOCK_FLOATS = 1 << 20  # grad_weight's: a longer GEMM contraction (4 MiB, in L3) paid
+                          # off (b8 128->128 28x28, one thread: 41 -> 33 ms)
 MIN_WIDTH = 4             # narrower GEMM operands (depthwise: 1) stay with NumPy
 MIN_FLOPS = 1 << 20       # smaller products stay with NumPy
 MIN_THREAD_FLOPS = 1 << 23  # less work than this runs on the calling thread
@@ -101,9 +103,9 @@ class Geometry:
         assert len(v) == len(PARAMS)
         return np.array(v, np.int64)
 
-    def chunks(self, width: int) -> list[tuple[int, int]]:
-        """Output-row ranges whose patch blocks of ``width`` rows fit ``BLOCK_FLOATS``."""
-        step = max(1, BLOCK_FLOATS // max(1, width * self.out[2]))
+    def chunks(self, width: int, floats: int) -> list[tuple[int, int]]:
+        """Output-row ranges whose patch blocks of ``width`` rows fit ``floats``."""
+        step = max(1, floats // max(1, width * self.out[2]))
         return [(r, min(r + step, self.rows)) for r in range(0, self.rows, step)]
 
 
@@ -157,11 +159,15 @@ def _buffer(name: str, floats: int) -> np.ndarray:
 
 
 def _mm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out = a @ b`` on the calling thread (our GEMM where ``gemm.preferred``)."""
-    if gemm.preferred():
-        gemm.matmul(a, b, out=out, threads=1)
-    else:
+    """``out = a @ b`` on the calling thread: our GEMM unless ``SCRIPTMOD_GEMM=blas``. Not
+    ``gemm.preferred``'s BLAS-or-ours rule: these calls run on the pool's threads, where
+    BLAS's own threads would fight them (as in ``runtime.attention``), and with a transposed
+    B ours ran ahead of OpenBLAS's SkylakeX kernel too (one thread, b8 64->64 56x56's weight
+    gradient block 146 vs 125 GFLOP/s, the stem's 138 vs 104)."""
+    if gemm.choice() == "blas":
         np.matmul(a, b, out=out)
+    else:
+        gemm.matmul(a, b, out=out, threads=1)
 
 
 def _run(items: int, flops: int, fn: Callable[[int], None]) -> None:
@@ -207,7 +213,7 @@ def grad_input(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Se
         a = wt[grp, c0 * kk:c1 * kk]
         target = dx[img, grp * cg + c0]
         gyg = _gy_rows(gy, img, grp, og)
-        for r0, r1 in geo.chunks((c1 - c0) * kk):
+        for r0, r1 in geo.chunks((c1 - c0) * kk, BLOCK_FLOATS):
             cols = geo.out[2] * (r1 - r0)
             buf = _buffer("cols", a.shape[0] * cols).reshape(a.shape[0], cols)
             _mm(a, gyg[:, r0 * geo.out[2]:r1 * geo.out[2]], buf)
@@ -249,7 +255,7 @@ def grad_weight(gy: np.ndarray, x: np.ndarray, w_shape: Sequence[int], stride: S
     cg, og = x.shape[1] // g, o // g
     geo = Geometry.of(x.shape[2:], gy.shape[2:], w_shape[2:], stride, padding, dilation)
     ck = cg * geo.taps
-    chunks = geo.chunks(ck)
+    chunks = geo.chunks(ck, WEIGHT_BLOCK_FLOATS)
     sums: dict[int, np.ndarray] = {}         # each thread's own sum, by thread id
     im2col = _kernels()[0]
 

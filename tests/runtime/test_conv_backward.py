@@ -36,6 +36,7 @@ def _native_at_small_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cb, "MIN_FLOPS", 0)
     monkeypatch.setattr(cb, "MIN_THREAD_FLOPS", 0)
     monkeypatch.setattr(cb, "BLOCK_FLOATS", 600)
+    monkeypatch.setattr(cb, "WEIGHT_BLOCK_FLOATS", 900)
     monkeypatch.setattr(bn, "MIN_SIZE", 0)
     monkeypatch.setattr(bn, "MIN_THREAD_SIZE", 0)
 
