@@ -12,16 +12,12 @@ statistics (training, or no running statistics) the chain runs node by node.
 """
 from __future__ import annotations
 
-import ctypes
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from scriptmod.ir.ops.conv import _out_size
-from .epilogue import Source
-from .native import data_ptr
-
-MAX_SHAPES = 8                # output buffer pools a step keeps (one per batch size)
+from .epilogue import Source, run_fused
 
 
 def kernel_for(x: Any, w: Any, bias: Any, stride: Sequence[int], padding: Sequence[int],
@@ -81,41 +77,22 @@ def _fused(fk: Any, slot: int, chain: list, ins: list, geometry: tuple, has_bn: 
            eps: float, pools: dict) -> Any:
     """The group's output computed by our kernel with the group as its epilogue, or None
     where the arrays, the statistics or the group's launch do not fit (nothing computed)."""
-    from .fusion import BufferPool, Launch
-    from .gemm import Epilogue
     x, w, bias = chain[:3]
     stride, padding, dilation, groups = geometry
     if has_bn:
         mean, var, gamma, beta, training = chain[3:8]
-        if training or mean is None or var is None or type(mean) is not np.ndarray \
-                or type(var) is not np.ndarray:
+        if training or type(mean) is not np.ndarray or type(var) is not np.ndarray:
             return None
     run = kernel_for(x, w, bias, stride, padding, dilation, groups)
     if run is None:
         return None
     if has_bn:
         w, bias = fold_batch_norm(w, bias, mean, var, gamma, beta, eps)
-    r = w.ndim - 2
     shape = (x.shape[0], w.shape[0], *(
         _out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i])
-        for i in range(r)))
-    pool = pools.get(shape)
-    if pool is None:
-        if len(pools) >= MAX_SHAPES:         # many batch sizes: keep the newest only
-            pools.clear()
-        pool = pools[shape] = BufferPool(shape, np.dtype(np.float32))
-    c = pool.take()
-    ins[slot] = c
-    launch, arrays = fk.launch_for(ins)
-    if type(launch) is not Launch or launch.spec.is_row or len(launch.pools) != 1 \
-            or launch.out_shape != shape or not launch.n:
-        return None
-    out, = launch.outputs()
-    table = (ctypes.c_void_p * (len(arrays) + 1))(*[data_ptr(a) for a in arrays], data_ptr(out))
-    meta = (ctypes.c_int64 * max(1, len(launch.meta)))(*launch.meta)
-    run(x, w, bias, stride, padding, dilation, groups, out=c,
-        epilogue=Epilogue(launch.kernel.address, ctypes.addressof(table), ctypes.addressof(meta)))
-    return out
+        for i in range(w.ndim - 2)))
+    return run_fused(fk, slot, ins, shape, shape, pools, lambda c, ep: run(
+        x, w, bias, stride, padding, dilation, groups, out=c, epilogue=ep))
 
 
 def conv_batch_norm_step(bn: Any, bn_step: Callable[[list], Any],

@@ -20,6 +20,7 @@ the fused kernel where the arrays allow, else each chain node's own step and the
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -28,6 +29,7 @@ from scriptmod.ir.graph import Node, Prim, Value
 from scriptmod.ir.types import TensorType
 
 CONV_OPS = frozenset({"conv1d", "conv2d", "conv3d"})
+MAX_SHAPES = 8                # product buffer pools a step keeps (one per shape)
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,3 +145,33 @@ def chain_fallback(source: Source, steps: Sequence[Callable[[list], Any]]
             outs.append(st([outs[k] if internal else args[k] for internal, k in where]))
         return outs[-1]
     return run
+
+
+def run_fused(fk: Any, slot: int, ins: list, shape: tuple[int, ...],
+              view: tuple[int, ...], pools: dict, run: Callable[[Any, Any], None]) -> Any:
+    """The group's output with the group as the epilogue of a producer kernel, or None
+    where the group's launch does not fit (then nothing was computed). ``fk``: the group's
+    ``FusedKernel``; ``ins``: its inputs, slot ``slot`` filled here with the product, a
+    ``shape`` buffer (from ``pools``, one ``BufferPool`` per shape) seen as ``view``;
+    ``run(buffer, epilogue)`` computes the product into the buffer, calling the
+    ``runtime.gemm.Epilogue`` on each finished block."""
+    import numpy as np
+    from .fusion import BufferPool, Launch
+    from .gemm import Epilogue
+    from .native import data_ptr
+    pool = pools.get(shape)
+    if pool is None:
+        if len(pools) >= MAX_SHAPES:         # many batch sizes: keep the newest only
+            pools.clear()
+        pool = pools[shape] = BufferPool(shape, np.dtype(np.float32))
+    c = pool.take()
+    ins[slot] = c.reshape(view)
+    launch, arrays = fk.launch_for(ins)
+    if type(launch) is not Launch or launch.spec.is_row or len(launch.pools) != 1 \
+            or launch.out_shape != tuple(view) or not launch.n:
+        return None
+    out, = launch.outputs()
+    table = (ctypes.c_void_p * (len(arrays) + 1))(*[data_ptr(a) for a in arrays], data_ptr(out))
+    meta = (ctypes.c_int64 * max(1, len(launch.meta)))(*launch.meta)
+    run(c, Epilogue(launch.kernel.address, ctypes.addressof(table), ctypes.addressof(meta)))
+    return out

@@ -39,7 +39,6 @@ _UNIT = 64                    # ``parallel_for`` chunks at multiples of 64: one 
 MIN_FLOPS = 1 << 24           # smaller products stay with BLAS or the native inline loops
 MIN_THREAD_FLOPS = 1 << 22    # less work than this runs on the calling thread
 CHOICES = ("auto", "own", "blas")
-MAX_SHAPES = 8                # C buffer pools an epilogue step keeps (one per shape)
 
 
 def choice() -> str:
@@ -231,25 +230,9 @@ def epilogue_step(slot: int, fk: Any, group: Callable[[list], list],
 def _fused(fk: Any, slot: int, x: Any, w: Any, ins: list, pools: dict) -> Any:
     """The epilogue's output, or None where the arrays or the group's launch do not fit
     (then nothing was computed)."""
-    from .fusion import BufferPool, Launch
+    from .epilogue import run_fused
     x2 = rows(x, w)
     if x2 is None:
         return None
-    shape = (x2.shape[0], w.shape[1])
-    pool = pools.get(shape)
-    if pool is None:
-        if len(pools) >= MAX_SHAPES:         # many batch sizes: keep the newest only
-            pools.clear()
-        pool = pools[shape] = BufferPool(shape, np.dtype(np.float32))
-    c = pool.take()
-    ins[slot] = c.reshape(x.shape[:-1] + w.shape[1:])
-    launch, arrays = fk.launch_for(ins)
-    if type(launch) is not Launch or launch.spec.is_row or len(launch.pools) != 1 \
-            or launch.out_shape != ins[slot].shape or not launch.n:
-        return None
-    out, = launch.outputs()
-    table = (ctypes.c_void_p * (len(arrays) + 1))(*[data_ptr(a) for a in arrays], data_ptr(out))
-    meta = (ctypes.c_int64 * max(1, len(launch.meta)))(*launch.meta)
-    matmul(x2, w, c, Epilogue(launch.kernel.address, ctypes.addressof(table),
-                              ctypes.addressof(meta)))
-    return out
+    return run_fused(fk, slot, ins, (x2.shape[0], w.shape[1]), x.shape[:-1] + w.shape[1:],
+                     pools, lambda c, ep: matmul(x2, w, c, ep))
