@@ -3,6 +3,13 @@ view (``windows``) times the weight, one GEMM per group; the backward kernels
 (``conv{r}d_grad_input``/``_weight``) through ``col2im``, the adjoint of ``windows``; and the
 sliding-block ops ``im2col``/``col2im`` (``F.unfold``/``F.fold``) on the same two helpers.
 
+float32 NumPy arrays take our native kernels after the checks here: the forward the direct
+kernel (``runtime.conv_direct``: depthwise, short patches) or the implicit GEMM
+(``runtime.conv``), chosen by ``runtime.conv_epilogue.kernel_for``; the backward kernels
+``runtime.conv_backward`` (im2col/col2im and our GEMM, the stride-1 input gradient as a
+forward convolution). Every other dtype and CuPy runs the NumPy definitions below, which
+stay the reference the native kernels are tested against.
+
 ``windows`` and ``col2im`` work on the last ``len(kernel)`` dims of any array, so pooling
 uses them too (with 2-D kernels on (N, C, H, W) arrays, as before).
 """
