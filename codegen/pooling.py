@@ -10,15 +10,27 @@ so it is one vector reduction per plane.
 reduces planes ``[lo, hi)`` of ``n`` elements each into ``out[plane]``: their mean
 (``mode == "mean"``) or their maximum (``"max"``, NaN if any is NaN, as torch's).
 
+The backward of every pool that returns indices is a scatter-add per plane:
+
+    void scatter_add_{dtype}(i64 lo, i64 hi, i64 per, i64 numel, T* g, i64* index,
+                             T* out)
+
+zeroes planes ``[lo, hi)`` of ``numel`` elements of ``out`` and adds each of the plane's
+``per`` gradients ``g`` at its ``index`` (overlapping windows add up); an index outside
+``[0, numel)`` is skipped, as torch's backward does (a window with no tap inside the
+input, padding beyond a dilated kernel's first tap, keeps an index past its plane).
+
     >>> text = render_plane(Stencil("mean", "f32", 16))
     >>> "llvm.masked.load.v16f32" in text and "@\\"plane_mean_f32_x16\\"(" in text
+    True
+    >>> "@\\"scatter_add_f64\\"(" in render_scatter("f64")
     True
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-from .conv_direct import Stencil
+from .conv_direct import ELEMENT_TYPES, Stencil
 from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import ZERO, c64, carried_loop, intrinsic, splat
 
@@ -111,3 +123,32 @@ class _PlaneBody:
                 v = b.fadd(lo, hi)
         return b.extract_element(v, ir.Constant(I32, 0))
 
+
+
+def scatter_name(dtype: str) -> str:
+    """The exported scatter-add's name for ``dtype`` (``f32`` or ``f64``)."""
+    return f"scatter_add_{dtype}"
+
+
+def render_scatter(dtype: str) -> str:
+    """LLVM IR text of the per-plane scatter-add (see the module docstring)."""
+    elem = ELEMENT_TYPES[dtype]
+    module = ir.Module(name=scatter_name(dtype))
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64] * 4 + [PTR] * 3),
+                     name=scatter_name(dtype))
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lo, hi, per, numel, g, index, out = fn.args
+    with for_range(b, lo, hi, name="plane", vectorize=False) as plane:
+        dst = b.gep(out, [b.mul(plane, numel)], source_etype=elem)
+        with for_range(b, ZERO, numel, name="zero") as j:      # a memset, in cache after
+            b.store(ir.Constant(elem, 0.0), b.gep(dst, [j], source_etype=elem))
+        first = b.mul(plane, per)
+        with for_range(b, ZERO, per, name="k", vectorize=False) as k:
+            i = b.load(b.gep(index, [b.add(first, k)], source_etype=I64), typ=I64)
+            with b.if_then(b.icmp_unsigned("<", i, numel)):
+                where = b.gep(dst, [i], source_etype=elem)
+                grad = b.load(b.gep(g, [b.add(first, k)], source_etype=elem), typ=elem)
+                b.store(b.fadd(b.load(where, typ=elem), grad), where)
+    b.ret_void()
+    return str(module)

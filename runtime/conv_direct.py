@@ -57,10 +57,11 @@ def stencil(mode: str, dtype: str, kernel_size: tuple[int, int], stride: tuple[i
             dilation: tuple[int, int]) -> Stencil:
     """The kernel for a 2-D stencil: at unit row stride, one table entry per kernel column
     (its taps' rows loaded once for all the output rows they feed; the weights then in
-    (O, C, KW, KH) order, ``column_major``); else one per tap."""
+    (O, C, KW, KH) order, ``column_major``); else one per tap (always for ``argmax``,
+    whose ties are broken by the taps' row-major order)."""
     kh = kernel_size[0]
     rows = tuple(i * dilation[0] for i in range(kh)) \
-        if stride[0] == 1 and 1 < kh <= MAX_COLUMN else (0,)
+        if stride[0] == 1 and 1 < kh <= MAX_COLUMN and mode != "argmax" else (0,)
     return Stencil(mode, dtype, lanes(dtype), rows)
 
 
@@ -138,6 +139,8 @@ def _plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
             for c in range(cg) for i in range(0, kh, column) for j in range(kw)]
     sizes = dict(G=groups, Cg=cg, Og=og, H=h, W=w, OH=oh, OW=ow, SH=sh, SW=sw, PH=ph, PW=pw,
                  RB=rb, NRB=nrb, PC=pc, SUB=sub, T=len(taps), KHX=khx, WT=cg * kh * kw)
+    if spec.mode == "argmax":           # then each tap's offset in the input plane
+        taps += [i * dh * w + j * dw for i in range(kh) for j in range(kw)]
     starts = [min(max(-(-(pw - b) // sw), 0), pc) for b in range(sw)]
     columns = [(lo, max(lo, min(-(-(w + pw - b) // sw), pc))) for b, lo in enumerate(starts)]
     params = [sizes[p] for p in PARAMS] + [j for pair in columns for j in pair]
