@@ -41,7 +41,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from scriptmod.codegen.conv_direct import Stencil
-from scriptmod.codegen.pooling import plane_name, render_plane, render_scatter, scatter_name
+from scriptmod.codegen.pooling import (adaptive_max_name, plane_name, render_adaptive_max,
+                                       render_plane, render_scatter, scatter_name)
 from . import conv_direct as _direct
 from . import threads as _threads
 from .conv_direct import data_ptr
@@ -50,6 +51,7 @@ from .llvm_jit import CompiledKernel, compile_units
 PLANE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                               ctypes.c_void_p, ctypes.c_void_p)
 SCATTER_TYPE = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 4, *[ctypes.c_void_p] * 3)
+ADAPTIVE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _UNIT = 64
 MIN_THREAD_ELEMENTS = 1 << 18   # inputs smaller than this are pooled on the calling thread
@@ -239,3 +241,41 @@ def scatter_add(g: Any, index: Any, size: Sequence[int]) -> np.ndarray | None:
     else:
         _threads.parallel_for(chunk, b * _UNIT, min_split=0)
     return out.reshape((b, *size))
+
+
+@lru_cache(maxsize=None)
+def adaptive_max_kernel(dtype: str) -> tuple[Any, CompiledKernel]:
+    """The compiled adaptive max pool for ``dtype``: its ctypes function and the kernel."""
+    k, = compile_units([(f"adaptive_max\0{dtype}", partial(render_adaptive_max, dtype),
+                         adaptive_max_name(dtype))])
+    return ADAPTIVE_TYPE(k.address), k
+
+
+def adaptive_max_pool(x: Any, n: int,
+                      output_size: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``adaptive_max_pool{n}d``: the max of each window ``[floor(o * in / out),
+    ceil((o + 1) * in / out))`` and its int64 flat index into the input plane, or None
+    (another dtype or rank, an empty input or output)."""
+    planes = _planes(x, n)
+    if planes is None or len(output_size) != n or min(output_size) <= 0:
+        return None
+    size, out_hw = _two(planes.shape[1:], 1), _two(output_size, 1)
+    bounds = []
+    for s, o in zip(size, out_hw):
+        i = np.arange(o, dtype=np.int64)
+        bounds.append(np.concatenate([i * s // o, -(-(i + 1) * s // o)]))
+    params = np.concatenate([np.array([*size, *out_hw], np.int64), *bounds])
+    b = planes.shape[0]
+    values = np.empty((b, *out_hw), planes.dtype)
+    index = np.empty((b, *out_hw), np.int64)
+    fn = adaptive_max_kernel(_DTYPES[planes.dtype])[0]
+    pointers = (data_ptr(params), data_ptr(planes), data_ptr(values), data_ptr(index))
+
+    def chunk(lo: int, hi: int) -> None:
+        fn(lo // _UNIT, hi // _UNIT, *pointers)
+    if planes.size < MIN_THREAD_ELEMENTS or b < 2:
+        chunk(0, b * _UNIT)
+    else:
+        _threads.parallel_for(chunk, b * _UNIT, min_split=0)
+    shape = x.shape[:-n] + tuple(output_size)
+    return values.reshape(shape), index.reshape(shape)

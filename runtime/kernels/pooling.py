@@ -1,8 +1,8 @@
 """Reference kernels of pooling over the last n = 1, 2, 3 dims.
 
 Every kernel works on ``(B, *S)``: the input's batch dims flattened into one. With NumPy
-arrays, the forward max (with or without indices), average and (divisible) adaptive
-average pools of float32/float64 1-D and 2-D inputs, the backward of max pooling and the
+arrays, the forward max (with or without indices), average, adaptive max and (divisible)
+adaptive average pools of float32/float64 1-D and 2-D inputs, the backward of max pooling and the
 scatter-add of every pool with indices run natively (``runtime.pooling_native``) once the
 arguments are checked. Windowed pools read a strided view ``(B, *O, *K)`` of the padded input
 (``windows``, no copy of the windows); adaptive and fractional max pools gather their
@@ -290,6 +290,9 @@ def _adaptive_avg_grad(n: int) -> Any:
 def _adaptive_max(n: int) -> Any:
     def run(xp: Any, x: Any, output_size: Sizes) -> tuple[Any, Any]:
         planes = _planes(x, n, f"adaptive_max_pool{n}d")
+        fast = native.adaptive_max_pool(x, n, output_size) if xp is np else None
+        if fast is not None:
+            return fast
         positions = []
         for i, o in enumerate(output_size):
             start, end = _adaptive_bounds(xp, planes.shape[1 + i], o)

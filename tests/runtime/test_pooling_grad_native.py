@@ -1,4 +1,5 @@
-"""runtime.pooling_native: native max pooling with indices and the scatter-add backward,
+"""runtime.pooling_native: native max pooling with indices, adaptive max pooling and the
+scatter-add backward,
 against torch (values, int64 indices: the first maximum in row-major order, the last NaN of
 a window, the first in-bounds tap of a window of -inf) and float64 NumPy references, at odd
 sizes (widths under, at and past a vector, batch 1 and 33), strides 1-3, dilation,
@@ -135,6 +136,33 @@ def test_gradcheck_in_float64():
     assert gradcheck(lambda t: F.max_pool2d(t, 2, return_indices=True)[0], (x,))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size,out", [((7, 7), (1, 1)), ((30, 30), (7, 7)), ((5, 7), (2, 3)),
+                                      ((13, 17), (13, 4)), ((2, 19), (5, 3)), ((1, 1), (2, 2)),
+                                      ((37,), (5,)), ((6,), (6,))])
+def test_adaptive_max_matches_torch(size, out, dtype):
+    torch = pytest.importorskip("torch")
+    x = _x((33, 2) + size, dtype, seed=9)
+    x[0, 0].flat[:2] = np.nan                       # two NaNs in one window: the last wins
+    x[2, 1] = -np.inf
+    values, index = pn.adaptive_max_pool(x, len(size), out)
+    fn = torch.nn.functional.adaptive_max_pool2d if len(size) == 2 else \
+        torch.nn.functional.adaptive_max_pool1d
+    want_v, want_i = fn(torch.from_numpy(x), out, return_indices=True)
+    np.testing.assert_array_equal(values, want_v.numpy())
+    np.testing.assert_array_equal(index, want_i.numpy())
+
+
+def test_adaptive_max_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    x = _x((2, 5, 13, 11), seed=10)
+    g = np.random.default_rng(11).standard_normal((2, 5, 4, 3)).astype(np.float32)
+    sx, tx = sm.from_numpy(x).requires_grad_(True), torch.from_numpy(x).requires_grad_(True)
+    F.adaptive_max_pool2d(sx, (4, 3)).backward(sm.from_numpy(g))
+    torch.nn.functional.adaptive_max_pool2d(tx, (4, 3)).backward(torch.from_numpy(g))
+    np.testing.assert_allclose(sx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
 def test_the_reference_kernels_route_here(monkeypatch):
     calls = []
     for name in ("max_pool_with_indices", "scatter_add"):
@@ -144,6 +172,9 @@ def test_the_reference_kernels_route_here(monkeypatch):
     x = sm.from_numpy(_x((2, 3, 9, 11))).requires_grad_(True)
     F.max_pool2d(x, 3, 2, 1).sum().backward()
     assert calls == ["max_pool_with_indices", "scatter_add"]
+    monkeypatch.setattr(pn, "adaptive_max_pool", lambda *a: calls.append("adaptive") or None)
+    values, index = F.adaptive_max_pool2d(x, 3, return_indices=True)
+    assert calls[-1] == "adaptive" and values.shape == index.shape == (2, 3, 3, 3)
 
 
 def test_threads_give_the_same_bits():
@@ -188,3 +219,6 @@ def test_what_it_does_not_take_is_none():
     assert pn.scatter_add(np.ones((2, 4), np.float16), index, (4,)) is None
     assert pn.scatter_add(np.ones((2, 4), np.float32), index.astype(np.int32), (4,)) is None
     assert pn.scatter_add(np.ones((2, 5), np.float32), index, (4,)) is None
+    assert pn.adaptive_max_pool(x, 2, (0, 2)) is None
+    assert pn.adaptive_max_pool(x.astype(np.float16), 2, (2, 2)) is None
+    assert pn.adaptive_max_pool(_x((1, 2, 4, 4, 4)), 3, (2,) * 3) is None
