@@ -44,7 +44,8 @@ and ``aux`` is int64: ``(rowbase, rowskip)`` per output row (the window's first 
 ``oh * SH - PH`` times ``W``; the offset of its first row inside the input, times ``W``),
 then ``colbase`` (``ow * SW - PW``) and ``colskip`` for ``ceil(OW / lanes) * lanes``
 columns each. A lane tracks its tap's offset relative to the window's corner in int32,
-started at ``rowskip + colskip`` (the first in-bounds tap).
+started at ``rowskip + colskip`` (the first in-bounds tap). The fill's column masks are int32
+vectors: an input row must be narrower than 2^30 elements (``runtime`` checks).
 
     >>> from .microkernel import AVX512
     >>> text = render(Stencil("conv", "f32", AVX512.lanes))
@@ -212,7 +213,7 @@ class _Body:
         sub-plane has spare rows for a row's last store, so the order sub-planes are
         written in is free.)"""
         b, P, spec, L = self.b, self.P, self.spec, self.spec.lanes
-        ivec = ir.VectorType(I64, L)
+        ivec = ir.VectorType(I32, L)          # column masks in int32: half the compares
         pick = [ir.Constant(ir.VectorType(I32, L), list(range(ph, 2 * L, 2))) for ph in (0, 1)]
         with for_range(b, ZERO, P["Cg"], name="pc", vectorize=False) as c:
             chan = self.at(src, b.mul(c, plane))
@@ -224,14 +225,16 @@ class _Body:
                     inside = b.and_(b.icmp_signed(">=", y, ZERO), b.icmp_signed("<", y, P["H"]))
                     dsts = [self.at(f, b.mul(i, P["PC"])) for f in firsts]
                     row = self.at(chan, b.sub(b.mul(y, P["W"]), P["PW"]))
-                    width = splat(b, b.select(inside, P["W"], ZERO), ivec)  # 0: padding
+                    width = splat(b, b.trunc(b.select(inside, P["W"], ZERO), I32),
+                                  ivec)                                  # 0: padding
 
                     def pair(j: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
                         halves = []
                         for h in (0, L):      # source elements 2j - PW + h + lane
-                            e = b.add(splat(b, b.sub(b.add(b.mul(j, c64(2)), c64(h)), P["PW"]),
-                                            ivec), ir.Constant(ivec, list(range(L))))
-                            mask = b.and_(b.icmp_signed(">=", e, splat(b, ZERO, ivec)),
+                            first = b.sub(b.add(b.mul(j, c64(2)), c64(h)), P["PW"])
+                            e = b.add(splat(b, b.trunc(first, I32), ivec),
+                                      ir.Constant(ivec, list(range(L))))
+                            mask = b.and_(b.icmp_signed(">=", e, ir.Constant(ivec, [0] * L)),
                                           b.icmp_signed("<", e, width))
                             halves.append(intrinsic(
                                 b, f"llvm.masked.load.{spec.suffix}.p0", spec.vec,
@@ -274,15 +277,15 @@ class _Body:
                     dst: ir.Value) -> None:
         """``_fill_row`` for a constant ``stride`` of 1 or 2."""
         b, spec, L = self.b, self.spec, self.spec.lanes
-        ivec = ir.VectorType(I64, L)
-        lo, hi = splat(b, jlo, ivec), splat(b, jhi, ivec)
+        ivec = ir.VectorType(I32, L)          # column masks in int32: half the compares
+        lo, hi = splat(b, b.trunc(jlo, I32), ivec), splat(b, b.trunc(jhi, I32), ivec)
         evens = ir.Constant(ir.VectorType(I32, L), list(range(0, 2 * L, 2)))
 
         def load(j: ir.Value, first: int) -> ir.Value:
             """The source elements ``first .. first + L`` past ``j * stride``; lane ``i``
             belongs to column ``j + (first + i) // stride``."""
-            cols = b.add(splat(b, j, ivec), ir.Constant(ivec, [(first + i) // stride
-                                                                for i in range(L)]))
+            steps = ir.Constant(ivec, [(first + i) // stride for i in range(L)])
+            cols = b.add(splat(b, b.trunc(j, I32), ivec), steps)
             mask = b.and_(b.icmp_signed(">=", cols, lo), b.icmp_signed("<", cols, hi))
             ptr = self.at(base, b.add(b.mul(j, c64(stride)), c64(first)))
             return intrinsic(b, f"llvm.masked.load.{spec.suffix}.p0", spec.vec,

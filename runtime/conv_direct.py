@@ -48,6 +48,8 @@ SCRATCH_BYTES = 32 << 10        # a unit's padded input rows stay in L1 over its
 UNITS_PER_THREAD = 8            # row blocks are cut smaller until each thread has this many
 MIN_THREAD_FLOPS = 1 << 21      # less work than this runs on the calling thread
 MAX_COLUMN = 7                  # kernels up to this tall load each input row once per column
+MAX_WIDTH = 1 << 30             # input rows narrower than this: the kernel's column
+                                # masks are int32
 MAX_TAPS = 18                   # C/groups * prod(kernel) up to this: direct beats a GEMM
                                 # (1 thread, 8 x C x 56 x 56 -> 32: C = 2 ran at 0.95x
                                 # oneDNN, 3 at 0.77x, 8 at 0.5x)
@@ -209,6 +211,8 @@ def supported(x: Any, w: Any, bias: Any, stride: Sequence[int], padding: Sequenc
     if bias is not None and bias.shape != (w.shape[0],):
         return False
     if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        return False
+    if x.shape[-1] + 2 * padding[-1] >= MAX_WIDTH:
         return False
     return all(_out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) > 0
                for i in range(r))

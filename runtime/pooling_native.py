@@ -85,6 +85,8 @@ def _windowed(mode: str, x: Any, n: int, k: Sequence[int], s: Sequence[int],
     planes = _planes(x, n)
     if planes is None or len(k) != n or min(s) < 1 or min(d) < 1 or min(p) < 0:
         return None
+    if planes.shape[-1] + 2 * p[-1] >= _direct.MAX_WIDTH:
+        return None                     # the stencil's column masks are int32
     size, k2, s2, p2, d2 = _two(planes.shape[1:], 1), _two(k, 1), _two(s, 1), _two(p, 0), \
         _two(d, 1)
     if min(_direct.out_size(size, k2, s2, p2, d2, bool(ceil_mode))) <= 0:

@@ -2,13 +2,14 @@
 
 Every kernel works on ``(B, *S)``: the input's batch dims flattened into one. With NumPy
 arrays, the forward max (with or without indices), average, adaptive max and (divisible)
-adaptive average pools of float32/float64 1-D and 2-D inputs, the backward of max pooling and the
-scatter-add of every pool with indices run natively (``runtime.pooling_native``) once the
-arguments are checked. Windowed pools read a strided view ``(B, *O, *K)`` of the padded input
-(``windows``, no copy of the windows); adaptive and fractional max pools gather their
-windows by index. Max pools with indices pick the first largest value of each window (NaN counts as largest), as PyTorch's
-CPU kernels do, and return flat indices into ``S``; the backward of all of them is one
-scatter-add (``_scatter_planes``), which ``max_unpool`` shares.
+adaptive average pools of float32/float64 1-D and 2-D inputs, the backward of max pooling
+and the scatter-add of every pool with indices run natively (``runtime.pooling_native``)
+once the arguments are checked. Windowed pools read a strided view ``(B, *O, *K)`` of the
+padded input (``windows``, no copy of the windows); adaptive and fractional max pools gather
+their windows by index. Max pools with indices pick the first largest value of each window
+(NaN counts as largest: the native kernels, as PyTorch's CPU kernels, take a window's last
+NaN, the reference its first), and return flat indices into ``S``; the backward of all of
+them is one scatter-add (``_scatter_planes``), which ``max_unpool`` shares.
 """
 from __future__ import annotations
 
