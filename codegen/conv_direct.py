@@ -35,6 +35,18 @@ runs units ``[lo, hi)``; ``p`` holds ``PARAMS``, then ``jlo, jhi`` for each colu
 columns; a window's divisor is their product); unused for ``max``. 1-D inputs are 2-D
 ones of one row.
 
+``argmax`` is ``max`` that also writes each window's int64 flat index into its input plane
+(PyTorch's CPU rule: taps in row-major order, a value replaces the max if it is greater or
+NaN, so the first maximum wins and the last NaN; a window of -inf only keeps its first
+in-bounds tap). ``w`` is then the ``(N, O, OH, OW)`` int64 index output, the table after
+the ``T`` tap offsets holds each tap's offset in the input plane (``i * DH * W + j * DW``),
+and ``aux`` is int64: ``(rowbase, rowskip)`` per output row (the window's first row
+``oh * SH - PH`` times ``W``; the offset of its first row inside the input, times ``W``),
+then ``colbase`` (``ow * SW - PW``) and ``colskip`` for ``ceil(OW / lanes) * lanes``
+columns each. A lane tracks its tap's offset relative to the window's corner in int32,
+started at ``rowskip + colskip`` (the first in-bounds tap). The fill's column masks are int32
+vectors: an input row must be narrower than 2^30 elements (``runtime`` checks).
+
     >>> from .microkernel import AVX512
     >>> text = render(Stencil("conv", "f32", AVX512.lanes))
     >>> "llvm.fma.v16f32" in text and "llvm.masked.store" in text
@@ -49,13 +61,13 @@ from llvmlite import ir
 from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import ZERO, c64, carried_loop, dispatch, imin, intrinsic, splat
 
-MODES = ("conv", "max", "avg")
+MODES = ("conv", "max", "avg", "argmax")
 ROWS = 8                 # output rows per register tile: 8 independent accumulators
 PARAMS = ("G", "Cg", "Og", "H", "W", "OH", "OW", "SH", "SW", "PH", "PW", "RB", "NRB",
           "PC", "SUB", "T", "KHX", "WT")
 _P = {p: i for i, p in enumerate(PARAMS)}
 EP_TYPE = ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR])
-_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
+ELEMENT_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
 
 
 @dataclass(frozen=True)
@@ -72,7 +84,7 @@ class Stencil:
 
     @property
     def elem(self) -> ir.Type:
-        return _TYPES[self.dtype]
+        return ELEMENT_TYPES[self.dtype]
 
     @property
     def vec(self) -> ir.VectorType:
@@ -85,7 +97,7 @@ class Stencil:
     @property
     def fill(self) -> float:
         """The padding value: what a tap outside the input contributes nothing with."""
-        return float("-inf") if self.mode == "max" else 0.0
+        return float("-inf") if self.mode in ("max", "argmax") else 0.0
 
 
 def name(spec: Stencil) -> str:
@@ -102,7 +114,7 @@ def scratch_elements(spec: Stencil, cg: int, sh: int, sw: int, sub: int) -> int:
 
 def render(spec: Stencil) -> str:
     """LLVM IR text of the kernel module for ``spec`` (see the module docstring)."""
-    if spec.mode not in MODES or spec.dtype not in _TYPES:
+    if spec.mode not in MODES or spec.dtype not in ELEMENT_TYPES:
         raise ValueError(f"conv_direct.render: unknown stencil {spec!r}")
     module = ir.Module(name=name(spec))
     tiles = {r: _Tile(module, spec, r).build() for r in range(1, ROWS + 1)}
@@ -143,7 +155,7 @@ class _Body:
             with for_range(b, ZERO, P["Og"], name="o", vectorize=False) as oi:
                 o = b.add(b.mul(pg, P["Og"]), oi)          # n * O + g * Og + oi
                 first = b.mul(b.add(b.mul(o, P["OH"]), oh0), P["OW"])
-                self._rows(w, aux, o, oh0, rows, ws, taps, self.at(out, first))
+                self._rows(w, aux, o, oh0, rows, ws, taps, out, first)
                 has_ep = b.icmp_unsigned("!=", b.ptrtoint(ep, I64), ZERO)
                 with b.if_then(has_ep):
                     b.call(ep, [first, b.add(first, b.mul(rows, P["OW"])), ep_args, ep_meta])
@@ -201,7 +213,7 @@ class _Body:
         sub-plane has spare rows for a row's last store, so the order sub-planes are
         written in is free.)"""
         b, P, spec, L = self.b, self.P, self.spec, self.spec.lanes
-        ivec = ir.VectorType(I64, L)
+        ivec = ir.VectorType(I32, L)          # column masks in int32: half the compares
         pick = [ir.Constant(ir.VectorType(I32, L), list(range(ph, 2 * L, 2))) for ph in (0, 1)]
         with for_range(b, ZERO, P["Cg"], name="pc", vectorize=False) as c:
             chan = self.at(src, b.mul(c, plane))
@@ -213,14 +225,16 @@ class _Body:
                     inside = b.and_(b.icmp_signed(">=", y, ZERO), b.icmp_signed("<", y, P["H"]))
                     dsts = [self.at(f, b.mul(i, P["PC"])) for f in firsts]
                     row = self.at(chan, b.sub(b.mul(y, P["W"]), P["PW"]))
-                    width = splat(b, b.select(inside, P["W"], ZERO), ivec)  # 0: padding
+                    width = splat(b, b.trunc(b.select(inside, P["W"], ZERO), I32),
+                                  ivec)                                  # 0: padding
 
                     def pair(j: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
                         halves = []
                         for h in (0, L):      # source elements 2j - PW + h + lane
-                            e = b.add(splat(b, b.sub(b.add(b.mul(j, c64(2)), c64(h)), P["PW"]),
-                                            ivec), ir.Constant(ivec, list(range(L))))
-                            mask = b.and_(b.icmp_signed(">=", e, splat(b, ZERO, ivec)),
+                            first = b.sub(b.add(b.mul(j, c64(2)), c64(h)), P["PW"])
+                            e = b.add(splat(b, b.trunc(first, I32), ivec),
+                                      ir.Constant(ivec, list(range(L))))
+                            mask = b.and_(b.icmp_signed(">=", e, ir.Constant(ivec, [0] * L)),
                                           b.icmp_signed("<", e, width))
                             halves.append(intrinsic(
                                 b, f"llvm.masked.load.{spec.suffix}.p0", spec.vec,
@@ -263,15 +277,15 @@ class _Body:
                     dst: ir.Value) -> None:
         """``_fill_row`` for a constant ``stride`` of 1 or 2."""
         b, spec, L = self.b, self.spec, self.spec.lanes
-        ivec = ir.VectorType(I64, L)
-        lo, hi = splat(b, jlo, ivec), splat(b, jhi, ivec)
+        ivec = ir.VectorType(I32, L)          # column masks in int32: half the compares
+        lo, hi = splat(b, b.trunc(jlo, I32), ivec), splat(b, b.trunc(jhi, I32), ivec)
         evens = ir.Constant(ir.VectorType(I32, L), list(range(0, 2 * L, 2)))
 
         def load(j: ir.Value, first: int) -> ir.Value:
             """The source elements ``first .. first + L`` past ``j * stride``; lane ``i``
             belongs to column ``j + (first + i) // stride``."""
-            cols = b.add(splat(b, j, ivec), ir.Constant(ivec, [(first + i) // stride
-                                                                for i in range(L)]))
+            steps = ir.Constant(ivec, [(first + i) // stride for i in range(L)])
+            cols = b.add(splat(b, b.trunc(j, I32), ivec), steps)
             mask = b.and_(b.icmp_signed(">=", cols, lo), b.icmp_signed("<", cols, hi))
             ptr = self.at(base, b.add(b.mul(j, c64(stride)), c64(first)))
             return intrinsic(b, f"llvm.masked.load.{spec.suffix}.p0", spec.vec,
@@ -299,12 +313,17 @@ class _Body:
 
     # ---- the output rows of one channel ----------------------------------------------
     def _rows(self, w: ir.Value, aux: ir.Value, o: ir.Value, oh0: ir.Value, rows: ir.Value,
-              ws: ir.Value, taps: ir.Value, out: ir.Value) -> None:
+              ws: ir.Value, taps: ir.Value, out: ir.Value, first: ir.Value) -> None:
         b, P, spec = self.b, self.P, self.spec
         och = b.srem(o, b.mul(P["G"], P["Og"]))             # the output channel
+        out = self.at(out, first)
         if spec.mode == "conv":
             wrow, bias = self.at(w, b.mul(och, P["WT"])), b.load(self.at(aux, och), typ=spec.elem)
             rowdiv = coldiv = aux
+        elif spec.mode == "argmax":       # w: the index output; aux: int64 tables
+            wrow, bias = b.gep(w, [first], source_etype=I64), ir.Constant(spec.elem, spec.fill)
+            rowdiv = b.gep(aux, [b.mul(oh0, c64(2))], source_etype=I64)
+            coldiv = b.gep(aux, [b.mul(P["OH"], c64(2))], source_etype=I64)
         else:
             wrow, bias = w, ir.Constant(spec.elem, spec.fill)
             rowdiv, coldiv = self.at(aux, oh0), self.at(aux, P["OH"])
@@ -312,8 +331,13 @@ class _Body:
         nb = b.sdiv(b.add(rows, c64(ROWS - 1)), step)
         with for_range(b, ZERO, nb, name="rt", vectorize=False) as t:
             r = b.mul(t, step)
-            args = [self.at(ws, b.mul(r, P["PC"])), P["PC"], wrow, taps, P["T"], bias,
-                    self.at(out, b.mul(r, P["OW"])), P["OW"], self.at(rowdiv, r), coldiv,
+            if spec.mode == "argmax":
+                wrow_r = b.gep(wrow, [b.mul(r, P["OW"])], source_etype=I64)
+                rowdiv_r = b.gep(rowdiv, [b.mul(r, c64(2))], source_etype=I64)
+            else:
+                wrow_r, rowdiv_r = wrow, self.at(rowdiv, r)
+            args = [self.at(ws, b.mul(r, P["PC"])), P["PC"], wrow_r, taps, P["T"], bias,
+                    self.at(out, b.mul(r, P["OW"])), P["OW"], rowdiv_r, coldiv,
                     b.mul(b.sub(rows, r), P["OW"])]
             dispatch(b, imin(b, step, b.sub(rows, r)), self.tiles, args)
 
@@ -348,9 +372,14 @@ class _Tile:
             q = b.mul(v, c64(L))
             q = b.select(b.icmp_signed(">=", ow, c64(L)), imin(b, q, b.sub(ow, c64(L))), q)
             start = [splat(b, init, spec.vec)] * self.rows
+            if spec.mode == "argmax":
+                start += self._first_taps(rowdiv, coldiv, b.mul(nvec, c64(L)), q)
 
             def tap(t: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
                 off = b.load(b.gep(taps, [t], source_etype=I64), typ=I64)
+                if spec.mode == "argmax":
+                    rel = b.load(b.gep(taps, [b.add(t, ntaps)], source_etype=I64), typ=I64)
+                    return self._argmax(self.at(src, b.add(off, q)), pc, rel, accs)
                 return self._column(self.at(src, b.add(off, q)), pc, w, t, accs)
             _, accs = carried_loop(b, ZERO, ntaps, 1, start, tap, "t")
             if spec.mode == "avg":
@@ -360,8 +389,46 @@ class _Tile:
                         for r, acc in enumerate(accs)]
             for r in range(self.rows):
                 self._store(accs[r], b.add(b.mul(ow, c64(r)), q), b.sub(ow, q), out, limit)
+            if spec.mode == "argmax":
+                colbase = b.load(b.gep(coldiv, [q], source_etype=I64), typ=self.ivec(64),
+                                 align=8)
+                for r, rel in enumerate(accs[self.rows:]):
+                    rowbase = b.load(b.gep(rowdiv, [c64(2 * r)], source_etype=I64), typ=I64)
+                    index = b.add(b.add(b.sext(rel, self.ivec(64)), colbase),
+                                  splat(b, rowbase, self.ivec(64)))
+                    self._store(index, b.add(b.mul(ow, c64(r)), q), b.sub(ow, q), w, limit)
         b.ret_void()
         return self.fn
+
+    def ivec(self, bits: int) -> ir.VectorType:
+        return ir.VectorType(ir.IntType(bits), self.spec.lanes)
+
+    def _first_taps(self, rowdiv: ir.Value, coldiv: ir.Value, ncols: ir.Value,
+                    q: ir.Value) -> list[ir.Value]:
+        """``argmax``: each row's int32 offsets of the windows' first in-bounds taps
+        (``rowskip + colskip``), the index a window of -inf keeps."""
+        b = self.b
+        cols = b.load(b.gep(coldiv, [b.add(ncols, q)], source_etype=I64), typ=self.ivec(64),
+                      align=8)
+        cols = b.trunc(cols, self.ivec(32))
+        rows = [b.trunc(b.load(b.gep(rowdiv, [c64(2 * r + 1)], source_etype=I64), typ=I64), I32)
+                for r in range(self.rows)]
+        return [b.add(splat(b, row, self.ivec(32)), cols) for row in rows]
+
+    def _argmax(self, base: ir.Value, pc: ir.Value, rel: ir.Value,
+                accs: list[ir.Value]) -> list[ir.Value]:
+        """One tap of ``argmax`` on every output row: where the input is greater than the
+        row's max or NaN (torch's ``val > maxval || isnan(val)``), it and ``rel`` (the
+        tap's offset in the input plane) replace the max and its offset."""
+        b, spec, R = self.b, self.spec, self.rows
+        offset = splat(b, b.trunc(rel, I32), self.ivec(32))
+        values, offsets = list(accs[:R]), list(accs[R:])
+        for r in range(R):
+            x = b.load(self.at(base, b.mul(pc, c64(r))), typ=spec.vec, align=4)
+            wins = b.or_(b.fcmp_ordered(">", x, values[r]), b.fcmp_unordered("uno", x, x))
+            values[r] = b.select(wins, x, values[r])
+            offsets[r] = b.select(wins, offset, offsets[r])
+        return values + offsets
 
     def _column(self, base: ir.Value, pc: ir.Value, w: ir.Value, t: ir.Value,
                 accs: list[ir.Value]) -> list[ir.Value]:
@@ -389,16 +456,19 @@ class _Tile:
         would pass ``limit`` (its lanes past ``valid`` land in later rows, stored later),
         else a masked one."""
         b, L = self.b, self.spec.lanes
-        ptr = self.at(out, offset)
+        elem = acc.type.element
+        ptr = b.gep(out, [offset], source_etype=elem)
+        suffix = f"v{L}i64" if isinstance(elem, ir.IntType) else self.spec.suffix
+        align = 8 if isinstance(elem, ir.IntType) else 4
         past = b.icmp_signed(">", b.add(offset, c64(L)), limit)
         with b.if_else(past) as (edge, inside):
             with edge:
                 lane = ir.Constant(ir.VectorType(I64, L), list(range(L)))
                 mask = b.icmp_signed("<", lane, splat(b, valid, ir.VectorType(I64, L)))
-                intrinsic(b, f"llvm.masked.store.{self.spec.suffix}.p0", ir.VoidType(),
-                          [acc, ptr, ir.Constant(I32, 4), mask])
+                intrinsic(b, f"llvm.masked.store.{suffix}.p0", ir.VoidType(),
+                          [acc, ptr, ir.Constant(I32, align), mask])
             with inside:
-                b.store(acc, ptr, align=4)
+                b.store(acc, ptr, align=align)
 
     def _combine(self, acc: ir.Value, x: ir.Value, wt: ir.Value | None) -> ir.Value:
         b, spec = self.b, self.spec

@@ -48,6 +48,8 @@ SCRATCH_BYTES = 32 << 10        # a unit's padded input rows stay in L1 over its
 UNITS_PER_THREAD = 8            # row blocks are cut smaller until each thread has this many
 MIN_THREAD_FLOPS = 1 << 21      # less work than this runs on the calling thread
 MAX_COLUMN = 7                  # kernels up to this tall load each input row once per column
+MAX_WIDTH = 1 << 30             # input rows narrower than this: the kernel's column
+                                # masks are int32
 MAX_TAPS = 18                   # C/groups * prod(kernel) up to this: direct beats a GEMM
                                 # (1 thread, 8 x C x 56 x 56 -> 32: C = 2 ran at 0.95x
                                 # oneDNN, 3 at 0.77x, 8 at 0.5x)
@@ -57,10 +59,11 @@ def stencil(mode: str, dtype: str, kernel_size: tuple[int, int], stride: tuple[i
             dilation: tuple[int, int]) -> Stencil:
     """The kernel for a 2-D stencil: at unit row stride, one table entry per kernel column
     (its taps' rows loaded once for all the output rows they feed; the weights then in
-    (O, C, KW, KH) order, ``column_major``); else one per tap."""
+    (O, C, KW, KH) order, ``column_major``); else one per tap (always for ``argmax``,
+    whose ties are broken by the taps' row-major order)."""
     kh = kernel_size[0]
     rows = tuple(i * dilation[0] for i in range(kh)) \
-        if stride[0] == 1 and 1 < kh <= MAX_COLUMN else (0,)
+        if stride[0] == 1 and 1 < kh <= MAX_COLUMN and mode != "argmax" else (0,)
     return Stencil(mode, dtype, lanes(dtype), rows)
 
 
@@ -138,6 +141,8 @@ def _plan(batch: int, groups: int, cg: int, og: int, size: tuple[int, int],
             for c in range(cg) for i in range(0, kh, column) for j in range(kw)]
     sizes = dict(G=groups, Cg=cg, Og=og, H=h, W=w, OH=oh, OW=ow, SH=sh, SW=sw, PH=ph, PW=pw,
                  RB=rb, NRB=nrb, PC=pc, SUB=sub, T=len(taps), KHX=khx, WT=cg * kh * kw)
+    if spec.mode == "argmax":           # then each tap's offset in the input plane
+        taps += [i * dh * w + j * dw for i in range(kh) for j in range(kw)]
     starts = [min(max(-(-(pw - b) // sw), 0), pc) for b in range(sw)]
     columns = [(lo, max(lo, min(-(-(w + pw - b) // sw), pc))) for b, lo in enumerate(starts)]
     params = [sizes[p] for p in PARAMS] + [j for pair in columns for j in pair]
@@ -206,6 +211,8 @@ def supported(x: Any, w: Any, bias: Any, stride: Sequence[int], padding: Sequenc
     if bias is not None and bias.shape != (w.shape[0],):
         return False
     if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        return False
+    if x.shape[-1] + 2 * padding[-1] >= MAX_WIDTH:
         return False
     return all(_out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) > 0
                for i in range(r))

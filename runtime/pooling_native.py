@@ -19,6 +19,17 @@ reference computes them.
     array([17., 52.], dtype=float32)
 
 NaN propagates through max pooling as in torch (a window with a NaN gives NaN).
+``max_pool_with_indices`` also returns each window's int64 flat index into its input plane
+(torch's CPU rule: the first maximum in row-major order, the last NaN), ``scatter_add``
+is the backward of every pool that returns indices: each plane's gradients added at them.
+
+    >>> values, index = max_pool_with_indices(x, 2, (2, 2), (2, 2), (0, 0), (1, 1), True)
+    >>> index[0]
+    array([[ 8, 10, 12, 13],
+           [22, 24, 26, 27],
+           [29, 31, 33, 34]])
+    >>> scatter_add(np.ones_like(values), index, (5, 7))[0, 4]
+    array([0., 1., 0., 1., 0., 1., 1.], dtype=float32)
 """
 from __future__ import annotations
 
@@ -30,7 +41,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from scriptmod.codegen.conv_direct import Stencil
-from scriptmod.codegen.pooling import plane_name, render_plane
+from scriptmod.codegen.pooling import (adaptive_max_name, plane_name, render_adaptive_max,
+                                       render_plane, render_scatter, scatter_name)
 from . import conv_direct as _direct
 from . import threads as _threads
 from .conv_direct import data_ptr
@@ -38,6 +50,8 @@ from .llvm_jit import CompiledKernel, compile_units
 
 PLANE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                               ctypes.c_void_p, ctypes.c_void_p)
+SCATTER_TYPE = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 4, *[ctypes.c_void_p] * 3)
+ADAPTIVE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _UNIT = 64
 MIN_THREAD_ELEMENTS = 1 << 18   # inputs smaller than this are pooled on the calling thread
@@ -65,10 +79,14 @@ def _two(v: Sequence[int], fill: int) -> tuple[int, int]:
 
 def _windowed(mode: str, x: Any, n: int, k: Sequence[int], s: Sequence[int],
               p: Sequence[int], d: Sequence[int], ceil_mode: bool,
-              divisors: Any = None) -> np.ndarray | None:
+              aux: Any = None) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The pooled ``x`` and (``argmax``) its indices, or None; ``aux(size, out, lanes,
+    dtype)`` makes the kernel's table (``codegen.conv_direct``)."""
     planes = _planes(x, n)
     if planes is None or len(k) != n or min(s) < 1 or min(d) < 1 or min(p) < 0:
         return None
+    if planes.shape[-1] + 2 * p[-1] >= _direct.MAX_WIDTH:
+        return None                     # the stencil's column masks are int32
     size, k2, s2, p2, d2 = _two(planes.shape[1:], 1), _two(k, 1), _two(s, 1), _two(p, 0), \
         _two(d, 1)
     if min(_direct.out_size(size, k2, s2, p2, d2, bool(ceil_mode))) <= 0:
@@ -76,16 +94,48 @@ def _windowed(mode: str, x: Any, n: int, k: Sequence[int], s: Sequence[int],
     spec = _direct.stencil(mode, _DTYPES[planes.dtype], k2, s2, d2)
     plan = _direct.plan(planes.shape[0], 1, 1, 1, size, k2, s2, p2, d2, bool(ceil_mode), spec)
     out = np.empty((planes.shape[0], *plan.out), planes.dtype)
-    aux = None if divisors is None else divisors(size, plan.out, spec.lanes, planes.dtype)
-    _direct.run(spec, plan, planes, None, aux, out, planes.size >= MIN_THREAD_ELEMENTS)
-    return out.reshape(x.shape[:-n] + plan.out[2 - n:])
+    index = np.empty(out.shape, np.int64) if mode == "argmax" else None
+    table = None if aux is None else aux(size, plan.out, spec.lanes, planes.dtype)
+    _direct.run(spec, plan, planes, index, table, out, planes.size >= MIN_THREAD_ELEMENTS)
+    shape = x.shape[:-n] + plan.out[2 - n:]
+    return out.reshape(shape), None if index is None else index.reshape(shape)
 
 
 def max_pool(x: Any, n: int, kernel_size: Sequence[int], stride: Sequence[int],
              padding: Sequence[int], dilation: Sequence[int],
              ceil_mode: bool) -> np.ndarray | None:
     """``max_pool{n}d`` of checked arguments (padding at most half the kernel), or None."""
-    return _windowed("max", x, n, kernel_size, stride, padding, dilation, ceil_mode)
+    done = _windowed("max", x, n, kernel_size, stride, padding, dilation, ceil_mode)
+    return None if done is None else done[0]
+
+
+def max_pool_with_indices(x: Any, n: int, kernel_size: Sequence[int], stride: Sequence[int],
+                          padding: Sequence[int], dilation: Sequence[int],
+                          ceil_mode: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """``max_pool{n}d_with_indices`` of checked arguments: the values and their int64 flat
+    indices into each input plane, or None."""
+    k, d = _two(kernel_size, 1), _two(dilation, 1)
+    if ((k[0] - 1) * d[0] + 1) * (x.shape[-1] if n == 2 else 1) + k[1] * d[1] >= 1 << 31:
+        return None                     # the kernel's tap offsets are int32
+    tables = partial(_first_taps, s=_two(stride, 1), p=_two(padding, 0), d=d)
+    return _windowed("argmax", x, n, kernel_size, stride, padding, dilation, ceil_mode,
+                     tables)  # type: ignore[return-value]
+
+
+def _first_taps(size: tuple[int, int], out: tuple[int, int], lanes: int, dtype: Any,
+                s: tuple[int, int], p: tuple[int, int], d: tuple[int, int]) -> np.ndarray:
+    """The ``argmax`` stencil's ``aux``: ``(rowbase, rowskip)`` per output row, then
+    ``colbase`` and ``colskip`` per output column (whole vectors of them): where each
+    window's corner is in the input plane, and how far its first in-bounds tap is from it
+    (torch's ``while (start < 0) start += dilation``), rows counted in elements."""
+    cols = -(-out[1] // lanes) * lanes
+    base, skip = [], []
+    for i, count in enumerate((out[0], cols)):
+        start = np.arange(count, dtype=np.int64) * s[i] - p[i]
+        base.append(start)
+        skip.append(-(np.minimum(start, 0) // d[i]) * d[i])
+    rows = np.stack([base[0] * size[1], skip[0] * size[1]], axis=1).reshape(-1)
+    return np.concatenate([rows, base[1], skip[1]])
 
 
 def avg_pool(x: Any, n: int, kernel_size: Sequence[int], stride: Sequence[int],
@@ -95,7 +145,8 @@ def avg_pool(x: Any, n: int, kernel_size: Sequence[int], stride: Sequence[int],
     k, s, p = _two(kernel_size, 1), _two(stride, 1), _two(padding, 0)
     divisors = partial(_divisors, k=k, s=s, p=p, include_pad=bool(count_include_pad),
                        override=divisor_override)
-    return _windowed("avg", x, n, kernel_size, stride, padding, (1,) * n, ceil_mode, divisors)
+    done = _windowed("avg", x, n, kernel_size, stride, padding, (1,) * n, ceil_mode, divisors)
+    return None if done is None else done[0]
 
 
 def _divisors(size: tuple[int, int], out: tuple[int, int], lanes: int, dtype: Any,
@@ -157,3 +208,76 @@ def plane_reduce(mode: str, planes: np.ndarray) -> np.ndarray:
     else:
         _threads.parallel_for(chunk, b * _UNIT, min_split=0)
     return out
+
+
+@lru_cache(maxsize=None)
+def scatter_kernel(dtype: str) -> tuple[Any, CompiledKernel]:
+    """The compiled scatter-add for ``dtype``: its ctypes function and the kernel."""
+    k, = compile_units([(f"scatter_add\0{dtype}", partial(render_scatter, dtype),
+                         scatter_name(dtype))])
+    return SCATTER_TYPE(k.address), k
+
+
+def scatter_add(g: Any, index: Any, size: Sequence[int]) -> np.ndarray | None:
+    """``(B, *size)``: zeros with each plane ``g[b]`` added at its flat indices
+    ``index[b]`` into ``size`` (the backward of max pooling: overlapping windows add up);
+    None unless ``g`` is a float32/float64 and ``index`` an int64 NumPy array, both
+    ``(B, ...)`` of one shape. An index outside the plane is skipped (as torch's
+    backward: only a window with no tap inside the input has one)."""
+    if type(g) is not np.ndarray or g.dtype not in _DTYPES or type(index) is not np.ndarray \
+            or index.dtype != np.int64 or index.shape != g.shape or g.ndim < 1:
+        return None
+    b, numel = g.shape[0], math.prod(size)
+    per = g.size // b if b else 0
+    out = np.empty((b, numel), g.dtype)
+    if out.size == 0:
+        return out.reshape((b, *size))
+    src, idx = np.ascontiguousarray(g), np.ascontiguousarray(index)
+    fn = scatter_kernel(_DTYPES[g.dtype])[0]
+    pointers = (data_ptr(src), data_ptr(idx), data_ptr(out))
+
+    def chunk(lo: int, hi: int) -> None:
+        fn(lo // _UNIT, hi // _UNIT, per, numel, *pointers)
+    if out.size + g.size < MIN_THREAD_ELEMENTS or b < 2:
+        chunk(0, b * _UNIT)
+    else:
+        _threads.parallel_for(chunk, b * _UNIT, min_split=0)
+    return out.reshape((b, *size))
+
+
+@lru_cache(maxsize=None)
+def adaptive_max_kernel(dtype: str) -> tuple[Any, CompiledKernel]:
+    """The compiled adaptive max pool for ``dtype``: its ctypes function and the kernel."""
+    k, = compile_units([(f"adaptive_max\0{dtype}", partial(render_adaptive_max, dtype),
+                         adaptive_max_name(dtype))])
+    return ADAPTIVE_TYPE(k.address), k
+
+
+def adaptive_max_pool(x: Any, n: int,
+                      output_size: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``adaptive_max_pool{n}d``: the max of each window ``[floor(o * in / out),
+    ceil((o + 1) * in / out))`` and its int64 flat index into the input plane, or None
+    (another dtype or rank, an empty input or output)."""
+    planes = _planes(x, n)
+    if planes is None or len(output_size) != n or min(output_size) <= 0:
+        return None
+    size, out_hw = _two(planes.shape[1:], 1), _two(output_size, 1)
+    bounds = []
+    for s, o in zip(size, out_hw):
+        i = np.arange(o, dtype=np.int64)
+        bounds.append(np.concatenate([i * s // o, -(-(i + 1) * s // o)]))
+    params = np.concatenate([np.array([*size, *out_hw], np.int64), *bounds])
+    b = planes.shape[0]
+    values = np.empty((b, *out_hw), planes.dtype)
+    index = np.empty((b, *out_hw), np.int64)
+    fn = adaptive_max_kernel(_DTYPES[planes.dtype])[0]
+    pointers = (data_ptr(params), data_ptr(planes), data_ptr(values), data_ptr(index))
+
+    def chunk(lo: int, hi: int) -> None:
+        fn(lo // _UNIT, hi // _UNIT, *pointers)
+    if planes.size < MIN_THREAD_ELEMENTS or b < 2:
+        chunk(0, b * _UNIT)
+    else:
+        _threads.parallel_for(chunk, b * _UNIT, min_split=0)
+    shape = x.shape[:-n] + tuple(output_size)
+    return values.reshape(shape), index.reshape(shape)

@@ -1,13 +1,15 @@
 """Reference kernels of pooling over the last n = 1, 2, 3 dims.
 
 Every kernel works on ``(B, *S)``: the input's batch dims flattened into one. With NumPy
-arrays, the forward max, average and (divisible) adaptive average pools of float32/float64
-1-D and 2-D inputs run natively (``runtime.pooling_native``) once the arguments are
-checked. Windowed pools read a strided view ``(B, *O, *K)`` of the padded input
-(``windows``, no copy of the windows); adaptive and fractional max pools gather their
-windows by index. Max pools with indices pick the first largest value of each window (NaN counts as largest), as PyTorch's
-CPU kernels do, and return flat indices into ``S``; the backward of all of them is one
-scatter-add (``_scatter_planes``), which ``max_unpool`` shares.
+arrays, the forward max (with or without indices), average, adaptive max and (divisible)
+adaptive average pools of float32/float64 1-D and 2-D inputs, the backward of max pooling
+and the scatter-add of every pool with indices run natively (``runtime.pooling_native``)
+once the arguments are checked. Windowed pools read a strided view ``(B, *O, *K)`` of the
+padded input (``windows``, no copy of the windows); adaptive and fractional max pools gather
+their windows by index. Max pools with indices pick the first largest value of each window
+(NaN counts as largest: the native kernels, as PyTorch's CPU kernels, take a window's last
+NaN, the reference its first), and return flat indices into ``S``; the backward of all of
+them is one scatter-add (``_scatter_planes``), which ``max_unpool`` shares.
 """
 from __future__ import annotations
 
@@ -121,6 +123,9 @@ def max_pool_with_indices(xp: Any, x: Any, n: int, k: Sizes, s: Sizes, p: Sizes,
     """Max and its flat index of every window, each shaped as the pooled input."""
     planes = _planes(x, n, name)
     _check_padding(name, k, p, d)
+    fast = native.max_pool_with_indices(x, n, k, s, p, d, ceil) if xp is np else None
+    if fast is not None:
+        return fast
     win = windows(xp, planes, k, s, p, d, ceil, _lowest(x.dtype))
     positions = [(xp.arange(win.shape[1 + i])[:, None] * s[i] - p[i]
                   + xp.arange(k[i])[None, :] * d[i])[None] for i in range(n)]
@@ -167,7 +172,10 @@ def _indices_grad(n: int) -> Any:
     def run(xp: Any, gy: Any, indices: Any, input_size: Sizes) -> Any:
         size = tuple(input_size)
         g = _planes(gy, n, f"max_pool{n}d_with_indices_grad")
-        out = _scatter_planes(xp, g, indices.reshape(g.shape), size[-n:], add=True)
+        index = indices.reshape(g.shape)
+        out = native.scatter_add(g, index, size[-n:]) if xp is np else None
+        if out is None:
+            out = _scatter_planes(xp, g, index, size[-n:], add=True)
         return out.reshape(size)
     return run
 
@@ -283,6 +291,9 @@ def _adaptive_avg_grad(n: int) -> Any:
 def _adaptive_max(n: int) -> Any:
     def run(xp: Any, x: Any, output_size: Sizes) -> tuple[Any, Any]:
         planes = _planes(x, n, f"adaptive_max_pool{n}d")
+        fast = native.adaptive_max_pool(x, n, output_size) if xp is np else None
+        if fast is not None:
+            return fast
         positions = []
         for i, o in enumerate(output_size):
             start, end = _adaptive_bounds(xp, planes.shape[1 + i], o)

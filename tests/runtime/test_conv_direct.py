@@ -122,6 +122,16 @@ def test_prefers_depthwise_and_short_patches():
     assert not cd.taken(x, w, b[:2], (1, 1), (1, 1), (1, 1), 3)
 
 
+def test_rows_too_wide_for_int32_column_masks_are_not_taken(monkeypatch):
+    x, w, b = _arrays(CASES[0])
+    assert cd.supported(x, w, b, (1, 1), (1, 1), (1, 1), 3)
+    monkeypatch.setattr(cd, "MAX_WIDTH", x.shape[-1] + 2)
+    assert not cd.supported(x, w, b, (1, 1), (1, 1), (1, 1), 3)
+    from scriptmod.runtime import pooling_native as pn
+    assert pn.max_pool(x, 2, (3, 3), (1, 1), (1, 1), (1, 1), False) is None
+    assert pn.max_pool(x, 2, (3, 3), (1, 1), (0, 0), (1, 1), False) is not None
+
+
 def test_bad_arrays_are_clear_errors():
     x, w, b = _arrays(CASES[0])
     with pytest.raises(ValueError, match="conv_direct.conv: expected float32"):
