@@ -59,7 +59,7 @@ from .llvm_emit import I32, I64, PTR, for_range
 from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
 
 PARAMS = ("Cg", "ID", "IH", "IW", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW", "Og", "K",
-          "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "contig", "ahead", "buffered")
+          "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "contig", "ahead", "buffered", "KB")
 _P = {name: i for i, name in enumerate(PARAMS)}
 TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
 FAR = -(1 << 30)                          # a window origin no tap brings into the input
@@ -139,12 +139,12 @@ class _Body:
         b, P, MR, NR = self.b, self.P, self.isa.mr, self.isa.nr
         panels = b.sdiv(b.add(cols, c64(NR - 1)), c64(NR))
         slabs = b.sdiv(b.add(rows, c64(MR - 1)), c64(MR))
-        kblocks = b.sdiv(b.add(P["K"], c64(KC - 1)), c64(KC))
+        kblocks = b.sdiv(b.add(P["K"], b.sub(P["KB"], c64(1))), P["KB"])
         buffered = b.icmp_signed("!=", P["buffered"], ZERO)
         ldc = b.select(buffered, P["NC"], P["P"])
         with for_range(b, ZERO, kblocks, name="kb", vectorize=False) as kb:
-            k0 = b.mul(kb, c64(KC))
-            kc = imin(b, c64(KC), b.sub(P["K"], k0))
+            k0 = b.mul(kb, P["KB"])
+            kc = imin(b, P["KB"], b.sub(P["K"], k0))
             first = b.icmp_signed("==", kb, ZERO)
             with for_range(b, ZERO, panels, name="p", vectorize=False) as p:
                 jj = b.mul(p, c64(NR))

@@ -31,8 +31,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from scriptmod.codegen.conv import PARAMS, TAP, name, render_conv, workspace_floats
-from scriptmod.codegen.gemm import MC, NC
-from scriptmod.codegen.microkernel import Isa
+from scriptmod.codegen.gemm import KC, MC, NC
+from scriptmod.codegen.microkernel import UNROLL, Isa
 from . import threads as _threads
 from .errors import worded
 from .gemm import Epilogue, isa
@@ -193,7 +193,7 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
                  J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
                  contig=int(stride[2] == 1 and out[2] >= shape.lanes),
                  buffered=int(p % shape.nr != 0),
-                 ahead=shape.nr * stride[2])
+                 ahead=shape.nr * stride[2], KB=_kblock(cg * math.prod(k)))
     params = np.array([sizes[name] for name in PARAMS], np.int64)
     kd, kh, kw = np.meshgrid(*(np.arange(ki) * d for ki, d in zip(k, dilation)), indexing="ij")
     offsets = dict(dd=kd, dh=kh, dw=kw, off=(kd * size[1] + kh) * size[2] + kw)
@@ -201,6 +201,14 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
     for a in (params, taps):
         a.flags.writeable = False
     return params, np.ascontiguousarray(taps), groups * mb * nb
+
+
+def _kblock(k: int) -> int:
+    """Contraction steps per K block: ``K`` split into equal blocks of at most ``KC`` (a
+    multiple of the tile's unroll), so no block is a short tail that loads and stores
+    every C tile for a few steps (K = 576: 3 x 192, not 256 + 256 + 64)."""
+    blocks = -(-k // KC)
+    return min(KC, -(-(-(-k // blocks)) // UNROLL) * UNROLL)
 
 
 def _blocks(m: int, p: int, groups: int, shape: Isa, threads: int) -> tuple[int, int]:
