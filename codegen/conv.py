@@ -55,14 +55,16 @@ from typing import Callable
 from llvmlite import ir
 
 from .gemm import EP_TYPE, KC, MC, NC
-from .llvm_emit import I32, I64, PTR, for_range
+from .llvm_emit import I1, I32, I64, PTR, for_range
 from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
 
 PARAMS = ("Cg", "ID", "IH", "IW", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW", "Og", "K",
-          "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "contig", "ahead", "buffered", "KB")
+          "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "RS", "ahead", "buffered", "KB")
 _P = {name: i for i, name in enumerate(PARAMS)}
 TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
 FAR = -(1 << 30)                          # a window origin no tap brings into the input
+MAX_RUNS = 4                              # masked loads per vector before it gathers instead
+RUN_STRIDES = (1, 2)                      # W strides the run loads handle (RS; 0: gathers)
 
 
 def name(isa: Isa) -> str:
@@ -95,14 +97,16 @@ def _isplat(b: ir.IRBuilder, x: ir.Value, isa: Isa) -> ir.Value:
 
 class _Lanes:
     """One vector of a panel: its lanes' window origins (``id0`` is ``FAR`` past ``J``,
-    so every mask drops them), flat input offsets, and for ``contig`` panels the two
-    contiguous runs (``start1`` for the lanes of the first output row, ``first``, and
-    ``start2`` for the rest)."""
+    so every mask drops them) and flat input offsets ``base``; and its runs: lanes whose
+    input offsets step by the W stride ``RS`` (``base - RS * lane`` equal), each read by
+    one masked load at ``start`` (lane ``l`` at ``start + RS * l``). ``runs`` holds up to
+    ``MAX_RUNS`` ``(start, lanes)`` pairs, ``count`` how many are used, ``ok`` whether they
+    cover every live lane."""
 
     def __init__(self, id0: ir.Value, ih0: ir.Value, iw0: ir.Value, base: ir.Value,
-                 start1: ir.Value, start2: ir.Value, first: ir.Value) -> None:
+                 runs: list[tuple[ir.Value, ir.Value]], count: ir.Value, ok: ir.Value) -> None:
         self.id0, self.ih0, self.iw0, self.base = id0, ih0, iw0, base
-        self.start1, self.start2, self.first = start1, start2, first
+        self.runs, self.count, self.ok = runs, count, ok
 
 
 class _Body:
@@ -196,12 +200,14 @@ class _Body:
         b, P, T = self.b, self.P, self.P["T"]
         lanes = [self._lanes(b.add(j, c64(h * self.isa.lanes)))
                  for h in range(self.isa.nr // self.isa.lanes)]
-        contig = b.icmp_signed("!=", P["contig"], ZERO)
-        every = ir.IntType(self.isa.lanes)
-        one_row = contig            # and each vector's lanes in one output row: one load each
+        # the run loads where every vector's live lanes are in at most MAX_RUNS runs: the
+        # variant for the W stride and the most runs a vector has; else gathers
+        ok, count = b.icmp_signed("!=", P["RS"], ZERO), ZERO
         for v in lanes:
-            one_row = b.and_(one_row, b.icmp_signed("==", b.bitcast(v.first, every),
-                                                    ir.Constant(every, -1)))
+            ok = b.and_(ok, v.ok)
+            count = b.select(b.icmp_signed(">", v.count, count), v.count, count)
+        variant = b.select(ok, b.add(count, b.mul(b.sub(P["RS"], c64(1)), c64(MAX_RUNS))),
+                           ZERO)
         with for_range(b, ZERO, T, name="tap", vectorize=False) as t:
             tap = {f: b.load(b.gep(self.taps, [b.add(b.mul(t, c64(len(TAP))), c64(i))],
                                    source_etype=I64), typ=I64) for i, f in enumerate(TAP)}
@@ -210,15 +216,20 @@ class _Body:
             c_lo = b.sdiv(b.sub(b.add(k0, T), b.add(t, c64(1))), T)
             c_hi = b.sdiv(b.sub(b.add(b.add(k0, kc), T), b.add(t, c64(1))), T)
             channels = partial(self._channels, xg, tap, t, c_lo, c_hi, k0, ws, lanes, masks)
-            with b.if_else(contig) as (runs, gathers):
-                with runs:
-                    with b.if_else(one_row) as (single, double):
-                        with single:
-                            channels(self._run)
-                        with double:
-                            channels(self._runs)
-                with gathers:
-                    channels(self._gather)
+            done = b.append_basic_block("pack.done")
+            gathers = b.append_basic_block("pack.gathers")
+            switch = b.switch(variant, gathers)
+            for stride in RUN_STRIDES:
+                for n in range(1, MAX_RUNS + 1):
+                    block = b.append_basic_block(f"pack.runs{stride}x{n}")
+                    switch.add_case(c64(n + (stride - 1) * MAX_RUNS), block)
+                    b.position_at_end(block)
+                    channels(partial(self._runs, stride, n))
+                    b.branch(done)
+            b.position_at_end(gathers)
+            channels(self._gather)
+            b.branch(done)
+            b.position_at_end(done)
 
     def _lanes(self, j: ir.Value) -> _Lanes:
         """The window origins and input offsets of output positions ``j .. j + lanes``."""
@@ -239,10 +250,29 @@ class _Body:
         base = b.add(base, b.mul(image, _isplat(b, P["CS"], isa)))
         live = b.icmp_signed("<", column, _isplat(b, P["J"], isa))
         far = ir.Constant(_ivec(isa), [FAR] * isa.lanes)
-        start1 = b.extract_element(base, ir.Constant(I32, 0))
-        first = b.icmp_signed("==", b.sub(base, splat(b, start1, _ivec(isa))), iota)
-        start2 = b.extract_element(b.sub(base, iota), ir.Constant(I32, isa.lanes - 1))
-        return _Lanes(b.select(live, id0, far), ih0, iw0, base, start1, start2, first)
+        return _Lanes(b.select(live, id0, far), ih0, iw0, base,
+                      *self._find_runs(b.sub(base, b.mul(_isplat(b, P["RS"], isa), iota)),
+                                       live))
+
+    def _find_runs(self, key: ir.Value, live: ir.Value) -> tuple[list, ir.Value, ir.Value]:
+        """Up to ``MAX_RUNS`` runs of the lanes (``_Lanes``): each the lanes whose ``key``
+        (``base - RS * lane``) equals that of the first live lane no run has taken yet."""
+        b, isa = self.b, self.isa
+        bits = ir.IntType(isa.lanes)
+        taken = b.not_(live)
+        runs, count = [], ZERO
+        for _ in range(MAX_RUNS):
+            free = b.not_(b.bitcast(taken, bits))
+            left = b.icmp_unsigned("!=", free, ir.Constant(bits, 0))
+            lane = intrinsic(b, f"llvm.cttz.i{isa.lanes}", bits, [free, ir.Constant(I1, 0)])
+            lane = b.select(left, b.zext(lane, I32), ir.Constant(I32, 0))
+            start = b.extract_element(key, lane)
+            run = b.and_(b.icmp_signed("==", key, splat(b, start, _ivec(isa))), b.not_(taken))
+            runs.append((start, run))
+            taken = b.or_(taken, run)
+            count = b.add(count, b.zext(left, I64))
+        ok = b.icmp_signed("==", b.bitcast(taken, bits), ir.Constant(bits, -1))
+        return runs, count, ok
 
     def _mask(self, v: _Lanes, tap: dict[str, ir.Value]) -> ir.Value:
         """The lanes whose input element under ``tap`` is inside the input (not padding)."""
@@ -260,29 +290,37 @@ class _Body:
         b, P, L, NR = self.b, self.P, self.isa.lanes, self.isa.nr
         with for_range(b, c_lo, c_hi, name="ch", vectorize=False) as c:
             src = at(b, xg, b.add(b.mul(c, self.S), tap["off"]))
-            ahead = at(b, src, b.add(b.sext(lanes[0].start1, I64), P["ahead"]))
+            first = b.extract_element(lanes[0].base, ir.Constant(I32, 0))
+            ahead = at(b, src, b.add(b.sext(first, I64), P["ahead"]))
             intrinsic(b, "llvm.prefetch.p0", ir.VoidType(),
                       [ahead, ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
             row = at(b, ws, b.mul(b.sub(b.add(b.mul(c, P["T"]), t), k0), c64(NR)))
             for h, (v, m) in enumerate(zip(lanes, masks)):
                 b.store(load(src, v, m), at(b, row, h * L), align=4)
 
-    def _run(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
-        """One masked contiguous load (every lane in the first output row)."""
-        return self._masked_load(src, v.start1, mask, ir.Constant(self.isa.vec,
-                                                                  [0.0] * self.isa.lanes))
-
-    def _runs(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
-        """Two masked contiguous loads: the lanes of the first output row, then the rest."""
-        one = self._run(src, v, self.b.and_(mask, v.first))
-        return self._masked_load(src, v.start2, self.b.and_(mask, self.b.not_(v.first)), one)
-
-    def _masked_load(self, src: ir.Value, start: ir.Value, mask: ir.Value,
-                     passthru: ir.Value) -> ir.Value:
-        """``src[start + lane]`` where ``mask``, else ``passthru``."""
-        b, isa = self.b, self.isa
-        return intrinsic(b, f"llvm.masked.load.{isa.suffix}.p0", isa.vec,
-                         [at(b, src, b.sext(start, I64)), ir.Constant(I32, 4), mask, passthru])
+    def _runs(self, stride: int, n: int, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
+        """``n`` masked loads, one per run of ``v`` (W stride ``stride``: a stride-2 run
+        loads twice the lanes and keeps the even ones); lanes outside ``mask`` load 0."""
+        b, isa, L = self.b, self.isa, self.isa.lanes
+        value = ir.Constant(isa.vec, [0.0] * L)
+        wide = ir.VectorType(F32, L * stride)
+        for start, run in v.runs[:n]:
+            lanes = b.and_(run, mask)
+            at_start = at(b, src, b.sext(start, I64))
+            if stride == 1:
+                value = intrinsic(b, f"llvm.masked.load.{isa.suffix}.p0", isa.vec,
+                                  [at_start, ir.Constant(I32, 4), lanes, value])
+                continue
+            spread = b.shuffle_vector(lanes, ir.Constant(lanes.type, [0] * L), ir.Constant(
+                ir.VectorType(I32, L * stride),
+                [i // stride if i % stride == 0 else L for i in range(L * stride)]))
+            loaded = intrinsic(b, f"llvm.masked.load.v{L * stride}f32.p0", wide,
+                               [at_start, ir.Constant(I32, 4), spread,
+                                ir.Constant(wide, [0.0] * (L * stride))])
+            picked = b.shuffle_vector(loaded, ir.Constant(wide, ir.Undefined), ir.Constant(
+                ir.VectorType(I32, L), [stride * i for i in range(L)]))
+            value = b.select(lanes, picked, value)
+        return value
 
     def _gather(self, src: ir.Value, v: _Lanes, mask: ir.Value) -> ir.Value:
         """One masked gather at the lanes' input offsets."""

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from scriptmod.codegen.conv import PARAMS, TAP, name, render_conv, workspace_floats
+from scriptmod.codegen.conv import PARAMS, RUN_STRIDES, TAP, name, render_conv, workspace_floats
 from scriptmod.codegen.gemm import KC, MC, NC
 from scriptmod.codegen.microkernel import UNROLL, Isa
 from . import threads as _threads
@@ -191,7 +191,7 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
                  SD=stride[0], SH=stride[1], SW=stride[2], PD=padding[0], PH=padding[1],
                  PW=padding[2], Og=o // groups, K=cg * math.prod(k), T=math.prod(k), P=p,
                  J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
-                 contig=int(stride[2] == 1 and out[2] >= shape.lanes),
+                 RS=stride[2] if stride[2] in RUN_STRIDES else 0,
                  buffered=int(p % shape.nr != 0),
                  ahead=shape.nr * stride[2], KB=_kblock(cg * math.prod(k)))
     params = np.array([sizes[name] for name in PARAMS], np.int64)
