@@ -21,13 +21,17 @@ measured at ~1% of a block's time, where per-panel copies at each K block cost u
 of a 7 x 7 layer's).
 
 Per panel the lanes' window origins ``(id0, ih0, iw0)`` and flat input offsets are computed
-once; then, tap by tap (the tap's offsets and padding masks once), each channel of the K
-block is one masked load per vector: a contiguous masked load, or two where a vector meets
-two output rows, when the W stride is 1 and an output row holds at least a vector
-(``contig``); a gather elsewhere (stride or dilation along W, narrow rows). Lanes in the
-padding or past ``J`` load 0. The next panel's input is prefetched to L2 meanwhile.
+once, and each vector's lanes split into runs: lanes whose offsets step by the W stride
+(``RS``, 1 or 2), i.e. one output row, or several where the rows are contiguous in the input
+(same padding: a whole 14 x 14 image is one run). Then, tap by tap (the tap's offsets and
+padding masks once), each channel of the K block is one masked load per run and vector (at
+stride 2 a twice-as-wide load whose even lanes are kept), where every vector has at most
+``MAX_RUNS`` runs; else (a W stride over 2, rows of a few elements) one gather per vector,
+which costs several times as much on this host. Lanes in the padding or past ``J`` load
+0. The next panel's input is prefetched to L2 meanwhile.
 
-After the K blocks the bias is added to the block (when given) and, if ``ep`` is not NULL,
+The bias (when given) goes onto each panel after its last K block while it is in L1, or, where
+the block is buffered, onto the copy from ``cbuf``; then, if ``ep`` is not NULL,
 each row of the block, image by image, goes through ``ep(start, end, ep_args, ep_meta)`` over
 flat indices of the whole ``(N, O, *out)`` output, ``start = (n * O + o) * P + p0``:
 ``codegen.gemm``'s epilogue ABI.
@@ -131,12 +135,12 @@ class _Body:
             i0, j0 = b.add(o0, b.mul(mb, P["MC"])), b.mul(nb, P["NC"])
             rows = imin(b, P["MC"], b.sub(b.add(o0, P["Og"]), i0))
             cols = imin(b, P["NC"], b.sub(P["J"], j0))
-            self._block(xg, at(b, w, b.mul(i0, P["K"])), out, ws, i0, j0, rows, cols)
+            self._block(xg, at(b, w, b.mul(i0, P["K"])), out, ws, bias, i0, j0, rows, cols)
             self._finish(bias, out, i0, j0, rows, cols, ep, ep_args, ep_meta)
         b.ret_void()
 
-    def _block(self, xg: ir.Value, wb: ir.Value, out: ir.Value, ws: ir.Value, i0: ir.Value,
-               j0: ir.Value, rows: ir.Value, cols: ir.Value) -> None:
+    def _block(self, xg: ir.Value, wb: ir.Value, out: ir.Value, ws: ir.Value, bias: ir.Value,
+               i0: ir.Value, j0: ir.Value, rows: ir.Value, cols: ir.Value) -> None:
         """Rows ``i0 .. i0 + rows`` (output channels) by columns ``j0 .. j0 + cols`` (batch
         positions): K blocks of panels of tiles, A the weight rows at ``wb``; C the output
         itself, or ``cbuf`` (row stride ``NC``) where panels may span images."""
@@ -164,12 +168,21 @@ class _Body:
                         at(b, wb, b.add(b.mul(r, P["K"]), k0)), P["K"], ws, kc,
                         at(b, c, b.mul(r, ldc)), ldc, imin(b, c64(NR), b.sub(cols, jj)),
                         first])
+                # unbuffered, the bias goes on each panel after its last K block, in L1
+                last = b.icmp_signed("==", b.add(kb, c64(1)), kblocks)
+                has_bias = b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)
+                with b.if_then(b.and_(b.and_(last, has_bias), b.not_(buffered))):
+                    with for_range(b, ZERO, rows, name="bias.i", vectorize=False) as i:
+                        row = at(b, c, b.mul(i, ldc))
+                        self._add_row(row, row, imin(b, c64(NR), b.sub(cols, jj)),
+                                      b.load(at(b, bias, b.add(i0, i)), typ=F32))
 
     def _finish(self, bias: ir.Value, out: ir.Value, i0: ir.Value, j0: ir.Value,
                 rows: ir.Value, cols: ir.Value, ep: ir.Value, ep_args: ir.Value,
                 ep_meta: ir.Value) -> None:
         """Image by image: the block's rows copied from ``cbuf`` (if buffered) with the bias
-        added (when given), then the epilogue per row."""
+        added (when given; an unbuffered block has it from ``_block``), then the epilogue
+        per row."""
         b, P = self.b, self.P
         last = b.sdiv(b.sub(b.add(j0, cols), c64(1)), P["P"])
         has_bias = b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)
@@ -180,19 +193,34 @@ class _Body:
             hi = imin(b, b.add(j0, cols), b.mul(b.add(n, c64(1)), P["P"]))
             seg = b.add(b.mul(n, P["OP"]), b.sub(lo, b.mul(n, P["P"])))   # row 0's start
             length = b.sub(hi, lo)
-            with b.if_then(b.or_(has_bias, buffered)):
+            with b.if_then(buffered):              # (unbuffered, ``_block`` added the bias)
                 with for_range(b, ZERO, rows, name="fin.i", vectorize=False) as i:
                     value = b.load(b.select(has_bias, at(b, bias, b.add(i0, i)), self.zero),
                                    typ=F32)
                     dst = at(b, out, b.add(b.mul(b.add(i0, i), P["P"]), seg))
-                    src = b.select(buffered, at(b, self.cbuf, b.add(b.mul(i, P["NC"]),
-                                                                    b.sub(lo, j0))), dst)
-                    with for_range(b, ZERO, length, name="fin.j") as jj:
-                        b.store(b.fadd(b.load(at(b, src, jj), typ=F32), value), at(b, dst, jj))
+                    src = at(b, self.cbuf, b.add(b.mul(i, P["NC"]), b.sub(lo, j0)))
+                    self._add_row(src, dst, length, value)
             with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(ep, I64), ZERO)):
                 with for_range(b, i0, b.add(i0, rows), name="ep", vectorize=False) as i:
                     start = b.add(b.mul(i, P["P"]), seg)
                     b.call(ep, [start, b.add(start, length), ep_args, ep_meta])
+
+    def _add_row(self, src: ir.Value, dst: ir.Value, length: ir.Value,
+                 value: ir.Value) -> None:
+        """``dst[j] = src[j] + value`` for ``j < length`` (``src`` may be ``dst``): whole
+        vectors, the last one masked (LLVM left the scalar loop unvectorized)."""
+        b, isa, L = self.b, self.isa, self.isa.lanes
+        iota = ir.Constant(_ivec(isa), list(range(L)))
+        add = splat(b, value, isa.vec)
+        with for_range(b, ZERO, b.sdiv(b.add(length, c64(L - 1)), c64(L)), name="fin.v",
+                       vectorize=False) as v:
+            j = b.mul(v, c64(L))
+            live = b.icmp_signed("<", iota, _isplat(b, b.sub(length, j), isa))
+            row = intrinsic(b, f"llvm.masked.load.{isa.suffix}.p0", isa.vec,
+                            [at(b, src, j), ir.Constant(I32, 4), live,
+                             ir.Constant(isa.vec, [0.0] * L)])
+            intrinsic(b, f"llvm.masked.store.{isa.suffix}.p0", ir.VoidType(),
+                      [b.fadd(row, add), at(b, dst, j), ir.Constant(I32, 4), live])
 
     # ---- packing: patches[k0 : k0 + kc, j : j + nr] into ws[(k - k0) * nr + jj] ---------
     def _pack(self, xg: ir.Value, j: ir.Value, k0: ir.Value, kc: ir.Value,
