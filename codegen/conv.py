@@ -263,12 +263,10 @@ class _Body:
         """The window origins and input offsets of output positions ``j .. j + lanes``."""
         b, P, isa = self.b, self.P, self.isa
         iota = ir.Constant(_ivec(isa), list(range(isa.lanes)))
-        column, positions = b.add(_isplat(b, j, isa), iota), _isplat(b, P["P"], isa)
-        image, pos = b.sdiv(column, positions), b.srem(column, positions)
-        plane = _isplat(b, b.mul(P["OH"], P["OW"]), isa)
-        width = _isplat(b, P["OW"], isa)
-        od, rem = b.sdiv(pos, plane), b.srem(pos, plane)
-        oh, ow = b.sdiv(rem, width), b.srem(rem, width)
+        column = b.add(_isplat(b, j, isa), iota)
+        image, pos = self._divmod(column, P["P"])
+        od, rem = self._divmod(pos, b.mul(P["OH"], P["OW"]))
+        oh, ow = self._divmod(rem, P["OW"])
 
         def origin(o: ir.Value, s: str, p: str) -> ir.Value:
             return b.sub(b.mul(o, _isplat(b, P[s], isa)), _isplat(b, P[p], isa))
@@ -281,6 +279,21 @@ class _Body:
         return _Lanes(b.select(live, id0, far), ih0, iw0, base,
                       *self._find_runs(b.sub(base, b.mul(_isplat(b, P["RS"], isa), iota)),
                                        live))
+
+    def _divmod(self, x: ir.Value, d: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """``x // d, x % d`` lane-wise for ``0 <= x < 2**31`` and a positive i64 ``d``: a
+        float64 multiply by ``1 / d`` (off by at most one) and one correction each way,
+        where LLVM turns a vector division into one ``idiv`` per lane."""
+        b, isa = self.b, self.isa
+        f64 = ir.VectorType(ir.DoubleType(), isa.lanes)
+        inverse = b.fdiv(ir.Constant(ir.DoubleType(), 1.0), b.sitofp(d, ir.DoubleType()))
+        q = b.fptosi(b.fmul(b.sitofp(x, f64), splat(b, inverse, f64)), _ivec(isa))
+        dv, zeros = _isplat(b, d, isa), ir.Constant(_ivec(isa), [0] * isa.lanes)
+        r = b.sub(x, b.mul(q, dv))
+        low = b.icmp_signed("<", r, zeros)
+        q, r = b.sub(q, b.zext(low, _ivec(isa))), b.add(r, b.select(low, dv, zeros))
+        high = b.icmp_signed(">=", r, dv)
+        return b.add(q, b.zext(high, _ivec(isa))), b.sub(r, b.select(high, dv, zeros))
 
     def _find_runs(self, key: ir.Value, live: ir.Value) -> tuple[list, ir.Value, ir.Value]:
         """Up to ``MAX_RUNS`` runs of the lanes (``_Lanes``): each the lanes whose ``key``
