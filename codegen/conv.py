@@ -69,6 +69,8 @@ TAP = ("dd", "dh", "dw", "off")          # one tap's row of the ``taps`` table
 FAR = -(1 << 30)                          # a window origin no tap brings into the input
 MAX_RUNS = 4                              # masked loads per vector before it gathers instead
 RUN_STRIDES = (1, 2)                      # W strides the run loads handle (RS; 0: gathers)
+NC_MAX = 2 * NC       # a unit's columns: NC, or all of J up to this (7 x 7 at batch 8: 392),
+                      # so a weight block read from L3 serves every panel, none a remainder
 
 
 def name(isa: Isa) -> str:
@@ -78,8 +80,8 @@ def name(isa: Isa) -> str:
 
 def workspace_floats(isa: Isa) -> int:
     """Floats of one thread's workspace: one packed ``KC x nr`` panel, then ``cbuf``: one
-    block of C (at most ``codegen.gemm``'s ``MC x NC``)."""
-    return KC * isa.nr + MC * NC
+    block of C (at most ``MC x NC_MAX``)."""
+    return KC * isa.nr + MC * NC_MAX
 
 
 def render_conv(isa: Isa) -> str:

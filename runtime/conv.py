@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from scriptmod.codegen.conv import PARAMS, RUN_STRIDES, TAP, name, render_conv, workspace_floats
+from scriptmod.codegen.conv import NC_MAX, PARAMS, RUN_STRIDES, TAP, name, render_conv, workspace_floats
 from scriptmod.codegen.gemm import KC, MC, NC
 from scriptmod.codegen.microkernel import UNROLL, Isa
 from . import threads as _threads
@@ -212,11 +212,13 @@ def _kblock(k: int, most: int = KC) -> int:
 
 
 def _blocks(m: int, p: int, groups: int, shape: Isa, threads: int) -> tuple[int, int]:
-    """Rows and columns of a unit: ``codegen.gemm``'s ``MC x NC`` (fewer past the edges),
-    halved (columns first, whole panels and tiles) while the units would give some thread
-    fewer than ``UNITS_PER_THREAD`` of them (the pool pulls them dynamically)."""
-    mc, nc = min(MC, -(-m // shape.mr) * shape.mr), min(NC, -(-p // shape.nr) * shape.nr)
-    while groups * -(-m // mc) * -(-p // nc) < UNITS_PER_THREAD * threads:
+    """Rows and columns of a unit: ``codegen.gemm``'s ``MC x NC`` (fewer past the edges;
+    all the columns where they are at most ``NC_MAX``), halved (columns first, whole panels
+    and tiles) while the units would give some thread fewer than ``UNITS_PER_THREAD`` of
+    them (the pool pulls them dynamically); one thread takes them whole."""
+    mc, nc = min(MC, -(-m // shape.mr) * shape.mr), -(-p // shape.nr) * shape.nr
+    nc = nc if nc <= NC_MAX else NC
+    while threads > 1 and groups * -(-m // mc) * -(-p // nc) < UNITS_PER_THREAD * threads:
         if nc > 2 * shape.nr:
             nc = -(-nc // (2 * shape.nr)) * shape.nr
         elif mc > 4 * shape.mr:
