@@ -60,7 +60,8 @@ from llvmlite import ir
 
 from .gemm import EP_TYPE, KC, MC, NC
 from .llvm_emit import I1, I32, I64, PTR, for_range
-from .microkernel import F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled, splat
+from .microkernel import (F32, ZERO, Isa, at, c64, dispatch, imin, intrinsic, render_tiled,
+                          splat, tiles)
 
 PARAMS = ("Cg", "ID", "IH", "IW", "OH", "OW", "SD", "SH", "SW", "PD", "PH", "PW", "Og", "K",
           "T", "P", "J", "CS", "OP", "MC", "NC", "MB", "NB", "RS", "ahead", "buffered", "KB")
@@ -119,6 +120,10 @@ class _Body:
     def __init__(self, fn: ir.Function, table: dict[int, ir.Function], isa: Isa) -> None:
         self.fn, self.table, self.isa = fn, table, isa
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        # one-vector-wide tiles for a last panel of at most ``lanes`` columns (7 x 7 at
+        # batch 8: 392 = 12 panels and 8 columns, which a full tile would run as 32)
+        self.narrow = None if isa.nr == isa.lanes else tiles(
+            fn.module, f"{fn.name}.narrow", Isa(isa.name, isa.lanes, isa.mr, isa.lanes))
 
     def build(self) -> None:
         b = self.b
@@ -159,24 +164,35 @@ class _Body:
             with for_range(b, ZERO, panels, name="p", vectorize=False) as p:
                 jj = b.mul(p, c64(NR))
                 j = b.add(j0, jj)
-                self._pack(xg, j, k0, kc, ws)
                 # the panel's first row of C: in one image (its row i0), or in cbuf
                 c = b.select(buffered, at(b, self.cbuf, jj), at(b, out, b.add(
                     b.mul(b.sdiv(j, P["P"]), P["OP"]),
                     b.add(b.mul(i0, P["P"]), b.srem(j, P["P"])))))
-                with for_range(b, ZERO, slabs, name="s", vectorize=False) as s:
-                    r = b.mul(s, c64(MR))
-                    dispatch(b, imin(b, b.sub(rows, r), c64(MR)), self.table, [
-                        at(b, wb, b.add(b.mul(r, P["K"]), k0)), P["K"], ws, kc,
-                        at(b, c, b.mul(r, ldc)), ldc, imin(b, c64(NR), b.sub(cols, jj)),
-                        first])
+                valid = imin(b, c64(NR), b.sub(cols, jj))
+
+                def panel(width: int, table: dict[int, ir.Function]) -> None:
+                    self._pack(xg, j, k0, kc, ws, width)
+                    with for_range(b, ZERO, slabs, name="s", vectorize=False) as s:
+                        r = b.mul(s, c64(MR))
+                        dispatch(b, imin(b, b.sub(rows, r), c64(MR)), table, [
+                            at(b, wb, b.add(b.mul(r, P["K"]), k0)), P["K"], ws, kc,
+                            at(b, c, b.mul(r, ldc)), ldc, valid, first])
+                if self.narrow is None:
+                    panel(NR, self.table)
+                else:   # a last panel of at most one vector: packed and multiplied as such
+                    with b.if_else(b.icmp_signed("<=", valid, c64(self.isa.lanes))) as (
+                            narrow, wide):
+                        with narrow:
+                            panel(self.isa.lanes, self.narrow)
+                        with wide:
+                            panel(NR, self.table)
                 # unbuffered, the bias goes on each panel after its last K block, in L1
                 last = b.icmp_signed("==", b.add(kb, c64(1)), kblocks)
                 has_bias = b.icmp_unsigned("!=", b.ptrtoint(bias, I64), ZERO)
                 with b.if_then(b.and_(b.and_(last, has_bias), b.not_(buffered))):
                     with for_range(b, ZERO, rows, name="bias.i", vectorize=False) as i:
                         row = at(b, c, b.mul(i, ldc))
-                        self._add_row(row, row, imin(b, c64(NR), b.sub(cols, jj)),
+                        self._add_row(row, row, valid,
                                       b.load(at(b, bias, b.add(i0, i)), typ=F32))
 
     def _finish(self, bias: ir.Value, out: ir.Value, i0: ir.Value, j0: ir.Value,
@@ -225,11 +241,13 @@ class _Body:
                       [b.fadd(row, add), at(b, dst, j), ir.Constant(I32, 4), live])
 
     # ---- packing: patches[k0 : k0 + kc, j : j + nr] into ws[(k - k0) * nr + jj] ---------
-    def _pack(self, xg: ir.Value, j: ir.Value, k0: ir.Value, kc: ir.Value,
-              ws: ir.Value) -> None:
+    def _pack(self, xg: ir.Value, j: ir.Value, k0: ir.Value, kc: ir.Value, ws: ir.Value,
+              width: int) -> None:
+        """Rows ``k0 .. k0 + kc`` of the patches, columns ``j .. j + width``, into ``ws``
+        (row stride ``width``)."""
         b, P, T = self.b, self.P, self.P["T"]
         lanes = [self._lanes(b.add(j, c64(h * self.isa.lanes)))
-                 for h in range(self.isa.nr // self.isa.lanes)]
+                 for h in range(width // self.isa.lanes)]
         # the run loads where every vector's live lanes are in at most MAX_RUNS runs: the
         # variant for the W stride and the most runs a vector has; else gathers
         ok, count = b.icmp_signed("!=", P["RS"], ZERO), ZERO
@@ -330,14 +348,14 @@ class _Body:
                   load: Callable[[ir.Value, _Lanes, ir.Value], ir.Value]) -> None:
         """Rows ``c * T + t`` of the panel for channels ``c_lo .. c_hi``: ``load(src, lanes,
         mask)`` per vector, ``src`` the tap's element of channel ``c`` at offset 0."""
-        b, P, L, NR = self.b, self.P, self.isa.lanes, self.isa.nr
+        b, P, L = self.b, self.P, self.isa.lanes
         with for_range(b, c_lo, c_hi, name="ch", vectorize=False) as c:
             src = at(b, xg, b.add(b.mul(c, self.S), tap["off"]))
             first = b.extract_element(lanes[0].base, ir.Constant(I32, 0))
             ahead = at(b, src, b.add(b.sext(first, I64), P["ahead"]))
             intrinsic(b, "llvm.prefetch.p0", ir.VoidType(),
                       [ahead, ir.Constant(I32, 0), ir.Constant(I32, 2), ir.Constant(I32, 1)])
-            row = at(b, ws, b.mul(b.sub(b.add(b.mul(c, P["T"]), t), k0), c64(NR)))
+            row = at(b, ws, b.mul(b.sub(b.add(b.mul(c, P["T"]), t), k0), c64(L * len(lanes))))
             for h, (v, m) in enumerate(zip(lanes, masks)):
                 b.store(load(src, v, m), at(b, row, h * L), align=4)
 
