@@ -30,7 +30,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from scriptmod.codegen.conv import NC_MAX, PARAMS, RUN_STRIDES, TAP, name, render_conv, workspace_floats
+from scriptmod.codegen.conv import (NC_MAX, PARAMS, RUN_STRIDES, TAP, name, render_conv,
+                                    workspace_floats)
 from scriptmod.codegen.gemm import KC, MC, NC
 from scriptmod.codegen.microkernel import UNROLL, Isa
 from . import threads as _threads
