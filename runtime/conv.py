@@ -204,12 +204,12 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
     return params, np.ascontiguousarray(taps), groups * mb * nb
 
 
-def _kblock(k: int, most: int = KC) -> int:
+def _kblock(k: int) -> int:
     """Contraction steps per K block: ``K`` split into equal blocks of at most ``KC`` (a
     multiple of the tile's unroll), so no block is a short tail that loads and stores
     every C tile for a few steps (K = 576: 3 x 192, not 256 + 256 + 64)."""
-    blocks = -(-k // most)
-    return min(most, -(-(-(-k // blocks)) // UNROLL) * UNROLL)
+    size = -(-k // -(-k // KC))
+    return min(KC, -(-size // UNROLL) * UNROLL)
 
 
 def _blocks(m: int, p: int, groups: int, shape: Isa, threads: int) -> tuple[int, int]:
