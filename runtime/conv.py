@@ -30,9 +30,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from scriptmod.codegen.conv import PARAMS, TAP, name, render_conv, workspace_floats
-from scriptmod.codegen.gemm import MC, NC
-from scriptmod.codegen.microkernel import Isa
+from scriptmod.codegen.conv import (NC_MAX, PARAMS, RUN_STRIDES, TAP, name, render_conv,
+                                    workspace_floats)
+from scriptmod.codegen.gemm import KC, MC, NC
+from scriptmod.codegen.microkernel import UNROLL, Isa
 from . import threads as _threads
 from .errors import worded
 from .gemm import Epilogue, isa
@@ -191,9 +192,9 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
                  SD=stride[0], SH=stride[1], SW=stride[2], PD=padding[0], PH=padding[1],
                  PW=padding[2], Og=o // groups, K=cg * math.prod(k), T=math.prod(k), P=p,
                  J=n * p, CS=c * math.prod(size), OP=o * p, MC=mc, NC=nc, MB=mb, NB=nb,
-                 contig=int(stride[2] == 1 and out[2] >= shape.lanes),
+                 RS=stride[2] if stride[2] in RUN_STRIDES else 0,
                  buffered=int(p % shape.nr != 0),
-                 ahead=shape.nr * stride[2])
+                 ahead=shape.nr * stride[2], KB=_kblock(cg * math.prod(k)))
     params = np.array([sizes[name] for name in PARAMS], np.int64)
     kd, kh, kw = np.meshgrid(*(np.arange(ki) * d for ki, d in zip(k, dilation)), indexing="ij")
     offsets = dict(dd=kd, dh=kh, dw=kw, off=(kd * size[1] + kh) * size[2] + kw)
@@ -203,12 +204,22 @@ def _plan(xshape: tuple[int, ...], wshape: tuple[int, ...], stride: tuple[int, .
     return params, np.ascontiguousarray(taps), groups * mb * nb
 
 
+def _kblock(k: int) -> int:
+    """Contraction steps per K block: ``K`` split into equal blocks of at most ``KC`` (a
+    multiple of the tile's unroll), so no block is a short tail that loads and stores
+    every C tile for a few steps (K = 576: 3 x 192, not 256 + 256 + 64)."""
+    size = -(-k // -(-k // KC))
+    return min(KC, -(-size // UNROLL) * UNROLL)
+
+
 def _blocks(m: int, p: int, groups: int, shape: Isa, threads: int) -> tuple[int, int]:
-    """Rows and columns of a unit: ``codegen.gemm``'s ``MC x NC`` (fewer past the edges),
-    halved (columns first, whole panels and tiles) while the units would give some thread
-    fewer than ``UNITS_PER_THREAD`` of them (the pool pulls them dynamically)."""
-    mc, nc = min(MC, -(-m // shape.mr) * shape.mr), min(NC, -(-p // shape.nr) * shape.nr)
-    while groups * -(-m // mc) * -(-p // nc) < UNITS_PER_THREAD * threads:
+    """Rows and columns of a unit: ``codegen.gemm``'s ``MC x NC`` (fewer past the edges;
+    all the columns where they are at most ``NC_MAX``), halved (columns first, whole panels
+    and tiles) while the units would give some thread fewer than ``UNITS_PER_THREAD`` of
+    them (the pool pulls them dynamically); one thread takes them whole."""
+    mc, nc = min(MC, -(-m // shape.mr) * shape.mr), -(-p // shape.nr) * shape.nr
+    nc = nc if nc <= NC_MAX else NC
+    while threads > 1 and groups * -(-m // mc) * -(-p // nc) < UNITS_PER_THREAD * threads:
         if nc > 2 * shape.nr:
             nc = -(-nc // (2 * shape.nr)) * shape.nr
         elif mc > 4 * shape.mr:

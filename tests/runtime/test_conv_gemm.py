@@ -33,6 +33,7 @@ CASES = [
     (3, 4, 5, (8, 12), (3, 3), (1, 1), (1, 1), (1, 1), 1),          # P = 96: blocks span images
     (1, 2 * KC // 9 + 3, MC + 5, (10, 21), (3, 3), (1, 1), (1, 1), (1, 1), 1),  # K, M blocks
     (5, 2 * KC // 9 + 3, 21, (7, 5), (3, 3), (1, 1), (1, 1), (1, 1), 1),  # panels span images
+    (2, 2 * KC // 9 + 3, 13, (8, 8), (3, 3), (1, 1), (1, 1), (1, 1), 1),  # P = 64, K blocks
     (2, 5, 7, (50,), (5,), (1,), (2,), (1,), 1),                     # 1-D
     (2, 7, 5, (70,), (4,), (3,), (1,), (2,), 1),                     # 1-D strided, dilated
     (2, 4, 6, (5, 6, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), 2),   # 3-D
@@ -81,6 +82,36 @@ def test_both_register_shapes_without_bias(isa, case):
     x, w, _ = _arrays(case, seed=1, bias=False)
     *_, s, p, d, g = case
     _assert_close(conv.conv(x, w, None, s, p, d, g, shape=isa), _reference(x, w, None, case), w)
+
+
+# narrow output rows and stride 2: 1 to MAX_RUNS runs per vector, or more (gathers)
+RUN_CASES = [
+    (3, 6, 9, (14, 14), (3, 3), (1, 1), (1, 1), (1, 1), 1),         # 14x14: one run per image
+    (3, 5, 7, (7, 9), (3, 3), (1, 1), (0, 0), (1, 1), 1),           # OW = 7, no padding: 3-4 runs
+    (2, 4, 5, (9, 7), (3, 3), (1, 1), (0, 0), (1, 1), 1),           # OW = 5: 4-5 runs
+    (2, 3, 4, (6, 5), (3, 3), (1, 1), (0, 0), (1, 1), 1),           # OW = 3: gathers
+    (3, 5, 6, (15, 15), (3, 3), (2, 2), (1, 1), (1, 1), 1),         # stride 2, OW = 8
+    (2, 4, 6, (14, 29), (1, 1), (2, 2), (0, 0), (1, 1), 1),         # 1x1 stride 2 to the edge
+    (1, 3, 5, (9, 40), (3, 3), (1, 2), (1, 0), (1, 3), 1),          # stride 2, dilation 3
+]
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512], ids=lambda i: i.name)
+@pytest.mark.parametrize("runs", [True, False], ids=["runs", "gathers"])
+@pytest.mark.parametrize("case", RUN_CASES, ids=_case_id)
+def test_run_loads_and_gathers(case, runs, isa, monkeypatch):
+    """Every packing path on the same windows: the run loads (one masked load per run of
+    lanes, stride 1 or 2) and, with them switched off, gathers."""
+    if not runs:
+        monkeypatch.setattr(conv, "RUN_STRIDES", ())
+        conv._plan.cache_clear()
+    x, w, b = _arrays(case, seed=3)
+    *_, s, p, d, g = case
+    try:
+        got = conv.conv(x, w, b, s, p, d, g, shape=isa)
+    finally:
+        conv._plan.cache_clear()
+    _assert_close(got, _reference(x, w, b, case), w)
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[10], CASES[12]], ids=_case_id)
