@@ -112,6 +112,16 @@ def python_step_event(node: Node, kernel: Any = None) -> Callable[[int], None]:
     return event(node_label(node), cat, node.source, input_shapes(node), args)
 
 
+def epilogue_step_event(nodes: Any, consumer: Node, kernel: Any = None) -> Callable[[int], None]:
+    """The event of a producer chain run at its consumer's line (``runtime.epilogue``: our
+    GEMM, or our convolution, an implicit GEMM, with the consumer's group as its epilogue or
+    a BatchNorm folded in): one ``GEMM`` event named by the chain and the consumer
+    (``sm::conv2d + sm::batch_norm + FusionGroup(relu)``), at the producer's source line."""
+    name = " + ".join(node_label(n) for n in (*nodes, consumer))
+    args = {"epilogue": kernel.name} if kernel is not None else None
+    return event(name, GEMM, nodes[0].source, input_shapes(nodes[0]), args)
+
+
 def _size(v: Any) -> int | str:
     """A step's size for an event's args: an int, or a symbolic size's text (``16*B``)."""
     return v if isinstance(v, int) else str(v)

@@ -167,7 +167,9 @@ class _Program:
         line = f"{target} = {call}" if outs else call
         if self.profiled:
             fk = self.ex.fused_kernel(node) if node.kind == Prim.FUSION_GROUP else None
-            self.ns[f"ev{k}"] = profiling.python_step_event(node, fk)
+            self.ns[f"ev{k}"] = profiling.python_step_event(node, fk) \
+                if node not in self.epilogues else \
+                profiling.epilogue_step_event(self.epilogues[node].nodes, node, fk)
             self._emit(depth, node, "t_ = clock()")
         # drop values at their last use, so a large intermediate is freed (and its
         # memory reused) as soon as eager would
