@@ -100,7 +100,7 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
     yield phi
     phi.add_incoming(b.add(phi, ir.Constant(I64, 1), flags=["nsw"]), b.block)
     latch = b.branch(header)
-    if interleave:
+    if interleave and interleave > 1:     # 1: a hint of no interleaving, kept as asked
         blocks = b.function.blocks
         interleave = capped_interleave(
             interleave, sum(map(_weight, (i for blk in blocks[blocks.index(body):]
