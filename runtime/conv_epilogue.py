@@ -32,6 +32,12 @@ def kernel_for(x: Any, w: Any, bias: Any, stride: Sequence[int], padding: Sequen
     return None
 
 
+def geometry(conv: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+    """A convolution node's ``(stride, padding, dilation, groups)``."""
+    a = conv.attrs
+    return tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), int(a["groups"])
+
+
 def fold_batch_norm(w: np.ndarray, bias: Any, mean: Any, var: Any, gamma: Any, beta: Any,
                     eps: float) -> tuple[np.ndarray, np.ndarray]:
     """The weight and bias of ``batch_norm(conv(x, w, bias))`` on running statistics as one
@@ -54,8 +60,7 @@ def conv_epilogue_step(src: Source, fk: Any, group: Callable[[list], list],
     Where our kernel or the group's launch does not take the arrays: ``fallback`` (the
     chain node by node) and then ``group``."""
     conv = src.head
-    a = conv.attrs
-    geometry = (tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), int(a["groups"]))
+    geo = geometry(conv)
     bn = src.nodes[1] if len(src.nodes) > 1 else None
     eps = float(bn.attrs.get("eps", 1e-5)) if bn is not None else 0.0
     n_chain = 3 + (6 if bn is not None else 0)
@@ -65,7 +70,7 @@ def conv_epilogue_step(src: Source, fk: Any, group: Callable[[list], list],
     def step(args: list) -> Any:
         chain, ins = args[:n_chain], list(args[n_chain:])
         if fk is not None:
-            out = _fused(fk, slot, chain, ins, geometry, bn is not None, eps, pools)
+            out = _fused(fk, slot, chain, ins, geo, bn is not None, eps, pools)
             if out is not None:
                 return out
         ins[slot] = fallback(chain)
@@ -73,12 +78,12 @@ def conv_epilogue_step(src: Source, fk: Any, group: Callable[[list], list],
     return step
 
 
-def _fused(fk: Any, slot: int, chain: list, ins: list, geometry: tuple, has_bn: bool,
+def _fused(fk: Any, slot: int, chain: list, ins: list, geo: tuple, has_bn: bool,
            eps: float, pools: dict) -> Any:
     """The group's output computed by our kernel with the group as its epilogue, or None
     where the arrays, the statistics or the group's launch do not fit (nothing computed)."""
     x, w, bias = chain[:3]
-    stride, padding, dilation, groups = geometry
+    stride, padding, dilation, groups = geo
     if has_bn:
         mean, var, gamma, beta, training = chain[3:8]
         if training or type(mean) is not np.ndarray or type(var) is not np.ndarray:
@@ -101,10 +106,8 @@ def conv_batch_norm_step(bn: Any, bn_step: Callable[[list], Any],
     (``runtime.epilogue.batch_norm_source``), called with the convolution's inputs then the
     BatchNorm's (input 0 a placeholder): one convolution with the folded weight and bias on
     running statistics; else the convolution (``fallback``) and ``bn_step``."""
-    conv = bn.inputs[0].node
-    a = conv.attrs
-    stride, padding, dilation = tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"])
-    groups, eps = int(a["groups"]), float(bn.attrs.get("eps", 1e-5))
+    stride, padding, dilation, groups = geometry(bn.inputs[0].node)
+    eps = float(bn.attrs.get("eps", 1e-5))
 
     def step(args: list) -> Any:
         (x, w, bias), ins = args[:3], list(args[3:])

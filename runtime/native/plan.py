@@ -619,12 +619,9 @@ class _Planner:
 
 def _own_conv(node: Node) -> bool:
     """Whether the convolution ``node`` is one our convolution kernels may run with an
-    epilogue (its target runs our own microkernels; the arrays are checked per call)."""
-    devices = {v.type.device for v in node.inputs if getattr(v.type, "device", None)}
-    try:
-        return bool(target_type(devices).own_gemm)
-    except NotImplementedError:
-        return False
+    epilogue: its target runs our own microkernels (``epilogue.conv_source`` took only
+    float32 CPU tensors; the arrays are checked per call)."""
+    return bool(target_type({node.output.type.device}).own_gemm)
 
 
 def _has_row_ops(node: Node) -> bool:
