@@ -10,10 +10,13 @@ stride 1, contiguous) copies of the input. Both functions have the signature::
 
     void f(i64 lo, i64 hi, float* noalias src, float* noalias dst, i64* params)
 
-``im2col``: rows ``[lo, hi)`` of the patch matrix ``dst`` from the input channels at ``src``
-(taps outside the input are 0). ``col2im``: channels ``[lo, hi)`` of ``dst`` += their patch
-rows in ``src``; a caller owns those channels (no two threads add to one). ``params`` holds
-``PARAMS`` in order; only in-range input elements are read or written.
+``im2col``: rows ``[lo, hi)`` of the patch matrix, from the input channels at ``src`` (taps
+outside the input are 0), into ``dst``'s rows from 0. ``col2im``: channels ``[lo, hi)`` of
+``dst`` += their patch rows, read from ``src``'s rows from 0; a caller owns those channels
+(no two threads add to one). ``params`` holds
+``PARAMS`` in order; ``LD`` is the patch matrix's row stride in floats (at least a row's
+``(R1-R0)*OW``: the patches of several images side by side in one matrix, each image's
+call pointed at its first column); only in-range input elements are read or written.
 
     >>> "define void @\\"conv_im2col_f32\\"" in render_im2col()
     True
@@ -28,7 +31,7 @@ from .llvm_emit import I64, PTR, for_range
 from .microkernel import F32, ZERO, at, c64, imin
 
 PARAMS = ("D", "H", "W", "OD", "OH", "OW", "KD", "KH", "KW", "SD", "SH", "SW",
-          "PD", "PH", "PW", "DD", "DH", "DW", "R0", "R1")
+          "PD", "PH", "PW", "DD", "DH", "DW", "R0", "R1", "LD")
 IM2COL, COL2IM = "conv_im2col_f32", "conv_col2im_f32"
 _ONE = c64(1)
 # A row is short (OW: 7 to 112 positions). At LLVM's own choice (16 lanes, 4 vectors per
@@ -84,7 +87,6 @@ class _Window:
         P = self.P
         self.kk = b.mul(b.mul(P["KD"], P["KH"]), P["KW"])
         self.plane = b.mul(b.mul(P["D"], P["H"]), P["W"])
-        self.cols = b.mul(b.sub(P["R1"], P["R0"]), P["OW"])      # one patch row's length
 
     def tap(self, t: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
         """Patch row ``t`` as (channel, kd, kh, kw)."""
@@ -153,7 +155,8 @@ class _Window:
             chan = at(b, src, b.mul(c, self.plane))
 
             def row(r: ir.Value, base: ir.Value, valid: ir.Value) -> None:
-                out = at(b, dst, b.add(b.mul(t, self.cols), b.mul(b.sub(r, P["R0"]), P["OW"])))
+                out = at(b, dst, b.add(b.mul(b.sub(t, lo), P["LD"]),
+                                       b.mul(b.sub(r, P["R0"]), P["OW"])))
                 a = b.select(valid, wlo, P["OW"])
                 z = b.select(valid, whi, P["OW"])
                 with row_loop(b, ZERO, a, "zl") as ow:
@@ -168,15 +171,16 @@ class _Window:
     def col2im(self) -> None:
         b, P = self.b, self.P
         lo, hi, src, dst, _ = self.fn.args
-        with for_range(b, b.mul(lo, self.kk), b.mul(hi, self.kk), name="t",
-                       vectorize=False) as t:
+        first = b.mul(lo, self.kk)
+        with for_range(b, first, b.mul(hi, self.kk), name="t", vectorize=False) as t:
             c, kd, kh, kw = self.tap(t)
             off = b.sub(b.mul(kw, P["DW"]), P["PW"])
             wlo, whi = self.span(off)
             chan = at(b, dst, b.mul(c, self.plane))
 
             def row(r: ir.Value, base: ir.Value, valid: ir.Value) -> None:
-                cols = at(b, src, b.add(b.mul(t, self.cols), b.mul(b.sub(r, P["R0"]), P["OW"])))
+                cols = at(b, src, b.add(b.mul(b.sub(t, first), P["LD"]),
+                                        b.mul(b.sub(r, P["R0"]), P["OW"])))
                 outp = at(b, chan, b.add(base, off))
                 with b.if_then(valid):
                     def add(ow: ir.Value, i: ir.Value) -> None:

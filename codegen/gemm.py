@@ -18,7 +18,7 @@ costs one read of B per row block, which the GEMM reads anyway:
 
 Then, if ``ep`` is not NULL, each row of the finished block goes through
 ``ep(start, end, ep_args, ep_meta)`` with flat indices ``i * N + j`` (C is C-contiguous,
-``ldc = N``): a fusion-group kernel (``codegen.llvm_ir``'s ABI) that reads C and writes its
+``ldc = N``, where there is an epilogue): a fusion-group kernel (``codegen.llvm_ir``'s ABI) that reads C and writes its
 output, bias, activation and residual applied while the ``MC x NC`` block is in L2.
 
 The exported function (``runtime.gemm.GEMM_TYPE``), named ``name(isa)``::
@@ -26,8 +26,9 @@ The exported function (``runtime.gemm.GEMM_TYPE``), named ``name(isa)``::
     void gemm_f32_{isa}(i64 lo, i64 hi, i64* p, float* a, float* b, float* c, float* ws,
                         void (*ep)(i64, i64, ptr, ptr), ptr ep_args, ptr ep_meta)
 
-runs units ``[lo, hi)``; ``p`` holds the sizes and element strides (``PARAMS``); ``ws`` is
-the calling thread's workspace of ``KC * nr`` floats; A has unit column stride.
+runs units ``[lo, hi)``; ``p`` holds the sizes and element strides (``PARAMS``; ``ACC``
+nonzero: ``C += A @ B``, the first K block adds too); ``ws`` is the calling thread's
+workspace of ``KC * nr`` floats; A and C have unit column stride.
 
     >>> from .microkernel import AVX512
     >>> text = render_gemm(AVX512)
@@ -45,7 +46,7 @@ KC = 256           # contraction steps per block: a KC x nr panel (32 KiB at nr 
 MC = 256           # rows per unit: A's MC x KC block (256 KiB) stays in L2 over the panels
 NC = 256           # columns per unit: 8 panels of 32; the MC x NC block of C is in L2 for
                    # the epilogue
-PARAMS = ("M", "N", "K", "lda", "bsk", "bsn", "ldc", "NB")
+PARAMS = ("M", "N", "K", "lda", "bsk", "bsn", "ldc", "NB", "ACC")
 _P = {name: i for i, name in enumerate(PARAMS)}
 EP_TYPE = ir.FunctionType(ir.VoidType(), [I64, I64, PTR, PTR])
 
@@ -111,7 +112,8 @@ class _Body:
             with for_range(b, ZERO, kblocks, name="kb", vectorize=False) as kb:
                 k0 = b.mul(kb, c64(KC))
                 kc = imin(b, c64(KC), b.sub(P["K"], k0))
-                first = b.icmp_signed("==", kb, ZERO)
+                first = b.and_(b.icmp_signed("==", kb, ZERO),
+                               b.icmp_signed("==", P["ACC"], ZERO))
                 with for_range(b, ZERO, panels, name="p", vectorize=False) as p:
                     j = b.add(j0, b.mul(p, c64(NR)))
                     nvalid = imin(b, c64(NR), b.sub(P["N"], j))

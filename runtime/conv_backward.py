@@ -99,16 +99,40 @@ class Geometry:
         return self.taps == 1 and self.s == (1, 1, 1) and self.p == (0, 0, 0) \
             and self.out == self.size
 
-    def params(self, r0: int, r1: int) -> np.ndarray:
-        """``codegen.col2im.PARAMS`` for output rows ``[r0, r1)``."""
-        v = (*self.size, *self.out, *self.k, *self.s, *self.p, *self.d, r0, r1)
+    def params(self, r0: int, r1: int, ld: int) -> np.ndarray:
+        """``codegen.col2im.PARAMS`` for output rows ``[r0, r1)`` of patch rows ``ld``
+        floats apart."""
+        v = (*self.size, *self.out, *self.k, *self.s, *self.p, *self.d, r0, r1, ld)
         assert len(v) == len(PARAMS)
         return np.array(v, np.int64)
 
-    def chunks(self, width: int, floats: int) -> list[tuple[int, int]]:
-        """Output-row ranges whose patch blocks of ``width`` rows fit ``floats``."""
-        step = max(1, floats // max(1, width * self.out[2]))
-        return [(r, min(r + step, self.rows)) for r in range(0, self.rows, step)]
+    def units(self, n: int, width: int, floats: int) -> list[list[tuple[int, int]]]:
+        """Blocks ``[q0, q1)`` of the batch's output positions (position ``q = image * P +
+        row * OW + ow``, ``P`` an image's positions) whose patch blocks of ``width`` rows fit
+        ``floats``: whole images side by side while they fit, else an image's rows split
+        over blocks. They come in units that share no image (an image split over blocks is
+        one unit), so that units on different threads can add into one input gradient
+        without a lock."""
+        ow, rows = self.out[2], self.rows
+        p = rows * ow
+        cap = max(1, floats // max(1, width * ow))          # output rows per block
+        if cap >= rows:
+            per = cap // rows
+            return [[(i * p, min(i + per, n) * p)] for i in range(0, n, per)]
+        return [[(i * p + r * ow, i * p + min(r + cap, rows) * ow)
+                 for r in range(0, rows, cap)] for i in range(n)]
+
+    def segments(self, q0: int, q1: int) -> list[tuple[int, int, int, int]]:
+        """Block ``[q0, q1)`` (from ``units``) as ``(image, r0, r1, column)`` pieces: image
+        ``image``'s output rows ``[r0, r1)`` at ``column`` of the block."""
+        ow, p = self.out[2], self.rows * self.out[2]
+        out, q = [], q0
+        while q < q1:
+            img, r0 = q // p, (q % p) // ow
+            end = min(q1, (img + 1) * p)
+            out.append((img, r0, r0 + (end - q) // ow, q - q0))
+            q = end
+        return out
 
 
 def taken(gy: Any, other: Any, x_shape: Sequence[int], w_shape: Sequence[int],
@@ -160,16 +184,19 @@ def _buffer(name: str, floats: int) -> np.ndarray:
     return buf[:floats]
 
 
-def _mm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out = a @ b`` on the calling thread: our GEMM unless ``SCRIPTMOD_GEMM=blas``. Not
-    ``gemm.preferred``'s BLAS-or-ours rule: these calls run on the pool's threads, where
-    BLAS's own threads would fight them (as in ``runtime.attention``), and with a transposed
-    B ours ran ahead of OpenBLAS's SkylakeX kernel too (one thread, b8 64->64 56x56's weight
-    gradient block 146 vs 125 GFLOP/s, the stem's 138 vs 104)."""
-    if gemm.choice() == "blas":
-        np.matmul(a, b, out=out)
+def _mm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False) -> None:
+    """``out = a @ b`` (``accumulate``: ``out += a @ b``) on the calling thread: our GEMM
+    unless ``SCRIPTMOD_GEMM=blas``. Not ``gemm.preferred``'s BLAS-or-ours rule: these calls
+    run on the pool's threads, where BLAS's own threads would fight them (as in
+    ``runtime.attention``), and with a transposed B ours ran ahead of OpenBLAS's SkylakeX
+    kernel too (one thread, b8 64->64 56x56's weight gradient block 146 vs 125 GFLOP/s, the
+    stem's 138 vs 104)."""
+    if gemm.choice() != "blas":
+        gemm.matmul(a, b, out=out, threads=1, accumulate=accumulate)
+    elif accumulate:
+        out += a @ b
     else:
-        gemm.matmul(a, b, out=out, threads=1)
+        np.matmul(a, b, out=out)
 
 
 def _run(items: int, flops: int, fn: Callable[[int], None]) -> None:
@@ -183,55 +210,122 @@ def _run(items: int, flops: int, fn: Callable[[int], None]) -> None:
         _threads.parallel_for(run, items * _UNIT, min_split=0)
 
 
-def _gy_rows(gy: np.ndarray, n: int, g: int, og: int) -> np.ndarray:
-    """``gy[n]``'s group ``g`` as an ``(O/G, P)`` matrix (a view)."""
-    return gy[n, g * og:(g + 1) * og].reshape(og, -1)
+def _by_group(gy: np.ndarray, g: int) -> np.ndarray:
+    """``gy (N, O, *out)`` as ``(G, O/G, N*P)``: each group's output channels by the batch's
+    positions, the images side by side (``Geometry.units``' positions), so that one GEMM
+    contracts over many images (a copy unless ``N`` is 1)."""
+    n, o = gy.shape[:2]
+    return np.ascontiguousarray(gy.reshape(n, g, o // g, -1).transpose(1, 2, 0, 3)) \
+        .reshape(g, o // g, -1)
+
+
+def _split(total: int, parts: int, align: int = 32) -> list[tuple[int, int]]:
+    """``[0, total)`` in about ``parts`` ranges, each a multiple of ``align`` long (the
+    microkernel's panel width) but the last."""
+    step = -(-max(1, -(-total // max(1, parts))) // align) * align
+    return [(i, min(i + step, total)) for i in range(0, total, step)]
+
+
+def _items() -> int:
+    """How many independent items a call should offer the pool: two per thread."""
+    return 2 * _threads.get_num_threads()
 
 
 def grad_input(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Sequence[int],
                padding: Sequence[int], dilation: Sequence[int], groups: int) -> np.ndarray:
     """The input gradient ``(N, C, *spatial)`` of a convolution of weight ``w`` with output
-    gradient ``gy`` (``taken`` holds): at stride 1 a forward convolution (``_as_conv``),
-    else GEMM blocks and ``col2im``."""
-    direct = _as_conv(gy, w, x_shape, stride, padding, dilation, groups)
-    if direct is not None:
-        return direct
-    gy = np.ascontiguousarray(gy)
+    gradient ``gy`` (``taken`` holds): the patch gradients ``Wᵀ @ gy`` added back onto the
+    input by ``col2im`` (``_col2im``), or at stride 1, where the batch has at least as many
+    positions as the weight has output channels, the forward convolution of ``gy`` by the
+    flipped weight (``_as_conv``)."""
+    gy, w = np.ascontiguousarray(gy), np.ascontiguousarray(w)
+    positions = gy.shape[0] * math.prod(gy.shape[2:])
+    if positions >= w.shape[0]:
+        direct = _as_conv(gy, w, x_shape, stride, padding, dilation, groups)
+        if direct is not None:
+            return direct
+    return _col2im(gy, w, x_shape, stride, padding, dilation, groups, positions)
+
+
+def _col2im(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Sequence[int],
+            padding: Sequence[int], dilation: Sequence[int], groups: int,
+            positions: int) -> np.ndarray:
+    """``grad_input`` by patch gradients. Per group the patch gradients are ``Wᵀ (C/G*K x
+    O/G) @ gy (O/G x NP)``; the GEMM reads A with unit column stride, so either the weight
+    is transposed (``O*C*K`` floats moved) or, where the batch has fewer positions ``NP``
+    than the weight output channels (ResNet-18's last stage at 64 x 64: 32 against 512),
+    the product is formed transposed, ``gyᵀ @ W``, and that is transposed (``NP*C*K``
+    floats moved). Items ``(unit, group, channel block)`` then add their blocks onto their
+    own channels of their own images (``col2im``), so no two threads add to one element."""
     n, o, k = gy.shape[0], w.shape[0], w.shape[2:]
     c, g = int(x_shape[1]), groups
     cg, og = c // g, o // g
     geo = Geometry.of(x_shape[2:], gy.shape[2:], k, stride, padding, dilation)
     kk = geo.taps
-    wt = np.ascontiguousarray(w.reshape(g, og, cg * kk).transpose(0, 2, 1))   # (G, CgK, Og)
     dx = np.zeros(tuple(x_shape), np.float32)
-    cb = max(1, min(cg, -(-GEMM_ROWS // kk)))
-    blocks = -(-cg // cb)
     col2im = _kernels()[1]
+    if positions < o:
+        gyt = np.ascontiguousarray(gy.reshape(n, g, og, -1).transpose(1, 0, 3, 2))
+        wg = w.reshape(g, og, cg * kk)
+        whole = np.empty((g, positions, cg * kk), np.float32)
+        for grp in range(g):                                       # gyᵀ @ W, on the pool
+            if gemm.choice() == "blas":
+                np.matmul(gyt[grp].reshape(positions, og), wg[grp], out=whole[grp])
+            else:
+                gemm.matmul(gyt[grp].reshape(positions, og), wg[grp], out=whole[grp])
+        patches = np.ascontiguousarray(whole.transpose(0, 2, 1))   # (G, CgK, NP)
+        units = [[(0, positions)]]
+        cb = max(1, -(-cg // max(1, -(-_items() // g))))
+
+        def block(grp: int, c0: int, c1: int, q0: int, q1: int) -> tuple[np.ndarray, int]:
+            return patches[grp, c0 * kk:c1 * kk], positions
+    else:
+        gyg = _by_group(gy, g)                                     # (G, Og, NP)
+        wt = np.ascontiguousarray(w.reshape(g, og, cg * kk).transpose(0, 2, 1))  # (G, CgK, Og)
+        cb = max(1, min(cg, -(-GEMM_ROWS // kk)))
+        units = geo.units(n, cb * kk, BLOCK_FLOATS)
+
+        def block(grp: int, c0: int, c1: int, q0: int, q1: int) -> tuple[np.ndarray, int]:
+            rows = (c1 - c0) * kk
+            buf = _buffer("cols", rows * (q1 - q0)).reshape(rows, q1 - q0)
+            _mm(wt[grp, c0 * kk:c1 * kk], gyg[grp][:, q0:q1], buf)
+            return buf, q1 - q0
+    blocks = -(-cg // cb)
 
     def item(i: int) -> None:
-        img, rest = divmod(i, g * blocks)
+        u, rest = divmod(i, g * blocks)
         grp, blk = divmod(rest, blocks)
         c0, c1 = blk * cb, min(cg, (blk + 1) * cb)
-        a = wt[grp, c0 * kk:c1 * kk]
-        target = dx[img, grp * cg + c0]
-        gyg = _gy_rows(gy, img, grp, og)
-        for r0, r1 in geo.chunks((c1 - c0) * kk, BLOCK_FLOATS):
-            cols = geo.out[2] * (r1 - r0)
-            buf = _buffer("cols", a.shape[0] * cols).reshape(a.shape[0], cols)
-            _mm(a, gyg[:, r0 * geo.out[2]:r1 * geo.out[2]], buf)
-            params = geo.params(r0, r1)          # held: the kernel reads it
-            col2im(0, c1 - c0, data_ptr(buf), data_ptr(target), data_ptr(params))
-    _run(n * g * blocks, 2 * gy.size * cg * kk, item)
+        for q0, q1 in units[u]:
+            buf, ld = block(grp, c0, c1, q0, q1)
+            for img, r0, r1, col in geo.segments(q0, q1):
+                params = geo.params(r0, r1, ld)          # held: the kernel reads it
+                col2im(c0, c1, data_ptr(buf) + 4 * col, data_ptr(dx[img, grp * cg]),
+                       data_ptr(params))
+    _run(len(units) * g * blocks, 2 * gy.size * cg * kk, item)
     return dx
+
+
+def _flipped(w: np.ndarray, groups: int) -> np.ndarray:
+    """``w (O, C/G, *k)`` as ``(C, O/G, *k)``: per group its two channel dims swapped and
+    its taps reversed. Each channel pair's taps move as one block (a NumPy void element of
+    ``K`` floats), then are reversed in place order: 512 x 512 x 3 x 3 in 3.6 ms against
+    7.7-9.6 ms for NumPy's copy of the strided, reversed view."""
+    o, cg, k = w.shape[0], w.shape[1], w.shape[2:]
+    kk, og = math.prod(k), o // groups
+    taps = w.reshape(groups, og, cg * kk).view(np.dtype((np.void, 4 * kk)))   # (G, Og, Cg)
+    swapped = np.ascontiguousarray(taps.transpose(0, 2, 1)).view(np.float32)
+    return np.ascontiguousarray(swapped.reshape(groups * cg, og, kk)[..., ::-1]) \
+        .reshape(groups * cg, og, *k)
 
 
 def _as_conv(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Sequence[int],
              padding: Sequence[int], dilation: Sequence[int], groups: int) -> np.ndarray | None:
     """At stride 1 the input gradient is the forward convolution (``runtime.conv``) of
-    ``gy`` with the weight flipped and its two channel dims swapped per group, padded by
-    ``d*(k-1) - p``; None where that padding would be negative, the gradient has rows no
-    window reached (a transposed convolution's ``output_padding``), or ``runtime.conv``
-    does not take the arguments."""
+    ``gy`` with the weight flipped and its two channel dims swapped per group (``_flipped``),
+    padded by ``d*(k-1) - p``; None where that padding would be negative, the gradient has
+    rows no window reached (a transposed convolution's ``output_padding``), or
+    ``runtime.conv`` does not take the arguments."""
     k = w.shape[2:]
     pad = [d * (kk - 1) - p for kk, p, d in zip(k, padding, dilation)]
     if any(s != 1 for s in stride) or min(pad) < 0:
@@ -239,10 +333,7 @@ def _as_conv(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Sequ
     if any(gy.shape[2 + i] + 2 * pad[i] - dilation[i] * (k[i] - 1) != x_shape[2 + i]
            for i in range(len(k))):
         return None
-    o, cg, g = w.shape[0], w.shape[1], groups
-    flipped = w[(slice(None), slice(None), *(slice(None, None, -1),) * len(k))]
-    wt = flipped.reshape(g, o // g, cg, *k).swapaxes(1, 2).reshape(g * cg, o // g, *k)
-    wt = np.ascontiguousarray(wt)
+    wt = _flipped(w, groups)
     if not _conv.taken(gy, wt, None, stride, pad, dilation, groups):
         return None
     return _conv.conv(gy, wt, None, stride, pad, dilation, groups)
@@ -251,35 +342,42 @@ def _as_conv(gy: np.ndarray, w: np.ndarray, x_shape: Sequence[int], stride: Sequ
 def grad_weight(gy: np.ndarray, x: np.ndarray, w_shape: Sequence[int], stride: Sequence[int],
                 padding: Sequence[int], dilation: Sequence[int], groups: int) -> np.ndarray:
     """The weight gradient ``w_shape`` of a convolution of input ``x`` with output gradient
-    ``gy`` (``taken`` holds)."""
+    ``gy`` (``taken`` holds): per group ``gW = gy (O/G x NP) @ patchesᵀ (NP x C/G*K)``,
+    contracted over the whole batch's positions. An item owns a block of patch rows (so a
+    block of ``gW``'s columns) and walks the batch in position blocks: its own rows of the
+    patches (``im2col``, several images side by side when they are small) and the GEMM
+    adding into its columns of ``gW``, so nothing is summed afterwards and the contraction
+    is long even where an image has 4 positions."""
     gy, x = np.ascontiguousarray(gy), np.ascontiguousarray(x)
-    n, o, g = gy.shape[0], int(w_shape[0]), groups
-    cg, og = x.shape[1] // g, o // g
+    n, g = gy.shape[0], groups
+    cg, og = x.shape[1] // g, int(w_shape[0]) // g
     geo = Geometry.of(x.shape[2:], gy.shape[2:], w_shape[2:], stride, padding, dilation)
     ck = cg * geo.taps
-    chunks = geo.chunks(ck, WEIGHT_BLOCK_FLOATS)
-    sums: dict[int, np.ndarray] = {}         # each thread's own sum, by thread id
+    gyg = _by_group(gy, g)                                         # (G, Og, NP)
+    gw = np.empty((g, og, ck), np.float32)
+    spans = _split(ck, -(-_items() // g))
+    width = spans[0][1] - spans[0][0]
+    blocks = [blk for unit in geo.units(n, width, WEIGHT_BLOCK_FLOATS) for blk in unit]
     im2col = _kernels()[0]
 
+    def patches(grp: int, t0: int, t1: int, q0: int, q1: int) -> np.ndarray:
+        """Patch rows ``[t0, t1)`` of group ``grp`` at positions ``[q0, q1)``."""
+        pieces = geo.segments(q0, q1)
+        if geo.pointwise and len(pieces) == 1:      # the patches are the input's own rows
+            img, r0, r1, _ = pieces[0]
+            rows = x[img, grp * cg + t0:grp * cg + t1].reshape(t1 - t0, -1)
+            return rows[:, r0 * geo.out[2]:r1 * geo.out[2]]
+        buf = _buffer("cols", (t1 - t0) * (q1 - q0)).reshape(t1 - t0, q1 - q0)
+        for img, r0, r1, col in pieces:
+            params = geo.params(r0, r1, q1 - q0)
+            im2col(t0, t1, data_ptr(x[img, grp * cg]), data_ptr(buf) + 4 * col,
+                   data_ptr(params))
+        return buf
+
     def item(i: int) -> None:
-        acc = sums.get(threading.get_ident())
-        if acc is None:
-            acc = sums[threading.get_ident()] = np.zeros((g, og, ck), np.float32)
-        img, (r0, r1) = divmod(i, len(chunks))[0], chunks[i % len(chunks)]
-        cols = geo.out[2] * (r1 - r0)
-        params = geo.params(r0, r1)
-        part = _buffer("part", og * ck).reshape(og, ck)
-        span = slice(r0 * geo.out[2], r1 * geo.out[2])
-        for grp in range(g):
-            if geo.pointwise:                   # the patches are the input's own rows
-                buf = x[img, grp * cg:(grp + 1) * cg].reshape(cg, -1)[:, span]
-            else:
-                buf = _buffer("cols", ck * cols).reshape(ck, cols)
-                im2col(0, ck, data_ptr(x[img, grp * cg]), data_ptr(buf), data_ptr(params))
-            _mm(_gy_rows(gy, img, grp, og)[:, span], buf.T, part)
-            acc[grp] += part
-    _run(n * len(chunks), 2 * gy.size * ck, item)
-    total, *rest = sums.values()
-    for s in rest:
-        total += s
-    return total.reshape(tuple(w_shape))
+        grp, (t0, t1) = divmod(i, len(spans))[0], spans[i % len(spans)]
+        for j, (q0, q1) in enumerate(blocks):
+            _mm(gyg[grp][:, q0:q1], patches(grp, t0, t1, q0, q1).T, gw[grp][:, t0:t1],
+                accumulate=j > 0)
+    _run(g * len(spans), 2 * gy.size * ck, item)
+    return gw.reshape(tuple(w_shape))

@@ -132,11 +132,12 @@ class Epilogue:
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
            epilogue: Epilogue | None = None, threads: int | None = None,
-           shape: Isa | None = None) -> np.ndarray:
-    """``a @ b`` into ``out`` (a new C-contiguous array by default), then ``epilogue`` per
-    block; ``threads=1``: the calling thread only; ``shape``: the register shape (default
-    the host's, ``isa()``). Raises ``ValueError`` naming the arrays it does not take
-    (``supported``)."""
+           shape: Isa | None = None, accumulate: bool = False) -> np.ndarray:
+    """``a @ b`` into ``out`` (a new C-contiguous array by default; without an epilogue any
+    float32 ``(M, N)`` array with unit column stride, such as a column block of a larger
+    matrix), then ``epilogue`` per block; ``accumulate``: ``out += a @ b``; ``threads=1``:
+    the calling thread only; ``shape``: the register shape (default the host's, ``isa()``).
+    Raises ``ValueError`` naming the arrays it does not take (``supported``)."""
     if not supported(a, b):
         raise worded(ValueError(f"gemm.matmul: expected float32 arrays a (M, K) with unit "
                                 f"column stride and b (K, N), no empty dim; got a {_desc(a)}, "
@@ -144,12 +145,17 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     M, K = a.shape
     N = b.shape[1]
     if out is None:
+        if accumulate:
+            raise worded(ValueError("gemm.matmul: accumulate needs an out array"),
+                         internal=True)
         out = np.empty((M, N), np.float32)
-    elif out.shape != (M, N) or out.dtype != np.float32 or not out.flags.c_contiguous:
-        raise worded(ValueError(f"gemm.matmul: out must be a C-contiguous float32 ({M}, {N}) "
-                                f"array, got {_desc(out)}"), internal=True)
+    elif out.shape != (M, N) or out.dtype != np.float32 or not _writable_rows(out, epilogue):
+        raise worded(ValueError(f"gemm.matmul: out must be a float32 ({M}, {N}) array with "
+                                f"unit column stride (C-contiguous with an epilogue), got "
+                                f"{_desc(out)}"), internal=True)
     shape = shape or isa()
-    params, units = _plan(M, N, K, a.strides[0] // 4, b.strides[0] // 4, b.strides[1] // 4)
+    params, units = _plan(M, N, K, a.strides[0] // 4, b.strides[0] // 4, b.strides[1] // 4,
+                          out.strides[0] // 4, bool(accumulate))
     fn = kernel(shape)[0]
     floats = workspace_floats(shape)
     ep = (None, None, None) if epilogue is None else \
@@ -165,10 +171,21 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
     return out
 
 
+def _writable_rows(out: np.ndarray, epilogue: Epilogue | None) -> bool:
+    """Whether the GEMM can write ``out``: rows of unit column stride at a row stride of
+    whole elements, no smaller than a row (C-contiguous where an epilogue reads it by flat
+    index)."""
+    if epilogue is not None:
+        return out.flags.c_contiguous
+    return out.flags.writeable and out.strides[1] == 4 and out.strides[0] % 4 == 0 \
+        and out.strides[0] // 4 >= out.shape[1]
+
+
 @lru_cache(maxsize=256)
-def _plan(M: int, N: int, K: int, lda: int, bsk: int, bsn: int) -> tuple[np.ndarray, int]:
+def _plan(M: int, N: int, K: int, lda: int, bsk: int, bsn: int, ldc: int,
+          acc: bool) -> tuple[np.ndarray, int]:
     nb = -(-N // NC)
-    sizes = dict(M=M, N=N, K=K, lda=lda, bsk=bsk, bsn=bsn, ldc=N, NB=nb)
+    sizes = dict(M=M, N=N, K=K, lda=lda, bsk=bsk, bsn=bsn, ldc=ldc, NB=nb, ACC=int(acc))
     params = np.array([sizes[p] for p in PARAMS], np.int64)
     params.flags.writeable = False
     return params, -(-M // MC) * nb

@@ -74,6 +74,26 @@ def test_threads_give_the_same_bits_and_out_is_written():
     np.testing.assert_array_equal(out, one)
 
 
+@pytest.mark.parametrize("isa", [AVX2, AVX512], ids=lambda i: i.name)
+@pytest.mark.parametrize("m,k,n", [(9, 17, 33), (MC + 3, KC + 1, NC + 31)])
+def test_accumulates_into_a_column_block_of_a_wider_matrix(isa, m, k, n):
+    """``out`` a column block of a wider C (its row stride past ``n``), ``accumulate``
+    adding to what is there: the columns around the block are untouched."""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k), dtype=np.float32).T
+    wide = rng.standard_normal((m, n + 9), dtype=np.float32)
+    before = wide.copy()
+    block = wide[:, 5:5 + n]
+    assert gemm.matmul(a, b, out=block, shape=isa, accumulate=True) is block
+    want = before[:, 5:5 + n].astype(np.float64) + a.astype(np.float64) @ b
+    assert np.all(np.abs(block - want) <= _bound(a, b) + 1e-6 * np.abs(want))
+    np.testing.assert_array_equal(wide[:, :5], before[:, :5])
+    np.testing.assert_array_equal(wide[:, 5 + n:], before[:, 5 + n:])
+    gemm.matmul(a, b, out=block, shape=isa)                      # overwrites
+    assert np.all(np.abs(block - a.astype(np.float64) @ b) <= _bound(a, b))
+
+
 def test_bad_arrays_are_clear_errors():
     a = np.ones((4, 3), np.float32)
     with pytest.raises(ValueError, match=r"gemm.matmul: expected float32 .*got a float64"):
@@ -82,8 +102,12 @@ def test_bad_arrays_are_clear_errors():
         gemm.matmul(a, np.ones((4, 2), np.float32))
     with pytest.raises(ValueError, match="unit column"):
         gemm.matmul(np.ones((3, 4), np.float32).T, np.ones((3, 2), np.float32))
-    with pytest.raises(ValueError, match=r"out must be a C-contiguous float32 \(4, 2\)"):
+    with pytest.raises(ValueError, match=r"out must be a float32 \(4, 2\) array"):
         gemm.matmul(a, np.ones((3, 2), np.float32), out=np.empty((2, 4), np.float32))
+    with pytest.raises(ValueError, match="unit column stride"):
+        gemm.matmul(a, np.ones((3, 2), np.float32), out=np.empty((2, 4), np.float32).T)
+    with pytest.raises(ValueError, match="accumulate needs an out"):
+        gemm.matmul(a, np.ones((3, 2), np.float32), accumulate=True)
     assert not gemm.supported(np.ones((0, 3), np.float32), np.ones((3, 2), np.float32))
 
 
