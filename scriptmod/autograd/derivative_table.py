@@ -47,6 +47,18 @@ def _conjugated(rule: Callable) -> Callable:
     return conjugated
 
 
+def needs_grad(ctx: Any, k: int) -> bool:
+    """Whether input ``k`` of the node takes a gradient, so that a rule can skip an expensive
+    one nobody reads (a network's first convolution has no input gradient): eager
+    autograd's node has an edge for it; the compiled backward's rule context
+    (``jit._autodiff``) knows the forward node's inputs that need one. (A
+    ``needs_input_grad`` on both contexts, as PyTorch's ``ctx`` has, would replace this.)"""
+    node = getattr(ctx, "node", None)
+    if node is not None:
+        return node.next_functions[k][0] is not None
+    return ctx._node.inputs[k] in ctx._bw.needs
+
+
 def _op(name: str, *inputs: Any, **attrs: Any) -> Tensor:
     """Op ``name`` through the dispatcher (a derivative rule's call of a registry op)."""
     return dispatch(name, inputs, attrs)

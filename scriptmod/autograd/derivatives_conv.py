@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scriptmod.autograd.derivative_table import _op, derivative
+from scriptmod.autograd.derivative_table import _op, derivative, needs_grad
 from scriptmod.ir.ops.conv import RANKS
 from scriptmod.tensor import Tensor
 
@@ -46,9 +46,10 @@ def _register(rank: int) -> None:
     def _forward(ctx: Any, g: Tensor) -> tuple:
         x, w = ctx.inputs[0], ctx.inputs[1]
         gy, kw = _as(g, x), _conv_attrs(ctx)
-        gx = _op(grad_input, gy, w, list(x.shape), **kw)
-        gw = _op(grad_weight, gy, x, list(w.shape), **kw)
-        gb = g.sum(dim=(0, *range(2, rank + 2))) if ctx.input_meta[2] is not None else None
+        gx = _op(grad_input, gy, w, list(x.shape), **kw) if needs_grad(ctx, 0) else None
+        gw = _op(grad_weight, gy, x, list(w.shape), **kw) if needs_grad(ctx, 1) else None
+        gb = g.sum(dim=(0, *range(2, rank + 2))) \
+            if ctx.input_meta[2] is not None and needs_grad(ctx, 2) else None
         return gx, gw, gb
 
     @derivative(grad_input, saves=(0, 1))

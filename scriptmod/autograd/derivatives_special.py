@@ -10,26 +10,15 @@ import math
 from typing import Any
 
 from scriptmod._tensor_ops import where
-from scriptmod.autograd.derivative_table import _op, derivative
+from scriptmod.autograd.derivative_table import _op, derivative, needs_grad
 from scriptmod.tensor import Tensor
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
 
-def _needs_grad(ctx: Any, k: int) -> bool:
-    """Whether input ``k`` of the node takes a gradient: eager autograd's node has an edge for
-    it; the compiled backward's rule context (``jit._autodiff``) knows the forward node's
-    inputs that need one. (A ``needs_input_grad`` on both contexts, as PyTorch's ``ctx`` has,
-    would replace this.)"""
-    node = getattr(ctx, "node", None)
-    if node is not None:
-        return node.next_functions[k][0] is not None
-    return ctx._node.inputs[k] in ctx._bw.needs
-
-
 def _refuse(ctx: Any, k: int, what: str) -> None:
-    if _needs_grad(ctx, k):
+    if needs_grad(ctx, k):
         raise NotImplementedError(f"the derivative for '{what}' is not implemented.")
 
 

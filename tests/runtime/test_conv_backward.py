@@ -259,3 +259,35 @@ def test_batch_norm_backward_refuses_a_gradient_of_another_shape() -> None:
     x, g, w, _ = _bn_data((2, 3, 8, 8))
     with pytest.raises(ShapeError, match="grad of the input's shape"):
         knn._batch_norm_backward(np, g[:, :, :4], x, None, None, w, True)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "traced"])
+def test_gradients_nobody_reads_are_not_computed(monkeypatch: pytest.MonkeyPatch,
+                                                 compiled: bool) -> None:
+    """A network's first convolution (an input without grad) runs no input-gradient
+    convolution, a frozen weight no weight gradient; the gradients that are read still
+    equal the full backward's."""
+    calls: list[str] = []
+    for name in ("conv_grad_input", "conv_grad_weight"):
+        real = getattr(kc, name)
+        monkeypatch.setattr(kc, name, lambda *a, _r=real, _n=name: (calls.append(_n), _r(*a))[1])
+    x, w, gy = _operands((2, 4, 6, (9, 8), (3, 3), (1, 1), (1, 1), (1, 1), 1))
+
+    def run(x_grad: bool, w_grad: bool) -> tuple:
+        sx = sm.from_numpy(x).requires_grad_(x_grad)
+        sw = sm.from_numpy(w).requires_grad_(w_grad)
+        fn = lambda a, b: (F.conv2d(a, b, None, 1, 1) * sm.from_numpy(gy)).sum()  # noqa: E731
+        if compiled:
+            class M(sm.nn.Module):
+                def forward(self, a: sm.Tensor, b: sm.Tensor) -> sm.Tensor:
+                    return fn(a, b)
+            fn = sm.jit.trace(M(), (sx, sw))
+        calls.clear()
+        fn(sx, sw).backward()
+        return sorted(set(calls)), sx.grad, sw.grad
+
+    assert run(False, True)[0] == ["conv_grad_weight"]
+    assert run(True, False)[0] == ["conv_grad_input"]
+    _, full_x, full_w = run(True, True)
+    assert np.array_equal(run(False, True)[2].numpy(), full_w.numpy())
+    assert np.array_equal(run(True, False)[1].numpy(), full_x.numpy())
