@@ -1,6 +1,7 @@
-"""Native max and average pooling on the CPU for float32 and float64 NumPy arrays, 1-D and
-2-D: windowed pools are ``codegen.conv_direct``'s stencil (a max or a sum over the taps of
-a padded, phase-split scratch, vectorized along the output row), global pools one vector
+"""Native max and average pooling on the CPU for float32 and float64 NumPy arrays, 1-D to
+3-D: windowed pools are ``codegen.conv_direct``'s stencil (a max or a sum over the taps of
+a padded, phase-split scratch, vectorized along the output row; a 3-D pool is the 2-D pool
+of every depth slice, combined along depth: ``_over_depth``), global pools one vector
 reduction per plane (``codegen.pooling``). The reference kernels (``runtime.kernels.
 pooling``) check the arguments and call these; each returns None where it does not take
 the arrays (another dtype or rank, an empty input, a non-divisible adaptive pool), and the
@@ -62,10 +63,11 @@ def _spec(mode: str, x: np.ndarray) -> Stencil:
     return Stencil(mode, dtype, _direct.lanes(dtype))
 
 
-def _planes(x: Any, n: int) -> np.ndarray | None:
+def _planes(x: Any, n: int, ranks: tuple[int, ...] = (1, 2)) -> np.ndarray | None:
     """``x`` as C-contiguous ``(B, *S)`` planes, or None where the native kernels do not
-    take it (not a float32/float64 NumPy array of rank n+1 or n+2, n > 2, or empty)."""
-    if type(x) is not np.ndarray or x.dtype not in _DTYPES or n not in (1, 2):
+    take it (not a float32/float64 NumPy array of rank n+1 or n+2, ``n`` not in ``ranks``,
+    or empty)."""
+    if type(x) is not np.ndarray or x.dtype not in _DTYPES or n not in ranks:
         return None
     if x.ndim not in (n + 1, n + 2) or x.size == 0:
         return None
@@ -105,8 +107,71 @@ def max_pool(x: Any, n: int, kernel_size: Sequence[int], stride: Sequence[int],
              padding: Sequence[int], dilation: Sequence[int],
              ceil_mode: bool) -> np.ndarray | None:
     """``max_pool{n}d`` of checked arguments (padding at most half the kernel), or None."""
+    if n == 3:
+        return _over_depth("max", x, kernel_size, stride, padding, dilation, ceil_mode)
     done = _windowed("max", x, n, kernel_size, stride, padding, dilation, ceil_mode)
     return None if done is None else done[0]
+
+
+def _over_depth(mode: str, x: Any, k: Sequence[int], s: Sequence[int], p: Sequence[int],
+                d: Sequence[int], ceil_mode: bool, include_pad: bool = True,
+                override: int | None = None) -> np.ndarray | None:
+    """A 3-D max (``mode="max"``) or average (``"avg"``) pool as the native 2-D pool of
+    every depth slice (for an average: window sums, ``divisor_override=1``), combined along
+    depth: each output depth takes the max, or the sum, of the pooled slices its window
+    covers (NaN propagates through ``np.maximum``), and an average is divided by torch's
+    divisor, the product of the per-dim counts (``_counts``). None where the 2-D pool is
+    not taken, or a window has no depth tap inside the input (the reference's case)."""
+    if type(x) is not np.ndarray or x.ndim not in (4, 5) or len(k) != 3 or x.size == 0:
+        return None
+    depth = x.shape[-3]
+    od = _direct.out_size((1, depth), (1, int(k[0])), (1, int(s[0])), (0, int(p[0])),
+                          (1, int(d[0])), bool(ceil_mode))[1]
+    if od <= 0 or min(s) < 1 or min(d) < 1:
+        return None
+    slices = np.ascontiguousarray(x).reshape((-1,) + x.shape[-2:])
+    if mode == "max":
+        pooled = max_pool(slices, 2, k[1:], s[1:], p[1:], d[1:], ceil_mode)
+    else:
+        pooled = avg_pool(slices, 2, k[1:], s[1:], p[1:], ceil_mode, include_pad, 1)
+    if pooled is None:
+        return None
+    pooled = pooled.reshape((-1, depth) + pooled.shape[-2:])
+    starts = np.arange(od) * int(s[0]) - int(p[0])
+    acc, taps = None, np.zeros(od, np.int64)
+    fill = -np.inf if mode == "max" else 0.0
+    for j in range(int(k[0])):
+        at = starts + j * int(d[0])
+        inside = (at >= 0) & (at < depth)
+        if not inside.any():
+            continue
+        taps += inside
+        part = pooled[:, np.clip(at, 0, depth - 1)]
+        if not inside.all():
+            part = np.where(inside[None, :, None, None], part, pooled.dtype.type(fill))
+        acc = part if acc is None else (np.maximum(acc, part) if mode == "max" else acc + part)
+    if acc is None or not taps.all():
+        return None
+    if mode == "avg":
+        if override:
+            acc /= pooled.dtype.type(override)
+        else:
+            counts = [_counts(size, o, kk, ss, pp, include_pad).astype(pooled.dtype)
+                      for size, o, kk, ss, pp in zip((depth,) + x.shape[-2:],
+                                                     acc.shape[1:], k, s, p)]
+            acc /= counts[0][:, None, None] * counts[1][:, None] * counts[2]
+    return acc.reshape(x.shape[:-3] + acc.shape[1:])
+
+
+def _counts(size: int, out: int, k: int, s: int, p: int, include_pad: bool) -> np.ndarray:
+    """The taps each of ``out`` windows counts along one dim (torch's divisor rule: the
+    padding counts with ``count_include_pad``, the part of a ceil-mode window past it
+    never)."""
+    start = np.arange(out) * s - p
+    end = np.minimum(start + k, size + p)
+    if not include_pad:
+        start, end = np.maximum(start, 0), np.minimum(end, size)
+    return end - start
 
 
 def max_pool_with_indices(x: Any, n: int, kernel_size: Sequence[int], stride: Sequence[int],
@@ -142,6 +207,9 @@ def avg_pool(x: Any, n: int, kernel_size: Sequence[int], stride: Sequence[int],
              padding: Sequence[int], ceil_mode: bool, count_include_pad: bool,
              divisor_override: int | None) -> np.ndarray | None:
     """``avg_pool{n}d`` of checked arguments, or None."""
+    if n == 3:
+        return _over_depth("avg", x, kernel_size, stride, padding, (1, 1, 1), ceil_mode,
+                           bool(count_include_pad), divisor_override)
     k, s, p = _two(kernel_size, 1), _two(stride, 1), _two(padding, 0)
     divisors = partial(_divisors, k=k, s=s, p=p, include_pad=bool(count_include_pad),
                        override=divisor_override)
@@ -159,21 +227,16 @@ def _divisors(size: tuple[int, int], out: tuple[int, int], lanes: int, dtype: An
     cols = -(-out[1] // lanes) * lanes
     if override:
         return np.concatenate([np.full(out[0], override, dtype), np.ones(cols, dtype)])
-    factors = []
-    for i in range(2):
-        start = np.arange(out[i]) * s[i] - p[i]
-        end = np.minimum(start + k[i], size[i] + p[i])
-        if not include_pad:
-            start, end = np.maximum(start, 0), np.minimum(end, size[i])
-        factors.append((end - start).astype(dtype))
-    return np.concatenate([factors[0], factors[1], np.ones(cols - out[1], dtype)])
+    rows, columns = (_counts(size[i], out[i], k[i], s[i], p[i], include_pad).astype(dtype)
+                     for i in range(2))
+    return np.concatenate([rows, columns, np.ones(cols - out[1], dtype)])
 
 
 def adaptive_avg_pool(x: Any, n: int, output_size: Sequence[int]) -> np.ndarray | None:
     """``adaptive_avg_pool{n}d`` where every output size divides its input size (torch's
     windows are then a stride-``in/out`` tiling; one output per plane is a plane mean),
     or None (other sizes, and an output as large as the input: the reference's copy)."""
-    planes = _planes(x, n)
+    planes = _planes(x, n, (1, 2, 3))
     if planes is None or len(output_size) != n:
         return None
     sizes = planes.shape[1:]

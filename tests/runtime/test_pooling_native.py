@@ -1,5 +1,5 @@
-"""runtime.pooling_native: native max, average and adaptive average pooling against a NumPy
-reference (the strided-window view the reference kernels use, in float64) and torch, at odd
+"""runtime.pooling_native: native max, average and adaptive average pooling (1-D to 3-D)
+against a NumPy reference (the strided-window view the reference kernels use, in float64) and torch, at odd
 sizes (widths under, at and past a vector, batch 1 and 33, odd channels), strides 1-3,
 dilation, padding, ceil_mode, count_include_pad, divisor_override, NaN for max; the routing
 of the reference kernels; None for what it does not take."""
@@ -22,6 +22,9 @@ MAX_CASES = [
     ((2, 3, 16, 1), (3, 1), (2, 1), (1, 0), (1, 1), False),        # one column
     ((2, 7, 35), (4,), (3,), (2,), (1,), True),                    # 1-D
     ((1, 2, 50), (3,), (1,), (1,), (3,), False),                   # 1-D, dilation
+    ((2, 3, 5, 9, 11), (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), False),   # 3-D
+    ((1, 2, 7, 6, 17), (2, 3, 2), (1, 2, 3), (1, 1, 0), (3, 1, 2), True),    # dilation, ceil
+    ((3, 6, 5, 20), (3, 2, 4), (3, 1, 2), (1, 0, 2), (1, 1, 1), True),       # unbatched
 ]
 AVG_CASES = [
     ((2, 3, 9, 11), (3, 3), (2, 2), (1, 1), False, True, None),
@@ -30,6 +33,10 @@ AVG_CASES = [
     ((3, 40, 33), (5, 3), (3, 2), (2, 1), True, True, None),
     ((2, 3, 15, 19), (3, 3), (2, 2), (1, 1), True, False, 5),
     ((2, 7, 35), (4,), (3,), (2,), True, False, None),
+    ((2, 3, 5, 9, 11), (3, 3, 3), (2, 2, 2), (1, 1, 1), False, True, None),  # 3-D
+    ((1, 2, 7, 6, 17), (2, 3, 2), (2, 2, 3), (1, 1, 0), True, False, None),
+    ((3, 6, 5, 20), (3, 2, 4), (3, 1, 2), (1, 0, 2), True, True, None),
+    ((2, 2, 6, 7, 8), (2, 3, 3), (2, 2, 2), (1, 1, 1), True, False, 7),
 ]
 
 
@@ -94,13 +101,13 @@ def test_nan_propagates_through_max_as_in_torch():
 
 
 @pytest.mark.parametrize("size,out", [((7, 7), (1, 1)), ((24, 36), (6, 4)), ((33, 1), (1, 1)),
-                                      ((9, 12), (3, 1)), ((40,), (8,)), ((37,), (1,))])
+                                      ((9, 12), (3, 1)), ((40,), (8,)), ((37,), (1,)),
+                                      ((4, 6, 9), (1, 1, 1)), ((4, 6, 9), (2, 3, 3))])
 def test_adaptive_avg_pool_matches_torch(size, out):
     torch = pytest.importorskip("torch")
     x = _x((3, 5) + size, seed=2)
     got = pn.adaptive_avg_pool(x, len(size), out)
-    fn = torch.nn.functional.adaptive_avg_pool2d if len(size) == 2 else \
-        torch.nn.functional.adaptive_avg_pool1d
+    fn = getattr(torch.nn.functional, f"adaptive_avg_pool{len(size)}d")
     want = fn(torch.from_numpy(x), out).numpy()
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -119,6 +126,26 @@ def test_pools_match_torch_through_the_functional_api():
              (F.max_pool1d(sm.from_numpy(x[0]), 2), TF.max_pool1d(tx[0], 2))]
     for ours, theirs in pairs:
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_3d_pools_match_torch_through_the_functional_api():
+    """3-D pools (native: 2-D slices combined along depth) with NaN and inf, against torch;
+    and the index-returning 3-D max pool (the reference kernel) still agrees."""
+    torch = pytest.importorskip("torch")
+    TF = torch.nn.functional
+    x = _x((2, 3, 7, 12, 13), seed=6)
+    x[0, 0, 3, 4, 5] = x[1, 2, 0, 0, 0] = np.nan
+    x[0, 1, 6, 11, 12] = np.inf
+    tx, sx = torch.from_numpy(x), sm.from_numpy(x)
+    assert pn.max_pool(x, 3, (3,) * 3, (2,) * 3, (1,) * 3, (1,) * 3, True) is not None
+    pairs = [(F.max_pool3d(sx, 3, 2, 1, ceil_mode=True), TF.max_pool3d(tx, 3, 2, 1, ceil_mode=True)),
+             (F.avg_pool3d(sx, (2, 3, 3), (1, 2, 2), 1, count_include_pad=False),
+              TF.avg_pool3d(tx, (2, 3, 3), (1, 2, 2), 1, count_include_pad=False)),
+             (F.max_pool3d(sx, 2, return_indices=True)[0], TF.max_pool3d(tx, 2, return_indices=True)[0]),
+             (F.adaptive_avg_pool3d(sx, 1), TF.adaptive_avg_pool3d(tx, 1))]
+    for ours, theirs in pairs:
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(np.isnan(ours.numpy()), np.isnan(theirs.numpy()))
 
 
 def test_threads_give_the_same_bits():
@@ -141,8 +168,10 @@ def test_what_it_does_not_take_is_none():
     x = _x((2, 3, 8, 8))
     assert pn.max_pool(x.astype(np.float16), 2, (2, 2), (2, 2), (0, 0), (1, 1), False) is None
     assert pn.max_pool(x.astype(np.int32), 2, (2, 2), (2, 2), (0, 0), (1, 1), False) is None
-    assert pn.max_pool(_x((1, 2, 4, 4, 4)), 3, (2,) * 3, (2,) * 3, (0,) * 3, (1,) * 3,
-                       False) is None
+    assert pn.max_pool_with_indices(_x((1, 2, 4, 4, 4)), 3, (2,) * 3, (2,) * 3, (0,) * 3,
+                                    (1,) * 3, False) is None     # 3-D indices: the reference
+    assert pn.max_pool(_x((2, 4, 4, 4)).astype(np.float16), 3, (2,) * 3, (2,) * 3, (0,) * 3,
+                       (1,) * 3, False) is None
     assert pn.max_pool(x[:0], 2, (2, 2), (2, 2), (0, 0), (1, 1), False) is None
     assert pn.adaptive_avg_pool(x, 2, (3, 3)) is None          # windows of 2 and 3 taps
     assert pn.adaptive_avg_pool(x, 2, (8, 8)) is None          # the reference's copy
