@@ -155,10 +155,16 @@ def conv_grad_input(xp: Any, gy: Any, w: Any, x_shape: Sequence[int], stride: Se
                     padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
     """The input gradient of a convolution (a transposed convolution of ``gy``): each
     output position's patch gradient, one GEMM per group, scattered back by ``col2im``
-    (float32 on the CPU: ``runtime.conv_backward``, native and blocked)."""
+    (float32 on the CPU: ``runtime.conv_backward``, native and blocked; depthwise and other
+    narrow groups the direct kernel's forward of the flipped weight)."""
     native = _native()
     if xp is np and native.taken(gy, w, x_shape, w.shape, stride, padding, dilation, groups):
         return native.grad_input(gy, w, x_shape, stride, padding, dilation, groups)
+    if xp is np and native.narrow_taken(gy, w, x_shape, w.shape, stride, padding, dilation,
+                                        groups):
+        done = native.narrow_grad_input(gy, w, x_shape, stride, padding, dilation, groups)
+        if done is not None:
+            return done
     n, o, r, g = gy.shape[0], gy.shape[1], gy.ndim - 2, groups
     k, out, c = w.shape[2:], gy.shape[2:], x_shape[1]
     dcols = xp.matmul(_per_group(xp, gy, g), w.reshape(g, o // g, -1))  # (G, N*P, C/G*K)
@@ -170,10 +176,14 @@ def conv_grad_input(xp: Any, gy: Any, w: Any, x_shape: Sequence[int], stride: Se
 def conv_grad_weight(xp: Any, gy: Any, x: Any, w_shape: Sequence[int], stride: Sequence[int],
                      padding: Sequence[int], dilation: Sequence[int], groups: int) -> Any:
     """The weight gradient of a convolution: patches^T times the output gradient
-    (float32 on the CPU: ``runtime.conv_backward``, native and blocked)."""
+    (float32 on the CPU: ``runtime.conv_backward``, native and blocked; depthwise and other
+    narrow groups per-tap sums over strided views)."""
     native = _native()
     if xp is np and native.taken(gy, x, x.shape, w_shape, stride, padding, dilation, groups):
         return native.grad_weight(gy, x, w_shape, stride, padding, dilation, groups)
+    if xp is np and native.narrow_taken(gy, x, x.shape, w_shape, stride, padding, dilation,
+                                        groups):
+        return native.narrow_grad_weight(gy, x, w_shape, stride, padding, dilation, groups)
     cols, _ = conv_patches(xp, x, w_shape[2:], stride, padding, dilation, groups, gy.shape[2:])
     gw = xp.matmul(cols.transpose(0, 2, 1), _per_group(xp, gy, groups))   # (G, K, O/G)
     return gw.transpose(0, 2, 1).reshape(tuple(w_shape))

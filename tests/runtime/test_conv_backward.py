@@ -1,7 +1,7 @@
 """runtime.conv_backward and runtime.batch_norm: the native float32 training paths of a CNN.
 The convolution's input and weight gradients (1-D/2-D/3-D, odd channels, 1x1/3x3/7x7
-kernels, stride, dilation, groups, padding, batch 1 and 33) against a float64 NumPy reference
-and torch's autograd; transposed convolutions (output_padding, groups) forward and backward;
+kernels, stride, dilation, groups, padding, batch 1 and 33; depthwise and other narrow
+groups) against a float64 NumPy reference and torch's autograd; transposed convolutions (output_padding, groups) forward and backward;
 batch norm's training forward (running statistics included), its backward in training and
 eval mode, traced with grad, and the composite formula under create_graph."""
 from __future__ import annotations
@@ -119,10 +119,53 @@ def test_conv_transpose_against_torch(rank: int, stride: int, padding: int, out_
         assert _rel(s_.grad.numpy(), t_.grad.numpy()) < 1e-5
 
 
+# (N, C, O, spatial, kernel, stride, padding, dilation, groups): groups too narrow for a GEMM
+NARROW = [
+    (2, 6, 6, (9, 11), (3, 3), (1, 1), (1, 1), (1, 1), 6),           # depthwise
+    (3, 5, 5, (12, 9), (3, 3), (2, 2), (1, 1), (1, 1), 5),           # stride 2
+    (1, 4, 8, (10, 13), (3, 5), (2, 3), (2, 1), (2, 1), 4),          # multiplier 2, dilation
+    (33, 3, 3, (7, 6), (5, 5), (1, 1), (2, 2), (1, 1), 3),           # batch 33, 5x5
+    (2, 6, 6, (17,), (3,), (2,), (1,), (1,), 6),                     # 1-D
+    (2, 6, 3, (8, 9), (3, 3), (1, 1), (1, 1), (1, 1), 3),            # two channels in, one out
+]
+
+
+@pytest.mark.parametrize("case", NARROW, ids=str)
+def test_narrow_groups_against_float64_and_torch(case: tuple) -> None:
+    """Depthwise and other narrow groups: the direct kernel's input gradient and the
+    per-tap weight gradient, against the float64 NumPy reference and torch's autograd."""
+    x, w, gy = _operands(case, seed=3)
+    s, p, d, g = case[5:]
+    assert not cb.taken(gy, w, x.shape, w.shape, s, p, d, g)
+    assert cb.narrow_taken(gy, w, x.shape, w.shape, s, p, d, g)
+    dx = cb.narrow_grad_input(gy, w, x.shape, s, p, d, g)
+    dw = cb.narrow_grad_weight(gy, x, w.shape, s, p, d, g)
+    ref_x = kc.conv_grad_input(np, gy.astype(np.float64), w.astype(np.float64), x.shape,
+                               s, p, d, g)
+    ref_w = kc.conv_grad_weight(np, gy.astype(np.float64), x.astype(np.float64), w.shape,
+                                s, p, d, g)
+    assert dx is not None and dx.dtype == dw.dtype == np.float32
+    assert dx.shape == x.shape and dw.shape == w.shape
+    assert _rel(dx, ref_x) < 2e-6 and _rel(dw, ref_w) < 2e-6
+    torch = pytest.importorskip("torch")
+    tx, tw = (torch.from_numpy(a).requires_grad_() for a in (x, w))
+    tconv = getattr(torch.nn.functional, f"conv{len(case[3])}d")
+    (tconv(tx, tw, None, s, p, d, g) * torch.from_numpy(gy)).sum().backward()
+    sx, sw = (sm.from_numpy(a).requires_grad_() for a in (x, w))
+    (getattr(F, f"conv{len(case[3])}d")(sx, sw, None, s, p, d, g) * sm.from_numpy(gy)).sum() \
+        .backward()
+    assert _rel(sx.grad.numpy(), tx.grad.numpy()) < 1e-5
+    assert _rel(sw.grad.numpy(), tw.grad.numpy()) < 1e-5
+
+
 def test_small_or_narrow_convolutions_keep_the_numpy_kernels() -> None:
     x, w, gy = _operands((2, 4, 4, (8, 8), (3, 3), (1, 1), (1, 1), (1, 1), 4))   # depthwise
     one = (1, 1)
     assert not cb.taken(gy, w, x.shape, w.shape, one, one, one, 4)
+    assert not cb.narrow_taken(gy.astype(np.float64), w.astype(np.float64), x.shape, w.shape,
+                               one, one, one, 4)
+    x3, w3, gy3 = _operands((2, 4, 4, (5, 6, 7), (3, 3, 3), (1,) * 3, (1,) * 3, (1,) * 3, 4))
+    assert not cb.narrow_taken(gy3, w3, x3.shape, w3.shape, (1,) * 3, (1,) * 3, (1,) * 3, 4)
     assert not cb.taken(gy.astype(np.float64), w.astype(np.float64), x.shape, w.shape, one,
                         one, one, 1)
     ref = kc.conv_grad_input(np, gy.astype(np.float64), w.astype(np.float64), x.shape,
