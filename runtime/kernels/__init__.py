@@ -243,6 +243,7 @@ def _narrow(out: Any, want: np.dtype) -> Any:
 
 from . import (conv, elementwise, layers, loss, nn, norm, pooling, reduction,  # noqa: E402,F401
                scalar, script, shape, vision)  # noqa: E402,F401,F811
-from . import (fft, indexing, linalg, math, products, scans, special, views)  # noqa: E402,F401,F811
+from . import (fft, indexing, linalg, math, products, rnn, scans, special,  # noqa: E402,F401,F811
+               views)
 
 __all__ = ["KERNELS", "kernel", "run_kernel", "operand"]

@@ -515,5 +515,5 @@ def _fused_batch_norm(x: Tensor, g: Tensor, params: tuple, bias_meta: Any) -> bo
 from scriptmod.autograd import (derivatives_conv, derivatives_layers, derivatives_loss,  # noqa: E402,F401
                                 derivatives_norm, derivatives_pooling, derivatives_vision)
 from scriptmod.autograd import (derivatives_fft, derivatives_indexing, derivatives_linalg,  # noqa: E402,F401
-                                derivatives_math, derivatives_products, derivatives_scans,
-                                derivatives_special, derivatives_views)
+                                derivatives_math, derivatives_products, derivatives_rnn,
+                                derivatives_scans, derivatives_special, derivatives_views)

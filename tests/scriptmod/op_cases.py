@@ -1341,4 +1341,5 @@ def params() -> list[tuple[str, str]]:
 import op_cases_conv, op_cases_layers, op_cases_loss, op_cases_norm  # noqa: E402,F401
 import op_cases_pooling, op_cases_vision  # noqa: E402,F401
 import op_cases_fft, op_cases_indexing, op_cases_linalg, op_cases_math  # noqa: E402,F401
-import op_cases_products, op_cases_scans, op_cases_special, op_cases_views  # noqa: E402,F401
+import op_cases_products, op_cases_rnn, op_cases_scans, op_cases_special  # noqa: E402,F401
+import op_cases_views  # noqa: E402,F401
