@@ -1,0 +1,167 @@
+"""The recurrent layers' math: one step function per cell kind, and ``rnn``, which runs a stack
+of layers over a padded or packed sequence with it (what torch's ``_VF.lstm``, ``_VF.gru``,
+``_VF.rnn_tanh`` and ``_VF.rnn_relu`` compute).
+
+    >>> kind = CELL_KINDS["GRU"]
+    >>> w = CellWeights(w_ih=scriptmod.randn(6, 3), w_hh=scriptmod.randn(6, 2))
+    >>> output, (h_n,) = rnn(kind, scriptmod.randn(5, 4, 3), (scriptmod.zeros(1, 4, 2),), [w],
+    ...                      num_layers=1, dropout=0.0, training=False, bidirectional=False)
+    >>> output.shape, h_n.shape
+    (scriptmod.Size([5, 4, 2]), scriptmod.Size([1, 4, 2]))
+
+Every layer and cell of ``scriptmod.nn.modules.rnn`` goes through here and is written with
+scriptmod ops, so autograd and ``jit.trace`` (which unrolls the time loop) work through it.
+The input-to-hidden GEMM of all time steps is one ``linear`` before the loop (as torch does on
+CPU); a step only does the recurrent GEMM and the gate arithmetic. A compiled implementation
+(one IR op with a native time loop) replaces ``rnn`` or a step function without touching the
+modules: a step's inputs are its input projection, the carried state and the weights.
+
+A *state* is ``(h,)`` or, for an LSTM, ``(h, c)``; ``state[0]`` is always the step's output.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional, Sequence
+
+from scriptmod._shape_ops import cat, stack
+from scriptmod.nn import functional as F
+from scriptmod.tensor import Tensor
+
+__all__ = ["CellWeights", "CellKind", "CELL_KINDS", "rnn_tanh_step", "rnn_relu_step",
+           "lstm_step", "gru_step", "run_direction", "rnn"]
+
+State = tuple[Tensor, ...]
+
+
+class CellWeights(NamedTuple):
+    """One layer and direction's weights, named and shaped as torch's (``G`` = gates x
+    hidden_size, ``P`` = proj_size or hidden_size): w_ih (G, input), w_hh (G, P), b_ih and
+    b_hh (G,) or None, w_hr (P, hidden_size) for an LSTM with projections, else None."""
+
+    w_ih: Tensor
+    w_hh: Tensor
+    b_ih: Optional[Tensor] = None
+    b_hh: Optional[Tensor] = None
+    w_hr: Optional[Tensor] = None
+
+
+StepFn = Callable[[Tensor, State, CellWeights], State]
+
+
+# ---- one time step per cell kind: (x_t @ w_ih^T + b_ih, state, weights) -> new state --------
+def rnn_tanh_step(gx: Tensor, state: State, w: CellWeights) -> State:
+    """h' = tanh(W_ih x + b_ih + W_hh h + b_hh)."""
+    return (F.tanh(gx + F.linear(state[0], w.w_hh, w.b_hh)),)
+
+
+def rnn_relu_step(gx: Tensor, state: State, w: CellWeights) -> State:
+    """h' = relu(W_ih x + b_ih + W_hh h + b_hh)."""
+    return (F.relu(gx + F.linear(state[0], w.w_hh, w.b_hh)),)
+
+
+def lstm_step(gx: Tensor, state: State, w: CellWeights) -> State:
+    """Gates in torch's order (i, f, g, o): c' = f*c + i*g, h' = o*tanh(c'), then h' @ W_hr^T
+    when the LSTM has projections."""
+    h, c = state
+    i, f, g, o = (gx + F.linear(h, w.w_hh, w.b_hh)).chunk(4, -1)
+    c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
+    h = F.sigmoid(o) * F.tanh(c)
+    if w.w_hr is not None:
+        h = F.linear(h, w.w_hr)
+    return h, c
+
+
+def gru_step(gx: Tensor, state: State, w: CellWeights) -> State:
+    """Gates in torch's order (r, z, n): n = tanh(W_in x + b_in + r * (W_hn h + b_hn)),
+    h' = (1 - z) * n + z * h, computed as torch does: n + z * (h - n)."""
+    h = state[0]
+    r_x, z_x, n_x = gx.chunk(3, -1)
+    r_h, z_h, n_h = F.linear(h, w.w_hh, w.b_hh).chunk(3, -1)
+    r = F.sigmoid(r_x + r_h)
+    z = F.sigmoid(z_x + z_h)
+    n = F.tanh(n_x + r * n_h)
+    return ((h - n) * z + n,)
+
+
+@dataclass(frozen=True)
+class CellKind:
+    """A recurrent cell: torch's mode name, how many gate blocks its weights stack, its step."""
+
+    mode: str
+    gates: int
+    step: StepFn
+
+
+CELL_KINDS = {kind.mode: kind for kind in (CellKind("RNN_TANH", 1, rnn_tanh_step),
+                                           CellKind("RNN_RELU", 1, rnn_relu_step),
+                                           CellKind("LSTM", 4, lstm_step),
+                                           CellKind("GRU", 3, gru_step))}
+
+
+# ---- the time loop ----------------------------------------------------------------------------
+def run_direction(step: StepFn, gx_steps: Sequence[Tensor], state0: State, w: CellWeights,
+                  batch_sizes: Sequence[int] | None, reverse: bool) -> tuple[list[Tensor], State]:
+    """One layer in one direction: the outputs of every step (in time order) and the final
+    state. ``batch_sizes`` (a packed sequence, sorted by decreasing length) says how many rows
+    step t has; a row's final state is taken at its last valid step. None: all rows, all steps."""
+    if reverse:
+        return _run_backward(step, gx_steps, state0, w, batch_sizes)
+    state, outputs, finished = state0, [], []
+    for t, gx in enumerate(gx_steps):
+        if batch_sizes is not None and batch_sizes[t] < state[0].shape[0]:
+            finished.append(tuple(s[batch_sizes[t]:] for s in state))
+            state = tuple(s[:batch_sizes[t]] for s in state)
+        state = step(gx, state, w)
+        outputs.append(state[0])
+    if not finished:
+        return outputs, state
+    parts = [state] + finished[::-1]           # rows 0.. of the longest sequences first
+    return outputs, tuple(cat([p[k] for p in parts]) for k in range(len(state)))
+
+
+def _run_backward(step: StepFn, gx_steps: Sequence[Tensor], state0: State, w: CellWeights,
+                  batch_sizes: Sequence[int] | None) -> tuple[list[Tensor], State]:
+    """The reverse direction: a row joins (with its initial state) at its last valid step."""
+    state = state0
+    if batch_sizes is not None:
+        state = tuple(s[:batch_sizes[-1]] for s in state0)
+    outputs: list[Tensor] = [None] * len(gx_steps)   # type: ignore[list-item]
+    for t in reversed(range(len(gx_steps))):
+        have = state[0].shape[0]
+        if batch_sizes is not None and batch_sizes[t] > have:
+            state = tuple(cat([s, s0[have:batch_sizes[t]]]) for s, s0 in zip(state, state0))
+        state = step(gx_steps[t], state, w)
+        outputs[t] = state[0]
+    return outputs, state
+
+
+def rnn(kind: CellKind, input: Tensor, hx: State, weights: Sequence[CellWeights],
+        num_layers: int, dropout: float, training: bool, bidirectional: bool,
+        batch_sizes: Sequence[int] | None = None) -> tuple[Tensor, State]:
+    """A stack of recurrent layers (torch's ``_VF`` kernels, time-major).
+
+    ``input`` is (T, B, input_size), or a packed sequence's data (N, input_size) with its
+    ``batch_sizes``; each of ``hx`` is (num_layers * directions, B, size); ``weights`` holds
+    one ``CellWeights`` per layer and direction (layer-major, forward first). Dropout with
+    probability ``dropout`` is applied to every layer's output but the last when ``training``.
+    Returns the last layer's output (as ``input``, features = directions * hidden) and each
+    state component's final values stacked as ``hx``."""
+    directions = 2 if bidirectional else 1
+    finals: list[list[Tensor]] = [[] for _ in hx]
+    layer_input = input
+    for layer in range(num_layers):
+        outputs = []
+        for direction in range(directions):
+            index = layer * directions + direction
+            w = weights[index]
+            gx = F.linear(layer_input, w.w_ih, w.b_ih)
+            gx_steps = gx.unbind(0) if batch_sizes is None else gx.split(list(batch_sizes))
+            steps, state = run_direction(kind.step, gx_steps, tuple(s[index] for s in hx), w,
+                                         batch_sizes, reverse=direction == 1)
+            outputs.append(stack(steps) if batch_sizes is None else cat(steps))
+            for final, s in zip(finals, state):
+                final.append(s)
+        layer_input = outputs[0] if directions == 1 else cat(outputs, -1)
+        if dropout > 0 and training and layer < num_layers - 1:
+            layer_input = F.dropout(layer_input, dropout, True)
+    return layer_input, tuple(stack(final) for final in finals)
