@@ -138,7 +138,8 @@ def pack_padded_sequence(input: Tensor, lengths: Any, batch_first: bool = False,
     time_major = input.transpose(0, 1) if batch_first else input
     batch_sizes = [sum(1 for n in sizes if n > t) for t in range(sizes[0])]
     rows = np.concatenate([t * len(sizes) + np.arange(bs) for t, bs in enumerate(batch_sizes)])
-    data = time_major.flatten(0, 1).index_select(0, tensor(rows, dtype=D.int64, device=input.device))
+    rows_t = tensor(rows, dtype=D.int64, device=input.device)
+    data = time_major.flatten(0, 1).index_select(0, rows_t)
     return PackedSequence(data, tensor(batch_sizes, dtype=D.int64), sorted_indices, None)
 
 
