@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional, Sequence
 
 from scriptmod._shape_ops import cat, stack
+from scriptmod.ir.errors import ShapeError
 from scriptmod.nn import functional as F
 from scriptmod.tensor import Tensor
 
@@ -154,6 +155,8 @@ def rnn(kind: CellKind, input: Tensor, hx: State, weights: Sequence[CellWeights]
     probability ``dropout`` is applied to every layer's output but the last when ``training``.
     Returns the last layer's output (as ``input``, features = directions * hidden) and each
     state component's final values stacked as ``hx``."""
+    if batch_sizes is None and input.shape[0] == 0:
+        raise ShapeError("Expected sequence length to be larger than 0 in RNN")
     directions = 2 if bidirectional else 1
     finals: list[list[Tensor]] = [[] for _ in hx]
     layer_input = input

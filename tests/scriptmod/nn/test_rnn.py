@@ -227,6 +227,7 @@ def _bad_calls(lib: object) -> list:
             lambda: lcell(r(B, I), (r(B, H), r(B, H, 1))),
             lambda: lib.nn.GRU(I, H, proj_size=2), lambda: lib.nn.LSTM(I, H, proj_size=H),
             lambda: lib.nn.RNN(I, H, nonlinearity="gelu"), lambda: lib.nn.LSTM(I, 0),
+            lambda: lstm(r(0, B, I)),
             lambda: lib.nn.LSTM(I, H, dropout=1.5)]
 
 
@@ -270,3 +271,18 @@ def test_traced_lstm_equals_eager_and_guards_other_lengths() -> None:
                 np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
         with pytest.raises(sm.jit.TraceGuardError, match="size 7 at dim 0"):
             traced(sm.randn(7, 2, I))
+
+
+def test_traced_gru_gives_eager_gradients() -> None:
+    sm.manual_seed(0)
+    gru = nn.GRU(I, H, num_layers=2, batch_first=True, bidirectional=True)
+    x = sm.randn(2, T, I)
+    traced = sm.jit.trace(gru, (x,))
+    grads = []
+    for run in (gru, traced):
+        gru.zero_grad()
+        out, h = run(x)
+        (out.sum() + (h * h).sum()).backward()
+        grads.append([p.grad.numpy().copy() for p in gru.parameters()])
+    for eager, from_trace in zip(*grads, strict=True):
+        np.testing.assert_allclose(from_trace, eager, rtol=1e-5, atol=1e-6)
