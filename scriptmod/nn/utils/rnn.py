@@ -79,25 +79,24 @@ class PackedSequence(_PackedFields):
     def cuda(self, device: Any = None) -> "PackedSequence":
         return self.to("cuda" if device is None else device)
 
-    def double(self) -> "PackedSequence":
-        return self.to(dtype=D.float64)
-
-    def float(self) -> "PackedSequence":
-        return self.to(dtype=D.float32)
-
-    def half(self) -> "PackedSequence":
-        return self.to(dtype=D.float16)
-
-    def long(self) -> "PackedSequence":
-        return self.to(dtype=D.int64)
-
-    def int(self) -> "PackedSequence":
-        return self.to(dtype=D.int32)
-
     @property
     def is_cuda(self) -> bool:
         """Whether ``data`` is on a CUDA device."""
         return self.data.is_cuda
+
+
+def _converter(dtype: D.DType) -> Any:
+    def convert(self: PackedSequence) -> PackedSequence:
+        return self.to(dtype=dtype)
+    convert.__doc__ = f"``data`` as {dtype}."
+    return convert
+
+
+# torch's dtype shorthands: packed.double() converts data and keeps the indices
+for _name, _dtype in (("double", D.float64), ("float", D.float32), ("half", D.float16),
+                      ("long", D.int64), ("int", D.int32), ("short", D.int16),
+                      ("char", D.int8), ("byte", D.uint8)):
+    setattr(PackedSequence, _name, _converter(_dtype))
 
 
 def invert_permutation(permutation: Tensor | None) -> Tensor | None:

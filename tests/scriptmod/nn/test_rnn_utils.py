@@ -101,6 +101,7 @@ def test_packed_sequence_constructor_and_conversions() -> None:
     as64 = packed.double()
     assert as64.data.dtype is sm.float64 and as64.batch_sizes is sizes
     assert packed.float() is packed and not packed.is_cuda
+    assert packed.byte().data.dtype is sm.uint8 and packed.long().sorted_indices is not None
 
 
 def _bad_packing(lib: object, mod: object) -> list:
