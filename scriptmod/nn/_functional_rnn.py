@@ -20,16 +20,17 @@ A *state* is ``(h,)`` or, for an LSTM, ``(h, c)``; ``state[0]`` is always the st
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import NamedTuple
 
 from scriptmod._shape_ops import cat, stack
 from scriptmod.ir.errors import ShapeError
 from scriptmod.nn import functional as F
 from scriptmod.tensor import Tensor
 
-__all__ = ["CellWeights", "CellKind", "CELL_KINDS", "recurrent_gemm", "rnn_tanh_step",
-           "rnn_relu_step", "lstm_step", "gru_step", "run_direction", "rnn"]
+__all__ = ["CELL_KINDS", "CellKind", "CellWeights", "gru_step", "lstm_step", "recurrent_gemm",
+           "rnn", "rnn_relu_step", "rnn_tanh_step", "run_direction"]
 
 State = tuple[Tensor, ...]
 
@@ -41,9 +42,9 @@ class CellWeights(NamedTuple):
 
     w_ih: Tensor
     w_hh: Tensor
-    b_ih: Optional[Tensor] = None
-    b_hh: Optional[Tensor] = None
-    w_hr: Optional[Tensor] = None
+    b_ih: Tensor | None = None
+    b_hh: Tensor | None = None
+    w_hr: Tensor | None = None
 
 
 StepFn = Callable[[Tensor, State, CellWeights], State]

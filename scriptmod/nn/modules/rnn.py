@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any, Optional
+from typing import Any
 
 from scriptmod._creation import empty, zeros
 from scriptmod.ir.errors import ShapeError
@@ -29,7 +29,7 @@ from scriptmod.nn.parameter import Parameter
 from scriptmod.nn.utils.rnn import PackedSequence
 from scriptmod.tensor import Tensor
 
-__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ = ["GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNBase", "RNNCell", "RNNCellBase"]
 
 # torch's parameter name (before "_l{layer}") -> the CellWeights field it fills
 _CELL_FIELDS = {"weight_ih": "w_ih", "weight_hh": "w_hh", "bias_ih": "b_ih", "bias_hh": "b_hh",
@@ -111,7 +111,7 @@ class RNNBase(Module):
         self.reset_parameters()
 
     @property
-    def _flat_weights(self) -> list[Optional[Parameter]]:
+    def _flat_weights(self) -> list[Parameter | None]:
         """The parameters in torch's flat order (layer, direction, then ih, hh, biases, hr)."""
         return [getattr(self, name, None) for name in self._flat_weights_names]
 
@@ -376,7 +376,7 @@ class RNNCellBase(Module):
             s += f", nonlinearity={self.nonlinearity}"
         return s
 
-    def _step(self, mode: str, input: Tensor, state: Optional[State]) -> State:
+    def _step(self, mode: str, input: Tensor, state: State | None) -> State:
         """One step of ``mode``'s cell for a (B, input_size) or unbatched (input_size,) input,
         from ``state`` (zeros when None)."""
         name = type(self).__name__

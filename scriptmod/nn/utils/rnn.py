@@ -20,7 +20,9 @@ Packing and padding are index gathers (``index_select``), so gradients flow thro
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,16 +32,15 @@ from scriptmod.ir import dtypes as D
 from scriptmod.ir.errors import ArgumentValueError, ShapeError
 from scriptmod.tensor import Tensor
 
-__all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence",
-           "pad_packed_sequence", "pad_sequence", "unpad_sequence", "pack_sequence",
-           "unpack_sequence"]
+__all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pack_sequence",
+           "pad_packed_sequence", "pad_sequence", "unpack_sequence", "unpad_sequence"]
 
 
 class _PackedFields(NamedTuple):
     data: Tensor
     batch_sizes: Tensor
-    sorted_indices: Optional[Tensor]
-    unsorted_indices: Optional[Tensor]
+    sorted_indices: Tensor | None
+    unsorted_indices: Tensor | None
 
 
 class PackedSequence(_PackedFields):
@@ -50,7 +51,7 @@ class PackedSequence(_PackedFields):
 
     def __new__(cls, data: Any, batch_sizes: Tensor | None = None,
                 sorted_indices: Tensor | None = None,
-                unsorted_indices: Tensor | None = None) -> "PackedSequence":
+                unsorted_indices: Tensor | None = None) -> PackedSequence:
         if unsorted_indices is None:
             unsorted_indices = invert_permutation(sorted_indices)
         if batch_sizes is None:         # PackedSequence((data, batch_sizes), ...)
@@ -64,7 +65,7 @@ class PackedSequence(_PackedFields):
                              "nn.utils.rnn.")
         return super().__new__(cls, data, batch_sizes, sorted_indices, unsorted_indices)
 
-    def to(self, *args: Any, **kwargs: Any) -> "PackedSequence":
+    def to(self, *args: Any, **kwargs: Any) -> PackedSequence:
         """``data.to(...)``; the indices follow data to its device, batch_sizes stay on CPU."""
         data = self.data.to(*args, **kwargs)
         if data is self.data:
@@ -73,10 +74,10 @@ class PackedSequence(_PackedFields):
                  for t in (self.sorted_indices, self.unsorted_indices)]
         return type(self)(data, self.batch_sizes, *moved)
 
-    def cpu(self) -> "PackedSequence":
+    def cpu(self) -> PackedSequence:
         return self.to("cpu")
 
-    def cuda(self, device: Any = None) -> "PackedSequence":
+    def cuda(self, device: Any = None) -> PackedSequence:
         return self.to("cuda" if device is None else device)
 
     @property
@@ -154,7 +155,7 @@ def _check_lengths(sizes: list[int], input: Tensor, batch_first: bool,
     if not sizes:
         raise ShapeError("pack_padded_sequence: expected at least one sequence, got a batch "
                          "of 0")
-    if enforce_sorted and any(a < b for a, b in zip(sizes, sizes[1:])):
+    if enforce_sorted and any(a < b for a, b in pairwise(sizes)):
         raise ArgumentValueError(
             "`lengths` array must be sorted in decreasing order when `enforce_sorted` is True. "
             "You can pass `enforce_sorted=False` to pack_padded_sequence and/or pack_sequence "

@@ -20,18 +20,18 @@ LSTM_CONFIGS = [{"proj_size": 2}, {"proj_size": 2, "num_layers": 2, "bidirection
 T, B, I, H = 4, 3, 5, 4
 
 
-def to_sm(t: "torch.Tensor", requires_grad: bool = False) -> sm.Tensor:
+def to_sm(t: torch.Tensor, requires_grad: bool = False) -> sm.Tensor:
     return sm.tensor(t.detach().numpy().copy(), requires_grad=requires_grad)
 
 
-def assert_close(ours: sm.Tensor, theirs: "torch.Tensor", tol: float) -> None:
+def assert_close(ours: sm.Tensor, theirs: torch.Tensor, tol: float) -> None:
     assert tuple(ours.shape) == tuple(theirs.shape)
     np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=tol,
                                atol=tol)
 
 
-def make_pair(cls: str, kwargs: dict, dtype: "torch.dtype" = torch.float64, size: int = I,
-              hidden: int = H) -> tuple[nn.Module, "torch.nn.Module"]:
+def make_pair(cls: str, kwargs: dict, dtype: torch.dtype = torch.float64, size: int = I,
+              hidden: int = H) -> tuple[nn.Module, torch.nn.Module]:
     """A torch layer and a scriptmod one holding its weights (loaded with strict=True)."""
     torch.manual_seed(0)
     name = cls.split("_")[0]
@@ -55,7 +55,7 @@ def backward_both(ours_out: tuple, theirs_out: tuple) -> None:
     sum((o * to_sm(w)).sum() for o, w in zip(ours_out, weights)).backward()
 
 
-def check_against_torch(ours: nn.Module, theirs: "torch.nn.Module", x: "torch.Tensor",
+def check_against_torch(ours: nn.Module, theirs: torch.nn.Module, x: torch.Tensor,
                         hx: tuple | None, tol: float) -> None:
     """Forward and backward of both layers from the same input and initial state; compares
     the output, the final state and the gradients of the input, the state and every
@@ -80,11 +80,11 @@ def check_against_torch(ours: nn.Module, theirs: "torch.nn.Module", x: "torch.Te
     grads_t = {k: p.grad for k, p in theirs.named_parameters()}
     grads_s = {k: p.grad for k, p in ours.named_parameters()}
     assert grads_s.keys() == grads_t.keys()
-    for k in grads_t:
-        assert_close(grads_s[k], grads_t[k], tol)
+    for k, grad in grads_t.items():
+        assert_close(grads_s[k], grad, tol)
 
 
-def initial_state(theirs: "torch.nn.Module", batch: int | None, dtype: "torch.dtype") -> tuple:
+def initial_state(theirs: torch.nn.Module, batch: int | None, dtype: torch.dtype) -> tuple:
     layers = theirs.num_layers * (2 if theirs.bidirectional else 1)
     out = theirs.proj_size or theirs.hidden_size
     sizes = [out, theirs.hidden_size] if isinstance(theirs, torch.nn.LSTM) else [out]

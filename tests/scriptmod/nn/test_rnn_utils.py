@@ -11,16 +11,16 @@ from scriptmod import nn
 from scriptmod.nn.utils import rnn as sm_rnn
 
 torch = pytest.importorskip("torch")
-from torch.nn.utils import rnn as torch_rnn  # noqa: E402
+from torch.nn.utils import rnn as torch_rnn
 
 LENGTHS = [3, 5, 1, 5, 2]          # unsorted, with a tie
 
 
-def to_sm(t: "torch.Tensor", requires_grad: bool = False) -> sm.Tensor:
+def to_sm(t: torch.Tensor, requires_grad: bool = False) -> sm.Tensor:
     return sm.tensor(t.detach().numpy().copy(), requires_grad=requires_grad)
 
 
-def assert_same(ours: sm.Tensor | None, theirs: "torch.Tensor | None", tol: float = 0) -> None:
+def assert_same(ours: sm.Tensor | None, theirs: torch.Tensor | None, tol: float = 0) -> None:
     if theirs is None:
         assert ours is None
         return
@@ -140,7 +140,7 @@ PACKED_CASES = [("RNN", {}), ("RNN", {"nonlinearity": "relu", "bidirectional": T
                 ("LSTM", {"proj_size": 2, "bidirectional": True}), ("GRU", {"bias": False})]
 
 
-def _layers(cls: str, kwargs: dict) -> tuple[nn.Module, "torch.nn.Module"]:
+def _layers(cls: str, kwargs: dict) -> tuple[nn.Module, torch.nn.Module]:
     torch.manual_seed(3)
     theirs = getattr(torch.nn, cls)(3, 4, **kwargs).double()
     ours = getattr(nn, cls)(3, 4, dtype=sm.float64, **kwargs)
@@ -148,7 +148,7 @@ def _layers(cls: str, kwargs: dict) -> tuple[nn.Module, "torch.nn.Module"]:
     return ours, theirs
 
 
-def _hidden(theirs: "torch.nn.Module", batch: int) -> tuple:
+def _hidden(theirs: torch.nn.Module, batch: int) -> tuple:
     layers = theirs.num_layers * (2 if theirs.bidirectional else 1)
     sizes = [theirs.proj_size or theirs.hidden_size]
     if isinstance(theirs, torch.nn.LSTM):
