@@ -286,3 +286,21 @@ def test_traced_gru_gives_eager_gradients() -> None:
         grads.append([p.grad.numpy().copy() for p in gru.parameters()])
     for eager, from_trace in zip(*grads, strict=True):
         np.testing.assert_allclose(from_trace, eager, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch_sizes", [None, [3, 2, 2, 1]])
+def test_time_steps_gradient_when_some_steps_are_unused(batch_sizes: list | None) -> None:
+    """The stacked backward of the per-step slices fills unused steps with zeros, as slicing
+    op by op does."""
+    from scriptmod.nn._functional_rnn import time_steps
+    shape = (4, 3, 5) if batch_sizes is None else (8, 5)
+    gx = sm.randn(*shape, requires_grad=True)
+    steps = time_steps(gx, batch_sizes)
+    (steps[0].sum() + (steps[2] * steps[2]).sum()).backward()
+    expected = np.zeros(shape, dtype=np.float32)
+    rows = gx.detach().numpy()
+    if batch_sizes is None:
+        expected[0], expected[2] = 1, 2 * rows[2]
+    else:
+        expected[0:3], expected[5:7] = 1, 2 * rows[5:7]
+    np.testing.assert_allclose(gx.grad.numpy(), expected, rtol=1e-6)
