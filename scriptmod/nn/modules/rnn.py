@@ -91,7 +91,6 @@ class RNNBase(Module):
         real_hidden_size = proj_size if proj_size > 0 else hidden_size
         directions = 2 if bidirectional else 1
         self._flat_weights_names: list[str] = []
-        self._all_weights: list[list[str]] = []
         for layer in range(num_layers):
             layer_input_size = input_size if layer == 0 else real_hidden_size * directions
             shapes = {"weight_ih": (gate_size, layer_input_size),
@@ -107,13 +106,21 @@ class RNNBase(Module):
                         setattr(self, names[-1],
                                 Parameter(empty(*shape, device=device, dtype=dtype)))
                 self._flat_weights_names.extend(names)
-                self._all_weights.append(names)
         self.reset_parameters()
 
     @property
     def _flat_weights(self) -> list[Parameter | None]:
         """The parameters in torch's flat order (layer, direction, then ih, hh, biases, hr)."""
         return [getattr(self, name, None) for name in self._flat_weights_names]
+
+    @property
+    def _all_weights(self) -> list[list[str]]:
+        """The parameter names grouped per layer and direction (a flat list of names is the
+        only state kept: a scripted model rebuilds the layer from plain attributes)."""
+        groups: dict[str, list[str]] = {}
+        for name in self._flat_weights_names:
+            groups.setdefault(name.partition("_l")[2], []).append(name)
+        return list(groups.values())
 
     @property
     def all_weights(self) -> list[list[Parameter]]:
@@ -192,10 +199,12 @@ class RNNBase(Module):
         return f"{type(self).__name__}: Expected input to be 2D or 3D, got {rank}D instead"
 
     # ---- forward --------------------------------------------------------------------------------
-    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """(output, h_n) — (output, (h_n, c_n)) for an LSTM — for a (T, B, input_size) input
         ((B, T, input_size) with ``batch_first``), an unbatched (T, input_size) one or a
-        ``PackedSequence`` (then the output is packed the same way)."""
+        ``PackedSequence`` (then the output is packed the same way). The annotations are
+        torch's tensor overload: ``jit.script`` reads them (it traces the layer for each
+        input signature, so a scripted model runs at every sequence length)."""
         if isinstance(input, PackedSequence):
             return self._forward_packed(input, hx)
         if input.dim() not in (2, 3):
@@ -312,6 +321,10 @@ class LSTM(RNNBase):
                  dtype: Any = None) -> None:
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
                          dropout, bidirectional, proj_size, device, dtype)
+
+    def forward(self, input: Tensor,  # type: ignore[override]
+                hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        return RNNBase.forward(self, input, hx)
 
     def get_expected_cell_size(self, input: Tensor, batch_sizes: Any) -> tuple[int, int, int]:
         return (self.num_layers * (2 if self.bidirectional else 1),

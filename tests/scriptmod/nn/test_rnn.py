@@ -304,3 +304,51 @@ def test_time_steps_gradient_when_some_steps_are_unused(batch_sizes: list | None
     else:
         expected[0:3], expected[5:7] = 1, 2 * rows[5:7]
     np.testing.assert_allclose(gx.grad.numpy(), expected, rtol=1e-6)
+
+
+# ---- jit.script --------------------------------------------------------------------------------
+class _Encoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(I, H, batch_first=True, bidirectional=True, proj_size=2)
+        self.gru = nn.GRU(4, H, num_layers=2)
+
+    def forward(self, x: sm.Tensor, h0: sm.Tensor, c0: sm.Tensor,
+                g0: sm.Tensor) -> tuple[sm.Tensor, sm.Tensor, sm.Tensor, sm.Tensor]:
+        out, (h, c) = self.lstm(x, (h0, c0))
+        out2, g = self.gru(out.transpose(0, 1), g0)
+        return out2, h, c, g
+
+
+def test_scripted_model_equals_eager_at_every_length() -> None:
+    """A scripted model traces each layer per input signature: eager's numbers and gradients
+    at the first length and batch size and at others."""
+    sm.manual_seed(0)
+    model = _Encoder()
+    scripted = sm.jit.script(model)
+    for batch, steps in ((2, 5), (3, 7), (2, 2)):
+        args = (sm.randn(batch, steps, I), sm.randn(2, batch, 2), sm.randn(2, batch, H),
+                sm.randn(2, batch, H))
+        grads = []
+        for run in (model, scripted):
+            model.zero_grad()
+            outs = run(*args)
+            sum((o * o).sum() for o in outs).backward()
+            grads.append([p.grad.numpy().copy() for p in model.parameters()])
+            if run is model:
+                want = [o.detach().numpy() for o in outs]
+        for w, g in zip(want, outs, strict=True):
+            np.testing.assert_allclose(g.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+        for eager, from_script in zip(*grads, strict=True):
+            np.testing.assert_allclose(from_script, eager, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "RNN"])
+def test_scripted_layer_as_root(cls: str) -> None:
+    layer = getattr(nn, cls)(I, H, num_layers=2)
+    scripted = sm.jit.script(layer)
+    with sm.no_grad():
+        for steps in (4, 6):
+            x = sm.randn(steps, B, I)
+            want, got = layer(x), scripted(x)
+            np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-5, atol=1e-6)
