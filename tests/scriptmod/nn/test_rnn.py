@@ -5,6 +5,8 @@ h0 given or not), float64 and float32; reprs, parameter names, init, dropout bet
 error messages and jit.trace."""
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -352,3 +354,18 @@ def test_scripted_layer_as_root(cls: str) -> None:
             x = sm.randn(steps, B, I)
             want, got = layer(x), scripted(x)
             np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_scripted_lstm_survives_an_archive_round_trip() -> None:
+    layer = nn.LSTM(I, H, bidirectional=True)
+    buffer = io.BytesIO()
+    sm.jit.save(sm.jit.script(layer), buffer)
+    buffer.seek(0)
+    loaded = sm.jit.load(buffer)
+    with sm.no_grad():
+        for steps in (3, 6):
+            x = sm.randn(steps, B, I)
+            for want, got in zip(layer(x), loaded(x), strict=True):
+                want, got = as_tuple(want), as_tuple(got)
+                for w, g in zip(want, got, strict=True):
+                    np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
