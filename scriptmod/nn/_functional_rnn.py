@@ -10,7 +10,9 @@ of layers over a padded or packed sequence with it (what torch's ``_VF.lstm``, `
     (scriptmod.Size([5, 4, 2]), scriptmod.Size([1, 4, 2]))
 
 Every layer and cell of ``scriptmod.nn.modules.rnn`` goes through here and is written with
-scriptmod ops, so autograd and ``jit.trace`` (which unrolls the time loop) work through it.
+scriptmod ops, so autograd, ``jit.trace`` and ``jit.script`` (both trace the layer, unrolling
+the time loop; a trace guards its sequence length, a script traces again per length) work
+through it.
 The input-to-hidden GEMM of all time steps is one ``linear`` before the loop (as torch does on
 CPU); a step only does the recurrent GEMM and the gate arithmetic. A compiled implementation
 (one IR op with a native time loop) replaces ``rnn`` or a step function without touching the
