@@ -1,4 +1,5 @@
-"""``scriptmod.nn.utils``: gradient clipping and parameter-vector conversion (torch's API).
+"""``scriptmod.nn.utils``: gradient clipping, parameter-vector conversion and ``rnn`` (packed
+and padded sequences), torch's API.
 
     >>> import scriptmod as sm
     >>> w = sm.nn.Parameter(sm.ones(4))
@@ -10,3 +11,4 @@ from scriptmod.nn.utils.clip_grad import (clip_grad_norm_, clip_grad_value_,  # 
                                           clip_grads_with_norm_, get_total_norm)
 from scriptmod.nn.utils.convert_parameters import (parameters_to_vector,  # noqa: F401
                                                    vector_to_parameters)
+from scriptmod.nn.utils import rnn  # noqa: F401

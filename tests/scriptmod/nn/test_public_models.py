@@ -166,6 +166,22 @@ def test_word_language_transformer_model():
                                    atol=1e-4)
 
 
-def test_word_language_rnn_model():
-    _word_language_model()
-    pytest.skip("RNNModel needs nn.LSTM/GRU/RNN: the recurrent-networks issue (41)")
+@pytest.mark.parametrize("rnn_type", ["LSTM", "GRU", "RNN_TANH", "RNN_RELU"])
+def test_word_language_rnn_model(rnn_type):
+    """pytorch/examples' RNNModel (issue 41): log-probabilities and the carried hidden state
+    agree with torch's, eager and traced."""
+    reference, ours = _same_model(_word_language_model(), "RNNModel", rnn_type, 50, 16, 24, 2,
+                                  dropout=0.2)
+    tokens = np.random.default_rng(0).integers(0, 50, size=(7, 3))
+    with torch.no_grad(), sm.no_grad():
+        want, want_hidden = reference(torch.from_numpy(tokens), reference.init_hidden(3))
+        hidden = ours.init_hidden(3)
+        got, got_hidden = ours(sm.tensor(tokens), hidden)
+        traced, traced_hidden = sm.jit.trace(ours, (sm.tensor(tokens), hidden))(
+            sm.tensor(tokens), hidden)
+    states = [h if isinstance(h, tuple) else (h,)
+              for h in (want_hidden, got_hidden, traced_hidden)]
+    pairs = [(want, got), (want, traced), *zip(states[0], states[1]), *zip(states[0], states[2])]
+    for w, g in pairs:
+        assert tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)

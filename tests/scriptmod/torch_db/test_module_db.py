@@ -24,8 +24,7 @@ SAMPLES = {torch.float64: 3, torch.float32: 2}
 INFOS = {info.module_cls.__name__: info for info in common_modules.module_db}
 
 # classes still missing, each with the issue that adds it
-NOT_YET = {name: "issue 41 (recurrent networks)"
-           for name in ("RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell")}
+NOT_YET: dict[str, str] = {}
 
 # classes whose every sample passes a torch object this harness cannot convert, each with
 # where the class is checked against torch instead
