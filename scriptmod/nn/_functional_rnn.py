@@ -9,14 +9,13 @@ of layers over a padded or packed sequence with it (what torch's ``_VF.lstm``, `
     >>> output.shape, h_n.shape
     (scriptmod.Size([5, 4, 2]), scriptmod.Size([1, 4, 2]))
 
-Every layer and cell of ``scriptmod.nn.modules.rnn`` goes through here and is written with
-scriptmod ops, so autograd, ``jit.trace`` and ``jit.script`` (both trace the layer, unrolling
-the time loop; a trace guards its sequence length, a script traces again per length) work
-through it.
-The input-to-hidden GEMM of all time steps is one ``linear`` before the loop (as torch does on
-CPU); a step only does the recurrent GEMM and the gate arithmetic. A compiled implementation
-(one IR op with a native time loop) replaces ``rnn`` or a step function without touching the
-modules: a step's inputs are its input projection, the carried state and the weights.
+Every layer and cell of ``scriptmod.nn.modules.rnn`` goes through here. A padded sequence runs
+each layer and direction as one ``rnn_layer`` op (``run_layer``: the time loop inside one kernel,
+its backward one op; a trace holds one node per layer and direction and runs at every
+sequence length). A packed sequence, whose rows leave and join step by step, and the cells
+run the step functions op by op (a trace unrolls that loop and guards its length). The
+input-to-hidden GEMM of all time steps is one ``linear`` before the loop (as torch does on
+CPU); a step only does the recurrent GEMM and the gate arithmetic.
 
 A *state* is ``(h,)`` or, for an LSTM, ``(h, c)``; ``state[0]`` is always the step's output.
 """
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from scriptmod._creation import zeros
+from scriptmod._dispatch import dispatch
 from scriptmod._shape_ops import cat, stack
 from scriptmod.autograd.function import Function
 from scriptmod.autograd.grad_mode import is_grad_enabled
@@ -35,8 +35,9 @@ from scriptmod.nn import functional as F
 from scriptmod.nn._functional_activation import _tracing
 from scriptmod.tensor import Tensor
 
-__all__ = ["CELL_KINDS", "CellKind", "CellWeights", "gru_step", "lstm_step", "recurrent_gemm",
-           "rnn", "rnn_relu_step", "rnn_tanh_step", "run_direction", "time_steps"]
+__all__ = ["CELL_KINDS", "CellKind", "CellWeights", "gru_step", "lstm_step",
+           "recurrent_gemm", "rnn", "rnn_relu_step", "rnn_tanh_step", "run_direction",
+           "run_layer", "time_steps"]
 
 State = tuple[Tensor, ...]
 
@@ -180,6 +181,19 @@ def _run_backward(step: StepFn, gx_steps: Sequence[Tensor], state0: State, w: Ce
     return outputs, state
 
 
+def run_layer(kind: CellKind, input: Tensor, state0: State, w: CellWeights,
+          reverse: bool) -> tuple[Tensor, State]:
+    """One layer in one direction over a padded (T, B, features) ``input``: the ``rnn_layer``
+    op (``runtime.rnn``: the time loop in one kernel, backpropagation through time in one
+    op; traced, one node whose length is the input's, so the trace runs at every length).
+    Returns every step's output (T, B, P) and the final state."""
+    lstm = kind.mode == "LSTM"
+    out, h, c, _ = dispatch("rnn_layer", (input, state0[0], state0[1] if lstm else None,
+                                          w.w_ih, w.w_hh, w.b_ih, w.b_hh, w.w_hr),
+                            {"mode": kind.mode, "reverse": reverse})
+    return out, ((h, c) if lstm else (h,))
+
+
 def rnn(kind: CellKind, input: Tensor, hx: State, weights: Sequence[CellWeights],
         num_layers: int, dropout: float, training: bool, bidirectional: bool,
         batch_sizes: Sequence[int] | None = None) -> tuple[Tensor, State]:
@@ -201,10 +215,15 @@ def rnn(kind: CellKind, input: Tensor, hx: State, weights: Sequence[CellWeights]
         for direction in range(directions):
             index = layer * directions + direction
             w = weights[index]
-            gx = F.linear(layer_input, w.w_ih, w.b_ih)
-            steps, state = run_direction(kind.step, time_steps(gx, batch_sizes), tuple(s[index] for s in hx), w,
-                                         batch_sizes, reverse=direction == 1)
-            outputs.append(stack(steps) if batch_sizes is None else cat(steps))
+            state0 = tuple(s[index] for s in hx)
+            if batch_sizes is None:                # padded: the layer as one op
+                out, state = run_layer(kind, layer_input, state0, w, reverse=direction == 1)
+                outputs.append(out)
+            else:                                  # packed: rows leave and join by step
+                gx = F.linear(layer_input, w.w_ih, w.b_ih)
+                steps, state = run_direction(kind.step, time_steps(gx, batch_sizes), state0, w,
+                                             batch_sizes, reverse=direction == 1)
+                outputs.append(cat(steps))
             for final, s in zip(finals, state):
                 final.append(s)
         layer_input = outputs[0] if directions == 1 else cat(outputs, -1)
