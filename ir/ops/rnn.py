@@ -8,8 +8,8 @@ time in one op).
 time-major ``(T, N, I)``; ``hx`` is ``(N, P)`` (``P``: ``proj_size`` or ``hidden_size``),
 ``cx`` an LSTM's ``(N, H)``; the weights are torch's one layer and direction's. The outputs
 are the hidden state of every step ``(T, N, P)``, the last ones ``h_n`` and ``c_n`` (an empty
-tensor but for an LSTM) and the saved activations the backward reads (``reserve``, ``(T, N,
-R)``: ``runtime.rnn.reserve_width``).
+tensor but for an LSTM) and the saved activations the backward reads (``reserve``, ``(T, R,
+N)``: ``runtime.rnn.reserve_width``, one column per sequence).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _layer_shapes(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> tup
     width = {"LSTM": SD.mul(hidden, 6 if w_hr is not None else 5),
              "GRU": SD.mul(hidden, 4)}.get(mode, 0)
     c = (n, hidden) if mode == "LSTM" else (0,)
-    return (t, n, p), (n, p), c, (t, n, width)
+    return (t, n, p), (n, p), c, (t, width, n)
 
 
 op("rnn_layer(Tensor input, Tensor hx, Tensor? cx, Tensor w_ih, Tensor w_hh, Tensor? b_ih, "

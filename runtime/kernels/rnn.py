@@ -51,7 +51,8 @@ def _rnn_layer_backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: A
                         w_ih: Any, w_hh: Any, w_hr: Any, out: Any, reserve: Any, mode: str,
                         reverse: bool = False) -> tuple:
     _check(x, hx, cx, w_ih, w_hh, None, None, w_hr, mode)
-    if tuple(g_out.shape) != tuple(out.shape) or reserve.shape[:2] != x.shape[:2]:
+    if tuple(g_out.shape) != tuple(out.shape) or reserve.ndim != 3 \
+            or (reserve.shape[0], reserve.shape[2]) != x.shape[:2]:
         raise ShapeError(f"rnn_layer_backward: expected grad_output {tuple(out.shape)} and a "
                          f"reserve of the input's steps, got {tuple(g_out.shape)}, "
                          f"{tuple(reserve.shape)}")

@@ -32,10 +32,17 @@ def _layer(x, hx, cx, weights, mode, reverse):
                mode=mode, reverse=reverse)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "array-ops"])
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 @pytest.mark.parametrize("mode,proj", MODES, ids=lambda v: str(v))
-def test_matches_torch_with_every_gradient(mode: str, proj: int, reverse: bool) -> None:
+def test_matches_torch_with_every_gradient(mode: str, proj: int, reverse: bool, native: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both step implementations: the native gate kernel, and the array operations CuPy
+    and other dtypes run."""
     torch = pytest.importorskip("torch")
+    if not native:
+        from scriptmod.runtime import rnn
+        monkeypatch.setattr(rnn, "_NATIVE", {})
     m = _torch_layer(torch, mode, proj)
     p = proj or H
     rng = np.random.default_rng(1)

@@ -39,7 +39,8 @@ def _layer_samples(g: Gen) -> list[Sample]:
 
 def _layer_ref(x: np.ndarray, hx: np.ndarray, cx: Any, w_ih: np.ndarray, w_hh: np.ndarray,
                b_ih: Any, b_hh: Any, w_hr: Any, mode: str, reverse: bool = False) -> tuple:
-    """One step at a time, each gate written out; the reserve in ``runtime.rnn``'s layout."""
+    """One step at a time, each gate written out; the reserve in ``runtime.rnn``'s layout,
+    ``(T, R, N)``."""
     b_ih = 0 if b_ih is None else b_ih
     b_hh = 0 if b_hh is None else b_hh
     h, c = hx, cx
@@ -65,7 +66,8 @@ def _layer_ref(x: np.ndarray, hx: np.ndarray, cx: Any, w_ih: np.ndarray, w_hh: n
             saved[t] = [np.zeros((len(h), 0))]
         outs[t] = h
     c_n = c if mode == "LSTM" else np.zeros((0,))
-    return (np.stack(outs), h, c_n, np.stack([np.concatenate(s, -1) for s in saved]))
+    reserve = np.stack([np.concatenate(s, -1) for s in saved]).transpose(0, 2, 1)
+    return np.stack(outs), h, c_n, np.ascontiguousarray(reserve)
 
 
 case("rnn_layer", _layer_samples, _layer_ref, ("float32", "float64"), grad=False)
