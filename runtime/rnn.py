@@ -137,8 +137,9 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
     xw = xp.ascontiguousarray(xw.reshape(gates, t_len, n).transpose(1, 0, 2))   # (T, G, N)
     out = xp.empty((t_len, n, p), dt)
     reserve = xp.empty((t_len, reserve_width(mode, hidden, w_hr is not None), n), dt)
-    h = xp.ascontiguousarray(hx.T)
-    c = xp.ascontiguousarray(cx.T) if mode == "LSTM" else None
+    h = xp.array(hx.T, order="C", copy=True)        # the carried state, written in place
+    c = xp.array(cx.T, order="C", copy=True) if mode == "LSTM" else None   # (a transpose of
+    # one column is already contiguous: ascontiguousarray would hand back the caller's array)
     block = xp.empty((gates, n), dt)
 
     def rows(a: Any, k: int) -> Any:           # gate k's (H, N) block

@@ -1,8 +1,9 @@
 """``scriptmod bench``: eager vs unfused vs fused on W1–W6, the attention micro-benchmarks
 A128/A512, the training rows T2/T3/T5 (one AdamW step of W2/W3/W5) and the CNN rows C1, C2,
 TC1, M1, CONV1–CONV5 (ResNet-18, MobileNetV2, a ResNet-18 training step, the MNIST net,
-single convolutions), against measured floors (W6 is scripted with ``jit.script``, the
-others traced).
+single convolutions) and the RNN rows R1, R2, TR1 (the word-language LSTM, a bidirectional
+GRU encoder, the LSTM's training step), against measured floors (W6 is scripted with
+``jit.script``, the others traced).
 
     scriptmod bench                          # everything, default threads, float32
     scriptmod bench --quick                  # small sizes, few repetitions (a smoke test)
@@ -11,6 +12,7 @@ others traced).
     scriptmod bench --workload W6 --compare torch   # scripted GRU: torch.jit.script column
     scriptmod bench --workload T2,T3,T5 --compare torch   # training steps, torch.compile too
     scriptmod bench --workload CNN --compare torch   # C1,C2,TC1,M1,CONV1-5 (CONV: the convs)
+    scriptmod bench --workload RNN --compare torch   # R1,R2,TR1
     scriptmod bench --no-compile-time        # skip the two new-process startup runs
     scriptmod bench --background-load        # another process keeps one core busy meanwhile
     scriptmod bench --ray                    # W3 through Ray Data and Ray Serve (bench.ray_bench)

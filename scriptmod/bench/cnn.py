@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 import scriptmod
 from scriptmod import nn
+from scriptmod.bench.rnn import CONFIG as RECURRENT_CONFIG
+from scriptmod.bench.rnn import recurrent
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,8 @@ class Recipe:
 @functools.lru_cache(maxsize=None)
 def family(nn: ModuleType) -> SimpleNamespace:
     """The architectures written over ``nn`` (``scriptmod.nn`` or ``torch.nn``): ``ResNet``
-    (ResNet-18's BasicBlock layout), ``MobileNetV2``, ``MnistNet`` and ``Conv2d``."""
+    (ResNet-18's BasicBlock layout), ``MobileNetV2``, ``MnistNet``, ``Conv2d``, and the
+    recurrent rows' ``WordLM`` and ``GRUEncoder`` (``bench.rnn``)."""
     F = nn.functional
 
     def conv3x3(inp: int, out: int, stride: int = 1) -> Any:
@@ -165,7 +168,7 @@ def family(nn: ModuleType) -> SimpleNamespace:
             return F.log_softmax(self.fc2(x), dim=1)
 
     return SimpleNamespace(ResNet=ResNet, MobileNetV2=MobileNetV2, MnistNet=MnistNet,
-                           Conv2d=nn.Conv2d)
+                           Conv2d=nn.Conv2d, **vars(recurrent(nn)))
 
 
 def _make_divisible(v: float, divisor: int = 8) -> int:
@@ -231,6 +234,7 @@ _CONFIG: dict[str, Callable[[Any], dict[str, Any]]] = {
     "Conv2d": lambda m: {"in_channels": m.in_channels, "out_channels": m.out_channels,
                          "kernel_size": m.kernel_size, "stride": m.stride,
                          "padding": m.padding, "groups": m.groups, "bias": m.bias is not None},
+    **RECURRENT_CONFIG,
 }
 
 

@@ -133,22 +133,19 @@ def _sides(wid: str, quick: bool) -> tuple[Callable[[], Any], Callable[[], Any],
     tx = torch.from_numpy(x.numpy().copy())
     compiled = runner.compile_model(w, model, x)
     if w.train:
-        from scriptmod.bench.torch_train import _with_loss, torch_optimizer
+        from scriptmod.bench.torch_train import _with_loss, torch_optimizer, torch_step
         target = training.target_for(model, x, w.loss)
         tt = torch.from_numpy(target.numpy().copy())
         loss_of = _with_loss(twin, w.loss)
-        opt = torch_optimizer(w.optimizer, twin.parameters())
+        params = list(twin.parameters())
+        opt = torch_optimizer(w.optimizer, params)
         with torch.no_grad():
             want = float(loss_of(tx, tt))
         same = bool(np.isclose(float(compiled(x, target).item()), want, rtol=1e-4))
         ours = training.compiled_step(compiled, x, target, w.optimizer)
 
         def theirs() -> Any:
-            opt.zero_grad()
-            loss = loss_of(tx, tt)
-            loss.backward()
-            opt.step()
-            return loss
+            return torch_step(w.optimizer, opt, params, loss_of, tx, tt)
         return ours, theirs, same
     def ours_call() -> Any:
         with w.grad_mode():

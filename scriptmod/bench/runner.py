@@ -268,14 +268,16 @@ def check_outputs(res: WorkloadResult, c: Compiled, x: sm.Tensor, ref: np.ndarra
 
 
 def check_training(res: WorkloadResult, c: Compiled, model: nn.Module, x: sm.Tensor,
-                   target: sm.Tensor, ref: dict[str, np.ndarray | None]) -> None:
+                   target: sm.Tensor, ref: dict[str, np.ndarray | None],
+                   clip: float | None = None) -> None:
     """A training row's check: one forward and backward of each compiled module from the
-    weights ``ref`` (eager's loss and gradients) was computed from, compared with it."""
+    weights ``ref`` (eager's loss and gradients, clipped to ``clip``) was computed from,
+    compared with it."""
     with fusion(False):
-        got = training.gradients(c.unfused, model, x, target)
+        got = training.gradients(c.unfused, model, x, target, clip)
     res.matches["unfused"] = compare_all(got, ref, res.dtype)
-    res.matches["fused"] = compare_all(training.gradients(c.fused, model, x, target), ref,
-                                        res.dtype)
+    res.matches["fused"] = compare_all(training.gradients(c.fused, model, x, target, clip),
+                                        ref, res.dtype)
     res.kernels = len(fused_kernels(c.fused, x, target))
 
 
@@ -345,11 +347,11 @@ def _measure_training(res: WorkloadResult, model: nn.Module, x_trace: sm.Tensor,
     stage("check")
     training.restore(model, start)
     with_loss = training.WithLoss(model, w.loss)
-    ref = training.gradients(with_loss, model, x, target)
-    check_training(res, c, model, x, target, ref)
+    ref = training.gradients(with_loss, model, x, target, training.CLIP_NORM.get(w.optimizer))
+    check_training(res, c, model, x, target, ref, training.CLIP_NORM.get(w.optimizer))
     eager = training.TrainStep(with_loss, training.make_optimizer(w.optimizer,
                                                                   model.parameters())[0],
-                               x, target)
+                               x, target, clip=training.CLIP_NORM.get(w.optimizer))
     unfused, fused = (training.compiled_step(m, x, target, w.optimizer)
                       for m in (c.unfused, c.fused))
     if fused.note:

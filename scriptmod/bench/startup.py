@@ -183,7 +183,8 @@ def _training_calls(w: Any, model: Any, x: Any) -> Calls:
     from scriptmod.bench import training
     from scriptmod.bench.check import compare_all
     target = training.target_for(model, x, w.loss)
-    ref = training.gradients(training.WithLoss(model, w.loss), model, x, target)
+    ref = training.gradients(training.WithLoss(model, w.loss), model, x, target,
+                             training.CLIP_NORM.get(w.optimizer))
     losses: list[Any] = []
 
     def calls(compiled: Any) -> tuple[Callable[[], Any], Callable[[str], Any]]:

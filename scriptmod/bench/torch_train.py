@@ -5,7 +5,8 @@ Each column trains its own twin (the scriptmod weights, train mode) with the ste
 scriptmod side times (``bench.training``): ``opt.zero_grad()`` (PyTorch's default sets
 the gradients to None), the row's loss of the twin with its loss (``_with_loss``,
 ``training.WithLoss``'s twin: ``torch.nn.functional``'s function of the name in
-``training.LOSSES``), ``loss.backward()`` and the row's optimizer (``torch_optimizer``:
+``training.LOSSES``), ``loss.backward()`` (``clip_grad_norm_`` for an optimizer of
+``training.CLIP_NORM``) and the row's optimizer (``torch_optimizer``:
 ``torch.optim``'s class and options of ``training.OPTIMIZERS``, default options otherwise):
 
 - ``torch_eager``: the twin with its loss;
@@ -31,7 +32,7 @@ import numpy as np
 
 from scriptmod.bench.check import compare_all
 from scriptmod.bench.timing import Variant, time_once, time_variants
-from scriptmod.bench.training import LOSSES, OPTIMIZERS
+from scriptmod.bench.training import CLIP_NORM, LOSSES, OPTIMIZERS
 
 BUILDERS: dict[str, Callable[[Any, str], Any]] = {
     "torch_eager": lambda twin, loss: _with_loss(twin, loss),
@@ -62,6 +63,20 @@ def torch_optimizer(name: str, params: Any) -> Any:
     return getattr(torch.optim, cls)(params, **options)
 
 
+def torch_step(name: str, opt: Any, params: list, loss_of: Any, x: Any, target: Any) -> Any:
+    """One step as the scriptmod side's ``training.TrainStep``: zero the gradients, the
+    loss, its backward, ``clip_grad_norm_`` for an optimizer of ``training.CLIP_NORM``, the
+    optimizer's step; returns the loss."""
+    import torch
+    opt.zero_grad()
+    loss = loss_of(x, target)
+    loss.backward()
+    if name in CLIP_NORM:
+        torch.nn.utils.clip_grad_norm_(params, CLIP_NORM[name])
+    opt.step()
+    return loss
+
+
 def _compile(module: Any) -> Any:
     import torch
 
@@ -90,14 +105,11 @@ def _trained_and_timed(twin: Any, make: Callable[[Any], Any], x: Any, target: An
                        ref: dict[str, np.ndarray], spec: dict[str, Any]) -> dict[str, Any]:
     model: list[Any] = []
     build_s = time_once(lambda: model.append(make(twin)))
-    opt = torch_optimizer(spec["optimizer"], twin.parameters())
+    params = list(twin.parameters())
+    opt = torch_optimizer(spec["optimizer"], params)
 
     def step() -> Any:
-        opt.zero_grad()
-        loss = model[0](x, target)
-        loss.backward()
-        opt.step()
-        return loss
+        return torch_step(spec["optimizer"], opt, params, model[0], x, target)
 
     loss: list[Any] = []
     first = time_once(lambda: loss.append(step()))

@@ -2,7 +2,8 @@
 (C1's model at 64x64) in train mode.
 
 A step, as users write it: ``opt.zero_grad(set_to_none=True)``, the loss, ``loss.backward()``
-and ``opt.step()`` (``TrainStep``). Each row names its loss and its optimizer
+(then ``clip_grad_norm_`` for an optimizer of ``CLIP_NORM``) and ``opt.step()``
+(``TrainStep``). Each row names its loss and its optimizer
 (``Workload.loss``, ``Workload.optimizer``; both sides read ``LOSSES`` and ``OPTIMIZERS``):
 T2, T3, T5 the MSE against a fixed random target of the output's shape and
 ``AdamW(lr=1e-3)``, TC1 the cross-entropy against fixed random class labels and
@@ -55,15 +56,20 @@ LOSSES = {"mse": "mse_loss", "cross_entropy": "cross_entropy"}
 OPTIMIZERS: dict[str, tuple[str, dict[str, float]]] = {
     "adamw": ("AdamW", {"lr": 1e-3}),
     "sgd_momentum": ("SGD", {"lr": 0.01, "momentum": 0.9}),
+    "sgd_clip": ("SGD", {"lr": 20.0}),
 }
 """A row's optimizer: its class name in ``scriptmod.optim`` and ``torch.optim`` alike, and
 its options (the rest are the defaults)."""
+CLIP_NORM: dict[str, float] = {"sgd_clip": 0.25}
+"""The optimizers that step after ``nn.utils.clip_grad_norm_`` to this max norm (both sides):
+pytorch/examples' word-language model clips at 0.25 and steps SGD at lr 20."""
 
 
 def describe_optimizer(name: str) -> str:
     """``OPTIMIZERS[name]`` as code reads: ``describe_optimizer("adamw") == "AdamW(lr=0.001)"``."""
     cls, options = OPTIMIZERS[name]
-    return f"{cls}({', '.join(f'{k}={v:g}' for k, v in options.items())})"
+    clip = f"clip_grad_norm_({CLIP_NORM[name]:g}), " if name in CLIP_NORM else ""
+    return f"{clip}{cls}({', '.join(f'{k}={v:g}' for k, v in options.items())})"
 
 
 class WithLoss(nn.Module):
@@ -116,14 +122,17 @@ class TrainStep:
     ``note`` says, for the report, how the optimizer differs from the one asked for."""
 
     def __init__(self, loss_of: Loss, opt: optim.Optimizer, x: sm.Tensor,
-                 target: sm.Tensor, note: str = "") -> None:
+                 target: sm.Tensor, note: str = "", clip: float | None = None) -> None:
         self.loss_of, self.opt, self.x, self.target = loss_of, opt, x, target
-        self.note = note
+        self.note, self.clip = note, clip
 
     def __call__(self) -> sm.Tensor:
         self.opt.zero_grad(set_to_none=True)
         loss = self.loss_of(self.x, self.target)
         loss.backward()
+        if self.clip is not None:
+            nn.utils.clip_grad_norm_([p for g in self.opt.param_groups for p in g["params"]],
+                                     self.clip)
         self.opt.step()
         return loss
 
@@ -133,16 +142,20 @@ def compiled_step(compiled: Any, x: sm.Tensor, target: sm.Tensor,
     """A step of a ScriptModule of ``WithLoss(model, ...)`` with the compiled rows' optimizer,
     ``OPTIMIZERS[optimizer]`` with ``fused=True``."""
     opt, note = make_optimizer(optimizer, compiled.parameters(), fused=True)
-    return TrainStep(compiled, opt, x, target, note)
+    return TrainStep(compiled, opt, x, target, note, CLIP_NORM.get(optimizer))
 
 
-def gradients(loss_of: Loss, model: nn.Module, x: sm.Tensor,
-              target: sm.Tensor) -> dict[str, np.ndarray | None]:
+def gradients(loss_of: Loss, model: nn.Module, x: sm.Tensor, target: sm.Tensor,
+              clip: float | None = None) -> dict[str, np.ndarray | None]:
     """The loss and every parameter's gradient (``"grad NAME"``; ``None`` for none) of one
-    forward and backward of ``loss_of`` from ``model``'s current weights; no step."""
+    forward and backward of ``loss_of`` from ``model``'s current weights, clipped to the
+    total norm ``clip`` as the row's step clips them (``CLIP_NORM``: a step's gradients are
+    compared after it); no step."""
     model.zero_grad(set_to_none=True)
     loss = loss_of(x, target)
     loss.backward()
+    if clip is not None:
+        nn.utils.clip_grad_norm_(list(model.parameters()), clip)
     out = collect(model, loss)
     model.zero_grad(set_to_none=True)
     return out

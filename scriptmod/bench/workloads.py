@@ -4,7 +4,9 @@ rows T2, T3, T5 (one AdamW step of W2, W3, W5 in train mode; ``bench.training``)
 convolutional rows of issue 40 (models in ``bench.cnn``): C1 ResNet-18 and C2 MobileNetV2
 inference (compiled with ``jit.optimize_for_inference``: BatchNorm folded), TC1 one
 ResNet-18 training step (cross-entropy, SGD with momentum), M1 pytorch/examples' MNIST net
-and CONV1–CONV5 single convolutions. All are traced (``jit.trace``) except W6, whose loop
+and CONV1–CONV5 single convolutions; and the recurrent rows of issue 41 (``bench.rnn``): R1
+pytorch/examples' word-language LSTM, R2 a bidirectional GRU encoder, TR1 R1's training
+step (cross-entropy, ``clip_grad_norm_``, SGD). All are traced (``jit.trace``) except W6, whose loop
 exits on the data: it is scripted (``jit.script``).
 
     >>> w = WORKLOADS["W1"]; model, x = w.build(quick=True)
@@ -246,7 +248,8 @@ class Workload:
 
 
 _LOSS_NAMES = {"mse": "MSE", "cross_entropy": "cross-entropy"}
-_OPTIMIZER_NAMES = {"adamw": "AdamW", "sgd_momentum": "SGD momentum 0.9"}
+_OPTIMIZER_NAMES = {"adamw": "AdamW", "sgd_momentum": "SGD momentum 0.9",
+                    "sgd_clip": "clip_grad_norm_ 0.25, SGD lr 20"}
 
 
 def training_row(w: Workload, tid: str, loss: str = "mse", optimizer: str = "adamw",
@@ -339,14 +342,30 @@ _CONV: tuple[Workload, ...] = (
     _conv_row(4, 32, 1, 32, 28, 1, "conv b32 1->32 28² stem"),
     _conv_row(5, 8, 32, 32, 112, 32, "conv b8 depthwise 32 112²"),
 )
+_R1 = Workload("R1", "word-language LSTM",
+               _cnn(cnn.Recipe("WordLM"), cnn.Recipe("WordLM", {"ntoken": 100, "ninp": 16,
+                                                                "nhid": 32})),
+               (35, 16), (5, 2), "none", "pytorch/examples' word-language model: "
+               "Embedding(10000, 256), 2-layer LSTM(256 -> 512), Linear(512, 10000); T 35, "
+               "batch 16 (tokens read off the input)", batch_dim=1)
+_RNN: tuple[Workload, ...] = (
+    _R1,
+    Workload("R2", "bidirectional GRU encoder",
+             _cnn(cnn.Recipe("GRUEncoder"), cnn.Recipe("GRUEncoder", {"input_size": 8,
+                                                                      "hidden_size": 16})),
+             (32, 64, 128), (2, 5, 8), "none", "2-layer bidirectional GRU(128 -> 256), "
+             "batch_first, T 64, batch 32"),
+    training_row(_R1, "TR1", "cross_entropy", "sgd_clip"),
+)
 _BY_ID = {w.id: w for w in _FORWARD}
 
 WORKLOADS: dict[str, Workload] = {w.id: w for w in (
     *_FORWARD, training_row(_BY_ID["W2"], "T2"), training_row(_BY_ID["W3"], "T3"),
-    training_row(_BY_ID["W5"], "T5"), *_CNN, *_CONV)}
+    training_row(_BY_ID["W5"], "T5"), *_CNN, *_CONV, *_RNN)}
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "CONV": tuple(w.id for w in _CONV),
     "CNN": tuple(w.id for w in (*_CNN, *_CONV)),
+    "RNN": tuple(w.id for w in _RNN),
 }
 """Names ``--workload`` takes for several rows at once (``--workload C1,CONV``)."""

@@ -117,6 +117,29 @@ def test_gradcheck_and_double_backward(mode: str, proj: int) -> None:
     np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("mode,proj", MODES, ids=lambda v: str(v))
+def test_one_sequence_leaves_its_inputs_alone(mode: str, proj: int) -> None:
+    """A batch of one (an unbatched layer's call): the state's transpose is a view of the
+    input there, and the loop must still write only its own buffers."""
+    torch = pytest.importorskip("torch")
+    m = _torch_layer(torch, mode, proj)
+    p = proj or H
+    rng = np.random.default_rng(4)
+    x, h0, c0 = (rng.standard_normal(s, dtype=np.float32) for s in ((T, 1, I), (1, p), (1, H)))
+    before = (h0.copy(), c0.copy())
+    weights = [sm.from_numpy(w.detach().numpy().copy()) for w in m.parameters()]
+    lstm = mode == "LSTM"
+    sh, sc = sm.from_numpy(h0), sm.from_numpy(c0)
+    out, hn, _, _ = _layer(sm.from_numpy(x), sh, sc if lstm else None, weights, mode, False)
+    np.testing.assert_array_equal(h0, before[0])
+    np.testing.assert_array_equal(c0, before[1])
+    state = (torch.from_numpy(h0)[None], torch.from_numpy(c0)[None]) if lstm else \
+        torch.from_numpy(h0)[None]
+    with torch.no_grad():
+        ty = m(torch.from_numpy(x), state)[0]
+    np.testing.assert_allclose(out.numpy(), ty.numpy(), rtol=1e-5, atol=1e-6)
+
+
 class _Seq(sm.nn.Module):
     def __init__(self, mode: str) -> None:
         super().__init__()

@@ -154,6 +154,13 @@ LAYERS: dict[str, tuple[Callable[[], Module], Callable[[int], sm.Tensor]]] = {
     "LazyBatchNorm3d": (lambda: _built(nn.LazyBatchNorm3d(), 2, 2, 2, 2, 2),
                         _floats(2, 2, 2, 2)),
     "GroupNorm": (lambda: nn.GroupNorm(2, 4), _floats(4, 3)),
+    "RNN": (lambda: nn.RNN(4, 3, nonlinearity="relu"), _floats(2, 4)),   # time-major
+    "LSTM": (lambda: nn.LSTM(4, 3, num_layers=2, bidirectional=True), _floats(2, 4)),
+    "GRU": (lambda: nn.GRU(4, 3, batch_first=True), _floats(2, 4)),
+    "RNNBase": (lambda: nn.RNNBase("GRU", 4, 3, num_layers=2), _floats(2, 4)),
+    "RNNCell": (lambda: nn.RNNCell(4, 3), _floats(4)),
+    "LSTMCell": (lambda: nn.LSTMCell(4, 3), _floats(4)),
+    "GRUCell": (lambda: nn.GRUCell(4, 3), _floats(4)),
     "InstanceNorm1d": (lambda: nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
                        _floats(3, 5)),
     "InstanceNorm2d": (lambda: nn.InstanceNorm2d(2), _floats(2, 3, 3)),
@@ -197,11 +204,14 @@ def test_table_covers_every_layer() -> None:
 
 
 def _run(module: Any, x: sm.Tensor) -> tuple[sm.Tensor, sm.Tensor | None, dict[str, Any]]:
-    """The output, the input's gradient and each parameter's gradient of a weighted sum."""
+    """The output (a recurrent layer's: its first, every step's state), the input's gradient
+    and each parameter's gradient of a weighted sum."""
     for p in module.parameters():
         p.grad = None
     x = x.detach().clone().requires_grad_(x.requires_grad)
     out = module(x)
+    while isinstance(out, tuple):
+        out = out[0]
     w = sm.from_numpy(np.random.RandomState(7).randn(*out.shape).astype(np.float32))
     (out * w).sum().backward()
     return out, x.grad, {n: p.grad for n, p in module.named_parameters()}
