@@ -142,18 +142,26 @@ def taken(gy: Any, other: Any, x_shape: Sequence[int], w_shape: Sequence[int],
     the input, whose shape is ``w_shape`` or ``x_shape``): float32 NumPy arrays, shapes
     that agree (``_consistent``: the native loops trust them), the per-group GEMM at least
     ``MIN_WIDTH`` wide each way and ``MIN_FLOPS`` in all."""
+    if not _operands(gy, other, x_shape, w_shape, stride, padding, dilation, groups):
+        return False
+    og, ck = w_shape[0] // groups, math.prod(w_shape[1:])
+    flops = 2 * gy.shape[0] * math.prod(gy.shape[2:]) * w_shape[0] * ck
+    return min(og, ck) >= MIN_WIDTH and flops >= MIN_FLOPS
+
+
+def _operands(gy: Any, other: Any, x_shape: Sequence[int], w_shape: Sequence[int],
+              stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+              groups: int) -> bool:
+    """Whether ``gy`` and ``other`` are float32 NumPy arrays of one convolution
+    (``_consistent``), ``other`` the input or the weight."""
     if type(gy) is not np.ndarray or type(other) is not np.ndarray:
         return False
     if gy.dtype != np.float32 or other.dtype != np.float32:
         return False
     if tuple(other.shape) not in (tuple(x_shape), tuple(w_shape)):
         return False
-    if not _consistent(gy.shape, tuple(x_shape), tuple(w_shape), stride, padding, dilation,
-                       groups):
-        return False
-    og, ck = w_shape[0] // groups, math.prod(w_shape[1:])
-    flops = 2 * gy.shape[0] * math.prod(gy.shape[2:]) * w_shape[0] * ck
-    return min(og, ck) >= MIN_WIDTH and flops >= MIN_FLOPS
+    return _consistent(gy.shape, tuple(x_shape), tuple(w_shape), stride, padding, dilation,
+                       groups)
 
 
 def _consistent(gy: tuple, x: tuple, w: tuple, stride: Sequence[int], padding: Sequence[int],
@@ -391,14 +399,8 @@ def narrow_taken(gy: Any, other: Any, x_shape: Sequence[int], w_shape: Sequence[
     """Whether ``narrow_grad_input``/``narrow_grad_weight`` run these operands: float32
     NumPy arrays of one 1-D or 2-D convolution (``_consistent``) whose groups are too
     narrow for ``taken``'s GEMM (depthwise: one channel each way)."""
-    if type(gy) is not np.ndarray or type(other) is not np.ndarray:
-        return False
-    if gy.dtype != np.float32 or other.dtype != np.float32 or len(w_shape) not in (3, 4):
-        return False
-    if tuple(other.shape) not in (tuple(x_shape), tuple(w_shape)):
-        return False
-    if not _consistent(gy.shape, tuple(x_shape), tuple(w_shape), stride, padding, dilation,
-                       groups):
+    if len(w_shape) not in (3, 4) or not _operands(gy, other, x_shape, w_shape, stride,
+                                                    padding, dilation, groups):
         return False
     return min(w_shape[0] // groups, math.prod(w_shape[1:])) < MIN_WIDTH
 

@@ -80,6 +80,12 @@ def test_flops_agree_with_torchs_flop_counter(recipe: cnn.Recipe, shape: tuple[i
 
 @pytest.mark.parametrize("wid", ["C1", "C2", "M1", "CONV5"])
 def test_twin_holds_the_same_weights_and_agrees(wid: str) -> None:
+    check_twin(wid)
+
+
+def check_twin(wid: str) -> None:
+    """Quick ``wid``'s PyTorch twin, loaded with its weights, computes its output (the
+    recurrent rows' test uses this too)."""
     torch = _torch()
     model, x = WORKLOADS[wid].build(quick=True)
     twin = torch_ref.build_twin(wid, torch_ref.dims_of(wid, model), torch_ref.weights_of(model))

@@ -41,13 +41,8 @@ def test_rows_and_group() -> None:
 
 @pytest.mark.parametrize("wid", ["R1", "R2"])
 def test_twin_holds_the_same_weights_and_agrees(wid: str) -> None:
-    torch = _torch()
-    model, x = WORKLOADS[wid].build(quick=True)
-    twin = torch_ref.build_twin(wid, torch_ref.dims_of(wid, model), torch_ref.weights_of(model))
-    with sm.no_grad(), torch.no_grad():
-        match = runner.compare(twin(torch.from_numpy(x.numpy())), runner.host64(model(x)),
-                               "float32")
-    assert match.ok, match.detail
+    from test_bench_cnn import check_twin
+    check_twin(wid)
 
 
 def test_a_trace_of_r1_runs_at_another_length() -> None:
