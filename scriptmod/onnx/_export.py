@@ -16,8 +16,8 @@ from scriptmod.tensor import Tensor
 
 from . import (_conv, _elementwise, _layers, _loss, _nn, _norm, _pooling,  # noqa: F401
                _shapes, _vision)  # (registration of the table's rows)
-from . import (_fft, _indexing, _linalg, _math, _products, _scans, _special,  # noqa: F401
-               _views)
+from . import (_fft, _indexing, _linalg, _math, _products, _rnn, _scans,  # noqa: F401
+               _special, _views)
 from ._context import ONNX_DTYPES, Context, ExportError, ModuleRef, Sym, scalar_dtype
 from ._fold import fold_constants
 from ._recompose import Recomposed, recompose, skipped

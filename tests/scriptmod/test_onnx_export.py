@@ -391,3 +391,54 @@ def test_onnx_imported_only_on_use():
             "try:\n    scriptmod.onnx\nexcept ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install scriptmod[onnx]" in out.stdout
+
+
+class _Recurrent(nn.Module):
+    """A 2-layer bidirectional LSTM, then a GRU and an RNN(relu) over its output."""
+
+    def __init__(self, batch_first: bool) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(5, 6, num_layers=2, bidirectional=True, batch_first=batch_first)
+        self.gru = nn.GRU(12, 4, batch_first=batch_first)
+        self.rnn = nn.RNN(4, 3, nonlinearity="relu", batch_first=batch_first)
+
+    def forward(self, x):
+        a, (h, c) = self.lstm(x)
+        b, hg = self.gru(a)
+        return self.rnn(b)[0], h, c, hg
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("batch_first", [False, True], ids=["time-major", "batch-first"])
+def test_recurrent_layers_export_as_onnx_lstm_gru_rnn(batch_first):
+    """Each layer and direction is ONNX's own LSTM/GRU/RNN node (gates reordered to ONNX's
+    i,o,f,c and z,r,h); onnxruntime gives eager's outputs and final states at the traced
+    sequence length and at others (and other batch sizes where the trace's batch is
+    symbolic)."""
+    sm.manual_seed(0)
+    model = _Recurrent(batch_first).eval()
+    x = sm.randn(3, 7, 5) if batch_first else sm.randn(7, 3, 5)
+    with sm.no_grad():
+        traced = jit.trace(model, x)
+    buf = io.BytesIO()
+    axes = {"x": {0: "b", 1: "t"}} if batch_first else {"x": {0: "t"}}
+    proto = sm.onnx.export(traced, buf, (x,), input_names=["x"], dynamic_axes=axes)
+    onnx.checker.check_model(onnx.load_from_string(buf.getvalue()), full_check=True)
+    assert {"LSTM", "GRU", "RNN"} <= _op_types(proto)
+    shapes = [(3, 7, 5), (2, 11, 5), (4, 1, 5)] if batch_first else \
+        [(7, 3, 5), (11, 3, 5), (1, 3, 5)]
+    for shape in shapes:
+        xb = sm.randn(*shape)
+        with sm.no_grad():
+            want = _flat(model(xb))
+        got = _run(buf.getvalue(), {"x": xb.numpy()})
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_an_lstm_with_projections_is_refused():
+    lstm = nn.LSTM(4, 6, proj_size=3).eval()
+    with sm.no_grad():
+        traced = jit.trace(lstm, sm.randn(5, 2, 4))
+    with pytest.raises(sm.onnx.ExportError, match="proj_size"):
+        sm.onnx.export(traced, io.BytesIO())
