@@ -129,7 +129,7 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
     gates, p = w_ih.shape[0], w_hh.shape[1]
     hidden = gates // GATES[mode]
     dt = x.dtype
-    xw = xp.matmul(w_ih, x.reshape(t_len * n, -1).T)               # (G, T*N)
+    xw = xp.matmul(w_ih, x.reshape(t_len * n, x.shape[2]).T)       # (G, T*N)
     if b_ih is not None:
         xw += b_ih[:, None]
     if b_hh is not None and mode != "GRU":     # GRU's b_hn is inside r * (...)
@@ -228,7 +228,7 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
             h = out[t].T
             dgx[:, t] = dh * (1 - h * h) if mode == "RNN_TANH" else dh * (h > 0)
             dh_next = w_hh_t @ dgx[:, t]
-    flat_x = x.reshape(t_len * n, -1)
+    flat_x = x.reshape(t_len * n, x.shape[2])
     flat_gx, flat_gh = dgx.reshape(gates, t_len * n), dgh.reshape(gates, t_len * n)
     firsts = hx[None]
     h_prevs = xp.concatenate([out[1:], firsts] if reverse else [firsts, out[:-1]])

@@ -19,6 +19,9 @@ def _check(x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, b_hh: Any,
         raise ShapeError(f"rnn_layer: expected a (T, N, input) input and 2-D weights, got "
                          f"input {tuple(x.shape)}, w_ih {tuple(w_ih.shape)}, "
                          f"w_hh {tuple(w_hh.shape)}")
+    if x.shape[0] == 0:
+        raise ShapeError(f"rnn_layer: expected a sequence length larger than 0 (as torch's "
+                         f"RNNs), got input {tuple(x.shape)}")
     gates = w_ih.shape[0]
     if gates % MODES[mode] or w_hh.shape[0] != gates:
         raise ShapeError(f"rnn_layer: {mode} expects w_ih and w_hh of {MODES[mode]} x hidden "

@@ -192,5 +192,10 @@ def test_bad_shapes_name_the_argument() -> None:
         _op("rnn_layer", x, h, None, w_ih, w_hh, None, None, None, mode="GRU")
     with pytest.raises(ShapeError, match="mode must be one of"):
         _op("rnn_layer", x, h, None, w_ih, w_hh, None, None, None, mode="LSTMX")
+    with pytest.raises(ShapeError, match="sequence length larger than 0"):
+        _op("rnn_layer", sm.randn(0, 2, 3), h, h, w_ih, w_hh, None, None, None, mode="LSTM")
+    out = _op("rnn_layer", sm.randn(4, 0, 3), sm.randn(0, 5), sm.randn(0, 5), w_ih, w_hh,
+              None, None, None, mode="LSTM")                  # an empty batch: empty results
+    assert [tuple(o.shape) for o in out[:3]] == [(4, 0, 5), (0, 5), (0, 5)]
     with pytest.raises(ShapeError, match=r"\(T, N, input\)"):
         _op("rnn_layer", sm.randn(4, 3), h, h, w_ih, w_hh, None, None, None, mode="LSTM")
