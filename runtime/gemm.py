@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from scriptmod.codegen.gemm import MC, NC, PARAMS, name, render_gemm, workspace_floats
-from scriptmod.codegen.microkernel import Isa, host_isa
+from scriptmod.codegen.microkernel import AVX512, AVX512_NARROW, Isa, host_isa
 from scriptmod.ir.graph import Node
 from . import threads as _threads
 from .errors import worded
@@ -99,6 +99,13 @@ def matmul_step(fallback: Callable[[Any, Any], Any]) -> Callable[[list], Any]:
 def isa() -> Isa:
     """The host's register shape (``microkernel.host_isa``)."""
     return host_isa(host()[2])
+
+
+def narrow_isa() -> Isa:
+    """The host's register shape for products of at most 16 columns: one vector of columns
+    on an AVX-512 host (``microkernel.AVX512_NARROW``), the AVX2 shape (16 columns) else."""
+    shape = isa()
+    return AVX512_NARROW if shape is AVX512 else shape
 
 
 @lru_cache(maxsize=None)

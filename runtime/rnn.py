@@ -37,6 +37,7 @@ import numpy as np
 
 from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
 from scriptmod.ir import dtypes as D
+from . import gemm
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 _NATIVE = {np.dtype(np.float32): D.float32, np.dtype(np.float64): D.float64}
@@ -119,6 +120,16 @@ def _sig(xp: Any, a: Any) -> Any:
     return 1 / (1 + xp.exp(-a))
 
 
+def _step_mm(xp: Any, a: Any, b: Any, out: Any) -> Any:
+    """``out = a @ b`` for one step (``b``: a few columns, one per sequence): our GEMM in its
+    narrow register shape on the calling thread for float32 NumPy arrays of at most 16
+    columns (W_hh @ hᵀ at 2048 x 512 x 16: 0.34 ms against OpenBLAS's 0.46 ms on one
+    thread, 0.39 ms on two), BLAS (or CuPy) else."""
+    if xp is np and b.shape[1] <= 16 and gemm.supported(a, b) and out.flags.c_contiguous:
+        return gemm.matmul(a, b, out=out, threads=1, shape=gemm.narrow_isa())
+    return xp.matmul(a, b, out=out)
+
+
 # ---- forward --------------------------------------------------------------------------------
 def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, b_hh: Any,
             w_hr: Any, mode: str, reverse: bool) -> tuple[Any, Any, Any, Any]:
@@ -145,7 +156,7 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
     def rows(a: Any, k: int) -> Any:           # gate k's (H, N) block
         return a[k * hidden:(k + 1) * hidden]
     for t in _order(t_len, reverse):
-        xp.matmul(w_hh, h, out=block)
+        _step_mm(xp, w_hh, h, block)
         res = reserve[t]
         if mode == "LSTM":
             hh = rows(res, 5) if w_hr is not None else h
@@ -154,7 +165,7 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
                    [rows(res, k) for k in range(5)] + [hh])
             c = rows(res, 4)
             if w_hr is not None:
-                xp.matmul(w_hr, hh, out=h)
+                _step_mm(xp, w_hr, hh, h)
         elif mode == "GRU":
             if b_hh is not None:
                 block += b_hh[:, None]
@@ -213,7 +224,7 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
             rows(d, 2)[...] = dc * i * (1 - g * g)
             rows(d, 3)[...] = dh * tc * o * (1 - o)
             dc_next = dc * f
-            dh_next = w_hh_t @ d
+            dh_next = _step_mm(xp, w_hh_t, d, xp.empty((p, n), dt))
         elif mode == "GRU":
             r, z, nn, nh = (rows(act, k) for k in range(4))
             hp = h_prev(t)
@@ -223,11 +234,11 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
             rows(dgx[:, t], 2)[...] = dn
             dgh[:2 * hidden, t] = dgx[:2 * hidden, t]
             rows(dgh[:, t], 2)[...] = dn * r
-            dh_next = dh * z + w_hh_t @ dgh[:, t]
+            dh_next = dh * z + _step_mm(xp, w_hh_t, dgh[:, t], xp.empty((p, n), dt))
         else:
             h = out[t].T
             dgx[:, t] = dh * (1 - h * h) if mode == "RNN_TANH" else dh * (h > 0)
-            dh_next = w_hh_t @ dgx[:, t]
+            dh_next = _step_mm(xp, w_hh_t, dgx[:, t], xp.empty((p, n), dt))
     flat_x = x.reshape(t_len * n, x.shape[2])
     flat_gx, flat_gh = dgx.reshape(gates, t_len * n), dgh.reshape(gates, t_len * n)
     firsts = hx[None]

@@ -11,7 +11,7 @@ import pytest
 import scriptmod as sm
 from scriptmod import nn
 from scriptmod.codegen.gemm import KC, MC, NC
-from scriptmod.codegen.microkernel import AVX2, AVX512
+from scriptmod.codegen.microkernel import AVX2, AVX512, AVX512_NARROW
 from scriptmod.ir import parse
 from scriptmod.ir.passes import fuse_elementwise
 from scriptmod.runtime import gemm
@@ -34,7 +34,7 @@ def _bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return 2.0 * a.shape[1] * 2.0 ** -24 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-30
 
 
-@pytest.mark.parametrize("isa", [AVX2, AVX512], ids=lambda i: i.name)
+@pytest.mark.parametrize("isa", [AVX2, AVX512, AVX512_NARROW], ids=lambda i: i.name)
 @pytest.mark.parametrize("m,k,n", SHAPES)
 def test_matches_float64_in_every_layout(isa, m, k, n):
     rng = np.random.default_rng(m * 1000 + k * 10 + n)
@@ -47,7 +47,7 @@ def test_matches_float64_in_every_layout(isa, m, k, n):
             assert np.all(np.abs(got - want) <= _bound(a, b)), (name, a.strides)
 
 
-@pytest.mark.parametrize("isa", [AVX2, AVX512], ids=lambda i: i.name)
+@pytest.mark.parametrize("isa", [AVX2, AVX512, AVX512_NARROW], ids=lambda i: i.name)
 def test_special_values_propagate_as_in_float64(isa):
     rng = np.random.default_rng(1)
     a = rng.standard_normal((19, 40), dtype=np.float32)
@@ -74,7 +74,7 @@ def test_threads_give_the_same_bits_and_out_is_written():
     np.testing.assert_array_equal(out, one)
 
 
-@pytest.mark.parametrize("isa", [AVX2, AVX512], ids=lambda i: i.name)
+@pytest.mark.parametrize("isa", [AVX2, AVX512, AVX512_NARROW], ids=lambda i: i.name)
 @pytest.mark.parametrize("m,k,n", [(9, 17, 33), (MC + 3, KC + 1, NC + 31)])
 def test_accumulates_into_a_column_block_of_a_wider_matrix(isa, m, k, n):
     """``out`` a column block of a wider C (its row stride past ``n``), ``accumulate``
