@@ -37,7 +37,6 @@ import numpy as np
 
 from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
 from scriptmod.ir import dtypes as D
-from . import gemm
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 _NATIVE = {np.dtype(np.float32): D.float32, np.dtype(np.float64): D.float64}
@@ -125,6 +124,7 @@ def _step_mm(xp: Any, a: Any, b: Any, out: Any) -> Any:
     narrow register shape on the calling thread for float32 NumPy arrays of at most 16
     columns (W_hh @ hᵀ at 2048 x 512 x 16: 0.34 ms against OpenBLAS's 0.46 ms on one
     thread, 0.39 ms on two), BLAS (or CuPy) else."""
+    from . import gemm          # here: gemm's imports lead back to the kernels, which import us
     if xp is np and b.shape[1] <= 16 and gemm.supported(a, b) and out.flags.c_contiguous:
         return gemm.matmul(a, b, out=out, threads=1, shape=gemm.narrow_isa())
     return xp.matmul(a, b, out=out)

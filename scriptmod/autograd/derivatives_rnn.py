@@ -3,7 +3,7 @@
 A first-order backward is the one ``rnn_layer_backward`` op: backpropagation through time in
 one kernel, from the activations the forward kept (``reserve``). Where a graph of the
 backward is recorded (``create_graph``, grad mode on), the layer is run again op by op from
-its inputs (``_unrolled``, the same math as ``runtime.rnn``) and differentiated by autograd,
+its inputs (``_unrolled``: the nn layers' step functions) and differentiated by autograd,
 so that higher derivatives reach the inputs as torch's CPU RNNs' do.
 """
 from __future__ import annotations
@@ -18,38 +18,17 @@ from scriptmod.tensor import Tensor
 def _unrolled(x: Tensor, hx: Tensor, cx: Tensor | None, w_ih: Tensor, w_hh: Tensor,
               b_ih: Tensor | None, b_hh: Tensor | None, w_hr: Tensor | None, mode: str,
               reverse: bool) -> tuple[Tensor, ...]:
-    """``(output, h_n[, c_n])`` of ``rnn_layer`` as differentiable ops, step by step."""
+    """``(output, h_n[, c_n])`` of ``rnn_layer`` as differentiable ops, step by step: the
+    nn layers' own step functions (``nn._functional_rnn``) over plain per-step slices."""
     from scriptmod._shape_ops import stack
+    from scriptmod.nn._functional_rnn import CELL_KINDS, CellWeights, run_direction
     gx = x.matmul(w_ih.t())
     if b_ih is not None:
         gx = gx + b_ih
-    if b_hh is not None and mode != "GRU":
-        gx = gx + b_hh
-    h, c = hx, cx
-    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
-    outs: dict[int, Tensor] = {}
-    for t in steps:
-        gh = h.matmul(w_hh.t())
-        if mode == "LSTM":
-            i, f, g, o = (gx[t] + gh).chunk(4, -1)
-            c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-            h = o.sigmoid() * c.tanh()
-            if w_hr is not None:
-                h = h.matmul(w_hr.t())
-        elif mode == "GRU":
-            if b_hh is not None:
-                gh = gh + b_hh
-            r_x, z_x, n_x = gx[t].chunk(3, -1)
-            r_h, z_h, n_h = gh.chunk(3, -1)
-            r, z = (r_x + r_h).sigmoid(), (z_x + z_h).sigmoid()
-            n = (n_x + r * n_h).tanh()
-            h = (h - n) * z + n
-        else:
-            pre = gx[t] + gh
-            h = pre.tanh() if mode == "RNN_TANH" else pre.relu()
-        outs[t] = h
-    out = stack([outs[t] for t in range(x.shape[0])])
-    return (out, h, c) if mode == "LSTM" else (out, h)
+    state0 = (hx, cx) if mode == "LSTM" else (hx,)
+    steps, state = run_direction(CELL_KINDS[mode].step, gx.unbind(0), state0,
+                                 CellWeights(w_ih, w_hh, b_ih, b_hh, w_hr), None, reverse)
+    return (stack(steps), *state)
 
 
 @derivative("rnn_layer", saves="all", output=True)
