@@ -81,7 +81,7 @@ AVX512 = Isa("avx512", lanes=16, mr=8, nr=32)
 # its tiles, where AVX512's 32-column panels would be half padding (W_hh @ hᵀ at 2048 x 512
 # x 16, one thread: 0.34 ms against 0.57 ms, OpenBLAS 0.46 ms)
 AVX512_NARROW = Isa("avx512n16", lanes=16, mr=8, nr=16)
-ISAS = {isa.name: isa for isa in (AVX2, AVX512, AVX512_NARROW)}
+ISAS = {isa.name: isa for isa in (AVX2, AVX512)}     # the hosts' shapes (a choice by name)
 
 
 def host_isa(features: str) -> Isa:
