@@ -35,6 +35,15 @@ def _hidden(mode: str, w_ih: Shape) -> Any:
     return SD.floordiv(w_ih[0], MODES[mode])
 
 
+def reserve_width(mode: str, hidden: Any, proj: bool) -> Any:
+    """The reserve's middle dim ``R`` for ``hidden`` (an int or a symbolic dim): an LSTM's
+    activated gates and ``c`` (and ``o * tanh(c)`` with projections), a GRU's ``r, z, n``
+    and ``W_hn h + b_hn``, nothing for the plain RNNs (``runtime.rnn``)."""
+    if mode == "LSTM":
+        return SD.mul(hidden, 6 if proj else 5)
+    return SD.mul(hidden, 4) if mode == "GRU" else 0
+
+
 def _layer_shapes(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> tuple | None:
     x, w_ih, w_hh, w_hr = (_shape(ops, k) for k in (0, 3, 4, 7))
     if x is None or w_ih is None or w_hh is None:
@@ -45,10 +54,8 @@ def _layer_shapes(ops: Sequence[Any], attrs: dict, values: Sequence[Any]) -> tup
     mode = attrs["mode"]
     hidden = _hidden(mode, w_ih)
     t, n, p = x[0], x[1], w_hh[1]
-    width = {"LSTM": SD.mul(hidden, 6 if w_hr is not None else 5),
-             "GRU": SD.mul(hidden, 4)}.get(mode, 0)
     c = (n, hidden) if mode == "LSTM" else (0,)
-    return (t, n, p), (n, p), c, (t, width, n)
+    return (t, n, p), (n, p), c, (t, reserve_width(mode, hidden, w_hr is not None), n)
 
 
 op("rnn_layer(Tensor input, Tensor hx, Tensor? cx, Tensor w_ih, Tensor w_hh, Tensor? b_ih, "
