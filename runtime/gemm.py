@@ -161,7 +161,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None,
                                 f"unit column stride (C-contiguous with an epilogue), got "
                                 f"{_desc(out)}"), internal=True)
     shape = shape or isa()
-    params, units = _plan(M, N, K, a.strides[0] // 4, b.strides[0] // 4, b.strides[1] // 4,
+    params, units = plan(M, N, K, a.strides[0] // 4, b.strides[0] // 4, b.strides[1] // 4,
                           out.strides[0] // 4, bool(accumulate))
     fn = kernel(shape)[0]
     floats = workspace_floats(shape)
@@ -189,8 +189,10 @@ def _writable_rows(out: np.ndarray, epilogue: Epilogue | None) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _plan(M: int, N: int, K: int, lda: int, bsk: int, bsn: int, ldc: int,
-          acc: bool) -> tuple[np.ndarray, int]:
+def plan(M: int, N: int, K: int, lda: int, bsk: int, bsn: int, ldc: int,
+         acc: bool) -> tuple[np.ndarray, int]:
+    """The GEMM's parameter array (``codegen.gemm.PARAMS``, read-only) and its number of
+    units for these sizes and element strides (``acc``: add into C)."""
     nb = -(-N // NC)
     sizes = dict(M=M, N=N, K=K, lda=lda, bsk=bsk, bsn=bsn, ldc=ldc, NB=nb, ACC=int(acc))
     params = np.array([sizes[p] for p in PARAMS], np.int64)

@@ -30,7 +30,8 @@ pre-activation gate gradients, so that the weight, bias and input gradients are 
 """
 from __future__ import annotations
 
-from functools import lru_cache
+import ctypes
+from functools import lru_cache, partial
 from typing import Any, Callable
 
 import numpy as np
@@ -55,9 +56,9 @@ def _order(t: int, reverse: bool) -> range:
 # ---- one step's gates as one native kernel -----------------------------------------------
 def _cell_spec(mode: str, dt: Any) -> KernelSpec:
     """The elementwise kernel of one step over ``H x N`` elements (every operand a contiguous
-    ``(H, N)`` block). Inputs: the recurrent gate blocks, then the input ones (``LSTM``: 4 +
-    4 and ``c``; ``GRU``: 3 + 3 and ``h``; ``RNN_*``: 1 + 1). Outputs: ``LSTM`` i, f, g, o,
-    c', o*tanh(c'); ``GRU`` r, z, n, h'; ``RNN_*`` h'."""
+    ``(H, N)`` block). Inputs: the recurrent gate blocks, then the input ones, then
+    (``LSTM``) ``c`` or (``GRU``) ``h`` and ``b_hn``; ``RNN_*``: 1 + 1. Outputs: ``LSTM``
+    i, f, g, o, c', o*tanh(c'); ``GRU`` r, z, n, W_hn h + b_hn, h'; ``RNN_*`` h'."""
     steps: list[OpStep] = []
 
     def op(name: str, *args: Any) -> int:
@@ -71,10 +72,11 @@ def _cell_spec(mode: str, dt: Any) -> KernelSpec:
         c = op("add", op("mul", f, 8), op("mul", i, g))
         outs = [i, f, g, o, c, op("mul", o, op("tanh", c))]
     elif mode == "GRU":
-        n_in = 7
+        n_in = 8
         r, z = (op("sigmoid", op("add", k, 3 + k)) for k in range(2))
-        n = op("tanh", op("add", 5, op("mul", r, 2)))
-        outs = [r, z, n, op("add", op("mul", op("sub", 6, n), z), n)]
+        nh = op("add", 2, 7)
+        n = op("tanh", op("add", 5, op("mul", r, nh)))
+        outs = [r, z, n, nh, op("add", op("mul", op("sub", 6, n), z), n)]
     else:
         n_in = 2
         pre = op("add", 0, 1)
@@ -82,13 +84,21 @@ def _cell_spec(mode: str, dt: Any) -> KernelSpec:
     return KernelSpec([InputSpec(dt)] * n_in, steps, outs, [dt] * len(outs))
 
 
-@lru_cache(maxsize=64)
-def _cell_runner(mode: str, dtype: np.dtype, n: int) -> Callable[[list, list], None]:
-    """``run(inputs, outputs)`` of ``_cell_spec`` over ``n`` elements (``runtime.targets``'
-    LLVM caller: native code that trusts the arrays ``_cells`` hands it)."""
+@lru_cache(maxsize=16)
+def _cell_kernel(mode: str, dtype: np.dtype) -> tuple[Any, Any]:
+    """``_cell_spec``'s compiled kernel and the spec (``runtime.targets``' LLVM target)."""
     from .targets.llvm import LLVM
     spec = _cell_spec(mode, _NATIVE[dtype])
-    return LLVM.caller(LLVM.compile(spec), spec, (n,), n, None)
+    return LLVM.compile(spec), spec
+
+
+@lru_cache(maxsize=64)
+def _cell_runner(mode: str, dtype: np.dtype, n: int) -> Callable[[list, list], None]:
+    """``run(inputs, outputs)`` of ``_cell_spec`` over ``n`` elements (the LLVM target's
+    caller: native code that trusts the arrays ``_cells`` hands it)."""
+    from .targets.llvm import LLVM
+    kernel, spec = _cell_kernel(mode, dtype)
+    return LLVM.caller(kernel, spec, (n,), n, None)
 
 
 def _cells(xp: Any, mode: str, ins: list, outs: list) -> None:
@@ -107,8 +117,9 @@ def _cells(xp: Any, mode: str, ins: list, outs: list) -> None:
     elif mode == "GRU":
         outs[0][...] = _sig(xp, ins[0] + ins[3])
         outs[1][...] = _sig(xp, ins[1] + ins[4])
-        outs[2][...] = xp.tanh(ins[5] + outs[0] * ins[2])
-        outs[3][...] = (ins[6] - outs[2]) * outs[1] + outs[2]
+        outs[3][...] = ins[2] + ins[7]
+        outs[2][...] = xp.tanh(ins[5] + outs[0] * outs[3])
+        outs[4][...] = (ins[6] - outs[2]) * outs[1] + outs[2]
     else:
         pre = ins[0] + ins[1]
         outs[0][...] = xp.tanh(pre) if mode == "RNN_TANH" else xp.maximum(pre, 0)
@@ -119,13 +130,16 @@ def _sig(xp: Any, a: Any) -> Any:
 
 
 def _step_mm(xp: Any, a: Any, b: Any, out: Any) -> Any:
-    """``out = a @ b`` for one step (``b``: a few columns, one per sequence): our GEMM in its
-    narrow register shape on the calling thread for float32 NumPy arrays of at most 16
-    columns (W_hh @ hᵀ at 2048 x 512 x 16: 0.34 ms against OpenBLAS's 0.46 ms on one
-    thread, 0.39 ms on two), BLAS (or CuPy) else."""
+    """``out = a @ b`` for one step (``b``: a few columns, one per sequence): our GEMM for
+    float32 NumPy arrays, as ``rnn_drive`` runs it (the same bits), in its narrow register
+    shape on the calling thread for at most 16 columns (W_hh @ hᵀ at 2048 x 512 x 16:
+    0.34 ms against OpenBLAS's 0.46 ms on one thread, 0.39 ms on two); BLAS (or CuPy)
+    else."""
     from . import gemm          # here: gemm's imports lead back to the kernels, which import us
-    if xp is np and b.shape[1] <= 16 and gemm.supported(a, b) and out.flags.c_contiguous:
-        return gemm.matmul(a, b, out=out, threads=1, shape=gemm.narrow_isa())
+    if xp is np and gemm.supported(a, b) and out.flags.c_contiguous:
+        narrow = b.shape[1] <= 16
+        return gemm.matmul(a, b, out=out, threads=1 if narrow else None,
+                           shape=gemm.narrow_isa() if narrow else gemm.isa())
     return xp.matmul(a, b, out=out)
 
 
@@ -134,49 +148,161 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
             w_hr: Any, mode: str, reverse: bool) -> tuple[Any, Any, Any, Any]:
     """``(output (T, N, P), h_n (N, P), c_n, reserve)`` of one layer over ``x (T, N, I)``
     from ``hx (N, P)`` (and an LSTM's ``cx (N, H)``; ``c_n`` is an empty array for the
-    other modes); ``reverse`` runs the steps from the last."""
+    other modes); ``reverse`` runs the steps from the last.
+
+    Every step's hidden state is kept, transposed, in ``hs (T, P, N)`` (step ``t`` reads the
+    previous step's slot and writes its own: ``_drive``'s chunks of one step never write
+    what another reads), and the output is one transpose of it at the end."""
     t_len, n = x.shape[0], x.shape[1]
     gates, p = w_ih.shape[0], w_hh.shape[1]
     hidden = gates // GATES[mode]
     dt = x.dtype
     xw = xp.matmul(w_ih, x.reshape(t_len * n, x.shape[2]).T)       # (G, T*N)
-    if b_ih is not None:
-        xw += b_ih[:, None]
-    if b_hh is not None and mode != "GRU":     # GRU's b_hn is inside r * (...)
-        xw += b_hh[:, None]
-    xw = xp.ascontiguousarray(xw.reshape(gates, t_len, n).transpose(1, 0, 2))   # (T, G, N)
-    out = xp.empty((t_len, n, p), dt)
+    xw = xw.reshape(gates, t_len, n).transpose(1, 0, 2)
+    bias = _input_bias(xp, b_ih, b_hh, mode, hidden)
+    if bias is None:
+        xw = xp.ascontiguousarray(xw)                               # (T, G, N)
+    else:                                                           # one pass: + biases
+        xw = xp.add(xw, bias[None, :, None], out=xp.empty((t_len, gates, n), dt))
     reserve = xp.empty((t_len, reserve_width(mode, hidden, w_hr is not None), n), dt)
-    h = xp.array(hx.T, order="C", copy=True)        # the carried state, written in place
-    c = xp.array(cx.T, order="C", copy=True) if mode == "LSTM" else None   # (a transpose of
-    # one column is already contiguous: ascontiguousarray would hand back the caller's array)
+    hs = xp.empty((t_len, p, n), dt)
+    h0 = xp.array(hx.T, order="C", copy=True)
+    c0 = xp.array(cx.T, order="C", copy=True) if mode == "LSTM" else None   # (a transpose
+    # of one column is already contiguous: ascontiguousarray would hand back the caller's)
+    bhn = None
+    if mode == "GRU":
+        bhn = xp.zeros((hidden, n), dt)
+        if b_hh is not None:
+            bhn += b_hh[2 * hidden:, None]
     block = xp.empty((gates, n), dt)
+    order = list(_order(t_len, reverse))
 
+    def step(k: int) -> tuple[Any, list, list]:
+        """Step ``k`` (in step order): the hidden state it reads, its kernel operands."""
+        t, before = order[k], (order[k - 1] if k else None)
+        h_prev = h0 if before is None else hs[before]
+        c_prev = c0 if before is None else rows_of(reserve[before], 4, hidden)
+        return (h_prev, *_step_operands(mode, hidden, xw[t], reserve[t], h_prev, c_prev,
+                                        hs[t], block, bhn, w_hr is not None))
+    if w_hr is not None or not _drive(xp, mode, w_hh, block, len(order), step):
+        for k, t in enumerate(order):
+            h_prev, ins, outs = step(k)
+            _step_mm(xp, w_hh, h_prev, block)
+            _cells(xp, mode, ins, outs)
+            if w_hr is not None:
+                _step_mm(xp, w_hr, outs[5], hs[t])
+    out = xp.ascontiguousarray(hs.transpose(0, 2, 1))
+    last = order[-1]
+    c_n = xp.ascontiguousarray(rows_of(reserve[last], 4, hidden).T) if mode == "LSTM" \
+        else xp.empty((0,), dt)
+    return out, xp.ascontiguousarray(out[last]), c_n, reserve
+
+
+def _input_bias(xp: Any, b_ih: Any, b_hh: Any, mode: str, hidden: int) -> Any:
+    """The bias added to every step's input projection (None for none): ``b_ih + b_hh``,
+    but for a GRU's ``b_hn``, which is inside ``r * (W_hn h + b_hn)`` (a kernel input)."""
+    if b_hh is not None and mode == "GRU":
+        b_hh = xp.concatenate([b_hh[:2 * hidden], xp.zeros(hidden, b_hh.dtype)])
+    if b_ih is None or b_hh is None:
+        return b_ih if b_hh is None else b_hh
+    return b_ih + b_hh
+
+
+def rows_of(a: Any, k: int, hidden: int) -> Any:
+    """Gate ``k``'s ``(H, N)`` row block (``_gate``; None for None)."""
+    return None if a is None else _gate(a, k, hidden)
+
+
+def _step_operands(mode: str, hidden: int, xw: Any, res: Any, h_prev: Any, c_prev: Any,
+                   h_out: Any, block: Any, bhn: Any, proj: bool) -> tuple[list, list]:
+    """One step's gate kernel operands (``_cell_spec``'s inputs and outputs): the gates
+    from ``block`` and ``xw``, the activations into the reserve ``res``, the new hidden
+    state into ``h_out`` (an LSTM with projections: ``o * tanh(c)`` into the reserve, then
+    ``W_hr`` times it into ``h_out``)."""
     def rows(a: Any, k: int) -> Any:
         return _gate(a, k, hidden)
-    for t in _order(t_len, reverse):
-        _step_mm(xp, w_hh, h, block)
-        res = reserve[t]
-        if mode == "LSTM":
-            hh = rows(res, 5) if w_hr is not None else h
-            _cells(xp, mode, [rows(block, k) for k in range(4)]
-                   + [rows(xw[t], k) for k in range(4)] + [c],
-                   [rows(res, k) for k in range(5)] + [hh])
-            c = rows(res, 4)
-            if w_hr is not None:
-                _step_mm(xp, w_hr, hh, h)
-        elif mode == "GRU":
-            if b_hh is not None:
-                block += b_hh[:, None]
-            rows(res, 3)[...] = rows(block, 2)
-            _cells(xp, mode, [rows(block, k) for k in range(3)]
-                   + [rows(xw[t], k) for k in range(3)] + [h],
-                   [rows(res, k) for k in range(3)] + [h])
-        else:
-            _cells(xp, mode, [block, xw[t]], [h])
-        out[t] = h.T
-    c_n = xp.ascontiguousarray(c.T) if mode == "LSTM" else xp.empty((0,), dt)
-    return out, xp.ascontiguousarray(h.T), c_n, reserve
+    if mode == "LSTM":
+        return ([rows(block, k) for k in range(4)] + [rows(xw, k) for k in range(4)]
+                + [c_prev], [rows(res, k) for k in range(5)]
+                + [rows(res, 5) if proj else h_out])
+    if mode == "GRU":
+        return ([rows(block, k) for k in range(3)] + [rows(xw, k) for k in range(3)]
+                + [h_prev, bhn], [rows(res, k) for k in range(4)] + [h_out])
+    return [block, xw], [h_out]
+
+
+# ---- the time loop as native code ------------------------------------------------------------
+DRIVE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+CHUNKS_PER_THREAD = 2     # a step's hidden units in 2 chunks per thread (1, 2 or 4 ran
+                          # alike: 9.2-9.6 ms for 35 steps of 2048 x 512 x 16 on 2 threads)
+
+
+@lru_cache(maxsize=None)
+def _drive_kernel() -> Any:
+    """``codegen.recurrence``'s ``rnn_drive``, compiled: its ctypes function and kernel."""
+    from scriptmod.codegen.recurrence import NAME, render_drive
+    from .llvm_jit import compile_units, host
+    pause = host()[0].startswith(("x86_64", "i686", "i386"))
+    k, = compile_units([(f"rnn drive\0{pause}", partial(render_drive, pause), NAME)])
+    return DRIVE_TYPE(k.address), k
+
+
+def _drive(xp: Any, mode: str, w_hh: Any, block: Any, t_len: int,
+           step: Callable[[int], tuple[Any, list, list]]) -> bool:
+    """Run every step of a float32 NumPy layer without projections through ``rnn_drive``
+    on the pool's threads (``codegen.recurrence``); False where it does not apply (the
+    caller then runs the steps itself). ``step(k)``: step ``k``'s previous hidden state and
+    kernel operands, views at a fixed distance from one step to the next after the first
+    (the steps table is that arithmetic, not ``t_len`` sets of views)."""
+    from . import gemm
+    from . import threads as pool
+    if xp is not np or w_hh.dtype != np.float32 or w_hh.dtype not in _NATIVE:
+        return False
+    firsts = [step(k) for k in range(min(t_len, 3))]
+    h0 = firsts[0][0]
+    if not gemm.supported(w_hh, h0) or not all(
+            v.flags.c_contiguous for _, ins, outs in firsts for v in ins + outs):
+        return False
+    hidden, n = firsts[0][2][0].shape
+    gates_n = w_hh.shape[0] // hidden
+    shape = gemm.narrow_isa() if n <= 16 else gemm.isa()
+    gemm_fn = gemm.kernel(shape)[1].address
+    kernel = _cell_kernel(mode, np.dtype(np.float32))[0]
+    threads = pool.get_num_threads()
+    per = max(8, -(-hidden // (CHUNKS_PER_THREAD * threads if threads > 1 else 1)) + 7 & ~7)
+    spans = [(r0, min(r0 + per, hidden)) for r0 in range(0, hidden, per)]
+    params = [gemm.plan(r1 - r0, n, w_hh.shape[1], w_hh.strides[0] // 4, n, 1, n, False)
+              for r0, r1 in spans]
+    chunks = np.array([[pa.ctypes.data, units, r0, r1]
+                       for (pa, units), (r0, r1) in zip(params, spans)], np.int64)
+    def addresses(h: Any, ins: list, outs: list) -> list[int]:
+        return [v.ctypes.data for v in (h, *ins, *outs)]
+    first = np.array([addresses(*f) for f in firsts], np.int64)
+    steps = np.empty((t_len, first.shape[1]), np.int64)
+    steps[:len(firsts)] = first
+    if t_len > 3:                     # from step 1 on, every operand moves by one stride
+        steps[3:] = first[2] + np.arange(1, t_len - 2, dtype=np.int64)[:, None] * \
+            (first[2] - first[1])
+        if steps[-1].tolist() != addresses(*step(t_len - 1)):
+            return False              # (not one stride: run the steps one by one)
+    meta = np.array([hidden * n], np.int64)
+    fields = dict(T=t_len, C=len(spans), G=gates_n, H=hidden, N=n, gemm=gemm_fn,
+                  cell=kernel.address, cell_meta=meta.ctypes.data, w=w_hh.ctypes.data,
+                  w_row=w_hh.strides[0], block=block.ctypes.data, block_row=block.strides[0],
+                  steps=steps.ctypes.data, S=steps.shape[1], chunks=chunks.ctypes.data)
+    from scriptmod.codegen.recurrence import PLAN
+    plan = np.array([fields[f] for f in PLAN], np.int64)
+    ctl = np.zeros(2, np.int64)
+    fn = _drive_kernel()[0]
+    floats = gemm.workspace_floats(shape)
+
+    def run(lo: int, hi: int) -> None:
+        fn(ctl.ctypes.data, plan.ctypes.data, pool.scratch(floats))
+    if threads > 1 and len(spans) > 1:
+        pool.parallel_for(run, threads * pool.ALIGN, min_split=0)   # one entry per thread
+    else:
+        run(0, 1)
+    return True
 
 
 # ---- backward -------------------------------------------------------------------------------
