@@ -30,16 +30,18 @@ pre-activation gate gradients, so that the weight, bias and input gradients are 
 """
 from __future__ import annotations
 
-import ctypes
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
 
-from scriptmod.codegen.kernel import InputSpec, KernelSpec, OpStep
+from scriptmod.codegen.kernel import Imm, InputSpec, KernelSpec, OpStep
 from scriptmod.ir import dtypes as D
 from scriptmod.ir.ops.rnn import MODES as GATES
 from scriptmod.ir.ops.rnn import reserve_width
+from . import rnn_drive
+from .arrays import transposed
+from .rnn_drive import Gemm, Item
 
 _NATIVE = {np.dtype(np.float32): D.float32, np.dtype(np.float64): D.float64}
 
@@ -84,30 +86,90 @@ def _cell_spec(mode: str, dt: Any) -> KernelSpec:
     return KernelSpec([InputSpec(dt)] * n_in, steps, outs, [dt] * len(outs))
 
 
-@lru_cache(maxsize=16)
-def _cell_kernel(mode: str, dtype: np.dtype) -> tuple[Any, Any]:
-    """``_cell_spec``'s compiled kernel and the spec (``runtime.targets``' LLVM target)."""
+def _grad_spec(mode: str, dt: Any) -> KernelSpec:
+    """The elementwise kernel of one backward step over ``H x N`` elements: the gradients of
+    the pre-activation gates from the saved activations. Inputs: ``g`` (the output's
+    gradient at this step, or with projections ``W_hrᵀ`` times the whole ``dh``) and ``dhn``
+    (the gradient the later step passed back), then ``LSTM`` ``dc``, i, f, g, o, c,
+    c_prev; ``GRU`` r, z, n, nh, h_prev; ``RNN_*`` h. Outputs: ``LSTM`` the four gate
+    gradients and ``dc`` for the earlier step; ``GRU`` the r, z, n gradients, the n gate's
+    recurrent one (``dn * r``) and ``dh * z`` (the earlier step's ``dh`` before the GEMM
+    adds ``W_hhᵀ`` times the gates'); ``RNN_*`` the gate gradient."""
+    steps: list[OpStep] = []
+
+    def op(name: str, *args: Any) -> int:
+        steps.append(OpStep(name, args, {}, D.bool_ if name == "gt" else dt))
+        return n_in + len(steps) - 1
+
+    def one_minus(v: int) -> int:
+        return op("sub", Imm(1, dt), v)
+    n_in = {"LSTM": 9, "GRU": 7}.get(mode, 3)
+    dh = op("add", 0, 1)
+    if mode == "LSTM":
+        i, f, g, o, c, c_prev = 3, 4, 5, 6, 7, 8
+        tc = op("tanh", c)
+        dc = op("add", 2, op("mul", op("mul", dh, o), one_minus(op("mul", tc, tc))))
+        outs = [op("mul", op("mul", op("mul", dc, g), i), one_minus(i)),
+                op("mul", op("mul", op("mul", dc, c_prev), f), one_minus(f)),
+                op("mul", op("mul", dc, i), one_minus(op("mul", g, g))),
+                op("mul", op("mul", op("mul", dh, tc), o), one_minus(o)),
+                op("mul", dc, f)]
+    elif mode == "GRU":
+        r, z, n, nh, h_prev = 2, 3, 4, 5, 6
+        dn = op("mul", op("mul", dh, one_minus(z)), one_minus(op("mul", n, n)))
+        outs = [op("mul", op("mul", op("mul", dn, nh), r), one_minus(r)),
+                op("mul", op("mul", op("mul", dh, op("sub", h_prev, n)), z), one_minus(z)),
+                dn, op("mul", dn, r), op("mul", dh, z)]
+    elif mode == "RNN_TANH":
+        outs = [op("mul", dh, one_minus(op("mul", 2, 2)))]
+    else:
+        outs = [op("where", op("gt", 2, Imm(0, dt)), dh, Imm(0, dt))]
+    return KernelSpec([InputSpec(dt)] * n_in, steps, outs, [dt] * len(outs))
+
+
+def _sum_spec(dt: Any) -> KernelSpec:
+    """``a + b``: a projected LSTM's whole ``dh`` (the output's gradient and the later
+    step's)."""
+    return KernelSpec([InputSpec(dt)] * 2, [OpStep("add", (0, 1), {}, dt)], [2], [dt])
+
+
+_SPECS = {"step": _cell_spec, "grad": _grad_spec, "sum": lambda mode, dt: _sum_spec(dt)}
+
+
+@lru_cache(maxsize=32)
+def _cell_kernel(kind: str, mode: str, dtype: np.dtype) -> tuple[Any, Any]:
+    """The compiled kernel of ``_SPECS[kind]`` and the spec (``runtime.targets``' LLVM
+    target)."""
     from .targets.llvm import LLVM
-    spec = _cell_spec(mode, _NATIVE[dtype])
+    spec = _SPECS[kind](mode, _NATIVE[dtype])
     return LLVM.compile(spec), spec
 
 
 @lru_cache(maxsize=64)
-def _cell_runner(mode: str, dtype: np.dtype, n: int) -> Callable[[list, list], None]:
-    """``run(inputs, outputs)`` of ``_cell_spec`` over ``n`` elements (the LLVM target's
+def _cell_runner(kind: str, mode: str, dtype: np.dtype, n: int) -> Callable[[list, list], None]:
+    """``run(inputs, outputs)`` of ``_SPECS[kind]`` over ``n`` elements (the LLVM target's
     caller: native code that trusts the arrays ``_cells`` hands it)."""
     from .targets.llvm import LLVM
-    kernel, spec = _cell_kernel(mode, dtype)
+    kernel, spec = _cell_kernel(kind, mode, dtype)
     return LLVM.caller(kernel, spec, (n,), n, None)
 
 
-def _cells(xp: Any, mode: str, ins: list, outs: list) -> None:
-    """One step's gate arithmetic (``_cell_spec``) into ``outs``: the native kernel on
-    contiguous float32/float64 NumPy blocks, NumPy or CuPy operations otherwise."""
+def _cells(xp: Any, kind: str, mode: str, ins: list, outs: list) -> None:
+    """One step's ``_SPECS[kind]`` arithmetic into ``outs``: the native kernel on contiguous
+    float32/float64 NumPy blocks, NumPy or CuPy operations otherwise."""
     a = ins[0]
     if xp is np and a.dtype in _NATIVE and all(o.flags.c_contiguous for o in outs):
-        _cell_runner(mode, a.dtype, a.size)([np.ascontiguousarray(v) for v in ins], outs)
-        return
+        _cell_runner(kind, mode, a.dtype, a.size)([np.ascontiguousarray(v) for v in ins], outs)
+    elif kind == "step":
+        _step_ops(xp, mode, ins, outs)
+    elif kind == "grad":
+        _grad_ops(xp, mode, ins, outs)
+    else:
+        outs[0][...] = ins[0] + ins[1]
+
+
+def _step_ops(xp: Any, mode: str, ins: list, outs: list) -> None:
+    """``_cell_spec`` as array operations."""
     if mode == "LSTM":
         i, f, g, o = (ins[k] + ins[4 + k] for k in range(4))
         for dst, v in zip(outs, (_sig(xp, i), _sig(xp, f), xp.tanh(g), _sig(xp, o))):
@@ -123,6 +185,28 @@ def _cells(xp: Any, mode: str, ins: list, outs: list) -> None:
     else:
         pre = ins[0] + ins[1]
         outs[0][...] = xp.tanh(pre) if mode == "RNN_TANH" else xp.maximum(pre, 0)
+
+
+def _grad_ops(xp: Any, mode: str, ins: list, outs: list) -> None:
+    """``_grad_spec`` as array operations (every input read before an output that may be
+    the same array is written)."""
+    dh = ins[0] + ins[1]
+    if mode == "LSTM":
+        dcn, i, f, g, o, c, c_prev = ins[2:]
+        tc = xp.tanh(c)
+        dc = dcn + dh * o * (1 - tc * tc)
+        grads = (dc * g * i * (1 - i), dc * c_prev * f * (1 - f), dc * i * (1 - g * g),
+                 dh * tc * o * (1 - o), dc * f)
+    elif mode == "GRU":
+        r, z, n, nh, h_prev = ins[2:]
+        dn = dh * (1 - z) * (1 - n * n)
+        grads = (dn * nh * r * (1 - r), dh * (h_prev - n) * z * (1 - z), dn, dn * r, dh * z)
+    elif mode == "RNN_TANH":
+        grads = (dh * (1 - ins[2] * ins[2]),)
+    else:
+        grads = (xp.where(ins[2] > 0, dh, 0),)
+    for dst, v in zip(outs, grads):
+        dst[...] = v
 
 
 def _sig(xp: Any, a: Any) -> Any:
@@ -151,8 +235,8 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
     other modes); ``reverse`` runs the steps from the last.
 
     Every step's hidden state is kept, transposed, in ``hs (T, P, N)`` (step ``t`` reads the
-    previous step's slot and writes its own: ``_drive``'s chunks of one step never write
-    what another reads), and the output is one transpose of it at the end."""
+    previous step's slot and writes its own, so no chunk of a step writes what another chunk
+    of it reads), and the output is one transpose of it at the end."""
     t_len, n = x.shape[0], x.shape[1]
     gates, p = w_ih.shape[0], w_hh.shape[1]
     hidden = gates // GATES[mode]
@@ -177,20 +261,20 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
     block = xp.empty((gates, n), dt)
     order = list(_order(t_len, reverse))
 
-    def step(k: int) -> tuple[Any, list, list]:
-        """Step ``k`` (in step order): the hidden state it reads, its kernel operands."""
+    def step(k: int, units: list, rows: list) -> list[list[Item]]:
+        """Step ``k`` (in step order): the gates by chunks of hidden units (and with
+        projections, ``W_hr`` times ``o * tanh(c)`` by chunks of rows)."""
         t, before = order[k], (order[k - 1] if k else None)
         h_prev = h0 if before is None else hs[before]
         c_prev = c0 if before is None else rows_of(reserve[before], 4, hidden)
-        return (h_prev, *_step_operands(mode, hidden, xw[t], reserve[t], h_prev, c_prev,
-                                        hs[t], block, bhn, w_hr is not None))
-    if w_hr is not None or not _drive(xp, mode, w_hh, block, len(order), step):
-        for k, t in enumerate(order):
-            h_prev, ins, outs = step(k)
-            _step_mm(xp, w_hh, h_prev, block)
-            _cells(xp, mode, ins, outs)
-            if w_hr is not None:
-                _step_mm(xp, w_hr, outs[5], hs[t])
+        ins, outs = _step_operands(mode, hidden, xw[t], reserve[t], h_prev, c_prev, hs[t],
+                                   block, bhn, w_hr is not None)
+        cell = [Item(_by_gate(w_hh, h_prev, block, hidden, r0, r1, len(units)), ("step", mode),
+                     ins + outs, len(ins), r0 * n, r1 * n) for r0, r1 in units]
+        if w_hr is None:
+            return [cell]
+        return [cell, [Item([Gemm(w_hr[r0:r1], outs[5], hs[t][r0:r1])]) for r0, r1 in rows]]
+    _run_steps(xp, mode, t_len, n, hidden, p, step)
     out = xp.ascontiguousarray(hs.transpose(0, 2, 1))
     last = order[-1]
     c_n = xp.ascontiguousarray(rows_of(reserve[last], 4, hidden).T) if mode == "LSTM" \
@@ -231,78 +315,66 @@ def _step_operands(mode: str, hidden: int, xw: Any, res: Any, h_prev: Any, c_pre
     return [block, xw], [h_out]
 
 
-# ---- the time loop as native code ------------------------------------------------------------
-DRIVE_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-CHUNKS_PER_THREAD = 2     # a step's hidden units in 2 chunks per thread (1, 2 or 4 ran
-                          # alike: 9.2-9.6 ms for 35 steps of 2048 x 512 x 16 on 2 threads)
+def _by_gate(w: Any, h: Any, block: Any, hidden: int, r0: int, r1: int,
+             chunks: int) -> list[Gemm]:
+    """``block = w @ h`` for the hidden units ``[r0, r1)`` of every gate (one GEMM over all
+    rows where the step is one chunk)."""
+    if chunks == 1:
+        return [Gemm(w, h, block)]
+    return [Gemm(w[q + r0:q + r1], h, block[q + r0:q + r1])
+            for q in range(0, w.shape[0], hidden)]
 
 
-@lru_cache(maxsize=None)
-def _drive_kernel() -> Any:
-    """``codegen.recurrence``'s ``rnn_drive``, compiled: its ctypes function and kernel."""
-    from scriptmod.codegen.recurrence import NAME, render_drive
-    from .llvm_jit import compile_units, host
-    pause = host()[0].startswith(("x86_64", "i686", "i386"))
-    k, = compile_units([(f"rnn drive\0{pause}", partial(render_drive, pause), NAME)])
-    return DRIVE_TYPE(k.address), k
+# ---- running the steps ---------------------------------------------------------------------------
+def _run_steps(xp: Any, mode: str, t_len: int, n: int, hidden: int, p: int,
+               step: Callable[[int, list, list], list[list[Item]]]) -> None:
+    """Run ``step(k, units, rows)``'s stages for every ``k`` in order: through
+    ``rnn_drive`` on the pool's threads for float32 NumPy arrays (``units``/``rows``: the
+    chunks of ``hidden`` and ``p``), else item by item on this thread, each stage one item
+    (the same arithmetic: the same bits)."""
+    if xp is np and np.dtype(np.float32) in _NATIVE and \
+            rnn_drive.usable(*_operands(step(0, [(0, hidden)], [(0, p)]))):
+        from . import gemm
+        from . import threads as pool
+        threads = pool.get_num_threads()
+        units, rows = rnn_drive.spans(hidden, threads), rnn_drive.spans(p, threads)
+        shape = gemm.narrow_isa() if n <= 16 else gemm.isa()
+        if rnn_drive.run(t_len, lambda k: step(k, units, rows), shape, _compiled):
+            return
+    for k in range(t_len):
+        for stage in step(k, [(0, hidden)], [(0, p)]):
+            for item in stage:
+                for g in item.gemms:
+                    _gemm_into(xp, g)
+                if item.cell is not None:
+                    kind, mode = item.cell
+                    _cells(xp, kind, mode, list(item.operands[:item.n_in]),
+                           list(item.operands[item.n_in:]))
 
 
-def _drive(xp: Any, mode: str, w_hh: Any, block: Any, t_len: int,
-           step: Callable[[int], tuple[Any, list, list]]) -> bool:
-    """Run every step of a float32 NumPy layer without projections through ``rnn_drive``
-    on the pool's threads (``codegen.recurrence``); False where it does not apply (the
-    caller then runs the steps itself). ``step(k)``: step ``k``'s previous hidden state and
-    kernel operands, views at a fixed distance from one step to the next after the first
-    (the steps table is that arithmetic, not ``t_len`` sets of views)."""
+def _operands(stages: list[list[Item]]) -> list[Any]:
+    return [v for st in stages for it in st
+            for v in (*it.operands, *(a for g in it.gemms for a in (g.a, g.b, g.c)))]
+
+
+def _compiled(cell: tuple[str, str]) -> Any:
+    """The float32 kernel of ``cell`` (``(kind, mode)``) for ``rnn_drive``."""
+    return _cell_kernel(*cell, np.dtype(np.float32))[0]
+
+
+def _gemm_into(xp: Any, g: Gemm) -> None:
+    """``g`` on this thread (``_step_mm``; accumulated: our GEMM's ``accumulate`` where it
+    takes the arrays)."""
+    if not g.accumulate:
+        _step_mm(xp, g.a, g.b, g.c)
+        return
     from . import gemm
-    from . import threads as pool
-    if xp is not np or w_hh.dtype != np.float32 or w_hh.dtype not in _NATIVE:
-        return False
-    firsts = [step(k) for k in range(min(t_len, 3))]
-    h0 = firsts[0][0]
-    if not gemm.supported(w_hh, h0) or not all(
-            v.flags.c_contiguous for _, ins, outs in firsts for v in ins + outs):
-        return False
-    hidden, n = firsts[0][2][0].shape
-    gates_n = w_hh.shape[0] // hidden
-    shape = gemm.narrow_isa() if n <= 16 else gemm.isa()
-    gemm_fn = gemm.kernel(shape)[1].address
-    kernel = _cell_kernel(mode, np.dtype(np.float32))[0]
-    threads = pool.get_num_threads()
-    per = max(8, -(-hidden // (CHUNKS_PER_THREAD * threads if threads > 1 else 1)) + 7 & ~7)
-    spans = [(r0, min(r0 + per, hidden)) for r0 in range(0, hidden, per)]
-    params = [gemm.plan(r1 - r0, n, w_hh.shape[1], w_hh.strides[0] // 4, n, 1, n, False)
-              for r0, r1 in spans]
-    chunks = np.array([[pa.ctypes.data, units, r0, r1]
-                       for (pa, units), (r0, r1) in zip(params, spans)], np.int64)
-    def addresses(h: Any, ins: list, outs: list) -> list[int]:
-        return [v.ctypes.data for v in (h, *ins, *outs)]
-    first = np.array([addresses(*f) for f in firsts], np.int64)
-    steps = np.empty((t_len, first.shape[1]), np.int64)
-    steps[:len(firsts)] = first
-    if t_len > 3:                     # from step 1 on, every operand moves by one stride
-        steps[3:] = first[2] + np.arange(1, t_len - 2, dtype=np.int64)[:, None] * \
-            (first[2] - first[1])
-        if steps[-1].tolist() != addresses(*step(t_len - 1)):
-            return False              # (not one stride: run the steps one by one)
-    meta = np.array([hidden * n], np.int64)
-    fields = dict(T=t_len, C=len(spans), G=gates_n, H=hidden, N=n, gemm=gemm_fn,
-                  cell=kernel.address, cell_meta=meta.ctypes.data, w=w_hh.ctypes.data,
-                  w_row=w_hh.strides[0], block=block.ctypes.data, block_row=block.strides[0],
-                  steps=steps.ctypes.data, S=steps.shape[1], chunks=chunks.ctypes.data)
-    from scriptmod.codegen.recurrence import PLAN
-    plan = np.array([fields[f] for f in PLAN], np.int64)
-    ctl = np.zeros(2, np.int64)
-    fn = _drive_kernel()[0]
-    floats = gemm.workspace_floats(shape)
-
-    def run(lo: int, hi: int) -> None:
-        fn(ctl.ctypes.data, plan.ctypes.data, pool.scratch(floats))
-    if threads > 1 and len(spans) > 1:
-        pool.parallel_for(run, threads * pool.ALIGN, min_split=0)   # one entry per thread
+    if xp is np and gemm.supported(g.a, g.b) and g.b.shape[1] <= 16:
+        gemm.matmul(g.a, g.b, out=g.c, threads=1, shape=gemm.narrow_isa(), accumulate=True)
+    elif xp is np and gemm.supported(g.a, g.b):
+        gemm.matmul(g.a, g.b, out=g.c, shape=gemm.isa(), accumulate=True)
     else:
-        run(0, 1)
-    return True
+        g.c += g.a @ g.b
 
 
 # ---- backward -------------------------------------------------------------------------------
@@ -311,61 +383,77 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
              reverse: bool) -> tuple[Any, ...]:
     """``(g_input, g_hx, g_cx, g_w_ih, g_w_hh, g_b_ih, g_b_hh, g_w_hr)`` of ``forward`` at
     the gradients of its outputs (``g_hn``/``g_cn`` None for zero); ``g_cx`` and ``g_w_hr``
-    are empty arrays where the layer has no ``cx`` or projection."""
+    are empty arrays where the layer has no ``cx`` or projection.
+
+    A step (from the last) is two stages: the gate gradients by chunks of hidden units
+    (``_grad_spec``), then ``dh`` for the step before, ``W_hhᵀ @ dgates``, by chunks of rows
+    (a projected LSTM first forms its whole ``dh`` and ``W_hrᵀ`` times it). The gate
+    gradients of every step are kept, so the weight, bias and input gradients are each one
+    GEMM (or sum) over all steps afterwards."""
     t_len, n = x.shape[0], x.shape[1]
     gates, p = w_ih.shape[0], w_hh.shape[1]
     hidden = gates // GATES[mode]
     dt = x.dtype
-    dgx = xp.empty((gates, t_len, n), dt)      # pre-activation gradients, input side
-    dgh = dgx if mode != "GRU" else xp.empty((gates, t_len, n), dt)   # recurrent side
-    dh_next = xp.zeros((p, n), dt) if g_hn is None else xp.ascontiguousarray(g_hn.T, dt)
-    dc_next = None
+    proj = w_hr is not None
+    go = xp.ascontiguousarray(g_out.transpose(0, 2, 1), dt)          # (T, P, N)
+    dg = xp.empty((t_len, gates, n), dt)       # pre-activation gradients (input side)
+    dghn = xp.empty((t_len, hidden, n), dt) if mode == "GRU" else None   # n's recurrent one
+    dhn = xp.zeros((p, n), dt) if g_hn is None else xp.array(g_hn.T, dt, order="C", copy=True)
+    dcn = None
     if mode == "LSTM":
-        dc_next = xp.zeros((hidden, n), dt) if g_cn is None else xp.ascontiguousarray(g_cn.T, dt)
-    dhh = xp.empty((p, t_len, n), dt) if w_hr is not None else None
+        dcn = xp.zeros((hidden, n), dt) if g_cn is None else \
+            xp.array(g_cn.T, dt, order="C", copy=True)
+    hs = xp.ascontiguousarray(out.transpose(0, 2, 1)) if mode != "LSTM" else None
+    h0 = xp.array(hx.T, order="C", copy=True)
+    c0 = xp.array(cx.T, order="C", copy=True) if mode == "LSTM" else None
+    dhh = xp.empty((t_len, p, n), dt) if proj else None
+    dh_h = xp.empty((hidden, n), dt) if proj else None
+    zeros = xp.zeros((hidden, n), dt) if proj else None
+    w_hh_t = transposed(w_hh)      # row-major: 0.74 vs 0.93 ms per step's GEMM
+    w_hr_t = transposed(w_hr) if proj else None
     order = list(_order(t_len, reverse))
-    prev = {t: (order[k - 1] if k else None) for k, t in enumerate(order)}
-    w_hh_t = xp.ascontiguousarray(w_hh.T)      # row-major: 0.74 vs 0.93 ms per step's GEMM
 
     def rows(a: Any, k: int) -> Any:
         return _gate(a, k, hidden)
 
-    def h_prev(t: int) -> Any:                 # (P, N)
-        return hx.T if prev[t] is None else out[prev[t]].T
-    for t in reversed(order):
-        dh = g_out[t].T + dh_next
-        act = reserve[t]
+    def step(k: int, units: list, chunks: list) -> list[list[Item]]:
+        j = t_len - 1 - k                       # the k-th step from the last
+        t, before = order[j], (order[j - 1] if j else None)
+        act, d = reserve[t], dg[t]
+        stages = []
+        g_in, dhn_in = go[t], dhn
+        if proj:
+            stages += [[Item([], ("sum", mode), [go[t], dhn, dhh[t]], 2, r0 * n, r1 * n)
+                        for r0, r1 in chunks],
+                       [Item([Gemm(w_hr_t[r0:r1], dhh[t], dh_h[r0:r1])]) for r0, r1 in units]]
+            g_in, dhn_in = dh_h, zeros
         if mode == "LSTM":
-            i, f, g, o, c = (rows(act, k) for k in range(5))
-            c_prev = cx.T if prev[t] is None else rows(reserve[prev[t]], 4)
-            if w_hr is not None:
-                dhh[:, t] = dh
-                dh = w_hr.T @ dh
-            tc = xp.tanh(c)
-            dc = dc_next + dh * o * (1 - tc * tc)
-            d = dgx[:, t]
-            rows(d, 0)[...] = dc * g * i * (1 - i)
-            rows(d, 1)[...] = dc * c_prev * f * (1 - f)
-            rows(d, 2)[...] = dc * i * (1 - g * g)
-            rows(d, 3)[...] = dh * tc * o * (1 - o)
-            dc_next = dc * f
-            dh_next = _step_mm(xp, w_hh_t, d, xp.empty((p, n), dt))
+            c_prev = c0 if before is None else rows(reserve[before], 4)
+            ins = [g_in, dhn_in, dcn] + [rows(act, q) for q in range(5)] + [c_prev]
+            outs = [rows(d, q) for q in range(4)] + [dcn]
         elif mode == "GRU":
-            r, z, nn, nh = (rows(act, k) for k in range(4))
-            hp = h_prev(t)
-            dn = dh * (1 - z) * (1 - nn * nn)
-            rows(dgx[:, t], 1)[...] = dh * (hp - nn) * z * (1 - z)
-            rows(dgx[:, t], 0)[...] = dn * nh * r * (1 - r)
-            rows(dgx[:, t], 2)[...] = dn
-            dgh[:2 * hidden, t] = dgx[:2 * hidden, t]
-            rows(dgh[:, t], 2)[...] = dn * r
-            dh_next = dh * z + _step_mm(xp, w_hh_t, dgh[:, t], xp.empty((p, n), dt))
+            ins = [g_in, dhn] + [rows(act, q) for q in range(4)] + \
+                [h0 if before is None else hs[before]]
+            outs = [rows(d, q) for q in range(3)] + [dghn[t], dhn]
         else:
-            h = out[t].T
-            dgx[:, t] = dh * (1 - h * h) if mode == "RNN_TANH" else dh * (h > 0)
-            dh_next = _step_mm(xp, w_hh_t, dgx[:, t], xp.empty((p, n), dt))
+            ins, outs = [g_in, dhn, hs[t]], [d]
+        stages.append([Item([], ("grad", mode), ins + outs, len(ins), r0 * n, r1 * n)
+                       for r0, r1 in units])
+        if mode == "GRU":
+            two = 2 * hidden
+            stages.append([Item([Gemm(w_hh_t[r0:r1, :two], d[:two], dhn[r0:r1], True),
+                                 Gemm(w_hh_t[r0:r1, two:], dghn[t], dhn[r0:r1], True)])
+                           for r0, r1 in chunks])
+        else:
+            stages.append([Item([Gemm(w_hh_t[r0:r1], d, dhn[r0:r1])]) for r0, r1 in chunks])
+        return stages
+    _run_steps(xp, mode, t_len, n, hidden, p, step)
     flat_x = x.reshape(t_len * n, x.shape[2])
-    flat_gx, flat_gh = dgx.reshape(gates, t_len * n), dgh.reshape(gates, t_len * n)
+    flat_gx = xp.ascontiguousarray(dg.transpose(1, 0, 2)).reshape(gates, t_len * n)
+    flat_gh = flat_gx
+    if mode == "GRU":
+        flat_gh = flat_gx.copy()
+        flat_gh[2 * hidden:] = dghn.transpose(1, 0, 2).reshape(hidden, t_len * n)
     firsts = hx[None]
     h_prevs = xp.concatenate([out[1:], firsts] if reverse else [firsts, out[:-1]])
     g_input = (flat_gx.T @ w_ih).reshape(x.shape)
@@ -373,9 +461,8 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
     g_w_hh = flat_gh @ h_prevs.reshape(t_len * n, p)
     g_b_ih, g_b_hh = flat_gx.sum(axis=1), flat_gh.sum(axis=1)
     g_w_hr = xp.empty((0,), dt)
-    if w_hr is not None:
+    if proj:
         hh = reserve[:, 5 * hidden:].transpose(0, 2, 1).reshape(t_len * n, hidden)
-        g_w_hr = dhh.reshape(p, t_len * n) @ hh
-    g_cx = xp.ascontiguousarray(dc_next.T) if mode == "LSTM" else xp.empty((0,), dt)
-    return g_input, xp.ascontiguousarray(dh_next.T), g_cx, g_w_ih, g_w_hh, g_b_ih, g_b_hh, \
-        g_w_hr
+        g_w_hr = dhh.transpose(1, 0, 2).reshape(p, t_len * n) @ hh
+    g_cx = xp.ascontiguousarray(dcn.T) if mode == "LSTM" else xp.empty((0,), dt)
+    return g_input, xp.ascontiguousarray(dhn.T), g_cx, g_w_ih, g_w_hh, g_b_ih, g_b_hh, g_w_hr

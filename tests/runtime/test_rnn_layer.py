@@ -201,29 +201,39 @@ def test_bad_shapes_name_the_argument() -> None:
         _op("rnn_layer", sm.randn(4, 3), h, h, w_ih, w_hh, None, None, None, mode="LSTM")
 
 
-@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH", "RNN_RELU"])
+@pytest.mark.parametrize("mode,proj", MODES, ids=lambda v: str(v))
 @pytest.mark.parametrize("n,hidden", [(3, 37), (20, 64), (16, 8)], ids=str)
-def test_native_time_loop_gives_the_step_loops_bits(mode: str, n: int, hidden: int,
+def test_native_time_loop_gives_the_step_loops_bits(mode: str, proj: int, n: int, hidden: int,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """``rnn_drive`` (every step in native code, each split into chunks of hidden units the
-    pool's threads claim) computes what the Python step loop computes, to the bit: on one
-    thread, on two, and with several chunks but one thread entering (a pool worker that
-    never started)."""
+    """``rnn_drive`` (every step of the forward and the backward in native code, each stage
+    split into chunks the pool's threads claim) computes what the step-by-step loop
+    computes, to the bit: on one thread, on two, and with several chunks but one thread
+    entering (a pool worker that never started)."""
     from scriptmod.runtime import rnn, threads
     rng = np.random.default_rng(3)
     g = {"LSTM": 4, "GRU": 3}.get(mode, 1) * hidden
-    x = rng.standard_normal((9, n, 5), dtype=np.float32)
-    h0, c0 = (rng.standard_normal((n, hidden), dtype=np.float32) for _ in range(2))
+    p = proj or hidden
+    t_len = 9
+    x = rng.standard_normal((t_len, n, 5), dtype=np.float32)
+    h0, c0 = rng.standard_normal((n, p), dtype=np.float32), \
+        rng.standard_normal((n, hidden), dtype=np.float32)
     w_ih, w_hh = rng.standard_normal((g, 5), dtype=np.float32), \
-        rng.standard_normal((g, hidden), dtype=np.float32) * 0.3
+        rng.standard_normal((g, p), dtype=np.float32) * 0.3
     b_ih, b_hh = (rng.standard_normal(g, dtype=np.float32) for _ in range(2))
+    w_hr = rng.standard_normal((p, hidden), dtype=np.float32) * 0.3 if proj else None
+    g_out, g_hn, g_cn = rng.standard_normal((t_len, n, p), dtype=np.float32), \
+        rng.standard_normal((n, p), dtype=np.float32), \
+        rng.standard_normal((n, hidden), dtype=np.float32)
 
     def run(reverse: bool) -> list:
-        return [a.copy() for a in rnn.forward(np, x, h0, c0, w_ih, w_hh, b_ih, b_hh, None,
-                                              mode, reverse)]
+        out, hn, cn, reserve = rnn.forward(np, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode,
+                                           reverse)
+        grads = rnn.backward(np, g_out, g_hn, g_cn if mode == "LSTM" else None, x, h0, c0,
+                             w_ih, w_hh, w_hr, out, reserve, mode, reverse)
+        return [a.copy() for a in (out, hn, cn, reserve, *grads)]
     used = []
-    drive = rnn._drive
-    monkeypatch.setattr(rnn, "_drive", lambda *a: used.append(drive(*a)) or used[-1])
+    drive = rnn.rnn_drive.run
+    monkeypatch.setattr(rnn.rnn_drive, "run", lambda *a: used.append(drive(*a)) or used[-1])
     before = threads.get_num_threads()
     try:
         native = {}
@@ -234,8 +244,8 @@ def test_native_time_loop_gives_the_step_loops_bits(mode: str, n: int, hidden: i
         alone = [run(False), run(True)]
     finally:
         threads.set_num_threads(before)
-    assert used == [True] * 6          # the native loop ran every time
-    monkeypatch.setattr(rnn, "_drive", lambda *a: False)
+    assert used == [True] * 12         # the native loop ran every time
+    monkeypatch.setattr(rnn.rnn_drive, "run", lambda *a: False)
     loop = [run(False), run(True)]
     for got in (native[1], native[2], alone):
         for ours, theirs in zip(got, loop):
