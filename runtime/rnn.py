@@ -31,7 +31,7 @@ pre-activation gate gradients, so that the weight, bias and input gradients are 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -57,33 +57,43 @@ def _order(t: int, reverse: bool) -> range:
 
 # ---- one step's gates as one native kernel -----------------------------------------------
 def _cell_spec(mode: str, dt: Any) -> KernelSpec:
-    """The elementwise kernel of one step over ``H x N`` elements (every operand a contiguous
-    ``(H, N)`` block). Inputs: the recurrent gate blocks, then the input ones, then
-    (``LSTM``) ``c`` or (``GRU``) ``h`` and ``b_hn``; ``RNN_*``: 1 + 1. Outputs: ``LSTM``
-    i, f, g, o, c', o*tanh(c'); ``GRU`` r, z, n, W_hn h + b_hn, h'; ``RNN_*`` h'."""
+    """The elementwise kernel of one step over ``(H, N)`` elements (rank 2; outputs and the
+    recurrent blocks contiguous). Inputs: the recurrent gate blocks; the input projection's
+    gate blocks, read in place in the ``(G, T*N)`` product (``strided``, unit inner
+    stride); ``LSTM`` ``c``, ``GRU`` ``h``; then the biases, one per gate, broadcast along the
+    sequences (``strided``, inner stride 0; ``GRU``: ``b_hn`` first, which is inside
+    ``r * (W_hn h + b_hn)``). Outputs: ``LSTM`` i, f, g, o, c', o*tanh(c'); ``GRU`` r, z, n,
+    W_hn h + b_hn, h'; ``RNN_*`` h'."""
     steps: list[OpStep] = []
+    gates = GATES[mode]
+    state = 0 if mode.startswith("RNN") else 1
+    xw, own, bias = gates, 2 * gates, 2 * gates + state
+    n_in = bias + gates + (mode == "GRU")
+    kinds = [InputSpec(dt)] * gates + [InputSpec(dt, "strided", inner=1)] * gates + \
+        [InputSpec(dt)] * state + [InputSpec(dt, "strided", inner=0)] * (n_in - bias)
 
     def op(name: str, *args: Any) -> int:
         steps.append(OpStep(name, args, {}, dt))
         return n_in + len(steps) - 1
+    if mode == "GRU":
+        bhn, bias = bias, bias + 1
+
+    def pre(k: int) -> int:                    # the input side of gate k, biases in
+        return op("add", xw + k, bias + k)
     if mode == "LSTM":
-        n_in = 9
-        pre = [op("add", k, 4 + k) for k in range(4)]
-        i, f, o = op("sigmoid", pre[0]), op("sigmoid", pre[1]), op("sigmoid", pre[3])
-        g = op("tanh", pre[2])
-        c = op("add", op("mul", f, 8), op("mul", i, g))
+        act = [op("add", k, pre(k)) for k in range(4)]
+        i, f, o = op("sigmoid", act[0]), op("sigmoid", act[1]), op("sigmoid", act[3])
+        g = op("tanh", act[2])
+        c = op("add", op("mul", f, own), op("mul", i, g))
         outs = [i, f, g, o, c, op("mul", o, op("tanh", c))]
     elif mode == "GRU":
-        n_in = 8
-        r, z = (op("sigmoid", op("add", k, 3 + k)) for k in range(2))
-        nh = op("add", 2, 7)
-        n = op("tanh", op("add", 5, op("mul", r, nh)))
-        outs = [r, z, n, nh, op("add", op("mul", op("sub", 6, n), z), n)]
+        r, z = (op("sigmoid", op("add", k, pre(k))) for k in range(2))
+        nh = op("add", 2, bhn)
+        n = op("tanh", op("add", pre(2), op("mul", r, nh)))
+        outs = [r, z, n, nh, op("add", op("mul", op("sub", own, n), z), n)]
     else:
-        n_in = 2
-        pre = op("add", 0, 1)
-        outs = [op("tanh" if mode == "RNN_TANH" else "relu", pre)]
-    return KernelSpec([InputSpec(dt)] * n_in, steps, outs, [dt] * len(outs))
+        outs = [op("tanh" if mode == "RNN_TANH" else "relu", op("add", 0, pre(0)))]
+    return KernelSpec(kinds, steps, outs, [dt] * len(outs), rank=2)
 
 
 def _grad_spec(mode: str, dt: Any) -> KernelSpec:
@@ -137,29 +147,68 @@ _SPECS = {"step": _cell_spec, "grad": _grad_spec, "sum": lambda mode, dt: _sum_s
 
 
 @lru_cache(maxsize=32)
+def _spec(kind: str, mode: str, dtype: np.dtype) -> KernelSpec:
+    """``_SPECS[kind]`` for ``mode`` over a NumPy float dtype."""
+    return _SPECS[kind](mode, _NATIVE[dtype])
+
+
+@lru_cache(maxsize=32)
 def _cell_kernel(kind: str, mode: str, dtype: np.dtype) -> tuple[Any, Any]:
     """The compiled kernel of ``_SPECS[kind]`` and the spec (``runtime.targets``' LLVM
     target)."""
     from .targets.llvm import LLVM
-    spec = _SPECS[kind](mode, _NATIVE[dtype])
+    spec = _spec(kind, mode, dtype)
     return LLVM.compile(spec), spec
 
 
 @lru_cache(maxsize=64)
-def _cell_runner(kind: str, mode: str, dtype: np.dtype, n: int) -> Callable[[list, list], None]:
-    """``run(inputs, outputs)`` of ``_SPECS[kind]`` over ``n`` elements (the LLVM target's
-    caller: native code that trusts the arrays ``_cells`` hands it)."""
+def _cell_runner(kind: str, mode: str, dtype: np.dtype,
+                 meta: tuple[int, ...]) -> Callable[[list, list], None]:
+    """``run(inputs, outputs)`` of ``_SPECS[kind]`` with ``meta`` (``_meta``: the LLVM
+    target's caller, native code that trusts the arrays ``_cells`` hands it)."""
     from .targets.llvm import LLVM
     kernel, spec = _cell_kernel(kind, mode, dtype)
-    return LLVM.caller(kernel, spec, (n,), n, None)
+    return LLVM.caller(kernel, spec, meta, int(np.prod(meta[:spec.rank])), None)
+
+
+def _meta(kind: str, mode: str, operands: Sequence[Any], n_in: int) -> tuple[int, ...] | None:
+    """The kernel ``meta`` of ``_SPECS[kind]`` over these NumPy ``operands`` (inputs then
+    outputs), or None where they are not laid out as the spec reads them: outputs and
+    ``contiguous`` inputs C-contiguous and of one shape, ``strided`` inputs of that shape
+    with the spec's inner stride."""
+    if type(operands[0]) is not np.ndarray or operands[0].dtype not in _NATIVE:
+        return None
+    spec = _spec(kind, mode, operands[0].dtype)
+    if spec.rank == 1:              # flat: every operand C-contiguous, of one size
+        size = operands[0].size
+        ok = all(v.flags.c_contiguous and v.size == size and v.dtype == operands[0].dtype
+                 for v in operands)
+        return (size,) if ok else None
+    shape = operands[n_in].shape
+    if len(shape) != spec.rank:
+        return None
+    in_strides: list[tuple[int, ...] | None] = []
+    for k, v in enumerate(operands):
+        if v.shape != shape or v.dtype != operands[0].dtype:
+            return None
+        strided = k < n_in and spec.inputs[k].kind == "strided"
+        if strided and not any(s % v.itemsize for s in v.strides) and \
+                v.strides[-1] // v.itemsize == spec.inputs[k].inner:
+            in_strides.append(tuple(s // v.itemsize for s in v.strides))
+        elif strided or not v.flags.c_contiguous:
+            return None
+        elif k < n_in:
+            in_strides.append(None)
+    return tuple(spec.meta(shape, in_strides))
 
 
 def _cells(xp: Any, kind: str, mode: str, ins: list, outs: list) -> None:
-    """One step's ``_SPECS[kind]`` arithmetic into ``outs``: the native kernel on contiguous
-    float32/float64 NumPy blocks, NumPy or CuPy operations otherwise."""
-    a = ins[0]
-    if xp is np and a.dtype in _NATIVE and all(o.flags.c_contiguous for o in outs):
-        _cell_runner(kind, mode, a.dtype, a.size)([np.ascontiguousarray(v) for v in ins], outs)
+    """One step's ``_SPECS[kind]`` arithmetic into ``outs``: the native kernel on
+    float32/float64 NumPy arrays laid out as it reads them (``_meta``), NumPy or CuPy
+    operations otherwise."""
+    meta = _meta(kind, mode, ins + outs, len(ins)) if xp is np else None
+    if meta is not None:
+        _cell_runner(kind, mode, ins[0].dtype, meta)(ins, outs)
     elif kind == "step":
         _step_ops(xp, mode, ins, outs)
     elif kind == "grad":
@@ -170,21 +219,23 @@ def _cells(xp: Any, kind: str, mode: str, ins: list, outs: list) -> None:
 
 def _step_ops(xp: Any, mode: str, ins: list, outs: list) -> None:
     """``_cell_spec`` as array operations."""
+    gates = GATES[mode]
+    pre = [ins[gates + k] + ins[-gates + k] for k in range(gates)]   # input side, biased
     if mode == "LSTM":
-        i, f, g, o = (ins[k] + ins[4 + k] for k in range(4))
+        i, f, g, o = (ins[k] + pre[k] for k in range(4))
         for dst, v in zip(outs, (_sig(xp, i), _sig(xp, f), xp.tanh(g), _sig(xp, o))):
             dst[...] = v
         outs[4][...] = outs[1] * ins[8] + outs[0] * outs[2]
         outs[5][...] = outs[3] * xp.tanh(outs[4])
     elif mode == "GRU":
-        outs[0][...] = _sig(xp, ins[0] + ins[3])
-        outs[1][...] = _sig(xp, ins[1] + ins[4])
+        outs[0][...] = _sig(xp, ins[0] + pre[0])
+        outs[1][...] = _sig(xp, ins[1] + pre[1])
         outs[3][...] = ins[2] + ins[7]
-        outs[2][...] = xp.tanh(ins[5] + outs[0] * outs[3])
+        outs[2][...] = xp.tanh(pre[2] + outs[0] * outs[3])
         outs[4][...] = (ins[6] - outs[2]) * outs[1] + outs[2]
     else:
-        pre = ins[0] + ins[1]
-        outs[0][...] = xp.tanh(pre) if mode == "RNN_TANH" else xp.maximum(pre, 0)
+        v = ins[0] + pre[0]
+        outs[0][...] = xp.tanh(v) if mode == "RNN_TANH" else xp.maximum(v, 0)
 
 
 def _grad_ops(xp: Any, mode: str, ins: list, outs: list) -> None:
@@ -241,23 +292,19 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
     gates, p = w_ih.shape[0], w_hh.shape[1]
     hidden = gates // GATES[mode]
     dt = x.dtype
-    xw = xp.matmul(w_ih, x.reshape(t_len * n, x.shape[2]).T)       # (G, T*N)
-    xw = xw.reshape(gates, t_len, n).transpose(1, 0, 2)
-    bias = _input_bias(xp, b_ih, b_hh, mode, hidden)
-    if bias is None:
-        xw = xp.ascontiguousarray(xw)                               # (T, G, N)
-    else:                                                           # one pass: + biases
-        xw = xp.add(xw, bias[None, :, None], out=xp.empty((t_len, gates, n), dt))
+    xw = xp.ascontiguousarray(xp.matmul(w_ih, x.reshape(t_len * n, x.shape[2]).T))  # (G, T*N)
+    bias = _input_bias(xp, b_ih, b_hh, mode, hidden)      # read by the gate kernel, broadcast
+    bias = xp.zeros(gates, dt) if bias is None else bias.astype(dt, copy=False)
+    biases = [xp.broadcast_to(bias[q:q + hidden, None], (hidden, n))
+              for q in range(0, gates, hidden)]
+    if mode == "GRU":
+        b_hn = b_hh[2 * hidden:] if b_hh is not None else xp.zeros(hidden, dt)
+        biases.insert(0, xp.broadcast_to(b_hn.astype(dt, copy=False)[:, None], (hidden, n)))
     reserve = xp.empty((t_len, reserve_width(mode, hidden, w_hr is not None), n), dt)
     hs = xp.empty((t_len, p, n), dt)
     h0 = xp.array(hx.T, order="C", copy=True)
     c0 = xp.array(cx.T, order="C", copy=True) if mode == "LSTM" else None   # (a transpose
     # of one column is already contiguous: ascontiguousarray would hand back the caller's)
-    bhn = None
-    if mode == "GRU":
-        bhn = xp.zeros((hidden, n), dt)
-        if b_hh is not None:
-            bhn += b_hh[2 * hidden:, None]
     block = xp.empty((gates, n), dt)
     order = list(_order(t_len, reverse))
 
@@ -267,10 +314,11 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
         t, before = order[k], (order[k - 1] if k else None)
         h_prev = h0 if before is None else hs[before]
         c_prev = c0 if before is None else rows_of(reserve[before], 4, hidden)
-        ins, outs = _step_operands(mode, hidden, xw[t], reserve[t], h_prev, c_prev, hs[t],
-                                   block, bhn, w_hr is not None)
+        ins, outs = _step_operands(mode, hidden, xw[:, t * n:(t + 1) * n], reserve[t], h_prev,
+                                   c_prev, hs[t], block, biases, w_hr is not None)
+        meta = _meta("step", mode, ins + outs, len(ins)) if xp is np else None
         cell = [Item(_by_gate(w_hh, h_prev, block, hidden, r0, r1, len(units)), ("step", mode),
-                     ins + outs, len(ins), r0 * n, r1 * n) for r0, r1 in units]
+                     ins + outs, len(ins), r0 * n, r1 * n, meta) for r0, r1 in units]
         if w_hr is None:
             return [cell]
         return [cell, [Item([Gemm(w_hr[r0:r1], outs[5], hs[t][r0:r1])]) for r0, r1 in rows]]
@@ -284,7 +332,7 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
 
 def _input_bias(xp: Any, b_ih: Any, b_hh: Any, mode: str, hidden: int) -> Any:
     """The bias added to every step's input projection (None for none): ``b_ih + b_hh``,
-    but for a GRU's ``b_hn``, which is inside ``r * (W_hn h + b_hn)`` (a kernel input)."""
+    but for a GRU's ``b_hn``, which is inside ``r * (W_hn h + b_hn)`` (its own input)."""
     if b_hh is not None and mode == "GRU":
         b_hh = xp.concatenate([b_hh[:2 * hidden], xp.zeros(hidden, b_hh.dtype)])
     if b_ih is None or b_hh is None:
@@ -298,21 +346,22 @@ def rows_of(a: Any, k: int, hidden: int) -> Any:
 
 
 def _step_operands(mode: str, hidden: int, xw: Any, res: Any, h_prev: Any, c_prev: Any,
-                   h_out: Any, block: Any, bhn: Any, proj: bool) -> tuple[list, list]:
+                   h_out: Any, block: Any, biases: list, proj: bool) -> tuple[list, list]:
     """One step's gate kernel operands (``_cell_spec``'s inputs and outputs): the gates
-    from ``block`` and ``xw``, the activations into the reserve ``res``, the new hidden
-    state into ``h_out`` (an LSTM with projections: ``o * tanh(c)`` into the reserve, then
-    ``W_hr`` times it into ``h_out``)."""
+    from ``block`` and ``xw`` (this step's ``(G, N)`` columns of the input projection) and
+    ``biases`` (per gate, broadcast; a GRU's ``b_hn`` first), the activations into the
+    reserve ``res``, the new hidden state into ``h_out`` (an LSTM with projections:
+    ``o * tanh(c)`` into the reserve, then ``W_hr`` times it into ``h_out``)."""
     def rows(a: Any, k: int) -> Any:
         return _gate(a, k, hidden)
+    gates = GATES[mode]
+    ins = [rows(block, k) for k in range(gates)] + [rows(xw, k) for k in range(gates)]
     if mode == "LSTM":
-        return ([rows(block, k) for k in range(4)] + [rows(xw, k) for k in range(4)]
-                + [c_prev], [rows(res, k) for k in range(5)]
+        return (ins + [c_prev] + biases, [rows(res, k) for k in range(5)]
                 + [rows(res, 5) if proj else h_out])
     if mode == "GRU":
-        return ([rows(block, k) for k in range(3)] + [rows(xw, k) for k in range(3)]
-                + [h_prev, bhn], [rows(res, k) for k in range(4)] + [h_out])
-    return [block, xw], [h_out]
+        return ins + [h_prev] + biases, [rows(res, k) for k in range(4)] + [h_out]
+    return ins + biases, [h_out]
 
 
 def _by_gate(w: Any, h: Any, block: Any, hidden: int, r0: int, r1: int,
@@ -423,7 +472,8 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
         stages = []
         g_in, dhn_in = go[t], dhn
         if proj:
-            stages += [[Item([], ("sum", mode), [go[t], dhn, dhh[t]], 2, r0 * n, r1 * n)
+            stages += [[Item([], ("sum", mode), [go[t], dhn, dhh[t]], 2, r0 * n, r1 * n,
+                              _meta("sum", mode, [go[t], dhn, dhh[t]], 2) if xp is np else None)
                         for r0, r1 in chunks],
                        [Item([Gemm(w_hr_t[r0:r1], dhh[t], dh_h[r0:r1])]) for r0, r1 in units]]
             g_in, dhn_in = dh_h, zeros
@@ -437,7 +487,8 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
             outs = [rows(d, q) for q in range(3)] + [dghn[t], dhn]
         else:
             ins, outs = [g_in, dhn, hs[t]], [d]
-        stages.append([Item([], ("grad", mode), ins + outs, len(ins), r0 * n, r1 * n)
+        meta = _meta("grad", mode, ins + outs, len(ins)) if xp is np else None
+        stages.append([Item([], ("grad", mode), ins + outs, len(ins), r0 * n, r1 * n, meta)
                        for r0, r1 in units])
         if mode == "GRU":
             two = 2 * hidden

@@ -42,14 +42,16 @@ class Gemm:
 @dataclass
 class Item:
     """Some GEMMs, then the elementwise kernel ``cell`` (a key the runner compiles: ``run``'s
-    ``compiled``) over flat indices ``[start, end)`` of ``operands`` (its ``n_in`` inputs
-    then its outputs, each a C-contiguous array of the same size)."""
+    ``compiled``) over flat output indices ``[start, end)`` of ``operands`` (its ``n_in``
+    inputs then its outputs), laid out as its ``meta`` (``codegen.kernel``'s ABI) says: the
+    caller checked them against it (an item without one does not run natively)."""
     gemms: list[Gemm] = field(default_factory=list)
     cell: Any = None
     operands: Sequence[Any] = ()
     n_in: int = 0
     start: int = 0
     end: int = 0
+    meta: tuple[int, ...] | None = None
 
 
 def spans(n: int, threads: int) -> list[tuple[int, int]]:
@@ -123,8 +125,7 @@ def _fits(item: Item) -> bool:
     from . import gemm
     if len(item.gemms) > MAX_GEMMS or not usable(*item.operands):
         return False
-    if not all(v.flags.c_contiguous and v.size == item.operands[0].size
-               for v in item.operands):
+    if item.cell is not None and item.meta is None:
         return False
     return all(gemm.supported(g.a, g.b) and usable(g.c) and g.c.shape == (g.a.shape[0],
                g.b.shape[1]) and g.c.strides[1] == 4 for g in item.gemms)
@@ -155,8 +156,7 @@ def _rows(k: int, stages: list[list[Item]], per_step: int, args: np.ndarray,
                                               g.b.ctypes.data, g.c.ctypes.data)):
                     row[_COL[f"{f}{j}"]] = v
             if item.cell is not None:
-                size = item.operands[0].size
-                meta = keep.setdefault(("meta", size), np.array([size], np.int64))
+                meta = keep.setdefault(("meta", item.meta), np.array(item.meta, np.int64))
                 table[index, :len(item.operands)] = [v.ctypes.data for v in item.operands]
                 row[_COL["cell"]] = compiled(item.cell).address
                 row[_COL["start"]], row[_COL["end"]] = item.start, item.end
