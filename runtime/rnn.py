@@ -308,21 +308,24 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
     block = xp.empty((gates, n), dt)
     order = list(_order(t_len, reverse))
 
-    def step(k: int, units: list, rows: list) -> list[list[Item]]:
-        """Step ``k`` (in step order): the gates by chunks of hidden units (and with
-        projections, ``W_hr`` times ``o * tanh(c)`` by chunks of rows)."""
+    def step(k: int, split: Callable[[int], list]) -> list[list[Item]]:
+        """Step ``k`` (in step order): ``W_hh @ hᵀ`` by chunks of rows (each one GEMM), the
+        gates by chunks of hidden units (and with projections, ``W_hr`` times
+        ``o * tanh(c)`` by chunks of rows)."""
         t, before = order[k], (order[k - 1] if k else None)
         h_prev = h0 if before is None else hs[before]
         c_prev = c0 if before is None else rows_of(reserve[before], 4, hidden)
         ins, outs = _step_operands(mode, hidden, xw[:, t * n:(t + 1) * n], reserve[t], h_prev,
                                    c_prev, hs[t], block, biases, w_hr is not None)
         meta = _meta("step", mode, ins + outs, len(ins)) if xp is np else None
-        cell = [Item(_by_gate(w_hh, h_prev, block, hidden, r0, r1, len(units)), ("step", mode),
-                     ins + outs, len(ins), r0 * n, r1 * n, meta) for r0, r1 in units]
-        if w_hr is None:
-            return [cell]
-        return [cell, [Item([Gemm(w_hr[r0:r1], outs[5], hs[t][r0:r1])]) for r0, r1 in rows]]
-    _run_steps(xp, mode, t_len, n, hidden, p, step)
+        stages = [[Item([Gemm(w_hh[r0:r1], h_prev, block[r0:r1])]) for r0, r1 in split(gates)],
+                  [Item([], ("step", mode), ins + outs, len(ins), r0 * n, r1 * n, meta)
+                   for r0, r1 in split(hidden)]]
+        if w_hr is not None:
+            stages.append([Item([Gemm(w_hr[r0:r1], outs[5], hs[t][r0:r1])])
+                           for r0, r1 in split(p)])
+        return stages
+    _run_steps(xp, t_len, n, step)
     out = xp.ascontiguousarray(hs.transpose(0, 2, 1))
     last = order[-1]
     c_n = xp.ascontiguousarray(rows_of(reserve[last], 4, hidden).T) if mode == "LSTM" \
@@ -364,34 +367,28 @@ def _step_operands(mode: str, hidden: int, xw: Any, res: Any, h_prev: Any, c_pre
     return ins + biases, [h_out]
 
 
-def _by_gate(w: Any, h: Any, block: Any, hidden: int, r0: int, r1: int,
-             chunks: int) -> list[Gemm]:
-    """``block = w @ h`` for the hidden units ``[r0, r1)`` of every gate (one GEMM over all
-    rows where the step is one chunk)."""
-    if chunks == 1:
-        return [Gemm(w, h, block)]
-    return [Gemm(w[q + r0:q + r1], h, block[q + r0:q + r1])
-            for q in range(0, w.shape[0], hidden)]
-
-
 # ---- running the steps ---------------------------------------------------------------------------
-def _run_steps(xp: Any, mode: str, t_len: int, n: int, hidden: int, p: int,
-               step: Callable[[int, list, list], list[list[Item]]]) -> None:
-    """Run ``step(k, units, rows)``'s stages for every ``k`` in order: through
-    ``rnn_drive`` on the pool's threads for float32 NumPy arrays (``units``/``rows``: the
-    chunks of ``hidden`` and ``p``), else item by item on this thread, each stage one item
-    (the same arithmetic: the same bits)."""
+def _whole(size: int) -> list[tuple[int, int]]:
+    return [(0, size)]
+
+
+def _run_steps(xp: Any, t_len: int, n: int,
+               step: Callable[[int, Callable[[int], list]], list[list[Item]]]) -> None:
+    """Run ``step(k, split)``'s stages for every ``k`` in order (``split(size)``: the chunks
+    of ``range(size)`` a stage is cut into): through ``rnn_drive`` on the pool's threads for
+    float32 NumPy arrays (``rnn_drive.spans``), else item by item on this thread, each stage
+    one item (the same arithmetic: the same bits)."""
     if xp is np and np.dtype(np.float32) in _NATIVE and \
-            rnn_drive.usable(*_operands(step(0, [(0, hidden)], [(0, p)]))):
+            rnn_drive.usable(*_operands(step(0, _whole))):
         from . import gemm
         from . import threads as pool
         threads = pool.get_num_threads()
-        units, rows = rnn_drive.spans(hidden, threads), rnn_drive.spans(p, threads)
         shape = gemm.narrow_isa() if n <= 16 else gemm.isa()
-        if rnn_drive.run(t_len, lambda k: step(k, units, rows), shape, _compiled):
+        split = lru_cache(maxsize=None)(lambda size: rnn_drive.spans(size, threads))
+        if rnn_drive.run(t_len, lambda k: step(k, split), shape, _compiled):
             return
     for k in range(t_len):
-        for stage in step(k, [(0, hidden)], [(0, p)]):
+        for stage in step(k, _whole):
             for item in stage:
                 for g in item.gemms:
                     _gemm_into(xp, g)
@@ -465,7 +462,8 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
     def rows(a: Any, k: int) -> Any:
         return _gate(a, k, hidden)
 
-    def step(k: int, units: list, chunks: list) -> list[list[Item]]:
+    def step(k: int, split: Callable[[int], list]) -> list[list[Item]]:
+        units, chunks = split(hidden), split(p)
         j = t_len - 1 - k                       # the k-th step from the last
         t, before = order[j], (order[j - 1] if j else None)
         act, d = reserve[t], dg[t]
@@ -498,7 +496,7 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
         else:
             stages.append([Item([Gemm(w_hh_t[r0:r1], d, dhn[r0:r1])]) for r0, r1 in chunks])
         return stages
-    _run_steps(xp, mode, t_len, n, hidden, p, step)
+    _run_steps(xp, t_len, n, step)
     flat_x = x.reshape(t_len * n, x.shape[2])
     flat_gx = xp.ascontiguousarray(dg.transpose(1, 0, 2)).reshape(gates, t_len * n)
     flat_gh = flat_gx
