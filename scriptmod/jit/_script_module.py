@@ -83,6 +83,10 @@ class ScriptModule(Module):
             raise AttributeError(f"'{self.__dict__.get('original_name')}' ScriptModule has no "
                                  f"{name}: its forward was not called while tracing (a "
                                  f"container, or a submodule the traced code never called)")
+        methods = self.__dict__.get("_methods", {})
+        if name.startswith("_") and not name.startswith("__") and name in methods:
+            return ScriptMethod(self, name)    # a private compiled method (``_forward_impl``,
+            # which ``.code`` calls): found only where no attribute of that name exists
         return super().__getattr__(name)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "ScriptModule":
@@ -358,7 +362,9 @@ def unpicklable(what: str) -> PicklingError:
 def _installable(module: ScriptModule, name: str) -> bool:
     """A traced method becomes an attribute unless the name is private or already means
     something on a ScriptModule (its API, ``nn.Module``'s, or its state): those always win,
-    so a method named ``double`` stays compiled (and saved) without hiding ``Module.double``."""
+    so a method named ``double`` stays compiled (and saved) without hiding ``Module.double``.
+    A private one (``_forward_impl``) is found by ``__getattr__``, after every real
+    attribute."""
     return (name != "forward" and not name.startswith("_") and not hasattr(ScriptModule, name)
             and name not in module.__dict__)
 

@@ -92,6 +92,8 @@ class FunctionCompiler(EntryMixin, StatementsMixin, ControlFlowMixin, Expression
         self.return_type: Type | None = None
         self.loop_depth = 0
         self.placeholders: set[Value] = set()
+        self.aliases: dict[Value, Value | None] = {}   # call results: what each may share
+        # memory with (an argument of the call), None for a fresh tensor (``_storage``)
 
 
 __all__ = ["FunctionCompiler", "Context", "FrontendError"]

@@ -342,9 +342,14 @@ class CallsMixin:
         """A module's method on bound arguments; a built-in layer takes its keywords as
         given (they bind when its forward is traced)."""
         if library.is_builtin_layer(ref.module) or "_layer" in ref.module.__dict__:
-            return self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + vals,
-                                     kwargs or {}, e, _layer_result(ref.module, method),
-                                     method=method)
+            out = self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + vals,
+                                    kwargs or {}, e, _layer_result(ref.module, method),
+                                    method=method)
+            first = vals[0] if vals and isinstance(vals[0], Value) else None
+            if method == "forward" and isinstance(out.type, TensorType) and (
+                    first is not None or not _returns_input(ref.module)):
+                self.aliases[out] = first if _returns_input(ref.module) else None
+            return out
         if library.is_container(ref.module):            # a Sequential, also nested: unrolled
             from scriptmod.nn import Sequential
             if not isinstance(ref.module, Sequential) or method != "forward":
@@ -378,6 +383,11 @@ class CallsMixin:
                 raise self.error(f"{key}(): argument '{p.debug_name}' must be {p.type!r}, got "
                                  f"{v.type!r}", e)
         (out,) = self.b.call_method(ref.value, method, vals, [g.outputs[0].type])
+        kind, k = self.ctx.returns.get(id(g), ("shared", None))
+        if kind == "fresh":
+            self.aliases[out] = None
+        elif kind == "argument" and k is not None and k >= 1:
+            self.aliases[out] = vals[k - 1]            # (input 0 is the module)
         return out
 
     def call_user_function(self, fn: Any, e: ast.Call) -> Sugared:
@@ -413,3 +423,15 @@ class CallsMixin:
                 raise self.error(f"{key}(): argument '{nm}' must be {gi.type!r}, got "
                                  f"{v.type!r}", e)
         return _inline(self.b, g, vals)
+
+
+# built-in layers whose forward may return its input itself or a view of it (a layer with
+# ``inplace=True`` writes its input and returns it): their result shares the argument's memory
+_INPUT_RETURNING = frozenset({"Identity", "Flatten", "Unflatten", "Dropout", "Dropout1d",
+                              "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"})
+
+
+def _returns_input(module: Any) -> bool:
+    """Whether a built-in layer's forward may return (a view of) its input
+    (``_INPUT_RETURNING``, or ``inplace=True``)."""
+    return type(module).__name__ in _INPUT_RETURNING or bool(getattr(module, "inplace", False))

@@ -17,7 +17,7 @@ from .. import library
 from ..annotations import to_ir_type
 from ._helpers import (BROKE, CONT, RET, RETVAL, _FLAGS, _assigned_names, _compatible, _retyped,
                        _shown, _target_names, _walk_loop_level)
-from ._sugared import Exits, ModuleRef, PyObj, Sugared
+from ._sugared import Conflict, Exits, ModuleRef, PyObj, Sugared
 
 
 class ControlFlowMixin:
@@ -134,12 +134,16 @@ class ControlFlowMixin:
             elif x1 == Exits.TERMINAL and isinstance(a, Value):
                 with self.b.insert_into(n.blocks[1]):
                     c = self.b.node(Prim.UNINITIALIZED, [], [a.type]).output
+            elif isinstance(a, Conflict) or isinstance(c, Conflict):
+                merged[k] = a if isinstance(a, Conflict) else c   # still two types
+                continue
             elif not (isinstance(a, Value) and isinstance(c, Value)):
                 merged.pop(k, None)                          # defined on one path only
                 continue
-            if not _compatible(a.type, c.type):
-                raise self.error(f"'{_shown(k)}' is {a.type!r} in one branch and {c.type!r} "
-                                 f"in the other", node)
+            if not _compatible(a.type, c.type):              # an error only where it is read
+                merged[k] = Conflict(f"'{_shown(k)}' is {a.type!r} in one branch and "
+                                     f"{c.type!r} in the other", node)
+                continue
             yields.append((k, a, c))
         for k, a, c in yields:
             n.blocks[0].register_output(a)

@@ -14,7 +14,7 @@ from scriptmod.ir.graph import Graph, Value
 from scriptmod.ir.types import ModuleType, NoneType, TensorType, Type
 from ..annotations import AnnotationError, to_ir_type
 from ..errors import FrontendError, SourceRange
-from ._helpers import RET, RETVAL
+from ._helpers import RET, RETVAL, _storage
 from ._sugared import Exits, ModuleRef, PyObj, Sugared
 
 
@@ -48,7 +48,12 @@ class EntryMixin:
         self.return_type = hints.get("return")
         self.env[RET] = self.const(False)
         exits = self.block(f.body)
-        self.b.ret(self._final_return(f, exits))
+        ret = self._final_return(f, exits)
+        self.b.ret(ret)
+        kind = _storage(ret, self.aliases) if isinstance(ret.type, TensorType) else "shared"
+        self.ctx.returns[id(self.graph)] = (
+            kind, self.graph.inputs.index(ret) if kind == "argument" and ret in
+            self.graph.inputs else None)
         return self.graph
 
     def _defaults(self, params: list[ast.arg]) -> dict[str, Any]:
@@ -144,9 +149,8 @@ class EntryMixin:
                 return self.const(obj)
             if isinstance(obj, Device):
                 return self.const(str(obj))
-            if isinstance(obj, (tuple, list)) and all(
-                    o is None or type(o) in (int, float, bool, str) for o in obj):
-                vals = [self.const(o) for o in obj]
+            if isinstance(obj, (tuple, list)):        # of constants: dtypes, devices too
+                vals = [self.value(PyObj(o), node) for o in obj]
                 return self.b.tuple_(vals) if isinstance(obj, tuple) else self.b.list_(vals)
             raise self.error(f"a {type(obj).__name__} cannot be used as a value in scripted "
                              f"code", node)

@@ -16,7 +16,7 @@ from scriptmod.ir.types import (AnyType, BoolType, FloatType, IntType, ListType,
 from scriptmod.tensor import Tensor
 from ._helpers import (_BIN_INT, _BIN_PY, _BIN_TENSOR, _CMP_INT, _CMP_PY, _CMP_TENSOR,
                        _PAIR_FIELDS, _UNSUPPORTED, _compatible, _is_none, _pyname, _static_is)
-from ._sugared import Method, ModuleRef, PyObj, Sugared
+from ._sugared import Conflict, Method, ModuleRef, PyObj, Sugared
 
 
 class ExpressionsMixin:
@@ -43,6 +43,8 @@ class ExpressionsMixin:
         name = e.id
         if name in self.env:
             v = self.env[name]
+            if isinstance(v, Conflict):
+                raise self.error(v.message, v.node)
             return v
         if name in self.closure:
             return self.python_value(self.closure[name], e)
@@ -300,6 +302,9 @@ class ExpressionsMixin:
             v = self.value(a if not _is_none(a) else c, e)
             r = self.op("py_is_none", v, node=e)
             return r if isinstance(op, ast.Is) else self.op("py_not", r, node=e)
+        if isinstance(op, (ast.In, ast.NotIn)) and self.tuple_items(c, e) is not None:
+            r = self.contains(a, self.tuple_items(c, e), e)
+            return r if isinstance(op, ast.In) else self.op("py_not", r, node=e)
         x, y = self.value(a, e), self.value(c, e)
         if isinstance(op, (ast.In, ast.NotIn)):
             if isinstance(y.type, ListType):
@@ -318,6 +323,26 @@ class ExpressionsMixin:
             r = self.op("list_eq", x, y, node=e)     # ``x.shape == y.shape``
             return r if isinstance(op, ast.Eq) else self.op("py_not", r, node=e)
         return self.op(_CMP_PY[type(op)], x, y, node=e)
+
+    def tuple_items(self, v: Sugared, e: ast.AST) -> list[Sugared] | None:
+        """The items of a tuple (a literal, a constant one, or a tuple value), else None."""
+        if isinstance(v, PyObj) and isinstance(v.obj, tuple):
+            return [PyObj(o) for o in v.obj]
+        if isinstance(v, Value) and isinstance(v.type, TupleType):
+            return self.unpack(v, len(v.type.elements), e)
+        return None
+
+    def contains(self, x: Sugared, items: list[Sugared], e: ast.AST) -> Value:
+        """``x in items`` of a tuple: ``x == item`` for each, or-ed left to right (the
+        comparisons are pure, so all are made; the first true one decides)."""
+        found: Value = self.const(False)
+        for item in items:
+            eq = self.compare(ast.Eq(), x, item, e)
+            eq = eq if isinstance(eq, Value) else self.const(eq)
+            if isinstance(eq.type, TensorType):
+                eq = self.truth(eq, e)
+            (found,) = self.b.if_(found, lambda: [self.const(True)], lambda eq=eq: [eq])
+        return found
 
     def static_truth(self, v: Sugared) -> bool | None:
         if isinstance(v, bool):

@@ -16,7 +16,7 @@ from scriptmod.ir.types import (AnyType, BoolType, DictType, FloatType, IntType,
                                 NoneType, OptionalType, TensorType, TupleType, Type)
 from .. import library
 from ..annotations import to_ir_type
-from ._sugared import PyObj, Sugared
+from ._sugared import ModuleRef, PyObj, Sugared
 
 
 # ---- tables: operators, unsupported syntax, exit flags -------------------------------
@@ -91,20 +91,25 @@ def _name_after(v: Value, variable: str) -> None:
         v.debug_name = variable
 
 
-def _storage(v: Value) -> str:
+def _storage(v: Value, aliases: dict[Value, Value | None] | None = None) -> str:
     """Whose memory a tensor value is: "argument" (an input of the function, possibly
     written in place before), "fresh" (an op of this function allocated it, so no other
     name sees it unless the user bound one) or "shared" (a view, a parameter, an element
-    of a list, a library call's result: it may alias something else)."""
+    of a list, a library call's result: it may alias something else). ``aliases``: module
+    calls' results the compiler knows (``FunctionCompiler.aliases``: None for a fresh
+    tensor, else the argument it may share memory with)."""
     while v.node.kind == "sm::copy_":
         v = v.node.inputs[0]
+    if aliases is not None and v in aliases:
+        alias = aliases[v]
+        return "fresh" if alias is None else _storage(alias, aliases)
     n = v.node
     if n.kind == Prim.PARAM:
         if n.owning_block is n.graph.block:
             return "argument"
         loop = n.owning_block.owning_node if n.owning_block is not None else None
         if loop is not None and loop.kind == Prim.LOOP and v.index > 0:
-            return _storage(loop.inputs[v.index + 1])      # a carried value: its initial one
+            return _storage(loop.inputs[v.index + 1], aliases)   # a carried value: its first
         return "shared"
     if n.is_op:
         schema = S.REGISTRY.get(n.op_name)
@@ -252,6 +257,8 @@ def _static_is(a: Sugared, c: Sugared) -> bool | None:
     if not (none_a or none_c):
         return None
     other = c if none_a else a
+    if isinstance(other, (ModuleRef, PyObj)):     # a submodule, a Python constant: not None
+        return False
     t = other.type if isinstance(other, Value) else None
     if t is None or t == AnyType or isinstance(t, OptionalType):
         return None

@@ -109,7 +109,7 @@ class StatementsMixin:
         out = self.binop(st.op, cur, rhs, st)
         if isinstance(cur, Value) and isinstance(cur.type, TensorType) and isinstance(
                 st.target, ast.Name):
-            kind = _storage(cur)
+            kind = _storage(cur, self.aliases)
             if kind == "argument":
                 # an argument updated in place: the caller sees it, as with Python's ``+=``
                 out = self.op("copy_", cur, out, node=st)
@@ -131,10 +131,9 @@ class StatementsMixin:
                 if declared is not None and not _fits(v.type, declared):
                     raise self.error(f"'{target.id}' is declared {declared!r} but assigned "
                                      f"{v.type!r}", node)
-                old = self.env.get(target.id)
-                if isinstance(old, Value) and not _compatible(old.type, v.type):
-                    raise self.error(f"variable '{target.id}' changes type: it was "
-                                     f"{old.type!r}, it is assigned {v.type!r}", node)
+                # each assignment binds a new SSA value, so straight-line code may rebind a
+                # name to another type (TorchScript's rule): one type is required only
+                # where control flow merges (``if_``, a loop's carried values)
                 _name_after(v, target.id)
             self.env[target.id] = v
             return
@@ -191,7 +190,7 @@ class StatementsMixin:
                     node=node)
             return
         if isinstance(obj.type, TensorType):
-            if not isinstance(target.value, ast.Name) or _storage(obj) == "shared":
+            if not isinstance(target.value, ast.Name) or _storage(obj, self.aliases) == "shared":
                 raise self.error("a store into a tensor that may share memory with another (a "
                                  "view such as x[0] or x.t(), a parameter, a library call's "
                                  "result) is not supported in scripted code yet; index the "

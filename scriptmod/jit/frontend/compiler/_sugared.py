@@ -30,7 +30,16 @@ class Method:
     name: str
 
 
-Sugared = Any   # Value | PyObj | ModuleRef | Method
+@dataclass
+class Conflict:
+    """A name whose types differ on the paths that merged (``if_``): not an error until the
+    name is read (TorchScript's rule: one type where control flow merges and the value is
+    used); ``node`` is the statement that merged them, where the error points."""
+    message: str
+    node: Any
+
+
+Sugared = Any   # Value | PyObj | ModuleRef | Method | Conflict
 
 
 class Exits:
@@ -47,3 +56,6 @@ class Context:
     functions: dict[Any, Graph] = field(default_factory=dict)
     stack: list[str] = field(default_factory=list)
     method_graph: Callable[[Any, str], Graph] | None = None   # (module, name) -> graph
+    # each compiled graph's return, as its callers' alias analysis reads it: ("fresh", None),
+    # ("argument", k) (input k of the graph, self included) or ("shared", None)
+    returns: dict[int, tuple[str, int | None]] = field(default_factory=dict)

@@ -133,12 +133,6 @@ def branches_differ(x, n: int):
     return y
 
 
-def changes_type(x):
-    y = 1
-    y = x
-    return y
-
-
 def changes_type_in_loop(x, n: int):
     y = 0
     for i in range(n):
@@ -325,10 +319,9 @@ GOLDEN: list[tuple[str, Callable[[], Any], str, str]] = [
      "for i in range(2):"),
     ("branches-differ", lambda: branches_differ,
      "'y' is Tensor in one branch and int in the other", "if n > 0:"),
-    ("changes-type", lambda: changes_type,
-     "variable 'y' changes type: it was int, it is assigned Tensor", "x"),
     ("changes-type-in-loop", lambda: changes_type_in_loop,
-     "variable 'y' changes type: it was int, it is assigned Tensor", "x"),
+     "variable 'y' changes type in the loop: int before, Tensor after one iteration",
+     "for i in range(n):"),
     ("wrong-argument-type", lambda: wrong_argument_type,
      "int_helper(): argument 'a' must be int, got Tensor", "int_helper(x)"),
     ("missing-argument", lambda: missing_argument,
