@@ -147,8 +147,10 @@ class _ModuleScripter:
         if g is not None:
             return g
         fn = getattr(type(mod), name, None)
-        if name == "forward" and library.is_container(mod) and type(mod).__name__ == "Sequential":
-            fn = _sequential_forward            # its own forward takes ``Any``
+        from scriptmod.nn import Sequential
+        if name == "forward" and isinstance(mod, Sequential) and fn is Sequential.forward:
+            fn = _sequential_forward            # its own forward takes ``Any`` (a subclass
+            # that keeps it too: torchvision's Conv2dNormActivation)
         if fn is None or not callable(fn):
             raise FrontendError(f"{type(mod).__name__} has no method {name!r}")
         if getattr(fn, "_script_unused", False):

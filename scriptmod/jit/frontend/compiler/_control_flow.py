@@ -244,8 +244,8 @@ class ControlFlowMixin:
         """A container's children at compile time: a ModuleList's or Sequential's modules;
         a ModuleDict's keys (``kind="keys"``, also iterating the dict itself), values or
         (key, module) pairs."""
-        from scriptmod.nn import ModuleDict
-        if not library.is_container(ref.module):
+        from scriptmod.nn import ModuleDict, ModuleList, Sequential
+        if not isinstance(ref.module, (Sequential, ModuleList, ModuleDict)):   # subclasses too
             raise self.error(f"a {type(ref.module).__name__} cannot be iterated", node)
         is_dict = isinstance(ref.module, ModuleDict)
         if kind != "values" and not is_dict:
