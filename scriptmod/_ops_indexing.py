@@ -7,10 +7,12 @@ compiled and differentiate through ``scatter``'s derivative. ``take``, ``put``,
 ``take_along_dim``, ``masked_scatter``, ``unravel_index`` and ``count_nonzero`` are
 decompositions into indexing, gather and elementwise ops.
 
-Ops whose result's shape depends on the input's values (``nonzero``, ``argwhere``,
-``masked_select``, ``unique``, ``unique_consecutive``, ``bincount``, ``histogramdd``) run
-eagerly (``masked_select`` under autograd too) and are refused while tracing: a trace would
-record the one shape it saw. ``nonzero_static`` is their fixed-shape form.
+Ops whose result's shape depends on the input's values run eagerly; ``nonzero``,
+``argwhere``, ``where(cond)``, ``masked_select``, and ``unique``/``unique_consecutive``
+without ``dim``, trace and script as a boolean mask index (whose length the compiled program
+binds at run time); ``unique``/``unique_consecutive`` along a ``dim``, ``bincount`` and
+``histogramdd`` are refused while tracing: a trace would record the one shape it saw.
+``nonzero_static`` is their fixed-shape form.
 
     >>> import scriptmod as sm
     >>> sm.zeros(3).index_add(0, sm.tensor([0, 0, 2]), sm.ones(3))
@@ -359,27 +361,47 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     1-d tensor (differentiable; refused while tracing: its length depends on the mask)."""
     if mask.dtype is not D.bool_:
         raise DTypeError("masked_select: expected BoolTensor for mask")
-    refuse_traced("masked_select")
     x, m = _broadcast_pair(input, mask)
-    return x[m]
+    return x.reshape(-1)[m.reshape(-1)]     # a mask index: its length is bound at run time
 
 
 # ---- nonzero ---------------------------------------------------------------------------
 @public()
 def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
     """The indices of the non-zero elements: an (n, input.dim()) int64 tensor, or with
-    ``as_tuple`` one 1-d tensor per dim (a 0-d input counts as 1-d)."""
-    refuse_traced("nonzero")
+    ``as_tuple`` one 1-d tensor per dim (a 0-d input counts as 1-d). Traced and scripted, it
+    is the rows of the input's index grid its non-zero mask selects (``_nonzero_traced``),
+    whose count is bound at run time as a boolean mask index's is."""
+    if TRACERS:
+        return _nonzero_traced(input, as_tuple)
     arr = input._data
     if as_tuple:
         return tuple(wrap(i.astype(np.int64)) for i in input._xp().nonzero(arr.reshape(arr.shape or (1,))))
     return wrap(input._xp().argwhere(arr).astype(np.int64))
 
 
+def _nonzero_traced(input: Tensor, as_tuple: bool) -> Any:
+    """``nonzero`` from traceable ops: every element's index (row-major, as NumPy's
+    ``argwhere`` orders them) as a row of a ``(numel, ndim)`` grid, the rows where the
+    input is non-zero picked by a boolean mask."""
+    from scriptmod._creation import arange
+    from scriptmod._shape_ops import stack
+    shape = list(input.shape) if input.dim() else ([1] if as_tuple else [])
+    flat = arange(input.numel(), device=input.device)
+    cols, inner = [], 1
+    for n in reversed(shape):             # flat index -> each dim's coordinate
+        cols.append((flat // inner) % n)
+        inner = inner * n
+    keep = (input != 0).reshape(-1)
+    if not cols:
+        return arange(0, device=input.device).reshape(1, 0)[keep] if not as_tuple else ()
+    grid = stack(cols[::-1], 1)[keep]
+    return tuple(grid[:, d] for d in range(len(shape))) if as_tuple else grid
+
+
 @public(out=False)
 def argwhere(input: Tensor) -> Tensor:
     """``nonzero(input)``."""
-    refuse_traced("argwhere")
     return nonzero(input)
 
 
@@ -572,6 +594,31 @@ def _unique_results(values: Any, inverse: Any, counts: Any, return_inverse: bool
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def _runs_traced(input: Tensor, values: Tensor, order: Tensor | None, return_inverse: bool,
+                 return_counts: bool) -> Any:
+    """``unique``/``unique_consecutive`` from traceable ops: the first element of each run of
+    equal ``values`` (a NaN is never equal: each its own run) picked by a boolean mask, so
+    the result's length is bound at run time; the inverse is each element's run number
+    (put back in input order through ``order``, the sort's permutation, where there is
+    one), the counts the distances between the runs' starts."""
+    from scriptmod._creation import arange, ones_like, zeros
+    from scriptmod._shape_ops import cat
+    n = values.numel()
+    starts = cat([ones_like(values[:1], dtype=D.bool_), values[1:] != values[:-1]])
+    out = [values[starts]]
+    if return_inverse:
+        run = starts.to(D.int64).cumsum(0) - 1
+        if order is not None:
+            run = zeros(n, dtype=D.int64, device=input.device).scatter(0, order, run)
+        out.append(run.reshape(input.shape))
+    if return_counts:
+        index = arange(n, device=input.device)
+        first = index[starts]
+        out.append(cat([first[1:], index[-1:] + 1]) - first)    # (the end: n, from the
+        # index itself, so that no size is read in Python)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def _moved(arr: Any, dim: int) -> Any:
     """``arr`` with ``dim`` first and each slice along it flattened to one row."""
     rest = int(np.prod([n for k, n in enumerate(arr.shape) if k != dim]))
@@ -583,7 +630,10 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
            return_counts: bool = False, dim: int | None = None) -> Any:
     """The distinct values of ``input`` (slices along ``dim``), sorted; with the index of
     each element's value (``return_inverse``) and each value's count. NaNs stay distinct.
-    Eager only."""
+    Traced or scripted (``dim=None``): ``_runs_traced`` over the sorted values."""
+    if TRACERS and dim is None:
+        values, order = input.reshape(-1).sort()
+        return _runs_traced(input, values, order, return_inverse, return_counts)
     refuse_traced("unique")
     arr = np.asarray(input.cpu()._data) if input.device.type != "cpu" else input._data
     if dim is None:
@@ -611,7 +661,10 @@ def _to_device(out: Any, device: Any) -> Any:
 def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
                        dim: int | None = None) -> Any:
     """``input`` with each run of equal consecutive values (slices along ``dim``) kept once;
-    with each element's run index (``return_inverse``) and each run's length. Eager only."""
+    with each element's run index (``return_inverse``) and each run's length. Traced or
+    scripted (``dim=None``): ``_runs_traced`` over the values in order."""
+    if TRACERS and dim is None:
+        return _runs_traced(input, input.reshape(-1), None, return_inverse, return_counts)
     refuse_traced("unique_consecutive")
     arr = np.asarray(input.cpu()._data) if input.device.type != "cpu" else input._data
     d = None if dim is None else norm_dim(dim, max(input.dim(), 1), "unique_consecutive")

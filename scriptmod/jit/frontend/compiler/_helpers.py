@@ -311,6 +311,18 @@ def _layer_result(module: Any, method: str) -> Type:
         return TensorType()
 
 
+_UNIQUE_FLAGS = {"unique": ("sorted", "return_inverse", "return_counts"),
+                 "unique_consecutive": ("return_inverse", "return_counts")}
+
+
+def _static_true(v: Any) -> bool:
+    """Whether a call argument is the constant True."""
+    if isinstance(v, PyObj):
+        return v.obj is True
+    return isinstance(v, Value) and v.node.kind == Prim.CONSTANT and \
+        v.node.attrs.get("value") is True
+
+
 def _result_type(name: str, rest: list[Any] | None = None,
                  kwargs: dict[str, Any] | None = None) -> Type:
     """What a library call returns, as far as the frontend must know before expansion
@@ -326,6 +338,17 @@ def _result_type(name: str, rest: list[Any] | None = None,
         return pair
     if name in _LIST_RESULTS:
         return ListType(TensorType())
+    if name == "nonzero" and _static_true((kwargs or {}).get("as_tuple")):
+        return ListType(TensorType())          # one index tensor per dim (TorchScript's type)
+    if name == "where" and rest is not None and len(rest) == 0 and not kwargs:
+        return ListType(TensorType())          # where(cond): nonzero(cond, as_tuple=True)
+    if name in _UNIQUE_FLAGS:                  # (values, inverse?, counts?)
+        flags = _UNIQUE_FLAGS[name]
+        given = [(kwargs or {}).get(f, rest[k] if rest and k < len(rest) else None)
+                 for k, f in enumerate(flags) if f != "sorted"]
+        extra = sum(_static_true(v) for v in given)
+        if extra:
+            return TupleType(tuple(TensorType() for _ in range(1 + extra)))
     if name in _INT_RESULTS:
         return IntType
     if name in _BOOL_RESULTS:
