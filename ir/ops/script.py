@@ -136,7 +136,7 @@ def _binary(name: str, result: Callable[[Type, Type, Any], Type | None]) -> Type
         a, b = _strip(types[0]), _strip(types[1])
         if AnyType in (a, b):
             return [BoolType if name in PY_COMPARE else AnyType]
-        out = result(a, b, values[1])
+        out = result(a, b, values)
         if out is None:
             if name in PY_COMPARE:
                 raise TypeError(f"'{symbol}' not supported between instances of '{a!r}' and "
@@ -146,7 +146,8 @@ def _binary(name: str, result: Callable[[Type, Type, Any], Type | None]) -> Type
     return rule
 
 
-def _pow(a: Type, b: Type, exponent: Any) -> Type | None:
+def _pow(a: Type, b: Type, values: Any) -> Type | None:
+    exponent = values[1] if values else None
     t = _arith(a, b)
     if t != IntType:
         return t
@@ -163,6 +164,29 @@ def _mul(a: Type, b: Type, _: Any) -> Type | None:
     """Numbers, or a str repeated an int number of times (``"ab" * 3``, ``3 * "ab"``)."""
     repeat = (a == StrType and _int_like(b)) or (b == StrType and _int_like(a))
     return _arith(a, b) or (StrType if repeat else None)
+
+
+_SAMPLES = {IntType: 1, FloatType: 1.0, BoolType: True, StrType: "s"}
+
+
+def _mod(a: Type, b: Type, values: Any) -> Type | None:
+    """Numbers, or printf-style formatting of a str by a number, a str or a tuple of them
+    (``"%d items" % n``, ``"%s-%s" % (a, b)``): checked by formatting the constant str with
+    the argument (or a sample of its type) where the str is known, as Python would."""
+    if a != StrType:
+        return _arith(a, b, complex_ok=False)
+    elements = b.elements if isinstance(b, TupleType) else (b,)
+    if not all(e in _SAMPLES for e in elements):
+        return None
+    fmt = values[0] if values else None
+    if isinstance(fmt, str):
+        arg = values[1] if values[1] is not None else (
+            tuple(_SAMPLES[e] for e in elements) if isinstance(b, TupleType) else _SAMPLES[b])
+        try:
+            fmt % arg
+        except (TypeError, ValueError):
+            return None
+    return StrType
 
 
 def _min(a: Type, b: Type, _: Any) -> Type | None:
@@ -185,7 +209,7 @@ _RESULTS: dict[str, Callable[[Type, Type, Any], Type | None]] = {
     "py_mul": _mul,
     "py_truediv": lambda a, b, _: _arith(a, b, floor=FloatType),
     "py_floordiv": lambda a, b, _: _arith(a, b, complex_ok=False),
-    "py_mod": lambda a, b, _: _arith(a, b, complex_ok=False),
+    "py_mod": _mod,
     "py_pow": _pow,
     "py_min": _min,
     "py_eq": lambda a, b, _: BoolType if _equatable(a, b) else None,

@@ -88,9 +88,7 @@ class CallsMixin:
         if isinstance(obj, type) and issubclass(obj, BaseException):
             raise self.error("exceptions are only raised ('raise E(...)') in scripted code", e)
         if getattr(obj, "_script_unused", False):
-            self.b.raise_(f"{obj.__name__} was called, but it is marked @unused",
-                          "RuntimeError")
-            return self.const(None)
+            return self.unused_call(obj, obj.__name__)
         if getattr(obj, "_script_ignore", False):
             return self.call_ignored(obj, e)
         kind = library.function_kind(obj)
@@ -304,7 +302,23 @@ class CallsMixin:
             attrs["method"] = method
         return self.b.node(Prim.CALL_FUNCTION, inputs, [result], attrs).output
 
+    def unused_call(self, fn: Any, name: str) -> Value:
+        """A call of an ``@unused`` function or method: a raise where it runs (its body is
+        never compiled, as TorchScript's), and a placeholder of its annotated return type
+        (a tensor where it has none), which no path after the raise reads."""
+        self.b.raise_(f"{name} was called, but it is marked @unused", "RuntimeError")
+        try:
+            hint = typing.get_type_hints(fn).get("return")
+            t = TensorType() if hint is None else to_ir_type(hint)
+        except Exception:                                   # noqa: BLE001
+            t = TensorType()
+        return self.b.node(Prim.UNINITIALIZED, [], [t]).output
+
     def call_module(self, ref: ModuleRef, method: str, e: ast.Call) -> Sugared:
+        fn = getattr(type(ref.module), method, None)
+        if getattr(fn, "_script_unused", False):
+            self.args_of(e)                                 # (still checked)
+            return self.unused_call(fn, f"{type(ref.module).__name__}.{method}")
         args, kwargs = self.args_of(e)
         if library.is_builtin_layer(ref.module) or "_layer" in ref.module.__dict__:
             # a layer's forward is traced per specialization: its keywords bind there

@@ -174,6 +174,9 @@ class ControlFlowMixin:
             if it.keywords and not (fname == "enumerate" and [k.arg for k in it.keywords]
                                     == ["start"]):
                 raise self.error(f"{fname}() takes iterables here", it)
+            if fname == "enumerate" and len(it.args) == 1 and _is_call(it.args[0], "zip") \
+                    and not self._shadowed("zip"):
+                return self.for_enumerate_zip(st, it)
             seqs = [self.expr(a) for a in it.args]
             if any(isinstance(q, ModuleRef) for q in seqs):     # over modules: unrolled
                 return self.unrolled(st, self.zipped_modules(fname, seqs, it))
@@ -301,6 +304,37 @@ class ControlFlowMixin:
             k = i if start is None else self.op("int_add", i, start, node=call)
             self.assign(st.target.elts[0], k, st)
             self.assign(st.target.elts[1], self.item(seq, i, call), st)
+        return self.loop(n, None, bind, st.body, st)
+
+    def for_enumerate_zip(self, st: ast.For, call: ast.Call) -> int:
+        """``for i, (a, b) in enumerate(zip(xs, ys))`` (or ``for i, pair in ...``): the
+        counter and the zipped items of one loop."""
+        inner = call.args[0]
+        assert isinstance(inner, ast.Call)
+        if inner.keywords or not inner.args:
+            raise self.error("zip() takes iterables here", inner)
+        seqs = [self.value(self.expr(a), a) for a in inner.args]
+        start = self.value(self.expr(call.keywords[0].value), call) if call.keywords else None
+        if start is not None and start.type not in (IntType, BoolType):
+            raise self.error(f"enumerate(start=...) must be an int, got {start.type!r}", call)
+        if not (isinstance(st.target, ast.Tuple) and len(st.target.elts) == 2):
+            raise self.error("for i, x in enumerate(...) needs two names", st.target)
+        pair = st.target.elts[1]
+        if isinstance(pair, ast.Tuple) and len(pair.elts) != len(seqs):
+            raise self.error(f"for over zip() of {len(seqs)} needs {len(seqs)} names", pair)
+        n = self.length(seqs[0], inner)
+        for q in seqs[1:]:
+            n = self.op("int_min", n, self.length(q, inner), node=inner)
+
+        def bind(i: Value) -> None:
+            k = i if start is None else self.op("int_add", i, start, node=call)
+            self.assign(st.target.elts[0], k, st)
+            items = [self.item(q, i, inner) for q in seqs]
+            if isinstance(pair, ast.Tuple):
+                for t, v in zip(pair.elts, items):
+                    self.assign(t, v, st)
+            else:
+                self.assign(pair, self.b.tuple_(items), st)
         return self.loop(n, None, bind, st.body, st)
 
     def for_zip(self, st: ast.For, call: ast.Call, given: list[Sugared]) -> int:
@@ -441,3 +475,9 @@ class ControlFlowMixin:
                 n = self.op("py_not", v, node=node)
                 out = n if out is None else self._and(out, n, node)
         return out if out is not None else self.const(True)
+
+
+def _is_call(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` is a call of the bare name ``name``."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id == name

@@ -8,6 +8,7 @@ differs where control flow merges is still an error, but only where the name is 
 from __future__ import annotations
 
 import math
+from typing import List
 
 import numpy as np
 import pytest
@@ -231,3 +232,49 @@ def test_torchvision_mobilenet_v2_scripts_unchanged(tmp_path) -> None:
         want = m(x)
         got = sm.jit.script(m)(x)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+class _WithUnused(nn.Module):
+    def forward(self, x):
+        if self.training:
+            return self.export_only(x)
+        return x * 2
+
+    @sm.jit.unused
+    def export_only(self, x):
+        import numpy                                    # never compiled
+        return numpy.asarray(x)
+
+
+def test_an_unused_method_compiles_to_a_raise_where_it_is_called() -> None:
+    m = sm.jit.script(_WithUnused().eval())
+    np.testing.assert_array_equal(m(sm.ones(2)).numpy(), [2.0, 2.0])
+    m.train()
+    with pytest.raises(RuntimeError, match="_WithUnused.export_only was called, but it is "
+                                           "marked @unused"):
+        m(sm.ones(2))
+
+
+def _formatted(x: sm.Tensor, n: int) -> sm.Tensor:
+    a = "{}-{}".format(n, n + 1)
+    b = "%d items" % n
+    c = "%s/%s" % (n, "x")
+    return x * len(a + b + c)
+
+
+def _enumerate_zip(xs: List[sm.Tensor], y: sm.Tensor) -> sm.Tensor:
+    out = y * 0
+    for i, (a, b) in enumerate(zip(xs, y)):
+        out = out + a * b * i
+    for k, pair in enumerate(zip(y, y), start=1):
+        out = out + pair[0] * k
+    return out
+
+
+@pytest.mark.parametrize("fn,args", [(_formatted, (sm.ones(2), 12)),
+                                     (_enumerate_zip, ([sm.randn(3) for _ in range(4)],
+                                                       sm.randn(4, 3)))],
+                         ids=["percent-format", "enumerate-zip"])
+def test_string_formatting_and_enumerate_over_zip(fn, args) -> None:
+    np.testing.assert_allclose(sm.jit.script(fn)(*args).numpy(), fn(*args).numpy(),
+                               rtol=1e-6)
