@@ -163,75 +163,69 @@ def _torchvision_source(name: str) -> str:
     return (pathlib.Path(spec.origin).parent / "models" / f"{name}.py").read_text()
 
 
+def _ported(src: str) -> str:
+    """torchvision source with its torch imports pointed at scriptmod and its package-relative
+    imports dropped."""
+    import re
+    for old, new in (("import torch.nn as nn", "from scriptmod import nn"),
+                     ("from torch import nn, Tensor", "from scriptmod import nn, Tensor"),
+                     ("from torch import Tensor", "from scriptmod import Tensor"),
+                     ("import torch\n", "import scriptmod as torch\n")):
+        src = src.replace(old, new)
+    return re.sub(r"^from \.\..*$|^from \._.*$", "", src, flags=re.M)
+
+
+_HEAD = ("import warnings\nfrom functools import partial\n"
+         "from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union\n"
+         "def _log_api_usage_once(obj):\n    pass\n"
+         "def _make_ntuple(x, n):\n    import collections.abc, itertools\n"
+         "    if isinstance(x, collections.abc.Iterable):\n        return tuple(x)\n"
+         "    return tuple(itertools.repeat(x, n))\n")
+
+
+def _check_scripted(tmp_path, source: str, build) -> None:
+    """Import ``source`` as a module, ``build(module)`` a model from it, and check that the
+    model scripts and gives eager's outputs."""
+    import sys
+    (tmp_path / "tv_ported_src.py").write_text(source)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import tv_ported_src
+        m = build(tv_ported_src).eval()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("tv_ported_src", None)
+    x = sm.randn(2, 3, 32, 32)
+    with sm.no_grad():
+        want = m(x)
+        got = sm.jit.script(m)(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("block,layers", [("BasicBlock", [2, 2, 2, 2]),
                                           ("Bottleneck", [3, 4, 6, 3])],
                          ids=["resnet18", "resnet50"])
 def test_torchvision_resnet_scripts_unchanged(block: str, layers: list, tmp_path) -> None:
     """torchvision's ``models/resnet.py`` with only its imports pointed at scriptmod (its
     weights machinery, after ``_resnet``, left out) scripts and gives eager's outputs."""
-    import re
-    import sys
-    src = _torchvision_source("resnet")
-    src = src.replace("import torch.nn as nn", "from scriptmod import nn")
-    src = src.replace("import torch\n", "import scriptmod as torch\n")
-    src = src.replace("from torch import Tensor", "from scriptmod import Tensor")
-    src = re.sub(r"^from \.\..*$|^from \._.*$", "", src, flags=re.M)
-    src = "def _log_api_usage_once(obj):\n    pass\n" + src[:src.index("def _resnet(")]
-    (tmp_path / "tv_resnet_src.py").write_text(src)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import tv_resnet_src as tv
-        m = tv.ResNet(getattr(tv, block), layers).eval()
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("tv_resnet_src", None)
-    x = sm.randn(2, 3, 32, 32)
-    with sm.no_grad():
-        want = m(x)
-        got = sm.jit.script(m)(x)
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+    src = _ported(_torchvision_source("resnet"))
+    _check_scripted(tmp_path, _HEAD + src[:src.index("def _resnet(")],
+                    lambda tv: tv.ResNet(getattr(tv, block), layers))
 
 
 def test_torchvision_mobilenet_v2_scripts_unchanged(tmp_path) -> None:
     """torchvision's ``models/mobilenetv2.py`` and the ``ops/misc.py`` blocks it builds on
     (``Conv2dNormActivation``: a ``Sequential`` subclass that keeps Sequential's forward),
     imports pointed at scriptmod, scripts and gives eager's outputs."""
-    import re
-    import sys
-
-    def port(src: str) -> str:
-        for old, new in (("import torch.nn as nn", "from scriptmod import nn"),
-                         ("from torch import nn, Tensor", "from scriptmod import nn, Tensor"),
-                         ("from torch import Tensor", "from scriptmod import Tensor"),
-                         ("import torch\n", "import scriptmod as torch\n")):
-            src = src.replace(old, new)
-        return re.sub(r"^from \.\..*$|^from \._.*$", "", src, flags=re.M)
-    misc = port(_torchvision_source("../ops/misc"))
+    misc = _ported(_torchvision_source("../ops/misc"))
     misc = misc[:misc.index("class Conv3dNormActivation")].replace("import warnings\n", "")
     utils = _torchvision_source("_utils")
     divisible = utils[utils.index("def _make_divisible"):]
     divisible = divisible[:divisible.index("\ndef ", 10)]
-    mobile = port(_torchvision_source("mobilenetv2"))
-    mobile = mobile[:mobile.index("_COMMON_META = {")]
-    head = ("import warnings\nfrom functools import partial\n"
-            "from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union\n"
-            "def _log_api_usage_once(obj):\n    pass\n"
-            "def _make_ntuple(x, n):\n    import collections.abc, itertools\n"
-            "    if isinstance(x, collections.abc.Iterable):\n        return tuple(x)\n"
-            "    return tuple(itertools.repeat(x, n))\n")
-    (tmp_path / "tv_mobile_src.py").write_text("\n".join([head, divisible, misc, mobile]))
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import tv_mobile_src as tv
-        m = tv.MobileNetV2(width_mult=0.5).eval()
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("tv_mobile_src", None)
-    x = sm.randn(2, 3, 32, 32)
-    with sm.no_grad():
-        want = m(x)
-        got = sm.jit.script(m)(x)
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+    mobile = _ported(_torchvision_source("mobilenetv2"))
+    _check_scripted(tmp_path, "\n".join([_HEAD, divisible, misc,
+                                         mobile[:mobile.index("_COMMON_META = {")]]),
+                    lambda tv: tv.MobileNetV2(width_mult=0.5))
 
 
 class _WithUnused(nn.Module):
