@@ -147,7 +147,7 @@ def _binary(name: str, result: Callable[[Type, Type, Any], Type | None]) -> Type
 
 
 def _pow(a: Type, b: Type, values: Any) -> Type | None:
-    exponent = values[1] if values else None
+    exponent: Any = values[1] if values else None
     t = _arith(a, b)
     if t != IntType:
         return t
@@ -166,7 +166,7 @@ def _mul(a: Type, b: Type, _: Any) -> Type | None:
     return _arith(a, b) or (StrType if repeat else None)
 
 
-_SAMPLES = {IntType: 1, FloatType: 1.0, BoolType: True, StrType: "s"}
+_SAMPLES: dict[Type, object] = {IntType: 1, FloatType: 1.0, BoolType: True, StrType: "s"}
 
 
 def _mod(a: Type, b: Type, values: Any) -> Type | None:
