@@ -70,6 +70,9 @@ class FunctionCompiler(EntryMixin, StatementsMixin, ControlFlowMixin, Expression
         self.ctx = ctx
         self.module = module
         self.name = name or fn.__name__
+        if getattr(fn, "__name__", None) == "<lambda>":
+            raise FrontendError(f"cannot script a lambda ({_where(fn)}): lambdas are not "
+                                f"supported in scripted code; define it with 'def'")
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
@@ -79,7 +82,11 @@ class FunctionCompiler(EntryMixin, StatementsMixin, ControlFlowMixin, Expression
         self.first = first
         self.indent = len(lines[0]) - len(lines[0].lstrip())
         self.filename = inspect.getsourcefile(fn) or "<unknown>"
-        tree = ast.parse(textwrap.dedent("".join(lines)))
+        try:
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except SyntaxError as e:        # source lines that are not a whole statement
+            raise FrontendError(f"cannot script {self.name!r}: its source lines at "
+                                f"{_where(fn)} do not parse on their own ({e.msg})") from None
         defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
         if not defs:
             raise FrontendError(f"cannot script {self.name!r}: no 'def' found in its source")
@@ -94,6 +101,12 @@ class FunctionCompiler(EntryMixin, StatementsMixin, ControlFlowMixin, Expression
         self.placeholders: set[Value] = set()
         self.aliases: dict[Value, Value | None] = {}   # call results: what each may share
         # memory with (an argument of the call), None for a fresh tensor (``_storage``)
+
+
+def _where(fn: Any) -> str:
+    """``file:line`` of a function's code, for errors about its source."""
+    code = getattr(fn, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
 
 
 __all__ = ["FunctionCompiler", "Context", "FrontendError"]

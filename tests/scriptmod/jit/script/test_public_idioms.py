@@ -272,3 +272,10 @@ def _enumerate_zip(xs: List[sm.Tensor], y: sm.Tensor) -> sm.Tensor:
 def test_string_formatting_and_enumerate_over_zip(fn, args) -> None:
     np.testing.assert_allclose(sm.jit.script(fn)(*args).numpy(), fn(*args).numpy(),
                                rtol=1e-6)
+
+
+def test_a_lambda_is_refused_with_a_frontend_error() -> None:
+    """(Its source line, a dict entry, once reached ``ast.parse`` and raised SyntaxError.)"""
+    table = {"double": (lambda x: x * 2, 1)}
+    with pytest.raises(FrontendError, match="cannot script a lambda .*define it with 'def'"):
+        sm.jit.script(table["double"][0])
