@@ -13,7 +13,6 @@ from scriptmod.ir.builder import join_types
 from scriptmod.ir.graph import Prim, Value
 from scriptmod.ir.types import (AnyType, BoolType, DictType, IntType, ListType, OptionalType,
                                 TensorType, TupleType)
-from .. import library
 from ..annotations import to_ir_type
 from ._helpers import (BROKE, CONT, RET, RETVAL, _FLAGS, _assigned_names, _compatible, _retyped,
                        _shown, _target_names, _walk_loop_level)
