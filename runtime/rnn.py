@@ -206,7 +206,7 @@ def _cells(xp: Any, kind: str, mode: str, ins: list, outs: list) -> None:
     """One step's ``_SPECS[kind]`` arithmetic into ``outs``: the native kernel on
     float32/float64 NumPy arrays laid out as it reads them (``_meta``), NumPy or CuPy
     operations otherwise."""
-    meta = _meta(kind, mode, ins + outs, len(ins)) if xp is np else None
+    meta = _meta(kind, mode, ins + outs, len(ins))     # (None for CuPy arrays)
     if meta is not None:
         _cell_runner(kind, mode, ins[0].dtype, meta)(ins, outs)
     elif kind == "step":
@@ -264,17 +264,21 @@ def _sig(xp: Any, a: Any) -> Any:
     return 1 / (1 + xp.exp(-a))
 
 
-def _step_mm(xp: Any, a: Any, b: Any, out: Any) -> Any:
-    """``out = a @ b`` for one step (``b``: a few columns, one per sequence): our GEMM for
-    float32 NumPy arrays, as ``rnn_drive`` runs it (the same bits), in its narrow register
-    shape on the calling thread for at most 16 columns (W_hh @ hᵀ at 2048 x 512 x 16:
-    0.34 ms against OpenBLAS's 0.46 ms on one thread, 0.39 ms on two); BLAS (or CuPy)
-    else."""
+def _step_mm(xp: Any, a: Any, b: Any, out: Any, accumulate: bool = False) -> Any:
+    """``out = a @ b`` (``accumulate``: ``out += a @ b``) for one step (``b``: a few
+    columns, one per sequence): our GEMM for float32 NumPy arrays, as ``rnn_drive`` runs it
+    (the same bits), in its narrow register shape on the calling thread for at most 16
+    columns (W_hh @ hᵀ at 2048 x 512 x 16: 0.34 ms against OpenBLAS's 0.46 ms on one
+    thread, 0.39 ms on two); BLAS (or CuPy) else."""
     from . import gemm          # here: gemm's imports lead back to the kernels, which import us
     if xp is np and gemm.supported(a, b) and out.flags.c_contiguous:
         narrow = b.shape[1] <= 16
         return gemm.matmul(a, b, out=out, threads=1 if narrow else None,
-                           shape=gemm.narrow_isa() if narrow else gemm.isa())
+                           shape=gemm.narrow_isa() if narrow else gemm.isa(),
+                           accumulate=accumulate)
+    if accumulate:
+        out += a @ b
+        return out
     return xp.matmul(a, b, out=out)
 
 
@@ -317,7 +321,7 @@ def forward(xp: Any, x: Any, hx: Any, cx: Any, w_ih: Any, w_hh: Any, b_ih: Any, 
         c_prev = c0 if before is None else rows_of(reserve[before], 4, hidden)
         ins, outs = _step_operands(mode, hidden, xw[:, t * n:(t + 1) * n], reserve[t], h_prev,
                                    c_prev, hs[t], block, biases, w_hr is not None)
-        meta = _meta("step", mode, ins + outs, len(ins)) if xp is np else None
+        meta = _meta("step", mode, ins + outs, len(ins))
         stages = [[Item([Gemm(w_hh[r0:r1], h_prev, block[r0:r1])]) for r0, r1 in split(gates)],
                   [Item([], ("step", mode), ins + outs, len(ins), r0 * n, r1 * n, meta)
                    for r0, r1 in split(hidden)]]
@@ -391,7 +395,7 @@ def _run_steps(xp: Any, t_len: int, n: int,
         for stage in step(k, _whole):
             for item in stage:
                 for g in item.gemms:
-                    _gemm_into(xp, g)
+                    _step_mm(xp, g.a, g.b, g.c, g.accumulate)
                 if item.cell is not None:
                     kind, mode = item.cell
                     _cells(xp, kind, mode, list(item.operands[:item.n_in]),
@@ -406,21 +410,6 @@ def _operands(stages: list[list[Item]]) -> list[Any]:
 def _compiled(cell: tuple[str, str]) -> Any:
     """The float32 kernel of ``cell`` (``(kind, mode)``) for ``rnn_drive``."""
     return _cell_kernel(*cell, np.dtype(np.float32))[0]
-
-
-def _gemm_into(xp: Any, g: Gemm) -> None:
-    """``g`` on this thread (``_step_mm``; accumulated: our GEMM's ``accumulate`` where it
-    takes the arrays)."""
-    if not g.accumulate:
-        _step_mm(xp, g.a, g.b, g.c)
-        return
-    from . import gemm
-    if xp is np and gemm.supported(g.a, g.b) and g.b.shape[1] <= 16:
-        gemm.matmul(g.a, g.b, out=g.c, threads=1, shape=gemm.narrow_isa(), accumulate=True)
-    elif xp is np and gemm.supported(g.a, g.b):
-        gemm.matmul(g.a, g.b, out=g.c, shape=gemm.isa(), accumulate=True)
-    else:
-        g.c += g.a @ g.b
 
 
 # ---- backward -------------------------------------------------------------------------------
@@ -470,9 +459,9 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
         stages = []
         g_in, dhn_in = go[t], dhn
         if proj:
-            stages += [[Item([], ("sum", mode), [go[t], dhn, dhh[t]], 2, r0 * n, r1 * n,
-                              _meta("sum", mode, [go[t], dhn, dhh[t]], 2) if xp is np else None)
-                        for r0, r1 in chunks],
+            total = [go[t], dhn, dhh[t]]
+            stages += [[Item([], ("sum", mode), total, 2, r0 * n, r1 * n,
+                              _meta("sum", mode, total, 2)) for r0, r1 in chunks],
                        [Item([Gemm(w_hr_t[r0:r1], dhh[t], dh_h[r0:r1])]) for r0, r1 in units]]
             g_in, dhn_in = dh_h, zeros
         if mode == "LSTM":
@@ -485,7 +474,7 @@ def backward(xp: Any, g_out: Any, g_hn: Any, g_cn: Any, x: Any, hx: Any, cx: Any
             outs = [rows(d, q) for q in range(3)] + [dghn[t], dhn]
         else:
             ins, outs = [g_in, dhn, hs[t]], [d]
-        meta = _meta("grad", mode, ins + outs, len(ins)) if xp is np else None
+        meta = _meta("grad", mode, ins + outs, len(ins))
         stages.append([Item([], ("grad", mode), ins + outs, len(ins), r0 * n, r1 * n, meta)
                        for r0, r1 in units])
         if mode == "GRU":

@@ -86,9 +86,10 @@ def run(t_len: int, step: Callable[[int], list[list[Item]]], shape: Any,
     from . import threads as pool
     built = {k: step(k) for k in sorted({0, 1, 2, t_len - 2, t_len - 1}) if 0 <= k < t_len}
     first = built[0]
-    if not all(_fits(it) for st in first for it in st):
-        return False
     per_step = sum(len(st) for st in first)
+    if not all(_fits(it) and sum(len(st) for st in stages) == per_step
+               for stages in built.values() for st in stages for it in st):
+        return False              # (every step built from views is checked, not the first)
     arg_width = max([len(it.operands) for st in first for it in st] + [1])
     keep: dict[Any, Any] = {}     # GEMM parameters and kernel metas, one array per value
     args = np.zeros((t_len, per_step, arg_width), np.int64)

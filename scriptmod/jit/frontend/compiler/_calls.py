@@ -359,10 +359,11 @@ class CallsMixin:
             out = self.library_call(f"{type(ref.module).__name__}.{method}", [ref] + vals,
                                     kwargs or {}, e, _layer_result(ref.module, method),
                                     method=method)
-            first = vals[0] if vals and isinstance(vals[0], Value) else None
-            if method == "forward" and isinstance(out.type, TensorType) and (
-                    first is not None or not _returns_input(ref.module)):
-                self.aliases[out] = first if _returns_input(ref.module) else None
+            if method == "forward" and isinstance(out.type, TensorType):
+                if not _returns_input(ref.module):
+                    self.aliases[out] = None                   # a fresh tensor
+                elif vals and isinstance(vals[0], Value):
+                    self.aliases[out] = vals[0]                # may be its input
             return out
         if library.is_container(ref.module):            # a Sequential, also nested: unrolled
             from scriptmod.nn import Sequential
