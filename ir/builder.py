@@ -24,7 +24,7 @@ from . import schema as S
 from .dtypes import DType
 from .graph import Block, Graph, IRError, Node, Prim, Value, known_value
 from .types import (SCALAR_TYPES, AnyType, BoolType, DictType, DTypeType, IntType, ListType,
-                      ModuleType, NoneType, OptionalType, TensorType, TupleType, Type)
+                    ModuleType, NamedTupleType, NoneType, OptionalType, TensorType, TupleType, Type)
 
 ValueLike = Union[Value, int, float, bool, str, None, DType, list, tuple]
 BodyResult = Union[Value, Sequence[Any], None]
@@ -61,7 +61,11 @@ def join_types(a: Type, b: Type) -> Type:
                           a.device if a.device == b.device else "cpu",
                           a.requires_grad or b.requires_grad)
     if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elements) == len(b.elements):
-        return TupleType(tuple(join_types(x, y) for x, y in zip(a.elements, b.elements)))
+        joined = tuple(join_types(x, y) for x, y in zip(a.elements, b.elements))
+        if isinstance(a, NamedTupleType) and isinstance(b, NamedTupleType) and \
+                (a.name, a.fields) == (b.name, b.fields):
+            return a.plain(joined)
+        return TupleType(joined)
     if isinstance(a, ListType) and isinstance(b, ListType):
         return ListType(join_types(a.element, b.element))
     if isinstance(a, DictType) and isinstance(b, DictType) and a.key == b.key:

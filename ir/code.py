@@ -362,11 +362,17 @@ def _library_call(node: Node, a: list[str]) -> str:
         return f"{name.rsplit('.', 1)[-1]}({', '.join(args)})"
     if node.attrs.get("method"):
         return f"{args[0]}.{node.attrs['method']}({', '.join(args[1:])})"
+    if name.startswith("Tensor.") and name[7:] in _PROPERTIES and len(args) == 1:
+        # ``x.real``: a property, no call
+        return f"{args[0]}.{name[7:]}"
     if name.startswith("Tensor.") and args:
         return f"{args[0]}.{name[7:]}({', '.join(args[1:])})"
     short = name.replace("scriptmod.nn.functional.", "F.").replace("scriptmod.", "torch.")
     return f"{short}({', '.join(args)})"
 
+
+# Tensor attributes that scripted code reads as library calls (``Tensor.real``): properties
+_PROPERTIES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
 
 _EFFECT_PRIMS = {Prim.SET_ATTR, Prim.CALL_METHOD, Prim.CALL_FUNCTION, Prim.PRINT, Prim.RAISE,
                  Prim.IF, Prim.LOOP}

@@ -65,10 +65,17 @@ float64 = DType("float64", 8, FLOAT, "Double")
 complex64 = DType("complex64", 8, COMPLEX, "ComplexFloat")
 complex128 = DType("complex128", 16, COMPLEX, "ComplexDouble")
 
+# PyTorch's unsigned types of "limited support": scriptmod names them (they compare and
+# annotate: torchvision's ``dtype == torch.uint16``) but has no tensors of them
+uint16 = DType("uint16", 2, INT, "UInt16", signed=False)
+uint32 = DType("uint32", 4, INT, "UInt32", signed=False)
+uint64 = DType("uint64", 8, INT, "UInt64", signed=False)
+NAME_ONLY: tuple[DType, ...] = (uint16, uint32, uint64)
+
 ALL: tuple[DType, ...] = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16,
                           float32, float64, complex64, complex128)
-BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
-BY_SHORT: dict[str, DType] = {d.short: d for d in ALL}
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL + NAME_ONLY}
+BY_SHORT: dict[str, DType] = {d.short: d for d in ALL + NAME_ONLY}
 FLOATING = (float16, bfloat16, float32, float64)
 INTEGRAL = (uint8, int8, int16, int32, int64)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .dtypes import DType
-from .types import StrType, Type
+from .types import ListType, NoneType, StrType, TensorType, Type
 
 
 class Prim:
@@ -531,15 +531,57 @@ PLAIN_VALUE_RULES: dict[str, Callable[..., Any]] = {}
 SYMBOLIC_VALUE_RULES: dict[str, Callable[..., Any]] = {}
 
 
+# list ops whose value is known when their (list and scalar) arguments are: a condition on
+# shapes (``mask.shape[:-1] != x.shape[:-2]``) is then decided by the input types
+LIST_VALUE_RULES: dict[str, Callable[..., Any]] = {}
+
+
+_LIST_READS = frozenset(f"{OP_NAMESPACE}::{n}" for n in (
+    "list_get", "list_len", "list_contains", "list_slice", "list_concat", "list_eq"))
+
+
+def _frozen_list(v: Value) -> bool:
+    """A list of sizes no one can change: an ``sm::shape`` (or a slice or concatenation of
+    such) that only list reads use. A list literal is not: appends change it later."""
+    n = v.node
+    if n.kind not in (f"{OP_NAMESPACE}::shape", f"{OP_NAMESPACE}::list_slice",
+                      f"{OP_NAMESPACE}::list_concat"):
+        return False
+    lists = [x for x in n.inputs if isinstance(x.type, ListType)]
+    return all(u.user.kind in _LIST_READS for u in v.uses) and (
+        n.kind == f"{OP_NAMESPACE}::shape" or all(_frozen_list(x) for x in lists))
+
+
+def _plain_known(a: Any, v: Value) -> bool:
+    """A known Python value: a scalar, or a frozen list of them."""
+    if isinstance(a, list):
+        return _frozen_list(v) and all(type(i) in (int, float, bool, str) for i in a)
+    return type(a) in (int, float, bool, str)
+
+
 def known_value(v: Value) -> Any:
     """The Python value of ``v`` when the graph fixes it, else None.
 
     Lists built by ``prim::ListConstruct`` give lists whose unknown items are None, an
-    ``sm::size`` of a tensor with a known (possibly symbolic) dim gives that dim, and an
+    ``sm::size`` of a tensor with a known (possibly symbolic) dim gives that dim, an
+    ``sm::dim`` of a tensor of known rank that rank, ``sm::shape`` of concrete sizes the
+    shape, list ops of known lists (``LIST_VALUE_RULES``), ``sm::py_is_none`` of a value typed
+    ``NoneType`` or ``Tensor`` (not Optional) its answer, a ``prim::If`` of a known condition
+    its taken branch's value, and an
     ``int_*`` op of known ints gives its result; of symbolic sizes, the symbolic size
     (``SYMBOLIC_VALUE_RULES``: ``size(x, 1) - 1`` is ``T-1``).
     """
     n = v.node
+    listy = LIST_VALUE_RULES.get(n.kind)
+    if listy is not None:
+        args = [known_value(x) for x in n.inputs]
+        if not all(_plain_known(a, x) or a is None and x.type == NoneType
+                   for a, x in zip(args, n.inputs)):
+            return None
+        try:
+            return listy(*args)
+        except Exception:                # noqa: BLE001  (the kernel raises when it runs)
+            return None
     rule = VALUE_RULES.get(n.kind)
     plain = PLAIN_VALUE_RULES.get(n.kind)
     if rule is not None or plain is not None:
@@ -568,6 +610,20 @@ def known_value(v: Value) -> Any:
         if n.kind.endswith("dtype"):
             return getattr(t, "dtype", None)
         return getattr(t, "device", None) if getattr(t, "dtype", None) is not None else None
+    if n.kind == Prim.IF:             # a branch the condition picks: its value, if known
+        taken = known_value(n.inputs[0])
+        return known_value(n.blocks[0 if taken else 1].outputs[v.index]) \
+            if type(taken) is bool else None
+    if n.kind == f"{OP_NAMESPACE}::py_is_none":    # ``x is None`` the types decide
+        t = n.inputs[0].type
+        return True if t == NoneType else False if isinstance(t, TensorType) else None
+    if n.kind == f"{OP_NAMESPACE}::shape":         # every size fixed: the shape
+        shape = getattr(n.inputs[0].type, "shape", None)
+        return list(shape) if shape is not None and all(type(d) is int for d in shape) \
+            else None
+    if n.kind == f"{OP_NAMESPACE}::dim":           # the rank: fixed by the input types
+        shape = getattr(n.inputs[0].type, "shape", None)
+        return len(shape) if shape is not None else None
     if n.kind == f"{OP_NAMESPACE}::size":
         shape = getattr(n.inputs[0].type, "shape", None)
         dim = n.attrs.get("dim")

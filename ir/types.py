@@ -87,6 +87,26 @@ class TupleType(Type):
         return f"({', '.join(map(repr, self.elements))})"
 
 
+@dataclass(frozen=True, repr=False)
+class NamedTupleType(TupleType):
+    """The values of a ``NamedTuple`` class (TorchScript's NamedTuple): a tuple whose items
+    also have names. It prints, and so is saved, as the tuple it is; the names serve the
+    script frontend (``out.boxes``, ``Out(boxes=b)``) and ``cls`` (the Python class, not
+    compared) rebuilds instances at a compiled method's boundary.
+
+        >>> NamedTupleType((IntType, FloatType), "Pair", ("n", "x"))
+        (int, float)
+    """
+
+    name: str = ""
+    fields: tuple[str, ...] = ()
+    cls: object = field(default=None, compare=False, hash=False)
+
+    def plain(self, elements: tuple[Type, ...]) -> "NamedTupleType":
+        """The same named tuple with other element types (joined, refined)."""
+        return NamedTupleType(elements, self.name, self.fields, self.cls)
+
+
 @dataclass(frozen=True)
 class ListType(Type):
     element: Type

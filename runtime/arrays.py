@@ -28,7 +28,21 @@ except Exception:
 
 cupy: ModuleType | None = _cp
 
-NP_DTYPE: dict[DType, np.dtype] = {d: np.dtype(d.name) for d in D.ALL if d is not D.bfloat16}
+class _ArrayDTypes(dict):
+    """DType -> NumPy dtype; a dtype scriptmod only names (``D.NAME_ONLY``) or that is not a
+    DType at all is a TypeError saying so, wherever a tensor of it would be made."""
+
+    def __missing__(self, d: Any) -> np.dtype:
+        if d in D.NAME_ONLY:
+            raise TypeError(f"scriptmod has no {d.name} tensors: PyTorch's unsigned {d.name} "
+                            f"(a dtype of limited support there) is only a name here, for "
+                            f"comparisons and annotations; use int32 or int64")
+        raise TypeError(f"expected a scriptmod dtype ({', '.join(x.name for x in D.ALL)}), "
+                        f"got {d!r}")
+
+
+NP_DTYPE: dict[DType, np.dtype] = _ArrayDTypes(
+    {d: np.dtype(d.name) for d in D.ALL if d is not D.bfloat16})
 NP_DTYPE[D.bfloat16] = np.dtype(ml_dtypes.bfloat16)
 NP_DTYPE[D.bool_] = np.dtype(bool)
 _FROM_NP: dict[np.dtype, DType] = {v: k for k, v in NP_DTYPE.items()}

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 from scriptmod.ir.dtypes import (DType as dtype, bfloat16, complex64, complex128, float16, float32,  # noqa: F401
                        float64, get_default_dtype, int8, int16, int32, int64, promote_types,
-                       set_default_dtype, uint8)
+                       set_default_dtype, uint8, uint16, uint32, uint64)
 from scriptmod.ir.dtypes import bool_ as bool  # noqa: A001
 from scriptmod._device import device  # noqa: F401
 from scriptmod.ir.errors import ArgumentValueError, DeviceError, DTypeError, ShapeError  # noqa: F401
@@ -76,6 +76,17 @@ def is_tensor(obj: object) -> "_builtins.bool":
 
 def numel(input: Tensor) -> "_builtins.int":
     return input.numel()
+
+
+def is_complex(input: Tensor) -> "_builtins.bool":
+    """Whether ``input``'s dtype is complex (``complex64``, ``complex128``)."""
+    return input.is_complex()
+
+
+def is_floating_point(input: Tensor) -> "_builtins.bool":
+    """Whether ``input``'s dtype is a floating point one (``float16``, ``bfloat16``,
+    ``float32``, ``float64``)."""
+    return input.is_floating_point()
 
 
 def result_type(a: object, b: object) -> dtype:

@@ -40,11 +40,16 @@ from scriptmod.tensor import Tensor, wrap
 _REDUCE_MESSAGE = "reduce argument must be either sum, prod, mean, amax or amin, got {}"
 
 
+class DataDependentShapeError(TracingError):
+    """An op whose result's shape depends on the input's values, met while tracing (a
+    scripted program's call of it runs eagerly when reached instead)."""
+
+
 def refuse_traced(op: str) -> None:
     """Refuse a data-dependent-shape op under ``jit.trace``: the graph would bake in the
     one result shape this input gave."""
     if TRACERS:
-        raise TracingError(
+        raise DataDependentShapeError(
             f"{op}(): the shape of its result depends on the input's values, which a trace "
             f"cannot record (it would bake in this input's shape); call it outside the traced "
             f"code, or use a fixed-shape form (nonzero_static, where(mask, x, y), histc)")

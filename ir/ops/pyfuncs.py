@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 from typing import Any, Callable, Sequence
 
 from ..types import (AnyType, BoolType, DictType, FloatType, IntType, ListType, NoneType,
@@ -160,6 +161,13 @@ def _dict_none(name: str) -> Rule:
     return rule
 
 
+def _from_pairs(elem: Type, types: Sequence[Type], name: str) -> Type:
+    """``dict(pairs)`` / ``OrderedDict(pairs)`` of a list of (key, value) tuples."""
+    if not (isinstance(elem, TupleType) and len(elem.elements) == 2):
+        raise TypeError(f"{name}(): expected a list of (key, value) pairs, got a {elem!r}[]")
+    return DictType(*elem.elements)
+
+
 def _list_pop(elem: Type, types: Sequence[Type], name: str) -> Type:
     return elem
 
@@ -192,8 +200,51 @@ def _sort(lst: list, reverse: bool = False) -> None:
     lst.sort(reverse=reverse)
 
 
+def _repeat(lst: list, n: int) -> list:
+    """``lst * n`` (and ``n * lst``): a new list."""
+    return lst * n
+
+
 def _split(s: str, sep: str | None = None, maxsplit: int = -1) -> list:
     return s.split(sep, maxsplit)
+
+
+_CLASSES = {"int": int, "float": float, "bool": bool, "str": str, "NoneType": type(None)}
+
+
+def _isinstance(value: Any, names: str) -> bool:
+    """``isinstance(value, (int, str))`` of a value typed ``Any`` (a ``Union`` of scalars),
+    the classes by name: ``"int,str"``."""
+    return isinstance(value, tuple(_CLASSES[n] for n in names.split(",")))
+
+
+def _isinstance_rule(name: str) -> Rule:
+    def rule(types: Sequence[Type]) -> Type:
+        if len(types) != 2 or _strip(types[1]) != StrType:
+            raise TypeError("isinstance() takes a value and the names of classes")
+        return BoolType
+    return rule
+
+
+def _warn(message: str, stacklevel: int = 2, category: str = "UserWarning") -> None:
+    """``warnings.warn(message, category, stacklevel)``, run when the program runs; the
+    category by name, one of Python's own warning classes."""
+    cls = getattr(builtins, category, None)
+    if not (isinstance(cls, type) and issubclass(cls, Warning)):
+        raise TypeError(f"warnings.warn(): {category!r} is not a Python warning class")
+    warnings.warn(message, cls, stacklevel=stacklevel)
+
+
+def _warn_rule(name: str) -> Rule:
+    def rule(types: Sequence[Type]) -> Type:
+        if not 1 <= len(types) <= 3:
+            raise TypeError(f"{name}() takes a message, a stacklevel and a category")
+        for t, want, what in zip(types, (StrType, IntType, StrType),
+                                 ("message", "stacklevel", "category")):
+            if _strip(t) not in (want, AnyType):
+                raise TypeError(f"{name}(): the {what} must be a {want!r}, got {t!r}")
+        return NoneType
+    return rule
 
 
 # name -> (callable, rule factory); ``math.*`` entries take their name from the module
@@ -226,6 +277,8 @@ _ROWS: dict[str, tuple[Callable[..., Any], Callable[[str], Rule]]] = {
     "list.index": (list.index, _of_list(_int_result, (2,))),
     "list.count": (list.count, _of_list(_int_result, (2,))),
     "list.copy": (list.copy, _of_list(_same_list, (1,))),
+    "list.repeat": (_repeat, _of_list(_same_list, (2,))),
+    "dict.from_pairs": (dict, _of_list(_from_pairs, (1,))),
     "dict.get": (dict.get, _dict_get),
     "dict.pop": (dict.pop, _dict_get),
     "dict.clear": (dict.clear, _dict_none),
@@ -249,6 +302,8 @@ _ROWS: dict[str, tuple[Callable[..., Any], Callable[[str], Rule]]] = {
     "str.zfill": (str.zfill, _str(StrType, (2,))),
     "str.getitem": (str.__getitem__, _str(StrType, (2,))),
     "str.slice": (lambda s, a, b, c: s[a:b:c], _str(StrType, (4,))),
+    "warnings.warn": (_warn, _warn_rule),
+    "isinstance": (_isinstance, _isinstance_rule),
 }
 PY_FUNCTIONS: dict[str, tuple[Callable[..., Any], Rule]] = {
     name: (fn, make(name)) for name, (fn, make) in _ROWS.items()}
@@ -256,6 +311,9 @@ PY_FUNCTIONS: dict[str, tuple[Callable[..., Any], Rule]] = {
 # the rows that change their first argument (a list or dict) in place
 MUTATING = frozenset({"list.extend", "list.insert", "list.pop", "list.remove", "list.clear",
                       "list.reverse", "list.sort", "dict.pop", "dict.clear", "dict.update"})
+
+# the rows that act on the world (never run to learn a known value at compile time)
+EFFECTS = frozenset({"warnings.warn"})
 
 # what a callable object stands for, for the frontend: ``math.sqrt`` -> "math.sqrt"
 BY_OBJECT: dict[int, str] = {id(getattr(math, n.split(".")[1])): n for n in PY_FUNCTIONS
@@ -278,4 +336,4 @@ def call(name: str, args: Sequence[Any]) -> Any:
     return row[0](*args)
 
 
-__all__ = ["PY_FUNCTIONS", "MUTATING", "BY_OBJECT", "result_type", "call"]
+__all__ = ["PY_FUNCTIONS", "MUTATING", "EFFECTS", "BY_OBJECT", "result_type", "call"]

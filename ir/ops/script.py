@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 from . import rules as R
 from .. import symdims as SD
-from ..graph import PLAIN_VALUE_RULES, SYMBOLIC_VALUE_RULES
+from ..graph import LIST_VALUE_RULES, PLAIN_VALUE_RULES, SYMBOLIC_VALUE_RULES
 from .scalar import SYMBOLIC_ARITH, SYMBOLIC_COMPARE
 from ..schema import IMPURE, NONDIFF, TypeRule, op
 from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DeviceType, DictType,
@@ -46,13 +46,14 @@ from ..types import (DICT_KEY_TYPES, AnyType, BoolType, ComplexType, DeviceType,
 PY_ARITH: dict[str, Callable[[Any, Any], Any]] = {
     "py_add": operator.add, "py_sub": operator.sub, "py_mul": operator.mul,
     "py_truediv": operator.truediv, "py_floordiv": operator.floordiv, "py_mod": operator.mod,
-    "py_pow": operator.pow}
+    "py_pow": operator.pow, "py_and": operator.and_, "py_or": operator.or_,
+    "py_xor": operator.xor}
 PY_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "py_eq": operator.eq, "py_ne": operator.ne, "py_lt": operator.lt, "py_le": operator.le,
     "py_gt": operator.gt, "py_ge": operator.ge}
 _SYMBOLS = {"py_add": "+", "py_sub": "-", "py_mul": "*", "py_truediv": "/", "py_floordiv": "//",
-            "py_mod": "%", "py_pow": "**", "py_eq": "==", "py_ne": "!=", "py_lt": "<",
-            "py_le": "<=", "py_gt": ">", "py_ge": ">="}
+            "py_mod": "%", "py_pow": "**", "py_and": "&", "py_or": "|", "py_xor": "^",
+            "py_eq": "==", "py_ne": "!=", "py_lt": "<", "py_le": "<=", "py_gt": ">", "py_ge": ">="}
 
 # values computed with these ops from known ones (sizes, constants) are known before
 # folding, as with the ``int_*`` ops
@@ -65,6 +66,13 @@ PLAIN_VALUE_RULES.update({
     "sm::py_str": lambda attrs, a: str(a),
     "sm::py_min": lambda attrs, a, b: min(a, b) if type(a) is type(b) else None,
     "sm::py_max": lambda attrs, a, b: max(a, b) if type(a) is type(b) else None,
+})
+
+
+LIST_VALUE_RULES.update({
+    "sm::list_len": len, "sm::list_get": lambda lst, i: lst[i],
+    "sm::list_slice": lambda lst, a, b, c: lst[a:b:c], "sm::list_concat": lambda a, b: a + b,
+    "sm::list_eq": lambda a, b: a == b, "sm::list_contains": lambda lst, x: x in lst,
 })
 
 
@@ -87,7 +95,9 @@ SYMBOLIC_VALUE_RULES.update({"sm::py_neg": lambda attrs, a: SD.neg(a),
 def _plain_call(attrs: dict, *args: Any) -> Any:
     """A known ``py_call`` of numbers and strs (``math.sqrt(4)``); the ones that change a
     list or dict never have all-scalar arguments."""
-    from .pyfuncs import call
+    from .pyfuncs import EFFECTS, call
+    if attrs.get("fn") in EFFECTS:              # ``warnings.warn``: only when it runs
+        return None
     return call(attrs.get("fn", ""), args)
 
 
@@ -189,6 +199,15 @@ def _mod(a: Type, b: Type, values: Any) -> Type | None:
     return StrType
 
 
+def _bitwise(a: Type, b: Type, _: Any) -> Type | None:
+    """``&``, ``|``, ``^`` of bools (a bool) or ints (an int)."""
+    if not all(t in (BoolType, IntType, NumberType) for t in (a, b)):
+        return None
+    if NumberType in (a, b):
+        return NumberType
+    return BoolType if a == b == BoolType else IntType
+
+
 def _min(a: Type, b: Type, _: Any) -> Type | None:
     """Ordered numbers in their common type (no complex), or two strs."""
     return _arith(a, b, BoolType, complex_ok=False) or (StrType if a == b == StrType else None)
@@ -212,6 +231,7 @@ _RESULTS: dict[str, Callable[[Type, Type, Any], Type | None]] = {
     "py_mod": _mod,
     "py_pow": _pow,
     "py_min": _min,
+    "py_and": _bitwise, "py_or": _bitwise, "py_xor": _bitwise,
     "py_eq": lambda a, b, _: BoolType if _equatable(a, b) else None,
     "py_lt": lambda a, b, _: BoolType if _ordered(a, b) else None,
 }
@@ -254,7 +274,8 @@ def _fixed(*outputs: Type) -> TypeRule:
 
 def _tensor_query(result: Type) -> TypeRule:
     def rule(types: Sequence[Type], attrs: dict, values: Sequence[Any]) -> list[Type]:
-        if not isinstance(types[0], TensorType) and types[0] != AnyType:
+        t = _strip(types[0])               # an Optional: its None case fails when it runs
+        if not isinstance(t, TensorType) and t != AnyType:
             raise TypeError(f"expected a Tensor, got {types[0]!r}")
         return [result]
     return rule

@@ -8,8 +8,10 @@ so promotion or broadcasting by the constant keeps the op. ``x + 0`` turns ``-0.
 
 An arithmetic identity that would make the graph return an argument or a module attribute
 where eager returns new storage (``return w * 1``) is not folded: the caller would get the
-parameter's own storage, and writing into the result would change it. Views (reshape,
-expand, transposes) and same-dtype casts share storage in eager too, so they still fold.
+parameter's own storage, and writing into the result would change it. Nor is one where
+the result or ``x`` is written in place (``y = x * 1; y.add_(1)``): the write would reach
+both. Views (reshape, expand, transposes) and same-dtype casts share storage in eager too,
+so they still fold.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .. import schema as S
 from ..builder import Builder
 from ..graph import Graph, Node, Prim, Value
 from ..types import IntType, TensorType
+from .effects import is_view
 
 Rule = Callable[[Node], "Value | None"]
 
@@ -45,12 +48,14 @@ def canonicalize(graph: Graph) -> Graph:
     changed = True
     while changed:
         changed = False
+        written = _written(graph)
         for node in list(graph.walk()):
             if node.owning_block is None or not node.is_op:
                 continue
             rule = RULES.get(node.op_name)
             new = rule(node) if rule is not None else None
-            if new is not None and not _exposes_storage(graph, node, new):
+            if new is not None and not _exposes_storage(graph, node, new) and not (
+                    node.op_name in _NEW_STORAGE and {node.output, new} & written):
                 node.output.replace_all_uses_with(new)
                 node.destroy()
                 changed = True
@@ -67,6 +72,22 @@ def _exposes_storage(graph: Graph, node: Node, new: Value) -> bool:
 
 
 _NEW_STORAGE = frozenset({"mul", "add", "sub", "div", "neg"})
+
+
+def _written(graph: Graph) -> set[Value]:
+    """Values whose storage is written in place (``copy_``'s destination), directly or
+    through a view of them. Folding ``y = x * 1`` into ``x`` where either is written would
+    make the write reach the other (``y.add_(1)`` changing the argument ``x``)."""
+    out: set[Value] = set()
+    for node in graph.walk():
+        if node.is_op and node.op_name == "copy_":
+            v = node.inputs[0]
+            while v not in out:
+                out.add(v)
+                if not is_view(v.node):
+                    break
+                v = v.node.inputs[0]
+    return out
 
 
 def _returned(graph: Graph, v: Value) -> bool:

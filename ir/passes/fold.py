@@ -135,6 +135,7 @@ def _unpack(node: Node) -> list[Value] | None:
 
 
 def _size(node: Node) -> list[Value] | None:
+    """``sm::size``/``sm::dim`` the input types fix: a constant."""
     dim = known_value(node.output)
     return _constants(node, dim) if isinstance(dim, int) else None
 
@@ -163,5 +164,5 @@ def _loop(node: Node) -> list[Value] | None:
 FOLDERS: dict[str, Callable[[Node], "list[Value] | None"]] = {
     Prim.LIST_CONSTRUCT: _construct, Prim.TUPLE_CONSTRUCT: _construct,
     Prim.TUPLE_INDEX: _tuple_index, Prim.TUPLE_UNPACK: _unpack, Prim.LIST_UNPACK: _unpack,
-    "sm::size": _size, "sm::guard": _guard, Prim.IF: _if, Prim.LOOP: _loop,
+    "sm::size": _size, "sm::dim": _size, "sm::guard": _guard, Prim.IF: _if, Prim.LOOP: _loop,
 }

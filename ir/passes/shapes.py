@@ -9,7 +9,8 @@ from ..builder import infer_op_types, join_types
 from ..errors import DTypeError, ShapeError, guard_failure
 from ..graph import Block, Graph, Node, Prim, Value, known_value
 from ..printer import describe
-from ..types import AnyType, DictType, ListType, TensorType, TupleType, Type
+from ..types import (AnyType, DictType, ListType, NoneType, OptionalType, TensorType, TupleType,
+                     Type)
 
 MAX_LOOP_ROUNDS = 32
 
@@ -63,6 +64,20 @@ def propagate_block(block: Block) -> None:
     for node in block:
         handler = extra.get(node.kind) if extra else None
         (handler or HANDLERS.get(node.kind, _keep))(node)
+        if _raises(node):
+            return          # what follows never runs for these types: left as it is
+
+
+def _raises(node: Node) -> bool:
+    """Whether ``node`` always raises for the types given: a ``prim::RaiseException``, or an
+    If whose condition the types decide and whose taken branch raises (``if x.ndim < 3:
+    raise ...`` ahead of ``x.shape[-3]``)."""
+    if node.kind == Prim.RAISE:
+        return True
+    if node.kind != Prim.IF:
+        return False
+    taken = known_value(node.inputs[0])
+    return type(taken) is bool and any(_raises(n) for n in node.blocks[0 if taken else 1])
 
 
 _EXTRA: list[dict[str, Callable[[Node], None]]] = []
@@ -119,6 +134,15 @@ def _guard(node: Node) -> None:
 
 
 def _if(node: Node) -> None:
+    taken = known_value(node.inputs[0])
+    if type(taken) is bool:
+        # a condition the input types decide (``x.ndim == 2``): only the branch taken is
+        # typed; the other may index dims this input does not have, and folding drops it
+        b = node.blocks[0 if taken else 1]
+        propagate_block(b)
+        for v, out in zip(node.outputs, b.outputs):
+            v.type = out.type
+        return
     for b in node.blocks:
         propagate_block(b)
     for i, v in enumerate(node.outputs):
@@ -216,7 +240,11 @@ def _tuple_unpack(node: Node) -> None:
 def _tuple_index(node: Node) -> None:
     t = node.inputs[0].type
     if isinstance(t, TupleType):
-        node.output.type = t.elements[node.attrs["index"]]
+        item = t.elements[node.attrs["index"]]
+        if isinstance(item, OptionalType) and not isinstance(node.output.type, OptionalType) \
+                and node.output.type != NoneType:
+            item = item.element      # an Optional the script frontend refined (``is not None``)
+        node.output.type = item
 
 
 def _list_construct(node: Node) -> None:

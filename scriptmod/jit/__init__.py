@@ -20,7 +20,8 @@ from scriptmod.jit._freeze import (freeze, optimize_for_inference,  # noqa: F401
                                    run_frozen_optimizations)
 from scriptmod.jit._code_namespace import code_namespace  # noqa: F401
 from scriptmod.jit.frontend import (Final, FrontendError, annotate, export, ignore,  # noqa: F401
-                                    is_scripting, is_tracing, script, unused)
+                                    is_scripting, is_tracing, jit_isinstance as isinstance, script,
+                                    unused)
 from scriptmod.jit._compile_inplace import compile_in_place as _compile_in_place
 from scriptmod.jit._script_if_tracing import _script_if_tracing, script_if_tracing  # noqa: F401
 from scriptmod.nn._compiler import Compiler as _Compiler, register_compiler as _register
@@ -35,4 +36,4 @@ __all__ = ["trace", "trace_module", "ScriptModule", "RecursiveScriptModule", "Sc
            "kernels_for", "script", "export", "ignore", "unused", "annotate", "Final",
            "is_scripting", "is_tracing", "FrontendError", "freeze", "optimize_for_inference",
            "run_frozen_optimizations", "code_namespace", "explain"]
-__all__ += ["script_if_tracing"]
+__all__ += ["script_if_tracing", "isinstance"]

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
+from scriptmod.ir import dtypes as D
 from scriptmod import _formats, _safetensors
 from scriptmod._safetensors import SafetensorsError
 
@@ -570,8 +571,9 @@ def _check_methods(where: str, methods: list[dict[str, Any]],
 
 
 # ---- a scripted method's parameter defaults ---------------------------------------------
-# {"name": value}: a value is None, a bool, int, float or str, or {"tuple": [...]} of them
-# (the defaults the frontend accepts); nothing else is read.
+# {"name": value}: a value is None, a bool, int, float or str, {"tuple": [...]} of them, or
+# {"dtype": name} of a scriptmod dtype (the defaults the frontend accepts; a device default
+# is held as its str); nothing else is read.
 
 def _plain(v: Any) -> bool:
     return v is None or type(v) in (bool, int, float, str)
@@ -584,6 +586,8 @@ def defaults_to_json(defaults: dict[str, Any]) -> dict[str, Any]:
             out[k] = v
         elif type(v) is tuple and all(_plain(i) for i in v):
             out[k] = {"tuple": list(v)}
+        elif isinstance(v, D.DType):
+            out[k] = {"dtype": v.name}
         else:
             raise ArchiveError(f"jit.save: the default of argument {k!r} ({v!r}) is not a "
                                f"plain value an archive can hold")
@@ -603,6 +607,9 @@ def defaults_from_json(data: Any, arg_names: list[str], where: str) -> dict[str,
         elif isinstance(v, dict) and list(v) == ["tuple"] and isinstance(v["tuple"], list) \
                 and all(_plain(i) for i in v["tuple"]):
             out[k] = tuple(v["tuple"])
+        elif isinstance(v, dict) and list(v) == ["dtype"] and isinstance(v["dtype"], str) \
+                and v["dtype"] in D.BY_NAME:
+            out[k] = D.BY_NAME[v["dtype"]]
         else:
             raise ArchiveError(f"{where}: the default of {k!r} is not a plain value")
     return out

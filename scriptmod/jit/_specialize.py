@@ -20,7 +20,7 @@ from scriptmod.ir.graph import Graph, Node, Prim, Value
 from scriptmod.ir.passes import eliminate_dead_code, inline_calls, propagate_shapes, run_pipeline
 from scriptmod.ir.passes.inplace import elide_unobserved_copies
 from scriptmod.ir.passes.shapes import ShapePropagationError, callee_handlers, extra_handlers
-from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, OptionalType,
+from scriptmod.ir.types import (BoolType, FloatType, IntType, ListType, NoneType, OptionalType,
                                 TensorType, TupleType, Type)
 from scriptmod.runtime.errors import article, describe_type, describe_value, op_label, place, \
     shape_text
@@ -182,6 +182,8 @@ def arg_type(a: Any, declared: Type | None = None) -> Type | None:
     list (scripted code) stays a list, of the declared element type."""
     if isinstance(a, Tensor):
         return TensorType(a.dtype, tuple(a._data.shape), a._device_str(), a.requires_grad)
+    if a is None and isinstance(declared, OptionalType):
+        return NoneType         # (the call's signature has it): ``if x is not None`` folds
     inner = declared.element if isinstance(declared, OptionalType) else declared
     if isinstance(inner, (ListType,)) or type(inner).__name__ == "DictType":
         return inner if a is not None else declared

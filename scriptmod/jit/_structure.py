@@ -23,7 +23,7 @@ import warnings
 from typing import Any, Iterator, Sequence, Tuple
 
 from scriptmod.ir.errors import ArgumentError
-from scriptmod.ir.types import AnyType, ListType, TupleType, Type
+from scriptmod.ir.types import AnyType, ListType, NamedTupleType, TupleType, Type
 from scriptmod.jit._tracer import TracerWarning, TracingError, _is_traced_arg as is_traced_arg
 from scriptmod.tensor import Tensor
 
@@ -122,6 +122,18 @@ def unflatten(x: Any, spec: Spec) -> Any:
     if kind == "namedtuple":
         return spec[1](*items)
     return tuple(items) if kind == "tuple" else items
+
+
+def spec_of_type(t: Type) -> Spec:
+    """The structure a scripted method's declared or built result type ``t`` gives its
+    output: a ``NamedTuple`` (also inside tuples) comes back as its class, as TorchScript
+    returns it."""
+    if not isinstance(t, TupleType):
+        return None
+    children = tuple(spec_of_type(e) for e in t.elements)
+    if isinstance(t, NamedTupleType) and isinstance(t.cls, type):
+        return ("namedtuple", t.cls, children)
+    return None if all(c is None for c in children) else ("tuple", children)
 
 
 # ---- archives ------------------------------------------------------------------------------

@@ -122,7 +122,7 @@ def test_binary_ops_compute_what_python_computes(name: str, executor: str) -> No
             continue                               # 7 ** 10**20 would not finish
         check(name, args, EXECUTORS[executor](name, args))
         n += 1
-    assert n > 100
+    assert n > (80 if name in ("py_and", "py_or", "py_xor") else 100)   # of ints and bools
 
 
 @pytest.mark.parametrize("name,fn", [("py_neg", operator.neg), ("py_abs", abs),

@@ -885,6 +885,9 @@ for _n, _f in (("py_eq", operator.eq), ("py_ne", operator.ne), ("py_lt", operato
                ("py_le", operator.le), ("py_gt", operator.gt), ("py_ge", operator.ge)):
     _extra = ((None, None), (None, 0), ("a", 1), ((1, "a"), (1, "a"))) if _n in ("py_eq", "py_ne") else ()
     case(_n, _rows(*_PY_PAIRS, *_extra), _f, ("int64",), grad=False)
+for _n, _f in (("py_and", operator.and_), ("py_or", operator.or_), ("py_xor", operator.xor)):
+    case(_n, _rows((True, False), (True, True), (False, False), (6, 3), (-5, 12), (True, 2)),
+         _f, ("int64",), grad=False)
 case("py_neg", _rows((-3,), (2.5,), (True,), (0,)), operator.neg, ("int64",), grad=False)
 case("py_abs", _rows((-3,), (-2.5,), (True,), (3 - 4j,)), abs, ("int64",), grad=False)
 

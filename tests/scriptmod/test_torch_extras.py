@@ -84,6 +84,19 @@ def test_script_if_tracing_keeps_control_flow_in_the_trace():
     assert sm.jit.script_if_tracing is sm.jit._script_if_tracing
 
 
+def _calls_the_decorated(x: sm.Tensor) -> sm.Tensor:
+    return _halve_while_large(x) * 2
+
+
+@pytest.mark.parametrize("fn", [_halve_while_large, _calls_the_decorated])
+def test_a_script_if_tracing_function_scripts_with_its_own_globals(fn):
+    """``jit.script`` of the decorated function (or of code calling it) compiles the
+    function's own source against its own module (torchvision's ``encode_boxes``), not the
+    decorator's wrapper."""
+    x = sm.tensor([64.0, 3.0])
+    np.testing.assert_allclose(sm.jit.script(fn)(x).numpy(), fn(x).numpy())
+
+
 def _leaf(x):
     return x
 

@@ -10,7 +10,7 @@
 - ``annotations``: Python annotations -> IR types; ``errors``: ``FrontendError``.
 """
 from .api import (Final, annotate, export, ignore, is_scripting, is_tracing,  # noqa: F401
-                  script, unused)
+                  jit_isinstance, script, unused)
 from .errors import FrontendError, SourceRange  # noqa: F401
 
 

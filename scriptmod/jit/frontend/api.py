@@ -59,6 +59,34 @@ def annotate(the_type: Any, the_value: T) -> T:
     return the_value
 
 
+def jit_isinstance(obj: Any, target_type: Any) -> bool:
+    """``jit.isinstance``: whether ``obj`` is a ``target_type``, container annotations
+    checked item by item (``List[int]``, ``Dict[str, Tensor]``, ``Optional[T]``,
+    ``Union[...]``); scripted code decides it from the value's type, or at run time for an
+    ``Optional`` or a ``Union`` of scalars.
+
+        >>> jit_isinstance([1, 2], typing.List[int])
+        True
+    """
+    origin, args = typing.get_origin(target_type), typing.get_args(target_type)
+    if target_type is Any:
+        return True
+    if origin is None:
+        return isinstance(obj, target_type)
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        return any(jit_isinstance(obj, a) for a in args)
+    if not isinstance(obj, origin):
+        return False
+    if origin is list:
+        return all(jit_isinstance(x, args[0]) for x in obj)
+    if origin is dict:
+        return all(jit_isinstance(k, args[0]) and jit_isinstance(v, args[1])
+                   for k, v in obj.items())
+    if origin is tuple:
+        return len(obj) == len(args) and all(jit_isinstance(x, a) for x, a in zip(obj, args))
+    return True
+
+
 def is_scripting() -> bool:
     """True inside scripted code (compiled to a constant), False when run as Python."""
     return False
@@ -78,8 +106,8 @@ def script(obj: Any, optimize: Any = None, _frames_up: int = 0, _rcb: Any = None
     and every method it reaches (and each ``@export`` method) are compiled, its submodules
     scripted in turn; layers of ``scriptmod.nn`` itself stay as they are and are compiled
     per input signature from their eager code (a layer scripted alone, ``script(nn.Linear(4,
-    2))``, too: its ``forward`` is a call of the layer on ``self``). Raises ``FrontendError`` (a RuntimeError)
-    with the file, line and a caret under what cannot be compiled."""
+    2))``, too: its ``forward`` is a call of the layer on ``self``). Raises ``FrontendError``
+    (a RuntimeError) with the file, line and a caret under what cannot be compiled."""
     from scriptmod.jit._script_module import ScriptFunction, ScriptModule
     if isinstance(obj, (ScriptModule, ScriptFunction)):
         return obj
@@ -98,9 +126,17 @@ def script(obj: Any, optimize: Any = None, _frames_up: int = 0, _rcb: Any = None
     ctx.stack.append(getattr(obj, "__qualname__", "function"))
     fc = FunctionCompiler(obj, ctx)
     graph = fc.compile()
-    sf = ScriptFunction(obj.__name__, graph, fc.arg_names)
+    sf = ScriptFunction(obj.__name__, graph, fc.arg_names, _out_spec(fc, graph))
     sf._module._defaults["forward"] = fc.defaults
     return sf
+
+
+def _out_spec(fc: FunctionCompiler, graph: Graph) -> Any:
+    """How the compiled function's result goes back to Python: a ``NamedTuple`` it is
+    declared to return (or builds) as an instance of its class (``_structure`` specs)."""
+    from scriptmod.jit._structure import spec_of_type
+    return spec_of_type(fc.return_type if fc.return_type is not None
+                        else graph.outputs[0].type)
 
 
 class _ModuleScripter:
@@ -162,6 +198,9 @@ class _ModuleScripter:
         else:
             fc = FunctionCompiler(fn, self.ctx, module=mod, name=name)
             g, arg_names, defaults = fc.compile(), fc.arg_names, fc.defaults
+            spec = _out_spec(fc, g)
+            if spec is not None:
+                sm._out_specs[name] = spec
         sm._methods[name] = g
         sm._arg_names[name] = arg_names
         sm._defaults[name] = defaults

@@ -109,7 +109,13 @@ def expand_call(node: Node, owner: Any) -> list[Node]:
         fn = resolve(node.attrs["name"])
         return _splice_function(node, fn, args, kwargs, tensors, where)
     except _Refused as e:
-        return _raise_instead(node, e.original)
+        from scriptmod._ops_indexing import DataDependentShapeError   # noqa: PLC0415
+        if not isinstance(e.original, DataDependentShapeError):
+            return _raise_instead(node, e.original)
+        # ``bincount``, ``unique(dim=...)``: its result's shape follows the values, so the
+        # call stays and runs the eager function when reached, as an unknown argument does
+        node.attrs["runtime"] = str(e.original)
+        return []
     except _UnknownBool as e:
         if node.attrs.get("split", 0) < _MAX_SPLITS:
             return _split_on(node, e.value)

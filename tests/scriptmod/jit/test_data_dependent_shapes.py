@@ -106,3 +106,19 @@ def test_masked_select_gradient_through_a_trace() -> None:
 def test_unique_along_a_dim_is_refused_while_tracing() -> None:
     with pytest.raises(TracingError, match="unique\\(\\): the shape of its result depends"):
         sm.jit.trace(lambda v: sm.unique(v, dim=0), (sm.randint(0, 3, (5, 2)),))
+
+
+def _histogram_then_unique_rows(x: sm.Tensor) -> sm.Tensor:
+    hist = sm.bincount(x.view(-1), minlength=8)
+    rows = sm.unique(x, dim=0)
+    return hist.sum() * 0 + rows.size(0) + hist
+
+
+def test_a_scripted_call_of_a_data_dependent_op_runs_eagerly_when_reached() -> None:
+    """``bincount`` and ``unique(dim=...)`` in a scripted function (torchvision's
+    ``equalize``): the trace of the call is refused, so the call stays and runs the eager
+    function on the values each time, as a call with an unknown argument does."""
+    s = sm.jit.script(_histogram_then_unique_rows)
+    for seed in (0, 1):
+        x = sm.from_numpy(np.random.default_rng(seed).integers(0, 4, (6, 2)))
+        np.testing.assert_array_equal(s(x).numpy(), _histogram_then_unique_rows(x).numpy())

@@ -27,6 +27,8 @@ in one class per section; the section modules import only ``_sugared`` and ``_he
 - ``_expressions``: ``expr_*`` (names, attributes, operators, comparisons, subscripts);
 - ``_calls``: ``expr_Call`` and ``call_*`` (builtins, methods, library calls, modules,
   user functions);
+- ``_aliasing``: in-place writes (``mutated``): names that share the written tensor, and
+  writes through views to their base;
 - ``_helpers``: the operator tables, exit-flag names and typing helpers (``_fits``,
   ``_compatible``, ``_storage``, ``_result_type``).
 """
@@ -42,6 +44,7 @@ from scriptmod.ir.builder import Builder
 from scriptmod.ir.graph import Graph, Value
 from scriptmod.ir.types import Type
 from ..errors import FrontendError, SourceRange
+from ._aliasing import AliasingMixin
 from ._calls import CallsMixin
 from ._control_flow import ControlFlowMixin
 from ._entry import EntryMixin
@@ -59,13 +62,15 @@ from ._helpers import (UNARY_METHODS, _BIN_TENSOR, _BIN_INT, _BIN_PY, _CMP_TENSO
 
 
 class FunctionCompiler(EntryMixin, StatementsMixin, ControlFlowMixin, ExpressionsMixin,
-                       CallsMixin):
+                       CallsMixin, AliasingMixin):
     """Compiles one function (or one method of ``module``) to a graph.
 
     Its methods come from one mixin per section of the compiler (see the package's
     docstring); the state they share is set here."""
 
     def __init__(self, fn: Any, ctx: Context, module: Any = None, name: str | None = None) -> None:
+        if getattr(fn, "__script_if_tracing_wrapper", False):
+            fn = getattr(fn, "__original_fn")  # noqa: B009  (its own globals, not the wrapper's)
         self.fn = fn
         self.ctx = ctx
         self.module = module

@@ -5,21 +5,26 @@ methods of lists, dicts, strings and tensors, scriptmod library functions
 from __future__ import annotations
 
 import ast
+import builtins
+import collections
 import inspect
 import typing
+import warnings
 from typing import Any
 
 from scriptmod._device import device as Device
 from scriptmod.ir.dtypes import DType
 from scriptmod.ir.graph import Prim, Value
 from scriptmod.ir.ops import pyfuncs
-from scriptmod.ir.types import (AnyType, DictType, IntType, ListType, NoneType, OptionalType,
-                                StrType, TensorType, Type)
+from scriptmod.ir.types import (AnyType, BoolType, DictType, FloatType, IntType, ListType,
+                                NamedTupleType, NoneType, OptionalType, StrType, TensorType, Type)
 from scriptmod.tensor import Tensor
 from .. import library
-from ..annotations import to_ir_type
+from ..annotations import is_namedtuple_class, to_ir_type
 from ._helpers import (UNARY_METHODS, _PY_DEFAULTS, _PY_KEYWORDS, _compatible, _fits,
-                       _holds_tensor, _inline, _layer_result, _pyname, _refine_list, _result_type)
+                       _holds_tensor, _inline, _layer_result, _pyname, _refine_list, _result_type,
+                       _storage)
+from ._aliasing import view_chain, writes_in_place
 from ._sugared import Method, ModuleRef, PyObj, Sugared
 
 
@@ -51,11 +56,18 @@ class CallsMixin:
             vals = [self.op("py_str", v, node=e) if _holds_tensor(v.type) else v for v in vals]
             self.b.print_(*vals)
             return self.const(None)
+        if obj in (dict, collections.OrderedDict) and len(e.args) == 1 and not e.keywords:
+            args, _ = self.args_of(e)          # ``OrderedDict([(k, v) for ...])``: a dict
+            return self.py_call("dict.from_pairs", args, {}, e)
         if obj in (len, int, float, bool, str, abs, min, max, isinstance, range, list):
             return self.call_builtin(obj, e)
+        if obj is api.jit_isinstance:
+            return self.call_builtin(isinstance, e)
         if id(obj) in pyfuncs.BY_OBJECT:              # math.sqrt, round, sum, sorted, ...
             args, kwargs = self.args_of(e)
             return self.py_call(pyfuncs.BY_OBJECT[id(obj)], args, kwargs, e)
+        if obj is warnings.warn:
+            return self.call_warn(e)
         if obj is Device:                             # ``sm.device("cpu")``: a constant
             args, kwargs = self.args_of(e)
             known = [self.static_value(a) for a in args]
@@ -99,7 +111,41 @@ class CallsMixin:
             return self.call_library(name, e)
         if kind == "python":
             return self.call_user_function(obj, e)
+        if type(obj).__name__ == "ScriptFunction":
+            return self.call_script_function(obj, e)
+        if is_namedtuple_class(obj):
+            return self.construct_namedtuple(obj, e)
         raise self.error(f"calling '{_pyname(obj)}' is not supported in scripted code", e)
+
+    def construct_namedtuple(self, cls: type, e: ast.Call) -> Value:
+        """``Out(a, scores=b)`` of a ``NamedTuple`` class: a tuple typed with its fields
+        (TorchScript's NamedTuple), defaults filled in, each item checked against its
+        field's annotation (a tensor keeps the shape it has)."""
+        t = to_ir_type(cls)
+        fields: tuple[str, ...] = cls._fields            # type: ignore[attr-defined]
+        args, kwargs = self.args_of(e)
+        if len(args) > len(fields):
+            raise self.error(f"{cls.__name__}() takes {len(fields)} fields, got {len(args)} "
+                             f"positional arguments", e)
+        given = dict(zip(fields, args))
+        for k, a in kwargs.items():
+            if k not in fields or k in given:
+                raise self.error(f"{cls.__name__}(): {'unknown' if k not in fields else 'repeated'}"
+                                 f" field {k!r}", e)
+            given[k] = a
+        defaults = getattr(cls, "_field_defaults", {})
+        items, types_ = [], []
+        for f, want in zip(fields, t.elements):
+            if f not in given and f not in defaults:
+                raise self.error(f"{cls.__name__}(): missing field {f!r}", e)
+            v = self.value(given[f] if f in given else PyObj(defaults[f]), e)
+            if not _fits(v.type, want):
+                raise self.error(f"{cls.__name__}(): field {f!r} must be {want!r}, got "
+                                 f"{v.type!r}", e)
+            items.append(v)
+            types_.append(v.type if isinstance(want, TensorType) else want)
+        named = NamedTupleType(tuple(types_), t.name, t.fields, t.cls)
+        return self.b.node(Prim.TUPLE_CONSTRUCT, items, [named]).output
 
     def call_ignored(self, fn: Any, e: ast.Call) -> Value:
         """A ``jit.ignore``d function: a call into Python at run time (its arguments as
@@ -139,11 +185,17 @@ class CallsMixin:
                     return self.const(inner)
                 is_none = self.op("py_is_none", self.value(v, e), node=e)
                 return is_none if none else self.op("py_not", is_none, node=e)
+            if vt == AnyType and all(w in _CLASS_NAMES for w in wants):   # a Union
+                return self.op("py_call", self.value(v, e), self.const(",".join(
+                    _CLASS_NAMES[w] for w in wants)), fn="isinstance", node=e)
             hit = any(_fits(vt, w) for w in wants)
             return self.const(hit)
         args, kwargs = self.args_of(e)
         if kwargs:
             raise self.error(f"{fn.__name__}() takes no keyword arguments here", e)
+        if fn is len and len(args) == 1 and isinstance(args[0], ModuleRef) and \
+                library.is_container(args[0].module):
+            return self.const(len(args[0].module))     # ``len(self.blocks)``: fixed
         vals = [self.value(a, e) for a in args]
         if fn is list:
             return self.list_of(vals, e)
@@ -240,8 +292,11 @@ class CallsMixin:
                 return self.op(m.name, obj, node=e)
             if getattr(Tensor, m.name, None) is None:
                 raise self.error(f"Tensor has no method {m.name!r}", e)
-            return self.library_call(f"Tensor.{m.name}", [obj] + args, kwargs, e,
-                                     _result_type(m.name, args, kwargs))
+            out = self.library_call(f"Tensor.{m.name}", [obj] + args, kwargs, e,
+                                    _result_type(m.name, args, kwargs))
+            if writes_in_place(m.name) and isinstance(out.type, TensorType):
+                return self.mutated(obj, out, e)    # names, and a base obj is a view of
+            return out
         raise self.error(f"a {t!r} has no method {m.name!r} in scripted code", e)
 
     def py_call(self, name: str, args: list[Sugared], kwargs: dict[str, Sugared],
@@ -267,13 +322,66 @@ class CallsMixin:
             raise self.error(str(err), e) from None
         return self.op("py_call", *vals, fn=name, node=e)
 
+    def call_warn(self, e: ast.Call) -> Sugared:
+        """``warnings.warn(message, category=UserWarning, stacklevel=1)``: a ``py_call`` that
+        warns each time it runs (as TorchScript's); the category one of Python's warning
+        classes, passed by name."""
+        args, kwargs = self.args_of(e)
+        try:
+            bound = inspect.signature(warnings.warn).bind(*args, **kwargs).arguments
+        except TypeError as err:
+            raise self.error(f"warnings.warn(): {err}", e) from None
+        if "source" in bound:
+            raise self.error("warnings.warn(): 'source' is not supported in scripted code", e)
+        category = bound.get("category", PyObj(None))
+        cls = category.obj if isinstance(category, PyObj) else None
+        if cls is None:
+            cls = UserWarning
+        if not (isinstance(cls, type) and issubclass(cls, Warning)
+                and getattr(builtins, cls.__name__, None) is cls):
+            raise self.error("warnings.warn(): the category must be one of Python's own "
+                             "warning classes (UserWarning, DeprecationWarning, ...)", e)
+        level = bound.get("stacklevel", PyObj(1))
+        return self.py_call("warnings.warn", [bound["message"], level, PyObj(cls.__name__)],
+                            {}, e)
+
     def call_library(self, name: str, e: ast.Call) -> Sugared:
         args, kwargs = self.args_of(e)
         short = name.rsplit(".", 1)[1]
         if short in UNARY_METHODS and len(args) == 1 and not kwargs and isinstance(
                 args[0], Value) and isinstance(args[0].type, TensorType):
             return self.op(short, args[0], node=e)
-        return self.library_call(name, args, kwargs, e, _result_type(short, args[1:], kwargs))
+        out = kwargs.pop("out", None)
+        result = self.library_call(name, args, kwargs, e, _result_type(short, args[1:], kwargs))
+        if out is None or (isinstance(out, Value) and out.node.kind == Prim.CONSTANT):
+            return result
+        return self.written_out(out, result, e)
+
+    def written_out(self, out: Sugared, result: Value, e: ast.AST) -> Value:
+        """``torch.f(..., out=b)``: ``b`` resized to the result and holding it, for every name
+        of ``b`` (a tensor this function made; into an argument or a view, whose caller
+        would see the resize, it is refused)."""
+        if not (isinstance(out, Value) and isinstance(out.type, TensorType)):
+            raise self.error("out= must be a tensor", e)
+        if not self._unshared(out):
+            raise self.error("out= into an argument, a view or a parameter is not supported in "
+                             "scripted code; assign the result instead (b = torch.f(...))", e)
+        return self.mutated(out, result, e)
+
+    def _unshared(self, v: Value) -> bool:
+        """Whether only ``v``'s names see its storage: a fresh tensor that is no view, or a
+        conversion or reshape (``torch.empty(0).long()``, ``s = s.reshape(...)``) of one no
+        name holds any more, which may share its storage but no one can see that."""
+        if view_chain(v) is not None:
+            return False
+        if _storage(v, self.aliases) == "fresh":
+            return True
+        n = v.node
+        if n.kind == Prim.CALL_FUNCTION and not n.attrs.get("method") and n.inputs and \
+                n.attrs.get("args", [])[:1] == [["v", 0]]:
+            base = n.inputs[0]
+            return all(x is not base for x in self.env.values()) and self._unshared(base)
+        return False
 
     def library_call(self, name: str, args: list[Sugared], kwargs: dict[str, Sugared],
                      e: ast.AST, result: Type, method: str | None = None) -> Value:
@@ -439,6 +547,34 @@ class CallsMixin:
                                  f"{v.type!r}", e)
         return _inline(self.b, g, vals)
 
+    def call_script_function(self, sf: Any, e: ast.Call) -> Sugared:
+        """A call of an already compiled function (``@jit.script``-decorated, a
+        ``ScriptFunction``): its graph inlined, the arguments bound by its parameter names and
+        defaults as Python binds them."""
+        from scriptmod.jit._script_module import ScriptFunction
+        from scriptmod.jit._structure import bind_keywords
+        assert isinstance(sf, ScriptFunction)
+        args, kwargs = self.args_of(e)
+        g, key = sf.graph, sf.name
+        names = sf._module._arg_names.get("forward", [v.debug_name for v in g.inputs])
+        defaults = {k: PyObj(v) for k, v in sf._module._defaults.get("forward", {}).items()}
+        if len(args) > len(names):
+            raise self.error(f"{key}() takes {len(names)} argument(s), got {len(args)}", e)
+        try:
+            bound = bind_keywords(f"{key}():", names, args, kwargs, defaults)
+        except TypeError as err:
+            raise self.error(str(err), e) from None
+        vals = [self.value(a, e) for a in bound]
+        for v, gi, nm in zip(vals, g.inputs, names):
+            if not _fits(v.type, gi.type):
+                raise self.error(f"{key}(): argument '{nm}' must be {gi.type!r}, got "
+                                 f"{v.type!r}", e)
+        return _inline(self.b, g, vals)
+
+
+# the classes a value typed Any (a Union of scalars) is checked against at run time
+_CLASS_NAMES = {IntType: "int", FloatType: "float", BoolType: "bool", StrType: "str",
+                NoneType: "NoneType"}
 
 # built-in layers whose forward may return its input itself or a view of it (a layer with
 # ``inplace=True`` writes its input and returns it): their result shares the argument's memory

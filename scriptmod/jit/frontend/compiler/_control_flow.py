@@ -14,6 +14,7 @@ from scriptmod.ir.graph import Prim, Value
 from scriptmod.ir.types import (AnyType, BoolType, DictType, IntType, ListType, OptionalType,
                                 TensorType, TupleType)
 from ..annotations import to_ir_type
+from ..errors import FrontendError
 from ._helpers import (BROKE, CONT, RET, RETVAL, _FLAGS, _assigned_names, _compatible, _retyped,
                        _shown, _target_names, _walk_loop_level)
 from ._sugared import Conflict, Exits, ModuleRef, PyObj, Sugared
@@ -102,15 +103,20 @@ class ControlFlowMixin:
             outs.append((self.env, exits))
         (e0, x0), (e1, x1) = outs
         merged = dict(before)
-        names = [k for k in set(e0) | set(e1) if isinstance(e0.get(k), Value)
-                 or isinstance(e1.get(k), Value)]
+        names = [k for k in set(e0) | set(e1) if isinstance(e0.get(k), (Value, PyObj))
+                 or isinstance(e1.get(k), (Value, PyObj))]
         yields: list[tuple[str, Value, Value]] = []
         for k in sorted(names):
             a, c = e0.get(k), e1.get(k)
-            if a is c:
+            if a is c or (isinstance(a, PyObj) and isinstance(c, PyObj) and a.obj is c.obj):
                 if a is not None:
                     merged[k] = a
                 continue
+            if isinstance(a, PyObj) or isinstance(c, PyObj):   # ``dt = torch.float64``
+                a, c = (self.branch_value(x, blk, k, node) for x, blk in zip((a, c), n.blocks))
+                if isinstance(a, Conflict) or isinstance(c, Conflict):
+                    merged[k] = a if isinstance(a, Conflict) else c
+                    continue
             if k in _FLAGS:
                 a = a if isinstance(a, Value) else None
                 c = c if isinstance(c, Value) else None
@@ -154,6 +160,19 @@ class ControlFlowMixin:
         if x0 != Exits.NEVER or x1 != Exits.NEVER:
             return Exits.MAY
         return Exits.NEVER
+
+    def branch_value(self, x: Sugared | None, blk: Any, k: str,
+                     node: ast.AST) -> Sugared | None:
+        """A Python object a branch binds (a dtype, a constant) as a value of that branch,
+        so that the If yields it; a Conflict, read as an error, where it has no value."""
+        if not isinstance(x, PyObj):
+            return x
+        try:
+            with self.b.insert_into(blk):
+                return self.value(x, node)
+        except FrontendError:
+            return Conflict(f"'{_shown(k)}' is a {type(x.obj).__name__} in one branch; "
+                            f"scripted code cannot merge it with the other branch's", node)
 
     # ---- loops --------------------------------------------------------------------------
     def stmt_While(self, st: ast.While) -> int:

@@ -57,17 +57,19 @@ class EntryMixin:
         return self.graph
 
     def _defaults(self, params: list[ast.arg]) -> dict[str, Any]:
-        """Parameter defaults (None, int, float, bool, str or a tuple of them)."""
+        """Parameter defaults (None, int, float, bool, str, a dtype or device, or a tuple of
+        them)."""
         values = getattr(self.fn, "__defaults__", None) or ()
         names = [p.arg for p in params][len(params) - len(values):] if values else []
         out = {}
+        plain = lambda i: type(i) in (int, float, bool, str, DType, Device)  # noqa: E731
         for name, v in zip(names, values):
-            if not (v is None or type(v) in (int, float, bool, str) or (
-                    isinstance(v, tuple) and all(type(i) in (int, float, bool, str)
-                                                 for i in v))):
+            if not (v is None or plain(v) or (isinstance(v, tuple) and all(map(plain, v)))):
                 raise self.error(f"the default of '{name}' must be None, an int, float, bool, "
-                                 f"str or a tuple of them, got {type(v).__name__}", self.fdef)
-            out[name] = v
+                                 f"str, dtype, device or a tuple of them, got "
+                                 f"{type(v).__name__}", self.fdef)
+            # a device as scripted code holds one (``tensor.device``): its str, "cpu"
+            out[name] = str(v) if isinstance(v, Device) else v
         return out
 
     def _final_return(self, f: ast.FunctionDef, exits: int) -> Value:

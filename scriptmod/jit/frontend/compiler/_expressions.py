@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 from typing import Any, Callable
 
 from scriptmod.ir.builder import join_types
 from scriptmod.ir.graph import Prim, Value
 from scriptmod.ir.ops import pyfuncs
 from scriptmod.ir.types import (AnyType, BoolType, FloatType, IntType, ListType, ModuleType,
-                                NumberType, OptionalType, StrType, TensorType, TupleType, Type)
+                                NamedTupleType, NumberType, OptionalType, StrType, TensorType,
+                                TupleType, Type)
 from scriptmod.tensor import Tensor
 from ._helpers import (_BIN_INT, _BIN_PY, _BIN_TENSOR, _CMP_INT, _CMP_PY, _CMP_TENSOR,
-                       _PAIR_FIELDS, _UNSUPPORTED, _compatible, _is_none, _pyname, _static_is)
+                       _PAIR_FIELDS, _UNSUPPORTED, _compatible, _fits, _is_none, _pyname,
+                       _static_is)
 from ._sugared import Conflict, Method, ModuleRef, PyObj, Sugared
 
 
@@ -96,6 +99,8 @@ class ExpressionsMixin:
             if name in ("requires_grad", "grad", "is_leaf", "grad_fn"):
                 raise self.error(f"Tensor.{name} is not supported in scripted code (autograd "
                                  f"state is not visible to scripted code)", e)
+        if isinstance(val.type, NamedTupleType) and name in val.type.fields:
+            return self.b.tuple_index(val, val.type.fields.index(name))   # ``out.boxes``
         if name in _PAIR_FIELDS and isinstance(val.type, TupleType) and len(val.type.elements) == 2:
             return self.b.tuple_index(val, _PAIR_FIELDS[name])   # ``x.sort(1).values``
         return Method(val, name)
@@ -130,6 +135,15 @@ class ExpressionsMixin:
         if isinstance(value, tuple) and all(v is None or type(v) in (int, float, bool, str)
                                             for v in value):
             return PyObj(value)
+        if isinstance(value, list) and len({type(v) for v in value}) <= 1 and all(
+                type(v) in (int, float, bool, str) for v in value):
+            # a list of constants (torchvision's ``Permute.dims``): the list it holds when
+            # scripted, a new one per read
+            return self.b.list_([self.const(v) for v in value], None if value else AnyType)
+        if inspect.ismethod(value) and value.__self__ is mod:
+            return Method(ref, value.__func__.__name__)   # ``self.act = self._mish``
+        if inspect.isfunction(value) or inspect.isbuiltin(value):
+            return PyObj(value)                  # ``self.act = F.gelu``: called as a global
         raise self.error(f"module attribute '{name}' is a {type(value).__name__}; scripted "
                          f"code reads parameters, buffers, submodules and int/float/bool/str "
                          f"constants", e)
@@ -214,7 +228,11 @@ class ExpressionsMixin:
             self.env = saved
 
     def expr_IfExp(self, e: ast.IfExp) -> Sugared:
-        cond = self.truth(self.expr(e.test), e.test)
+        test = self.expr(e.test)
+        static = self.static_truth(test)
+        if static is not None:                   # only the branch taken is compiled
+            return self.expr(e.body if static else e.orelse)
+        cond = self.truth(test, e.test)
 
         def branch(x: ast.expr, holds: bool) -> list[Value]:
             return [self.refined(e.test, holds, lambda: self.value(self.expr(x), x))]
@@ -222,11 +240,19 @@ class ExpressionsMixin:
         return r
 
     def expr_BoolOp(self, e: ast.BoolOp) -> Sugared:
-        first = self.truth(self.expr(e.values[0]), e.values[0])
+        head = self.expr(e.values[0])
+        rest = ast.BoolOp(op=e.op, values=e.values[1:])
+        ast.copy_location(rest, e.values[1 if len(e.values) > 1 else 0])
+        static = self.static_truth(head)
+        if static is not None:
+            # a constant operand decides statically, as TorchScript's: ``not
+            # jit.is_scripting() and ...`` never compiles what follows (eager-only code)
+            if len(e.values) == 1 or static == isinstance(e.op, ast.Or):
+                return self.const(static)
+            return self.expr_BoolOp(rest)
+        first = self.truth(head, e.values[0])
         if len(e.values) == 1:
             return first
-        rest = ast.BoolOp(op=e.op, values=e.values[1:])
-        ast.copy_location(rest, e.values[1])
         right = lambda holds: [self.refined(e.values[0], holds, lambda: self.truth(  # noqa: E731
             self.expr(rest), rest))]
         if isinstance(e.op, ast.And):
@@ -240,6 +266,8 @@ class ExpressionsMixin:
         s = self.static_value(operand)
         if isinstance(e.op, ast.USub) and type(s) in (int, float):
             return self.const(-s)                              # ``-1``: a constant
+        if isinstance(e.op, ast.Not) and self.static_truth(operand) is not None:
+            return self.const(not self.static_truth(operand))
         v = self.value(operand, e.operand)
         if isinstance(e.op, ast.Not):
             return self.op("py_not", self.truth(v, e.operand), node=e)
@@ -269,14 +297,43 @@ class ExpressionsMixin:
             if name is None:
                 raise self.error("unsupported operator for tensors", e)
             return self.op(name, x, y, node=e)
-        if isinstance(x.type, ListType) and isinstance(y.type, ListType) and isinstance(op, ast.Add):
+        if isinstance(x.type, ListType) and isinstance(op, ast.Add) \
+                and isinstance(y.type, TupleType):
+            y = self.tuple_as_list(y, x.type, e)        # ``x.size()[:2] + (a, b)``
+        if isinstance(x.type, ListType) and isinstance(y.type, ListType) and \
+                isinstance(op, ast.Add):
             return self.op("list_concat", x, y, node=e)
+        if isinstance(op, ast.Mult) and ListType in (type(x.type), type(y.type)):
+            return self.repeat_list(x, y, e) if isinstance(x.type, ListType) \
+                else self.repeat_list(y, x, e)
         if x.type == IntType and y.type == IntType and type(op) in _BIN_INT:
             return self.op(_BIN_INT[type(op)], x, y, node=e)
         name = _BIN_PY.get(type(op))
         if name is None:
             raise self.error(f"unsupported operator for {x.type!r} and {y.type!r}", e)
         return self.op(name, x, y, node=e)
+
+    def tuple_as_list(self, tup: Value, like: ListType, e: ast.AST) -> Value:
+        """A tuple whose items fit ``like``'s element, as a list (TorchScript converts a
+        homogeneous tuple where a list is expected: ``x.size()[:2] + (a, b)``)."""
+        assert isinstance(tup.type, TupleType)
+        items = self.b.tuple_unpack(tup) if tup.type.elements else ()
+        elem = like.element
+        for v in items:
+            if elem != AnyType and not _fits(v.type, elem):
+                raise self.error(f"cannot add a {tup.type!r} to a {like!r}: the tuple's items "
+                                 f"must be {elem!r}", e)
+        if elem == AnyType and items:
+            elem = items[0].type
+            for v in items[1:]:
+                elem = join_types(elem, v.type)
+        return self.b.list_(list(items), elem)
+
+    def repeat_list(self, lst: Value, times: Value, e: ast.AST) -> Value:
+        """``lst * n`` / ``n * lst``: a new list of ``n`` copies of ``lst``'s items."""
+        if times.type not in (IntType, BoolType):
+            raise self.error(f"a list repeats an int number of times, got {times.type!r}", e)
+        return self.op("py_call", lst, times, fn="list.repeat", node=e)
 
     def expr_Compare(self, e: ast.Compare) -> Sugared:
         left = self.expr(e.left)
@@ -299,8 +356,10 @@ class ExpressionsMixin:
             static = _static_is(a, c)
             if static is not None:
                 return static if isinstance(op, ast.Is) else not static
-            v = self.value(a if not _is_none(a) else c, e)
-            r = self.op("py_is_none", v, node=e)
+            if _is_none(a) or _is_none(c):
+                r = self.op("py_is_none", self.value(a if not _is_none(a) else c, e), node=e)
+            else:
+                r = self.is_bool(self.value(a, e), self.value(c, e), e)
             return r if isinstance(op, ast.Is) else self.op("py_not", r, node=e)
         if isinstance(op, (ast.In, ast.NotIn)) and self.tuple_items(c, e) is not None:
             r = self.contains(a, self.tuple_items(c, e), e)
@@ -323,6 +382,18 @@ class ExpressionsMixin:
             r = self.op("list_eq", x, y, node=e)     # ``x.shape == y.shape``
             return r if isinstance(op, ast.Eq) else self.op("py_not", r, node=e)
         return self.op(_CMP_PY[type(op)], x, y, node=e)
+
+    def is_bool(self, x: Value, y: Value, e: ast.AST) -> Value:
+        """``x is True`` (``is`` other than with None): of bools, their equality; of a
+        value typed Any (a Union) and a bool, whether it is a bool equal to it."""
+        if x.type == BoolType and y.type == BoolType:
+            return self.op("py_eq", x, y, node=e)
+        if {x.type, y.type} == {BoolType, AnyType}:
+            other = x if x.type == AnyType else y
+            is_bool = self.op("py_call", other, self.const("bool"), fn="isinstance", node=e)
+            return self.op("py_and", is_bool, self.op("py_eq", x, y, node=e), node=e)
+        raise self.error(f"'is' compares with None, or bools, in scripted code; got "
+                         f"{x.type!r} and {y.type!r} (use ==)", e)
 
     def tuple_items(self, v: Sugared, e: ast.AST) -> list[Sugared] | None:
         """The items of a tuple (a literal, a constant one, or a tuple value), else None."""
@@ -361,7 +432,8 @@ class ExpressionsMixin:
         if isinstance(val.type, ListType):
             return self.op("int_ne", self.op("list_len", val, node=node), self.const(0),
                            node=node)
-        if isinstance(val.type, TensorType) or val.type in (IntType, FloatType, StrType) or \
+        if isinstance(val.type, TensorType) or val.type in (IntType, FloatType, StrType,
+                                                            AnyType) or \
                 isinstance(val.type, OptionalType):
             return self.op("py_bool", val, node=node)
         raise self.error(f"cannot use a {val.type!r} as a condition", node)
@@ -458,6 +530,8 @@ class ExpressionsMixin:
             if isinstance(s, int) and not isinstance(s, bool):
                 return s
             val = self.value(v, p)
+            if isinstance(val.type, TensorType):      # a 0-dim tensor, as int (TorchScript)
+                val = self.op("py_int", val, node=p)
             if val.type not in (IntType,):
                 raise self.error(f"a slice bound must be an int, got {val.type!r}", p)
             operands.append(val)

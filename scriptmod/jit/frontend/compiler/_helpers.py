@@ -16,6 +16,7 @@ from scriptmod.ir.types import (AnyType, BoolType, DictType, FloatType, IntType,
                                 NoneType, OptionalType, TensorType, TupleType, Type)
 from .. import library
 from ..annotations import to_ir_type
+from ._aliasing import VIEW_CALLS
 from ._sugared import ModuleRef, PyObj, Sugared
 
 
@@ -29,7 +30,8 @@ _BIN_TENSOR = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
 _BIN_INT = {ast.Add: "int_add", ast.Sub: "int_sub", ast.Mult: "int_mul",
             ast.FloorDiv: "int_floordiv", ast.Mod: "int_mod"}
 _BIN_PY = {ast.Add: "py_add", ast.Sub: "py_sub", ast.Mult: "py_mul", ast.Div: "py_truediv",
-           ast.FloorDiv: "py_floordiv", ast.Mod: "py_mod", ast.Pow: "py_pow"}
+           ast.FloorDiv: "py_floordiv", ast.Mod: "py_mod", ast.Pow: "py_pow",
+           ast.BitAnd: "py_and", ast.BitOr: "py_or", ast.BitXor: "py_xor"}
 _CMP_TENSOR = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
                ast.GtE: "ge"}
 _CMP_INT = {ast.Eq: "int_eq", ast.NotEq: "int_ne", ast.Lt: "int_lt", ast.LtE: "int_le",
@@ -104,6 +106,14 @@ def _storage(v: Value, aliases: dict[Value, Value | None] | None = None) -> str:
         alias = aliases[v]
         return "fresh" if alias is None else _storage(alias, aliases)
     n = v.node
+    if n.kind == Prim.UNINITIALIZED:     # a placeholder on a path that returned: never read
+        return "fresh"
+    if n.kind == Prim.TUPLE_INDEX and n.inputs[0].node.kind == Prim.TUPLE_CONSTRUCT:
+        return _storage(n.inputs[0].node.inputs[n.attrs["index"]], aliases)   # (``_retyped``)
+    if n.kind == Prim.IF:                # either branch's: an argument or a fresh tensor
+        kinds = {_storage(blk.outputs[v.index], aliases) for blk in n.blocks}
+        return "shared" if "shared" in kinds else "argument" if "argument" in kinds else \
+            "fresh"                      # (``if not inplace: img = img.clone()``)
     if n.kind == Prim.PARAM:
         if n.owning_block is n.graph.block:
             return "argument"
@@ -117,7 +127,14 @@ def _storage(v: Value, aliases: dict[Value, Value | None] | None = None) -> str:
             return "fresh"
     if n.kind == Prim.CALL_FUNCTION and not n.attrs.get("method"):
         name = n.attrs.get("name", "").rsplit(".", 1)[-1]
-        return "shared" if name in _VIEWS else "fresh"     # a library call: a new tensor
+        if name not in _VIEWS:
+            return "fresh"                                 # a library call: a new tensor
+        base = n.inputs[0] if n.inputs and n.attrs.get("args", [])[:1] == [["v", 0]] else None
+        # a true view of a tensor this function made is no one else's either (a write
+        # through it reaches its base: ``_aliasing``); a conversion (``.float()``) may be the
+        # tensor itself or a copy, so a write into it stays refused
+        return "fresh" if base is not None and name in VIEW_CALLS and \
+            _storage(base, aliases) == "fresh" else "shared"
     return "shared"
 
 
@@ -349,8 +366,8 @@ def _result_type(name: str, rest: list[Any] | None = None,
         extra = sum(_static_true(v) for v in given)
         if extra:
             return TupleType(tuple(TensorType() for _ in range(1 + extra)))
-    if name in _INT_RESULTS:
-        return IntType
+    if name in _INT_RESULTS or (name in ("size", "stride") and (rest or kwargs)):
+        return IntType                          # ``x.size(d)`` of a run-time ``d``: an int
     if name in _BOOL_RESULTS:
         return BoolType
     return TensorType()

@@ -8,11 +8,13 @@ import ast
 from typing import Any
 
 from scriptmod.ir.graph import Prim, Value
-from scriptmod.ir.types import (AnyType, BoolType, FloatType, IntType, ListType, NumberType,
-                                OptionalType, StrType, TensorType, TupleType, Type)
+from scriptmod.ir.types import (AnyType, BoolType, FloatType, IntType, ListType, NamedTupleType,
+                                NumberType, OptionalType, StrType, TensorType, TupleType, Type)
 from ..annotations import to_ir_type
+from ..errors import FrontendError
 from ._helpers import (BROKE, CONT, RET, RETVAL, _FLAGS, _OPS_TEXT, _UNSUPPORTED, _compatible,
                        _fits, _name_after, _refine_list, _storage)
+from ._aliasing import view_chain
 from ._sugared import Exits, ModuleRef, PyObj, Sugared
 
 
@@ -55,7 +57,7 @@ class StatementsMixin:
 
     def stmt(self, st: ast.stmt) -> int:
         for t, what in _UNSUPPORTED.items():
-            if isinstance(st, t):
+            if isinstance(st, t) and not (isinstance(st, ast.With) and self._grad_modes(st)):
                 raise self.error(f"{what} are not supported in scripted code", st)
         self.b.source = self.source(st)
         method = getattr(self, f"stmt_{type(st).__name__}", None)
@@ -63,6 +65,41 @@ class StatementsMixin:
             raise self.error(f"'{type(st).__name__}' statements are not supported in "
                              f"scripted code", st)
         return method(st) or Exits.NEVER
+
+    def stmt_With(self, st: ast.With) -> int:
+        """``with torch.no_grad():`` (the tensors it binds come out detached: values
+        computed without recording gradients) or ``torch.enable_grad()``; ``stmt`` refuses
+        other context managers."""
+        before = dict(self.env)
+        exits = self.block(st.body)
+        if "no_grad" in self._grad_modes(st):
+            for name, v in list(self.env.items()):
+                if isinstance(v, Value) and isinstance(v.type, TensorType) and \
+                        before.get(name) is not v:
+                    self.env[name] = self.library_call(   # type: ignore[attr-defined]
+                        "Tensor.detach", [v], {}, st, v.type)
+        return exits
+
+    def _grad_modes(self, st: ast.With) -> list[str]:
+        """The grad modes a ``with`` sets (``no_grad``, ``enable_grad``, ``inference_mode``
+        counts as ``no_grad``), or [] where an item is another context manager."""
+        import scriptmod
+        modes = {scriptmod.no_grad: "no_grad", scriptmod.inference_mode: "no_grad",
+                 scriptmod.enable_grad: "enable_grad"}
+        out = []
+        for item in st.items:
+            e = item.context_expr
+            if item.optional_vars is not None or not isinstance(e, ast.Call) or e.args \
+                    or e.keywords:
+                return []
+            try:
+                obj = self.static_type(e.func)            # type: ignore[attr-defined]
+            except FrontendError:
+                return []
+            if obj not in modes:
+                return []
+            out.append(modes[obj])
+        return out
 
     def stmt_Pass(self, st: ast.Pass) -> int:
         return Exits.NEVER
@@ -112,15 +149,17 @@ class StatementsMixin:
             kind = _storage(cur, self.aliases)
             if kind == "argument":
                 # an argument updated in place: the caller sees it, as with Python's ``+=``
-                out = self.op("copy_", cur, out, node=st)
-            elif kind == "shared":
+                out = self.mutated(cur, self.op("copy_", cur, out, node=st), st)
+            elif kind == "fresh" or view_chain(cur) is not None or \
+                    self._unshared(cur):               # type: ignore[attr-defined]
+                out = self.mutated(cur, out, st)   # every name of it, a view's base too
+            else:
                 sym = _OPS_TEXT.get(type(st.op), "?=")
                 raise self.error(f"'{st.target.id} {sym} ...' updates in place a tensor that "
-                                 f"may share memory with another (a view, an element of a list, "
-                                 f"a parameter, a library call's result), which scripted code "
+                                 f"may share memory with another (an element of a list, a "
+                                 f"parameter, a library call's result), which scripted code "
                                  f"does not support yet; write {st.target.id} = "
                                  f"{st.target.id} {sym[:-1]} ...", st)
-            # else: a tensor an op of this function made; rebinding its name is the same
         self.assign(st.target, out, st)
         return Exits.NEVER
 
@@ -190,20 +229,20 @@ class StatementsMixin:
                     node=node)
             return
         if isinstance(obj.type, TensorType):
-            if not isinstance(target.value, ast.Name) or _storage(obj, self.aliases) == "shared":
+            if view_chain(obj) is None and (not isinstance(target.value, ast.Name) or
+                                            _storage(obj, self.aliases) == "shared") \
+                    and not self._unshared(obj):        # type: ignore[attr-defined]
                 raise self.error("a store into a tensor that may share memory with another (a "
-                                 "view such as x[0] or x.t(), a parameter, a library call's "
-                                 "result) is not supported in scripted code yet; index the "
-                                 "base tensor itself (x[0, 1] = v)", target)
+                                 "parameter, an element of a list, a library call's result) "
+                                 "is not supported in scripted code yet; index the base "
+                                 "tensor itself (x[0, 1] = v)", target)
             spec, operands = self.index_spec(target.slice, obj)
             if not isinstance(val.type, TensorType):
                 if val.type not in (IntType, FloatType, BoolType):
                     raise self.error(f"cannot store a {val.type!r} into a tensor", node)
                 val = self.op("full", self.b.list_([], IntType), val, node=node)
             out = self.op("index_put", obj, val, *operands, spec=spec, node=node)
-            new = self.op("copy_", obj, out, node=node)
-            if isinstance(target.value, ast.Name):
-                self.env[target.value.id] = new
+            self.mutated(obj, self.op("copy_", obj, out, node=node), node)
             return
         raise self.error(f"cannot assign into a {obj.type!r}", target)
 
@@ -214,6 +253,11 @@ class StatementsMixin:
                     "int() or float())") if v.type == NumberType else ""
             raise self.error(f"function '{self.name}' is annotated to return "
                              f"{self.return_type!r} but returns {v.type!r}{hint}", st)
+        if isinstance(self.return_type, NamedTupleType) and not isinstance(v.type, NamedTupleType):
+            # a plain tuple returned as a NamedTuple: its callers read the fields by name
+            items = [self.b.tuple_index(v, i) for i in range(len(v.type.elements))]
+            v = self.b.node(Prim.TUPLE_CONSTRUCT, items, [self.return_type.plain(
+                tuple(i.type for i in items))]).output
         old = self.env.get(RETVAL)
         if isinstance(old, Value) and not _compatible(old.type, v.type):
             raise self.error(f"function '{self.name}' returns {old.type!r} on one path and "

@@ -8,7 +8,8 @@ differs where control flow merges is still an error, but only where the name is 
 from __future__ import annotations
 
 import math
-from typing import List
+import warnings
+from typing import Any, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import pytest
@@ -279,3 +280,271 @@ def test_a_lambda_is_refused_with_a_frontend_error() -> None:
     table = {"double": (lambda x: x * 2, 1)}
     with pytest.raises(FrontendError, match="cannot script a lambda .*define it with 'def'"):
         sm.jit.script(table["double"][0])
+
+
+class _Detections(NamedTuple):
+    boxes: sm.Tensor
+    scores: sm.Tensor
+    count: int
+    label: str = "box"
+
+
+def _detect(x: sm.Tensor) -> _Detections:
+    return _Detections(x * 2, scores=x.sum(1), count=x.size(0))
+
+
+def _read_fields(x: sm.Tensor) -> sm.Tensor:
+    d = _detect(x)
+    boxes, scores, n, label = d
+    return d.boxes + d.scores[:, None] * d.count + d[0] + boxes * n + len(label)
+
+
+def _plain_tuple_as_named(x: sm.Tensor) -> _Detections:
+    return (x, x[:, 0], 1, "plain")
+
+
+class _Head(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x: sm.Tensor) -> _Detections:
+        return _Detections(self.fc(x), self.fc(x).amax(1), x.size(0))
+
+
+@pytest.mark.parametrize("fn", [_detect, _read_fields, _plain_tuple_as_named])
+def test_namedtuple_results_fields_and_class(fn) -> None:
+    """A ``NamedTuple`` class builds (fields by position or keyword, defaults), reads by
+    name, index and unpacking, and a function declared to return it gives an instance of
+    the class, as TorchScript's NamedTuple."""
+    x = sm.randn(4, 3)
+    want, got = fn(x), sm.jit.script(fn)(x)
+    # (a plain tuple returned where the NamedTuple is declared comes back as the class too)
+    assert type(got) is (type(want) if fn is _read_fields else _Detections)
+    for g, w in zip(got, want):
+        if isinstance(w, sm.Tensor):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+        else:
+            assert g == w
+
+
+def test_namedtuple_from_a_module_survives_save_and_load(tmp_path) -> None:
+    """A scripted module's NamedTuple result comes back as the class, and after ``jit.load``
+    (no user class) as a namedtuple of the same name and fields."""
+    m = _Head().eval()
+    s = sm.jit.script(m)
+    x = sm.randn(5, 3)
+    with sm.no_grad():
+        want, got = m(x), s(x)
+    assert type(got) is _Detections and got.count == 5
+    np.testing.assert_allclose(got.boxes.numpy(), want.boxes.numpy(), rtol=1e-5, atol=1e-6)
+    sm.jit.save(s, tmp_path / "head.smod")
+    loaded = sm.jit.load(tmp_path / "head.smod")
+    with sm.no_grad():
+        again = loaded(x)
+    assert type(again).__name__ == "_Detections" and again._fields == _Detections._fields
+    np.testing.assert_allclose(again.scores.numpy(), want.scores.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _wrong_field(x: sm.Tensor) -> _Detections:
+    return _Detections(x, 1, 2)
+
+
+def test_a_namedtuple_field_of_the_wrong_type_is_a_frontend_error() -> None:
+    with pytest.raises(FrontendError, match="field 'scores' must be Tensor, got int"):
+        sm.jit.script(_wrong_field)
+
+
+def _log_usage(obj: Any) -> None:
+    pass
+
+
+def _eager_only(x: sm.Tensor) -> sm.Tensor:
+    if not sm.jit.is_scripting() and not sm.jit.is_tracing():
+        _log_usage(_eager_only)                   # a function value: never compiled
+    y = x * 2 if sm.jit.is_scripting() else x.undefined_method()
+    return y if sm.jit.is_scripting() or x.also_undefined() else x
+
+
+def _takes_any(tag: Any, x: sm.Tensor) -> sm.Tensor:
+    _log_usage(tag)
+    return x + 1
+
+
+def test_is_scripting_decides_statically_and_any_passes_through() -> None:
+    """``not jit.is_scripting() and ...``, ``a if jit.is_scripting() else b`` and ``or``
+    fold as TorchScript's do: the eager-only side is never compiled (torchvision's
+    ``_log_api_usage_once`` guard); an ``Any`` parameter takes any value."""
+    x = sm.randn(3)
+    np.testing.assert_allclose(sm.jit.script(_eager_only)(x).numpy(), (x * 2).numpy())
+    s = sm.jit.script(_takes_any)
+    for tag in (3, "a", None, [1, 2]):
+        np.testing.assert_allclose(s(tag, x).numpy(), (x + 1).numpy())
+
+
+# ---- issue 42, second round: the corpus's remaining constructs ------------------------------
+
+def _size_plus_tuple(x: sm.Tensor, a: int) -> List[int]:
+    return x.size()[:2] + (a, 3) + x.shape[:-1] + (-1,)
+
+
+def _repeat_lists(xs: List[float], n: int) -> List[float]:
+    return 2 * xs + xs * n
+
+
+def test_list_plus_a_tuple_and_list_repetition() -> None:
+    """``x.size()[:2] + (a, b)`` is a list, as in TorchScript (DeBERTa, Conv1D); ``n * lst``
+    and ``lst * n`` repeat it (torchaudio's median smoothing)."""
+    x = sm.zeros(2, 3, 4)
+    assert sm.jit.script(_size_plus_tuple)(x, 5) == [2, 3, 5, 3, 2, 3, -1]
+    assert sm.jit.script(_repeat_lists)([1.0, 2.0], 2) == _repeat_lists([1.0, 2.0], 2)
+
+
+def _list_plus_float_tuple(x: sm.Tensor) -> List[int]:
+    return x.size() + (1.5,)
+
+
+def test_a_tuple_of_other_items_does_not_add_to_a_list() -> None:
+    with pytest.raises(FrontendError, match=r"cannot add a \(float\) to a int\[\]") as info:
+        sm.jit.script(_list_plus_float_tuple)
+    assert "test_public_idioms.py" in str(info.value) and "~~~" in str(info.value)
+
+
+@sm.jit.script
+def _scripted_helper(x: sm.Tensor, n: int = 2, y: Optional[sm.Tensor] = None) -> sm.Tensor:
+    if y is not None:
+        x = x + y
+    return x * n
+
+
+def _calls_scripted(x: sm.Tensor) -> sm.Tensor:
+    return _scripted_helper(x) + _scripted_helper(x, 3) + _scripted_helper(n=1, x=x, y=x)
+
+
+def _calls_scripted_badly(x: sm.Tensor) -> sm.Tensor:
+    return _scripted_helper(x, z=1)
+
+
+def test_calling_a_scripted_function_binds_names_and_defaults() -> None:
+    """A ``@jit.script``-decorated function called from scripted code (fairseq's model_utils,
+    DeBERTa's helpers): its graph inlined, arguments bound as Python binds them."""
+    x = sm.randn(3)
+    np.testing.assert_allclose(sm.jit.script(_calls_scripted)(x).numpy(),
+                               _calls_scripted(x).numpy(), rtol=1e-6)
+    with pytest.raises(FrontendError, match=r"unexpected keyword argument\(s\) \['z'\]"):
+        sm.jit.script(_calls_scripted_badly)
+
+
+def _warns(x: sm.Tensor, n: int) -> sm.Tensor:
+    if n > 2:
+        warnings.warn(f"n is {n}")
+    if n > 3:
+        warnings.warn("deprecated", DeprecationWarning, stacklevel=2)
+    return x
+
+
+def test_warnings_warn_warns_when_the_program_runs() -> None:
+    s = sm.jit.script(_warns)
+    for n, want in ((1, []), (3, [(UserWarning, "n is 3")]),
+                    (4, [(UserWarning, "n is 4"), (DeprecationWarning, "deprecated")])):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            s(sm.ones(1), n)
+        assert [(w.category, str(w.message)) for w in seen] == want
+
+
+_CPU = sm.device("cpu")
+
+
+def _device_and_dtype(x: sm.Tensor, device: sm.device = _CPU,
+                      dtype: Optional[sm.dtype] = None) -> sm.Tensor:
+    if dtype is None:
+        dtype = sm.float64
+    return sm.zeros(2, device=device, dtype=dtype) + x.to(device)
+
+
+def _dtype_in_a_branch(x: sm.Tensor, wide: bool) -> sm.Tensor:
+    dt = sm.float32
+    if wide:
+        dt = sm.float64
+    return x.to(dt)
+
+
+def test_device_and_dtype_annotations_and_defaults() -> None:
+    """``device: torch.device = torch.device("cpu")`` and ``Optional[torch.dtype]``
+    (torchaudio's resample kernel, fairseq's mask_for_xformers); a dtype bound in one
+    branch is the If's value (it was the value before the If)."""
+    s, x = sm.jit.script(_device_and_dtype), sm.ones(1)
+    for args in ((), (sm.device("cpu"), sm.int32), (_CPU, sm.float32)):
+        got, want = s(x, *args), _device_and_dtype(x, *args)
+        assert got.dtype == want.dtype and np.allclose(got.numpy(), want.numpy())
+    b = sm.jit.script(_dtype_in_a_branch)
+    assert b(x, True).dtype == sm.float64 and b(x, False).dtype == sm.float32
+
+
+def _norms(normalized: Union[str, bool]) -> Tuple[bool, bool]:
+    frame, window = False, False
+    if sm.jit.isinstance(normalized, str):
+        if normalized not in ["frame_length", "window"]:
+            raise ValueError("Invalid normalized parameter: {}".format(normalized))
+        frame = normalized == "frame_length"
+        window = normalized == "window"
+    elif isinstance(normalized, bool):
+        if normalized:
+            window = True
+        if normalized is True:
+            frame = True
+    return frame, window
+
+
+def test_a_union_of_scalars_is_told_apart_at_run_time() -> None:
+    """``Union[bool, str]`` (torchaudio's spectrogram ``normalized``): ``jit.isinstance``,
+    ``==``, truth and ``is True`` on it, as Python."""
+    s = sm.jit.script(_norms)
+    for v in (False, True, "window", "frame_length"):
+        assert s(v) == _norms(v), v
+    with pytest.raises(ValueError, match="Invalid normalized parameter: x"):
+        s("x")
+
+
+def _bool_ops(a: bool, b: bool, i: int, j: int) -> Tuple[bool, bool, bool, int, int, int]:
+    assert a ^ b
+    return a ^ b, a & b, a | b, i & j, i | j, i ^ j
+
+
+def _tensor_bound(x: sm.Tensor, n: sm.Tensor) -> sm.Tensor:
+    return x[:, :n] * sm.is_complex(x)
+
+
+def _real_part(x: sm.Tensor) -> sm.Tensor:
+    return x.real + x.T.imag
+
+
+def test_bool_operators_tensor_slice_bounds_is_complex_and_real() -> None:
+    """``a ^ b`` of bools (fairseq), a 0-dim tensor as a slice bound (VITS),
+    ``torch.is_complex`` (torchaudio's TimeStretch) and ``.code`` writing ``x.real`` as the
+    property it is (torchaudio's _tik_reg)."""
+    s = sm.jit.script(_bool_ops)
+    assert s(True, False, 6, 3) == _bool_ops(True, False, 6, 3)
+    with pytest.raises(AssertionError):
+        s(True, True, 1, 1)
+    x = sm.arange(12.).reshape(3, 4)
+    for k in (1, 3):
+        assert sm.jit.script(_tensor_bound)(x, sm.tensor(k)).shape == (3, k)
+    assert not sm.is_complex(x) and sm.is_complex(x.to(sm.complex64))
+    c = sm.jit.script(_real_part)
+    assert "x.real\n" in c.code and ".real()" not in c.code
+    z = sm.ones(2, 2, dtype=sm.complex64)
+    np.testing.assert_allclose(c(z).numpy(), _real_part(z).numpy())
+
+
+def _floating_only(x: sm.Tensor) -> sm.Tensor:
+    return x * 2 if sm.is_floating_point(x) else x
+
+
+def test_top_level_is_floating_point() -> None:
+    """``torch.is_floating_point(t)`` (torchvision's ``adjust_contrast``), eager and scripted."""
+    s = sm.jit.script(_floating_only)
+    for x in (sm.ones(2), sm.ones(2, dtype=sm.int64), sm.ones(2, dtype=sm.float64)):
+        assert sm.is_floating_point(x) == x.is_floating_point()
+        np.testing.assert_array_equal(s(x).numpy(), _floating_only(x).numpy())
