@@ -19,17 +19,18 @@ replaying the chain of views on an index tensor: ``idx = arange(base.numel())`` 
 position in the base, and ``base.view(-1)[idx.view(-1)] = new.expand_as(idx)`` writes them
 back: one scatter per write, whatever the chain.
 
-Not covered, where scripted code keeps the value it computed and eager may differ: views
-held in lists or tuples (``a, b = x.chunk(2)``), and ``reshape``/``flatten``/
-``contiguous``/``to`` results, which share storage only for some inputs.
+Items of a list of views (``a, b = x.chunk(2)``, ``x.unbind(0)[i]``) are views too.
+Not covered, where scripted code refuses the write or keeps its value: ``reshape``/
+``flatten``/``contiguous``/``to`` results of a tensor a name holds, which share storage only
+for some inputs, and views stored into a list the program builds.
 """
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Tuple, Union
 
 from scriptmod.ir.graph import Node, Prim, Value
-from scriptmod.ir.types import TensorType
+from scriptmod.ir.types import ListType, TensorType
 from ._sugared import PyObj
 
 # library calls whose result always shares its first argument's storage
@@ -37,6 +38,9 @@ VIEW_CALLS = frozenset({"view", "view_as", "t", "T", "mT", "transpose", "swapaxe
                         "swapdims", "permute", "expand", "expand_as", "narrow", "select",
                         "squeeze", "unsqueeze", "movedim", "moveaxis", "diagonal", "unflatten",
                         "detach", "as_strided"})
+# library calls whose result is a list of views of their first argument
+LIST_VIEW_CALLS = frozenset({"chunk", "split", "unbind", "tensor_split", "split_with_sizes",
+                             "hsplit", "vsplit", "dsplit"})
 _BASIC_INDEX = frozenset({"int", "slice", "none", "ellipsis"})
 # in-place Tensor methods that do not write the tensor's values
 _NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad_", "resize_",
@@ -50,14 +54,33 @@ def writes_in_place(method: str) -> bool:
     return method.endswith("_") and not method.startswith("_") and method not in _NOT_WRITES
 
 
-def view_chain(v: Value) -> tuple[Value, list[Node]] | None:
-    """``v`` as a chain of views of a base tensor: the base and the view nodes from it to
-    ``v``, or None where ``v`` is no view (``copy_``'s output is the tensor written, a base)."""
-    chain: list[Node] = []
-    while _is_view_node(v.node):
-        chain.append(v.node)
-        v = v.node.inputs[0]
-    return (v, chain[::-1]) if chain else None
+# a step of a view chain: a view node, or (a list read, which output) of a list of views
+Step = Union[Node, Tuple[Node, int]]
+
+
+def view_chain(v: Value) -> tuple[Value, list[Step]] | None:
+    """``v`` as a chain of views of a base tensor: the base and the steps from it to ``v``,
+    or None where ``v`` is no view (``copy_``'s output is the tensor written, a base). A
+    step is a view node, or an item of a list of views (``a, b = x.chunk(2)``,
+    ``x.unbind(0)[i]``): the read of the list and which of its outputs."""
+    chain: list[Step] = []
+    while True:
+        n = v.node
+        if _is_view_node(n):
+            chain.append(n)
+            v = n.inputs[0]
+        elif n.kind in (Prim.LIST_UNPACK, "sm::list_get") and _is_list_of_views(
+                n.inputs[0].node):
+            chain.append((n, v.index))
+            v = n.inputs[0].node.inputs[0]
+        else:
+            return (v, chain[::-1]) if chain else None
+
+
+def _is_list_of_views(n: Node) -> bool:
+    return n.kind == Prim.CALL_FUNCTION and not n.attrs.get("method") and bool(n.inputs) and \
+        str(n.attrs.get("name", "")).rsplit(".", 1)[-1] in LIST_VIEW_CALLS and \
+        n.attrs.get("args", [])[:1] == [["v", 0]]
 
 
 def _is_view_node(n: Node) -> bool:
@@ -89,24 +112,47 @@ class AliasingMixin:
         if chain is not None:
             now[id(old)] = self._replay(written, views)
         for name, v in list(self.env.items()):
-            if not (isinstance(v, Value) and isinstance(v.type, TensorType)):
+            if not isinstance(v, Value):
                 continue
             if id(v) not in now:
-                other = view_chain(v)                 # another view of the same base
-                if other is None or other[0] is not base:
+                again = self._taken_again(v, base, written)
+                if again is None:
                     continue
-                now[id(v)] = self._replay(written, other[1])
+                now[id(v)] = again
             self.env[name] = now[id(v)]
         return now[id(old)]
 
-    def _replay(self, x: Value, views: list[Node]) -> Value:
+    def _taken_again(self, v: Value, base: Value, written: Value) -> Value | None:
+        """``v`` taken again from ``written`` where it is a view of ``base``, or a list of
+        views of it (``pieces = y.split(1)``); else None."""
+        if isinstance(v.type, TensorType):
+            chain = view_chain(v)
+            return self._replay(written, chain[1]) if chain and chain[0] is base else None
+        if isinstance(v.type, ListType) and _is_list_of_views(v.node):
+            src = v.node.inputs[0]
+            root, steps = view_chain(src) or (src, [])
+            if root is base:
+                return self._again(v.node, self._replay(written, steps), [v.type]).output
+        return None
+
+    def _replay(self, x: Value, views: list[Step]) -> Value:
         """The views of ``views`` taken again from ``x`` (their other inputs and attributes
         as they were)."""
-        for n in views:
-            x = self.b.node(n.kind, [x, *n.inputs[1:]], [TensorType()], dict(n.attrs)).output
+        for step in views:
+            if isinstance(step, Node):
+                x = self._again(step, x, [TensorType()]).output
+                continue
+            read, k = step
+            call = read.inputs[0].node
+            items = self._again(call, x, [call.output.type]).output
+            x = self._again(read, items, [TensorType()] * len(read.outputs)).outputs[k]
         return x
 
-    def _write_back(self, base: Value, views: list[Node], new: Value,
+    def _again(self, n: Node, x: Value, types: list[Any]) -> Node:
+        """A copy of ``n`` that reads ``x`` in place of its first input."""
+        return self.b.node(n.kind, [x, *n.inputs[1:]], types, dict(n.attrs))
+
+    def _write_back(self, base: Value, views: list[Step], new: Value,
                     node: ast.AST) -> Value:
         """``base`` with the elements the view chain ``views`` selects replaced by ``new``,
         written into ``base``'s storage (``copy_``)."""

@@ -110,3 +110,26 @@ def divide_a_rebound_reshape(x):
     s /= 4.0
     s[0] = 9.0
     return s
+
+
+def write_chunks(x):
+    a, b = x.chunk(2, dim=1)
+    a.mul_(10.0)
+    b += 1.0
+    return x
+
+
+def write_unbound_rows(x):
+    rows = x.unbind(0)
+    for i in range(len(rows)):
+        rows[i].add_(float(i))
+    return x
+
+
+def write_split_pieces(x):
+    y = x.clone()
+    pieces = y.split(1, dim=0)
+    pieces[1].fill_(-1.0)
+    first = pieces[0]
+    first[0, 0] = 42.0
+    return y
