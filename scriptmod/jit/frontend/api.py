@@ -173,6 +173,9 @@ class _ModuleScripter:
                 sm.register_buffer(name, b, persistent=name not in mod._non_persistent_buffers_set)
             for name, child in mod._modules.items():
                 sm.add_module(name, None if child is None else self.module(child))
+            for name, value in vars(mod).items():       # a plain tensor attribute (not a
+                if isinstance(value, Tensor) and not name.startswith("__"):   # buffer): a
+                    sm.register_buffer(name, value, persistent=False)  # TorchScript attribute
         sm.training = mod.training
         return sm
 

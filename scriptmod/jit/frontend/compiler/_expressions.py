@@ -115,6 +115,9 @@ class ExpressionsMixin:
                     return self.const(None)
                 from scriptmod.jit._tracer import tensor_type
                 return self.b.get_attr(ref.value, name, tensor_type(t))
+        if isinstance(d.get(name), Tensor):         # a plain tensor attribute: the
+            from scriptmod.jit._tracer import tensor_type   # ScriptModule holds it as a
+            return self.b.get_attr(ref.value, name, tensor_type(d[name]))   # buffer
         if name in d.get("_modules", {}):
             child = d["_modules"][name]
             if child is None:

@@ -112,3 +112,29 @@ def test_unsigned_dtypes_are_names_and_dtype_defaults_save(tmp_path) -> None:
     for make in (lambda: sm.zeros(2, dtype=sm.uint16), lambda: sm.ones(2).to(sm.uint32)):
         with pytest.raises(TypeError, match="no uint"):
             make()
+
+
+class _Cached(nn.Module):                     # fairseq's rotary embedding keeps its cache so
+    def __init__(self) -> None:
+        super().__init__()
+        self.cached = sm.zeros(2, 2)          # a plain tensor attribute, not a buffer
+        self.scale = sm.tensor(3.0)
+
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        if float(x.sum()) > 5:
+            self.cached = x * 2
+        return self.cached * self.scale + x
+
+
+def test_plain_tensor_attributes_are_read_and_written(tmp_path) -> None:
+    """A tensor attribute that is no parameter or buffer is a TorchScript attribute: read,
+    written in ``forward`` (the write persists across calls, as in eager) and saved, and
+    not in the ``state_dict`` (as eager's)."""
+    m, s = _Cached(), sm.jit.script(_Cached())
+    for k in (1.0, 2.0, 1.0):
+        x = sm.full((2, 2), k)
+        np.testing.assert_array_equal(s(x).numpy(), m(x).numpy())
+    assert list(s.state_dict()) == list(m.state_dict()) == []
+    sm.jit.save(s, tmp_path / "c.smod")
+    np.testing.assert_array_equal(sm.jit.load(tmp_path / "c.smod")(sm.ones(2, 2)).numpy(),
+                                  m(sm.ones(2, 2)).numpy())
