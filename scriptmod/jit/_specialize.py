@@ -568,8 +568,18 @@ def _registry_get(d: dict, name: str) -> Any:
 
 
 def _array_set_attr(obj: Any, name: str, value: Any) -> None:
+    """``obj.name = value`` from compiled code: a tensor attribute is written in place (the
+    compiled graphs and their specializations hold its storage), so the value must have its
+    shape and dtype; a different one is an error, never a broadcast into the old shape."""
     cur = getattr(obj, name)
     if isinstance(cur, Tensor):
+        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+        if shape != cur._data.shape or dtype != cur._data.dtype:
+            raise RuntimeError(
+                f"attribute '{name}' of {type(obj).__name__}: compiled code writes a tensor "
+                f"attribute in place, so the new value must keep its shape "
+                f"{tuple(cur._data.shape)} and dtype {cur.dtype}; got shape "
+                f"{None if shape is None else tuple(shape)}, dtype {dtype}")
         cur._data[...] = value
         cur._vc[0] += 1
     else:

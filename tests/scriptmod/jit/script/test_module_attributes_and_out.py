@@ -138,3 +138,23 @@ def test_plain_tensor_attributes_are_read_and_written(tmp_path) -> None:
     sm.jit.save(s, tmp_path / "c.smod")
     np.testing.assert_array_equal(sm.jit.load(tmp_path / "c.smod")(sm.ones(2, 2)).numpy(),
                                   m(sm.ones(2, 2)).numpy())
+
+
+class _Rewrites(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cached", sm.zeros(2, 2))
+
+    def forward(self, x: sm.Tensor) -> sm.Tensor:
+        self.cached = x * 2
+        return self.cached + 1
+
+
+def test_a_tensor_attribute_write_of_another_shape_is_an_error_not_a_broadcast() -> None:
+    """Compiled code writes a tensor attribute in place; a value of another shape raised
+    nothing and was broadcast into the old one ((1, 2) into (2, 2)): now it names the
+    attribute and both shapes."""
+    s = sm.jit.script(_Rewrites())
+    np.testing.assert_array_equal(s(sm.ones(2, 2)).numpy(), np.full((2, 2), 3.0))
+    with pytest.raises(RuntimeError, match=r"attribute 'cached'.*keep its shape \(2, 2\)"):
+        s(sm.ones(1, 2))
