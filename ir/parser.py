@@ -140,7 +140,13 @@ class Line:
 
 # ---- types --------------------------------------------------------------------------------
 
+MAX_TYPE_DEPTH = 100    # a type nests at most this deep (TorchScript's never come close); a
+                        # deeper one (``Tensor?????...`` thousands long) made every later walk
+                        # of it (repr, joins) overflow the stack
+
+
 def parse_type(line: Line) -> Type:
+    start = line.peek()
     t = _base_type(line)
     while True:
         if line.peek().text == "[" and line.peek(1).text == "]":
@@ -149,7 +155,25 @@ def parse_type(line: Line) -> Type:
         elif line.accept("?"):
             t = OptionalType(t)
         else:
-            return t
+            break
+        _check_depth(line, start, t)
+    _check_depth(line, start, t)
+    return t
+
+
+def _check_depth(line: Line, start: Token, t: Type) -> None:
+    depth, stack = 0, [(t, 1)]
+    while stack:                            # iterative: the type may already be too deep
+        t, d = stack.pop()
+        depth = max(depth, d)
+        if depth > MAX_TYPE_DEPTH:
+            raise line.error("", start, f"type nested more than {MAX_TYPE_DEPTH} deep")
+        if isinstance(t, (ListType, OptionalType)):
+            stack.append((t.element, d + 1))
+        elif isinstance(t, TupleType):
+            stack.extend((e, d + 1) for e in t.elements)
+        elif isinstance(t, DictType):
+            stack.extend(((t.key, d + 1), (t.value, d + 1)))
 
 
 def _base_type(line: Line) -> Type:

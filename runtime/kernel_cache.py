@@ -82,8 +82,9 @@ def max_bytes() -> int:
         mb = float(env)
     except ValueError:
         mb = -1.0
-    if not mb >= 0:
-        raise ValueError(f"SCRIPTMOD_CACHE_MAX_MB: expected a size in MiB >= 0, got {env!r}")
+    if not 0 <= mb < float("inf"):           # (nan and inf too: int(inf) overflows)
+        raise ValueError(f"SCRIPTMOD_CACHE_MAX_MB: expected a finite size in MiB >= 0, got "
+                         f"{env!r}")
     return int(mb * (1 << 20))
 
 

@@ -193,10 +193,10 @@ def test_max_mb_default_and_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kc.max_bytes() == kc.DEFAULT_MAX_MB << 20
     monkeypatch.setenv("SCRIPTMOD_CACHE_MAX_MB", "2.5")
     assert kc.max_bytes() == int(2.5 * (1 << 20))
-    for bad in ("lots", "-1", "nan"):
+    for bad in ("lots", "-1", "nan", "inf", "1e400"):     # (inf: an OverflowError before)
         monkeypatch.setenv("SCRIPTMOD_CACHE_MAX_MB", bad)
-        with pytest.raises(ValueError, match=r"SCRIPTMOD_CACHE_MAX_MB: expected a size in "
-                                             r"MiB >= 0, got '" + bad):
+        with pytest.raises(ValueError, match=r"SCRIPTMOD_CACHE_MAX_MB: expected a finite size "
+                                             r"in MiB >= 0, got '" + bad):
             kc.max_bytes()
 
 

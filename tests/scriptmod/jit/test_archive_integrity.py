@@ -319,3 +319,29 @@ def test_a_layer_configuration_of_the_wrong_type_is_refused():
     fc["layer"]["config"]["in_features"] = 1.5
     items["manifest.json"] = json.dumps(man).encode()
     refused(rezip(items, seal=True), "layer 'fc'", "'in_features' is 1.5", "takes int")
+
+
+@pytest.mark.parametrize("suffix", ["?", "[]"])
+def test_a_resealed_archive_with_a_type_nested_thousands_deep_is_an_archive_error(suffix):
+    """Issue 44, item 1: a consistent archive (every digest recomputed) whose input type is
+    ``Tensor??????...`` thousands deep overflowed the stack in every walk of the type (the
+    signature check's ``repr``: a RecursionError out of ``jit.load``; here, verification).
+    Types nest at most ``ir.parser.MAX_TYPE_DEPTH`` deep; a deeper one is refused when the
+    IR is parsed, as the file's fault, before anything walks it."""
+    from scriptmod.ir.parser import MAX_TYPE_DEPTH
+    buf = io.BytesIO()
+    jit.save(jit.trace(nn.Linear(3, 2), sm.ones(1, 3)), buf)
+    items = {n: d for n, d in _entries(buf.getvalue())}
+    name = next(n for n in items if n.endswith("forward.ir"))
+    text = items[name].decode()
+    head, rest = text.split(":", 1)
+    typ = rest.lstrip().split(")", 1)[0].split(",")[0]
+    items[name] = text.replace(typ, typ + suffix * 3000, 1).encode()
+    data = _zip([(n, d, not n.endswith(".safetensors")) for n, d in items.items()], seal=True)
+    with pytest.raises(A.ArchiveError, match=f"more than {MAX_TYPE_DEPTH} deep"):
+        jit.load(io.BytesIO(data))
+
+
+def _entries(data: bytes) -> list[tuple[str, bytes]]:
+    zf = zipfile.ZipFile(io.BytesIO(data))
+    return [(n, zf.read(n)) for n in zf.namelist()]
