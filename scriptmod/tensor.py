@@ -127,7 +127,18 @@ class Tensor:
         return int(self._data.nbytes)
 
     def stride(self, dim: int | None = None) -> Any:
-        s = tuple(st // self._data.dtype.itemsize for st in self._data.strides)
+        """Strides in elements. NumPy gives an empty array zero strides; PyTorch gives a
+        zero-size tensor the strides of its contiguous layout (``zeros(0, 8)``: ``(8, 1)``),
+        which is what this returns for one that is C-contiguous."""
+        data = self._data
+        if data.size == 0 and data.flags.c_contiguous:
+            s, step = [], 1
+            for n in reversed(data.shape):
+                s.append(step)
+                step *= max(n, 1)
+            s = tuple(reversed(s))
+        else:
+            s = tuple(st // data.dtype.itemsize for st in data.strides)
         return s if dim is None else s[dim]
 
     def is_contiguous(self, memory_format: Any = _mf.contiguous_format) -> bool:
@@ -508,7 +519,7 @@ def _assign(self: Tensor, out: Tensor) -> Tensor:
 def _check_writable(self: Tensor) -> None:
     """PyTorch's refusal to write into an expanded tensor whose elements share memory."""
     data = self._data
-    if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
+    if data.size and any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
         raise RuntimeError("unsupported operation: more than one element of the written-to "
                            "tensor refers to a single memory location. Please clone() the tensor "
                            "before performing the operation.")

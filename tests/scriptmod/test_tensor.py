@@ -401,3 +401,20 @@ def test_overhead_benchmark_reports_both_ops() -> None:
     res = measure_overhead(number=10, rounds=1)
     assert set(res) == {"add", "relu"} and all(r["scriptmod"] > 0 for r in res.values())
     assert "overhead" in format_table(res)
+
+
+@pytest.mark.parametrize("shape", [(0, 8), (3, 0, 2), (0,), (0, 1, 5)])
+def test_a_zero_size_tensor_has_torchs_strides_and_takes_in_place_ops(shape):
+    """Issue 44, item 5: ``zeros(0, 8).stride()`` was ``(0, 0)`` (NumPy's strides of an empty
+    array; torch: ``(8, 1)``), and an in-place op on it raised the "refers to a single memory
+    location" error of expanded tensors. (A view of a zero-size tensor, ``.t()``, still
+    reports contiguous strides of its own shape.)"""
+    x = sm.zeros(*shape)
+    step, want = 1, []
+    for n in reversed(shape):
+        want.append(step)
+        step *= max(n, 1)
+    assert x.stride() == tuple(reversed(want))
+    x.add_(1)
+    x.mul_(2).fill_(3.0)
+    assert tuple(x.shape) == shape
