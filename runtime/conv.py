@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 from functools import lru_cache, partial
 from typing import Any, Sequence
 
@@ -34,6 +33,7 @@ from scriptmod.codegen.conv import (NC_MAX, PARAMS, RUN_STRIDES, TAP, name, rend
                                     workspace_floats)
 from scriptmod.codegen.gemm import KC, MC, NC
 from scriptmod.codegen.microkernel import UNROLL, Isa
+from scriptmod.ir import env
 from . import threads as _threads
 from .errors import worded
 from .gemm import Epilogue, isa
@@ -51,10 +51,7 @@ MAX_INDEX = 1 << 30           # offsets in the input are 32-bit lanes: a call's 
 
 def choice() -> str:
     """``SCRIPTMOD_CONV``: ``own``, ``reference`` or ``auto`` (default)."""
-    value = os.environ.get("SCRIPTMOD_CONV", "") or "auto"
-    if value not in CHOICES:
-        raise ValueError(f"SCRIPTMOD_CONV: expected one of {list(CHOICES)}, got {value!r}")
-    return value
+    return env.choice("SCRIPTMOD_CONV", CHOICES, "auto")
 
 
 @lru_cache(maxsize=None)

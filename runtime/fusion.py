@@ -37,7 +37,6 @@ own allocator.
 """
 from __future__ import annotations
 
-import os
 import sys
 import weakref
 from typing import Any, Callable, Sequence
@@ -47,6 +46,7 @@ import numpy as np
 from scriptmod.codegen.kernel import KernelSpec
 from scriptmod.codegen.lower import DTYPES, c_strides, lower_group, plan_layout, static_layout
 from scriptmod.codegen.kernel import broadcast_strides
+from scriptmod.ir import env
 from scriptmod.codegen.rows import (geometry, has_row_ops, lower_row_group, output_shapes,
                                     plan_row_layout, reduced_stride)
 from scriptmod.ir import log as irlog
@@ -65,7 +65,7 @@ __all__ = ["DTYPES", "FusedKernel", "FusionGuardError", "Launch", "layout_key",
 
 TOPIC = "fusion"
 POOL = 2                       # output buffers kept per output of a launch
-POOL_BYTES = int(os.environ.get("SCRIPTMOD_POOL_MB", "1024")) << 20   # cap over all launches
+POOL_BYTES = env.size_mb("SCRIPTMOD_POOL_MB", 1024)   # cap over all launches
 _pooled = [0]
 MAX_LAYOUTS = 64               # launches (layouts) kept per group before the table is reset
 _getrefcount = sys.getrefcount

@@ -18,7 +18,6 @@ specialization is planned, so a change applies to specializations built after it
 from __future__ import annotations
 
 import ctypes
-import os
 from functools import lru_cache, partial
 from typing import Any, Callable
 
@@ -27,6 +26,7 @@ import numpy as np
 from scriptmod.codegen.gemm import MC, NC, PARAMS, name, render_gemm, workspace_floats
 from scriptmod.codegen.microkernel import AVX512, AVX512_NARROW, Isa, host_isa
 from scriptmod.ir.graph import Node
+from scriptmod.ir import env
 from . import threads as _threads
 from .errors import worded
 from .llvm_jit import CompiledKernel, compile_units, host
@@ -43,10 +43,7 @@ CHOICES = ("auto", "own", "blas")
 
 def choice() -> str:
     """``SCRIPTMOD_GEMM``: ``own``, ``blas`` or ``auto`` (default)."""
-    value = os.environ.get("SCRIPTMOD_GEMM", "") or "auto"
-    if value not in CHOICES:
-        raise ValueError(f"SCRIPTMOD_GEMM: expected one of {list(CHOICES)}, got {value!r}")
-    return value
+    return env.choice("SCRIPTMOD_GEMM", CHOICES, "auto")
 
 
 def preferred() -> bool:

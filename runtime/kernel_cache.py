@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from scriptmod.ir import log as irlog
+from scriptmod.ir import env
 
 MAGIC = b"SCRIPTMOD-OBJ 1\n"
 SUFFIX = ".smko"
@@ -75,17 +76,7 @@ def max_bytes() -> int:
     >>> max_bytes() > 0
     True
     """
-    env = os.environ.get("SCRIPTMOD_CACHE_MAX_MB", "").strip()
-    if not env:
-        return DEFAULT_MAX_MB << 20
-    try:
-        mb = float(env)
-    except ValueError:
-        mb = -1.0
-    if not 0 <= mb < float("inf"):           # (nan and inf too: int(inf) overflows)
-        raise ValueError(f"SCRIPTMOD_CACHE_MAX_MB: expected a finite size in MiB >= 0, got "
-                         f"{env!r}")
-    return int(mb * (1 << 20))
+    return env.size_mb("SCRIPTMOD_CACHE_MAX_MB", DEFAULT_MAX_MB)
 
 
 def cache_key(text: str, triple: str, cpu: str, features: str, version: str) -> str:

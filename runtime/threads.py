@@ -41,6 +41,8 @@ from typing import Callable
 
 import numpy as np
 
+from scriptmod.ir import env
+
 from . import blas
 
 ALIGN = 64            # chunk boundaries are multiples of this many elements
@@ -53,14 +55,11 @@ _clock = time.monotonic   # (tests replace it)
 _lock = threading.Lock()
 _local = threading.local()        # .worker: this thread is one of the pool's
 _state: dict = {"n": None, "pool": None, "blas_cap": None, "blas_base": None,
-                "dynamic": os.environ.get("SCRIPTMOD_DYNAMIC_THREADS", "1") != "0"}
+                "dynamic": env.flag("SCRIPTMOD_DYNAMIC_THREADS", True)}
 
 
 def _default_threads() -> int:
-    env = os.environ.get("SCRIPTMOD_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    return _usable_cpus()
+    return env.integer("SCRIPTMOD_NUM_THREADS", 0, minimum=1) or _usable_cpus()
 
 
 def _usable_cpus() -> int:
