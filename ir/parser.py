@@ -156,7 +156,6 @@ def parse_type(line: Line) -> Type:
             t = OptionalType(t)
         else:
             break
-        _check_depth(line, start, t)
     _check_depth(line, start, t)
     return t
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 from functools import lru_cache, partial
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 
 from scriptmod.codegen.attention import PARAMS, name, render_attention, workspace_floats
 from scriptmod.codegen.microkernel import ISAS, Isa, host_isa
+from scriptmod.ir import env
 from . import threads as _threads
 from .errors import worded
 from .llvm_jit import CompiledKernel, compile_units, host
@@ -44,17 +44,12 @@ def isa() -> Isa:
     """The register shape the kernel is built for: the host's (``microkernel.host_isa``),
     or ``SCRIPTMOD_ATTENTION_ISA=avx2|avx512`` (either runs correctly on any x86-64 host;
     the other one is only slower)."""
-    return _isa(os.environ.get("SCRIPTMOD_ATTENTION_ISA", ""))
+    return _isa(env.choice("SCRIPTMOD_ATTENTION_ISA", sorted(ISAS), ""))
 
 
 @lru_cache(maxsize=None)
 def _isa(choice: str) -> Isa:
-    if choice:
-        if choice not in ISAS:
-            raise ValueError(f"SCRIPTMOD_ATTENTION_ISA: expected one of {sorted(ISAS)}, "
-                             f"got {choice!r}")
-        return ISAS[choice]
-    return host_isa(host()[2])
+    return ISAS[choice] if choice else host_isa(host()[2])
 
 
 @lru_cache(maxsize=None)

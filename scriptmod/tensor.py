@@ -132,11 +132,8 @@ class Tensor:
         which is what this returns for one that is C-contiguous."""
         data = self._data
         if data.size == 0 and data.flags.c_contiguous:
-            s, step = [], 1
-            for n in reversed(data.shape):
-                s.append(step)
-                step *= max(n, 1)
-            s = tuple(reversed(s))
+            from scriptmod.runtime.native.views import c_strides
+            s = c_strides([max(n, 1) for n in data.shape])
         else:
             s = tuple(st // data.dtype.itemsize for st in data.strides)
         return s if dim is None else s[dim]

@@ -541,6 +541,11 @@ class CallsMixin:
                 vals.append(self.value(PyObj(p.default), e))
             else:
                 raise self.error(f"{key}(): missing argument '{name}'", e)
+        return self.inline_checked(key, g, vals, names, e)
+
+    def inline_checked(self, key: str, g: Any, vals: list[Value], names: list[str],
+                       e: ast.AST) -> Value:
+        """``g`` inlined on ``vals``, each checked against its parameter's type."""
         for v, gi, nm in zip(vals, g.inputs, names):
             if not _fits(v.type, gi.type):
                 raise self.error(f"{key}(): argument '{nm}' must be {gi.type!r}, got "
@@ -564,12 +569,7 @@ class CallsMixin:
             bound = bind_keywords(f"{key}():", names, args, kwargs, defaults)
         except TypeError as err:
             raise self.error(str(err), e) from None
-        vals = [self.value(a, e) for a in bound]
-        for v, gi, nm in zip(vals, g.inputs, names):
-            if not _fits(v.type, gi.type):
-                raise self.error(f"{key}(): argument '{nm}' must be {gi.type!r}, got "
-                                 f"{v.type!r}", e)
-        return _inline(self.b, g, vals)
+        return self.inline_checked(key, g, [self.value(a, e) for a in bound], names, e)
 
 
 # the classes a value typed Any (a Union of scalars) is checked against at run time
